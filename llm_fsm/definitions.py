@@ -1,0 +1,191 @@
+"""The definition language: what an FSM file is.
+
+These pydantic models are the single source of truth for the format. The JSON
+Schema in ``schemas/fsm_definition.schema.json`` is generated from them (and a
+test keeps the two equal), so every ``description=`` below is what an editor
+shows while an author types.
+
+Unknown fields are kept, not rejected: files written for the original LLM-FSM
+carry fields it ignored (``function_handlers``), and ``fsm-lint`` reports them
+as warnings rather than refusing the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from .logic import CompiledRule, compile_logic
+
+SUPPORTED_VERSIONS = ("3.0",)
+DEFAULT_PRIORITY = 100
+
+#: JSON Schema dialect and id of the generated schema
+SCHEMA_ID = "https://llm-fsm.dev/schemas/fsm_definition.schema.json"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True, validate_default=False)
+
+    @property
+    def unknown_fields(self) -> dict[str, Any]:
+        """Fields the format does not define (kept so old files load; lint warns)."""
+        return dict(self.__pydantic_extra__ or {})
+
+
+class TransitionCondition(_Model):
+    """One condition of a transition; all conditions of a transition must hold."""
+
+    description: str = Field(description="What this condition means, for people and for the model.")
+    requires_context_keys: list[str] | None = Field(
+        default=None,
+        description=(
+            "Context keys (dot paths allowed) that must be present and neither null nor empty "
+            "for the condition to hold."
+        ),
+    )
+    logic: Any = Field(
+        default=None,
+        description=(
+            "A JsonLogic rule evaluated against the context; the condition holds when it is truthy. "
+            "A rule that reads a key missing from the context (a var without a default) does not hold."
+        ),
+    )
+
+    _compiled: CompiledRule | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _compile(self) -> "TransitionCondition":
+        # Compiled once at load time: unknown operators fail here, not at run time.
+        if self.logic is not None:
+            self._compiled = compile_logic(self.logic)
+        return self
+
+    @property
+    def compiled(self) -> CompiledRule | None:
+        """The rule compiled at load time, or None when the condition has no logic."""
+        return self._compiled
+
+
+class Transition(_Model):
+    """A declared way out of a state. Only declared transitions can ever happen."""
+
+    target_state: str = Field(description="Id of the state this transition leads to.")
+    description: str = Field(description="When this transition should be taken; shown to the model.")
+    conditions: list[TransitionCondition] | None = Field(
+        default=None,
+        description=(
+            "Conditions that must all hold. A transition with conditions is guarded: it fires on its "
+            "own when they hold. Without conditions it is a judgment transition only the model can choose."
+        ),
+    )
+    priority: int = Field(
+        default=DEFAULT_PRIORITY,
+        description="Lower numbers win when several transitions are eligible (default 100).",
+    )
+
+    @property
+    def is_guarded(self) -> bool:
+        return bool(self.conditions)
+
+
+class State(_Model):
+    """A step of the conversation: what it is for, what to collect, where it may go."""
+
+    id: str = Field(description="Unique state id; must equal the key of this state in `states`.")
+    description: str = Field(description="What this state is.")
+    purpose: str = Field(description="What the assistant should achieve in this state.")
+    transitions: list[Transition] = Field(
+        default_factory=list,
+        description="Declared transitions out of this state. None means the state is terminal.",
+    )
+    required_context_keys: list[str] | None = Field(
+        default=None,
+        description="Keys the assistant should collect from the user in this state.",
+    )
+    instructions: str | None = Field(default=None, description="Extra instructions for the model in this state.")
+    example_dialogue: list[dict[str, str]] | None = Field(
+        default=None,
+        description='Example exchanges, e.g. [{"user": "hi"}, {"assistant": "Hello! What is your name?"}].',
+    )
+
+    @field_validator("transitions", mode="before")
+    @classmethod
+    def _null_transitions(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+    @property
+    def is_terminal(self) -> bool:
+        """A terminal state has no outgoing transitions (a self-loop is not terminal)."""
+        return not self.transitions
+
+
+class FSMDefinition(_Model):
+    """A whole conversation: its states, where it starts, and who the assistant is."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+        json_schema_extra={"$id": SCHEMA_ID},
+    )
+
+    name: str = Field(description="Name of this FSM.")
+    description: str = Field(description="What this conversation does.")
+    initial_state: str = Field(description="Id of the state every conversation starts in.")
+    version: str = Field(default="3.0", description='Format version; "3.0" is supported.')
+    persona: str | None = Field(default=None, description="Who the assistant is and how it speaks.")
+    states: dict[str, State] = Field(description="All states, keyed by their id.")
+    application_context_keys: list[str] | None = Field(
+        default=None,
+        description=(
+            "Context keys the application provides (initial_context or hooks) rather than the user. "
+            "Conditions may read them without any state collecting them."
+        ),
+    )
+    protected_context_keys: list[str] | None = Field(
+        default=None,
+        description=(
+            "Context keys only the application may set; the model's updates to them are dropped "
+            "and recorded. Also counted as provided by the application."
+        ),
+    )
+
+    _hash: str | None = PrivateAttr(default=None)
+
+    def get_state(self, state_id: str) -> State:
+        """The state with this id; raises StateNotFoundError when it is not declared."""
+        from .errors import StateNotFoundError
+
+        try:
+            return self.states[state_id]
+        except KeyError:
+            raise StateNotFoundError(f"state {state_id!r} is not declared in FSM {self.name!r}") from None
+
+    @property
+    def content_hash(self) -> str:
+        """A stable hash of the definition, saved with each conversation to detect edits."""
+        if self._hash is None:
+            canonical = json.dumps(
+                self.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":")
+            )
+            self._hash = hashlib.sha256(canonical.encode()).hexdigest()[:16]
+        return self._hash
+
+    @property
+    def provided_context_keys(self) -> set[str]:
+        """Keys the application promises to provide."""
+        return set(self.application_context_keys or ()) | set(self.protected_context_keys or ())
+
+
+__all__ = [
+    "DEFAULT_PRIORITY",
+    "FSMDefinition",
+    "SCHEMA_ID",
+    "SUPPORTED_VERSIONS",
+    "State",
+    "Transition",
+    "TransitionCondition",
+]

@@ -1,0 +1,162 @@
+"""One hierarchy for every error the library raises.
+
+Callers catch ``FSMError`` to handle anything of ours, or a child to handle one
+failure. Errors that the seed specification documents as ``ValueError`` (an
+unknown conversation id, a definition that cannot be loaded) also inherit from
+``ValueError`` so code written against the seed keeps working.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FSMError(Exception):
+    """Base of every error raised by llm_fsm."""
+
+
+# --- definitions -----------------------------------------------------------------
+
+
+class DefinitionError(FSMError, ValueError):
+    """A definition could not be read, parsed or validated.
+
+    Carries where the problem is so a person can fix it: the file, a JSON path
+    into the document (``$.states.greeting.transitions[0]``) and, when the
+    parser knows it, the line.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        path: str | None = None,
+        line: int | None = None,
+        problems: list[tuple[str, str]] | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.path = path
+        self.line = line
+        #: every (json_path, message) found, when there was more than one
+        self.problems = problems or ([(path, message)] if path else [])
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.file:
+            where.append(self.file + (f":{self.line}" if self.line else ""))
+        if self.path:
+            where.append(self.path)
+        prefix = " ".join(where)
+        text = f"{prefix}: {self.message}" if prefix else self.message
+        extra = [f"  {p}: {m}" for p, m in self.problems[1:]]
+        return "\n".join([text, *extra])
+
+
+class DefinitionNotFoundError(DefinitionError):
+    """No file or definition id matched what was asked for."""
+
+
+class LogicError(FSMError, ValueError):
+    """A JsonLogic rule is malformed: unknown operator, wrong arity, too deep."""
+
+    def __init__(self, message: str, *, path: str = "$") -> None:
+        self.message = message
+        self.path = path
+        super().__init__(f"{path}: {message}" if path != "$" else message)
+
+
+class LogicBudgetError(LogicError):
+    """Evaluating a rule exceeded its work budget (a hostile or runaway rule)."""
+
+
+# --- running conversations -------------------------------------------------------
+
+
+class StateNotFoundError(FSMError):
+    """A state id was referenced that the definition does not declare."""
+
+
+class InvalidTransitionError(FSMError):
+    """A transition failed validation (raised only in strict mode)."""
+
+    def __init__(self, message: str, *, explanation: Any = None) -> None:
+        self.explanation = explanation
+        super().__init__(message)
+
+
+class LLMResponseError(FSMError):
+    """The model's output could not be turned into a valid response, even after re-asking."""
+
+    def __init__(self, message: str, *, raw_outputs: list[str] | None = None) -> None:
+        self.raw_outputs = raw_outputs or []
+        super().__init__(message)
+
+
+class LLMConfigurationError(FSMError):
+    """No model, no key, or a provider that refused the credentials."""
+
+
+class ConversationNotFoundError(FSMError, ValueError):
+    """No conversation with this id (for this user and room) exists, or it expired."""
+
+
+class ConversationEndedError(FSMError):
+    """A message was sent to a conversation that has already ended."""
+
+
+class ContextError(FSMError, ValueError):
+    """A context update broke a rule: too large, or not a mapping."""
+
+
+class ContextTooLargeError(ContextError):
+    """The context would exceed its size cap after this update."""
+
+
+class MessageTooLargeError(FSMError, ValueError):
+    """A user message is larger than the configured hard limit."""
+
+
+class HookError(FSMError):
+    """An application hook raised; the turn was not applied."""
+
+    def __init__(self, hook: str, cause: BaseException) -> None:
+        self.hook = hook
+        self.cause = cause
+        super().__init__(f"hook {hook!r} failed: {type(cause).__name__}: {cause}")
+
+
+class DefinitionChangedError(FSMError):
+    """The definition a conversation started on has changed since (strict policy)."""
+
+
+class FlowError(FSMError):
+    """A sub-flow could not be started, resumed or finished (depth limit, unknown flow)."""
+
+
+# --- stores ----------------------------------------------------------------------
+
+
+class StoreError(FSMError):
+    """A conversation store failed."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store cannot be reached (e.g. Redis is down). Nothing was written."""
+
+
+class ConcurrentUpdateError(StoreError):
+    """Another worker saved this conversation first and retries ran out."""
+
+
+class RecordTooLargeError(StoreError, ContextError):
+    """A conversation record is larger than the store's cap."""
+
+
+class StoreCorruptedError(StoreError):
+    """A stored record could not be decoded and no backup could replace it."""
+
+
+__all__ = [name for name in dir() if name.endswith("Error")]
