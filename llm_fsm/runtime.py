@@ -222,6 +222,13 @@ class FSMInstance(_Data):
         default_factory=dict, description="message_id → reply, so a retried message is answered once."
     )
     trace: list[TraceEvent] = Field(default_factory=list)
+    archive_outbox: list[dict[str, str]] = Field(
+        default_factory=list,
+        description=(
+            "Messages pruned from the live transcript this turn. The store appends them to the "
+            "conversation's archive on save and empties this list, so no message is silently dropped."
+        ),
+    )
 
     @property
     def ended(self) -> bool:
