@@ -99,6 +99,46 @@ class LLMConfigurationError(FSMError):
     """No model, no key, or a provider that refused the credentials."""
 
 
+class MalformedOutputError(LLMResponseError):
+    """The model's text held no usable response object.
+
+    The message is written to be sent back to the model when re-asking, so it
+    names the problem ("'message' must be a non-empty string") rather than
+    the parser's internals.
+    """
+
+    def __init__(self, message: str, *, raw_outputs: list[str] | None = None) -> None:
+        self.problem = message
+        super().__init__(message, raw_outputs=raw_outputs)
+
+
+class LLMProviderError(LLMResponseError):
+    """The provider failed the call: rate limit, timeout, connection, server error, prompt too long.
+
+    ``retryable`` tells the caller whether trying again later may succeed.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider_error: str = "",
+        retryable: bool = False,
+        raw_outputs: list[str] | None = None,
+    ) -> None:
+        self.provider_error = provider_error
+        self.retryable = retryable
+        super().__init__(message, raw_outputs=raw_outputs)
+
+
+class LLMScriptExhaustedError(FSMError):
+    """A scripted test model was asked for more replies than its script holds.
+
+    Deliberately not an ``LLMResponseError``: a script that is too short is a
+    mistake in the test, and must not be handled like a model failure.
+    """
+
+
 class ConversationNotFoundError(FSMError, ValueError):
     """No conversation with this id (for this user and room) exists, or it expired."""
 
