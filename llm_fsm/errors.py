@@ -199,4 +199,9 @@ class StoreCorruptedError(StoreError):
     """A stored record could not be decoded and no backup could replace it."""
 
 
+
+
+
+class TurnNotFoundError(FSMError, IndexError):
+    """``explain`` was asked for a turn that does not exist or is no longer kept."""
 __all__ = [name for name in dir() if name.endswith("Error")]
