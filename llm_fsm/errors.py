@@ -204,4 +204,6 @@ class StoreCorruptedError(StoreError):
 
 class TurnNotFoundError(FSMError, IndexError):
     """``explain`` was asked for a turn that does not exist or is no longer kept."""
+
+
 __all__ = [name for name in dir() if name.endswith("Error")]
