@@ -1,0 +1,442 @@
+"""Turn a model's text into an ``LLMResponse``, or say precisely why it cannot be.
+
+Models wrap their JSON in code fences, explain it in prose, think aloud inside
+``<think>`` blocks, show an example object before the real one, or drift from
+the shape they were asked for. This module is tolerant where the meaning is
+unambiguous (a flat object, ``"response"`` for ``"message"``, a null
+``context_update``) and strict where guessing would put words in the model's
+mouth (a missing reply text, a ``context_update`` that is not an object).
+
+Every failure is a ``MalformedOutputError`` whose message is written for the
+model: the LLM edge sends it back verbatim when it re-asks.
+
+Pure: no I/O, no litellm, no logging side effects.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from llm_fsm.errors import MalformedOutputError
+from llm_fsm.runtime import LLMResponse, StateTransition
+
+STAY = ""
+"""``target_state`` when the model made no proposal (null, empty or absent): the engine treats it as "stay"."""
+
+MAX_OUTPUT_CHARS = 200_000
+"""Replies longer than this are refused rather than scanned: no real reply is this long."""
+
+MAX_CANDIDATE_STARTS = 2_000
+"""How many ``{`` positions the scanner tries before giving up; bounds the work on hostile text."""
+
+MESSAGE_KEYS = ("message", "response", "reply")
+"""Names a model may give the user-facing text; the first present wins."""
+
+_DEFAULT_VALUE_DEPTH = 4
+
+_THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+
+
+# --- the schema the model is asked to follow ------------------------------------------
+
+
+def response_json_schema(
+    allowed_targets: Sequence[str] | None = None,
+    *,
+    max_message_chars: int = 2000,
+    max_string_chars: int = 500,
+    max_value_depth: int = _DEFAULT_VALUE_DEPTH,
+) -> dict[str, Any]:
+    """The JSON Schema of one reply object, for structured output and for the prompt.
+
+    Every string carries ``maxLength``: small local models decoding under a
+    grammar at temperature 0 can otherwise repeat a phrase until the token
+    limit. Values inside ``context_update`` are bounded the same way down to
+    ``max_value_depth`` levels of nesting (shared ``$defs``, so the schema
+    stays linear in size).
+
+    ``allowed_targets`` becomes an ``enum`` on ``target_state``; an empty list
+    means no move is possible and only the empty "stay" proposal is allowed.
+    """
+    target: dict[str, Any] = {
+        "type": "string",
+        "maxLength": max_string_chars,
+        "description": "Id of the state to move to; the current state's id to stay.",
+    }
+    if allowed_targets is not None:
+        target["enum"] = list(dict.fromkeys(allowed_targets)) or [STAY]
+    depth = max(1, max_value_depth)
+    return {
+        "type": "object",
+        "properties": {
+            "transition": {
+                "type": "object",
+                "properties": {
+                    "target_state": target,
+                    "context_update": {
+                        "type": "object",
+                        "description": "Information extracted from the user's message, as key: value.",
+                        "additionalProperties": {"$ref": "#/$defs/value1"},
+                    },
+                },
+                "required": ["target_state", "context_update"],
+                "additionalProperties": False,
+            },
+            "message": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": max_message_chars,
+                "description": "The reply shown to the user.",
+            },
+            "reasoning": {
+                "type": "string",
+                "maxLength": max_string_chars,
+                "description": "Short explanation of the decision, for debugging.",
+            },
+        },
+        "required": ["transition", "message"],
+        "additionalProperties": False,
+        "$defs": _value_defs(max_string_chars, depth),
+    }
+
+
+def _value_defs(max_string_chars: int, depth: int) -> dict[str, Any]:
+    """``value1`` … ``valueN``: JSON values whose strings are bounded; only the last level is scalar-only."""
+    defs: dict[str, Any] = {}
+    for level in range(1, depth + 1):
+        options: list[dict[str, Any]] = [
+            {"type": "string", "maxLength": max_string_chars},
+            {"type": "number"},
+            {"type": "boolean"},
+            {"type": "null"},
+        ]
+        if level < depth:
+            deeper = {"$ref": f"#/$defs/value{level + 1}"}
+            options.append({"type": "array", "items": deeper})
+            options.append({"type": "object", "additionalProperties": deeper})
+        defs[f"value{level}"] = {"anyOf": options}
+    return defs
+
+
+def allowed_targets_from_schema(schema: dict[str, Any] | None) -> list[str] | None:
+    """Read the ``target_state`` enum back out of a schema built by ``response_json_schema``.
+
+    Lets the LLM edge validate proposals against exactly what the engine asked
+    for, without a second channel between them. ``None`` when the schema has no enum.
+    """
+    if not isinstance(schema, dict):
+        return None
+    try:
+        enum = schema["properties"]["transition"]["properties"]["target_state"]["enum"]
+    except (KeyError, TypeError):
+        return None
+    if isinstance(enum, list) and all(isinstance(item, str) for item in enum):
+        return list(enum)
+    return None
+
+
+# --- parsing ---------------------------------------------------------------------------
+
+
+def parse_llm_output(text: str, allowed_targets: Sequence[str] | None = None) -> LLMResponse:
+    """The first JSON object in ``text`` that is a valid reply.
+
+    Code fences and prose need no special handling: the scanner decodes an
+    object from every ``{`` and ignores everything else, so text is never
+    rewritten (a message containing a fence stays intact). Looks first outside
+    ``<think>`` blocks, then in the whole text, each time also in a copy with
+    trailing commas removed. Raises ``MalformedOutputError`` naming the most
+    relevant problem otherwise.
+    """
+    if not isinstance(text, str):
+        raise MalformedOutputError(
+            f"the reply must be text, got {type(text).__name__}", raw_outputs=[repr(text)[:1000]]
+        )
+    if not text.strip():
+        raise MalformedOutputError("the reply was empty; send the JSON object", raw_outputs=[text])
+    if len(text) > MAX_OUTPUT_CHARS:
+        raise MalformedOutputError(
+            f"the reply is {len(text)} characters long, more than the {MAX_OUTPUT_CHARS} accepted; "
+            "send only the JSON object, with a short message",
+            raw_outputs=[text[:1000]],
+        )
+
+    variants = _variants(text)
+    first_problem: _Problem | None = None
+    for variant in variants:
+        response, problem = _first_valid(variant, allowed_targets)
+        if response is not None:
+            return response
+        if problem is not None and (first_problem is None or problem.rank > first_problem.rank):
+            first_problem = problem
+    message = first_problem.message if first_problem else "no JSON object was found in the reply"
+    raise MalformedOutputError(message, raw_outputs=[text])
+
+
+def response_from_object(obj: Any, allowed_targets: Sequence[str] | None = None) -> LLMResponse:
+    """Validate one decoded object as a reply; the tolerant shape rules live here.
+
+    Accepted: ``{"transition": {"target_state", "context_update"}, "message", "reasoning"?}``;
+    the flat form with ``target_state``/``context_update`` at the top; ``transition``
+    given as a bare state id; ``"response"`` or ``"reply"`` instead of ``"message"``;
+    ``context_update`` null or absent (→ ``{}``); ``target_state`` null or empty (→ ``STAY``).
+    """
+    if not isinstance(obj, dict):
+        raise MalformedOutputError(f"the reply must be a JSON object, got {_json_type(obj)}")
+    problems: list[str] = []
+
+    message = _message(obj, problems)
+    target, update = _transition(obj, problems)
+    if target is not None and target != STAY and allowed_targets is not None:
+        target = _match_target(target, allowed_targets, problems)
+    reasoning = _reasoning(obj.get("reasoning"))
+
+    if problems:
+        raise MalformedOutputError("; ".join(problems))
+    assert message is not None and target is not None and update is not None
+    return LLMResponse(
+        transition=StateTransition(target_state=target, context_update=update),
+        message=message,
+        reasoning=reasoning,
+    )
+
+
+# --- internals -------------------------------------------------------------------------
+
+
+class _Problem:
+    """Why a candidate failed, ranked so the error shown is the most useful one.
+
+    rank 0: text that never decoded; 1: a decoded object that does not look like
+    a reply; 2: an object that looks like a reply but breaks a rule.
+    """
+
+    __slots__ = ("message", "rank")
+
+    def __init__(self, message: str, rank: int) -> None:
+        self.message = message
+        self.rank = rank
+
+
+_REPLY_KEYS = frozenset({"transition", "target_state", "context_update", *MESSAGE_KEYS})
+
+
+def _variants(text: str) -> list[str]:
+    """Texts to scan, most trustworthy first, without repeats."""
+    out: list[str] = []
+    for candidate in (_THINK_BLOCK.sub(" ", text), text):
+        for variant in (candidate, _remove_trailing_commas(candidate)):
+            if variant not in out:
+                out.append(variant)
+    return out
+
+
+def _first_valid(
+    text: str, allowed_targets: Sequence[str] | None
+) -> tuple[LLMResponse | None, _Problem | None]:
+    best: _Problem | None = None
+    for obj, decode_error in _scan(text):
+        if obj is None:
+            problem = _Problem(
+                f"the reply contains '{{' but no complete JSON object ({decode_error})", 0
+            )
+        else:
+            try:
+                return response_from_object(obj, allowed_targets), None
+            except MalformedOutputError as exc:
+                rank = 2 if _REPLY_KEYS.intersection(obj) else 1
+                problem = _Problem(exc.problem, rank)
+        if best is None or problem.rank > best.rank:
+            best = problem
+    return None, best
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+_DECODER = json.JSONDecoder(strict=False, parse_constant=_reject_constant)
+
+
+def _scan(text: str) -> Iterator[tuple[dict[str, Any] | None, str]]:
+    """Every JSON object starting at a ``{``, in order, nested ones included.
+
+    Yields ``(object, "")`` for each object decoded and ``(None, error)`` for
+    the first ``{`` that does not start one (later failures add nothing useful).
+    """
+    reported_failure = False
+    start = text.find("{")
+    tries = 0
+    while start != -1 and tries < MAX_CANDIDATE_STARTS:
+        tries += 1
+        try:
+            obj, _end = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError) as exc:
+            if not reported_failure:
+                reported_failure = True
+                yield None, _short_decode_error(exc)
+        else:
+            if isinstance(obj, dict):
+                yield obj, ""
+        start = text.find("{", start + 1)
+
+
+def _short_decode_error(exc: BaseException) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc)
+
+
+def _remove_trailing_commas(text: str) -> str:
+    """Drop commas that directly precede ``}`` or ``]`` outside strings (a common model slip)."""
+    out: list[str] = []
+    in_string = False
+    escaped = False
+    pending_comma: list[str] = []  # a comma and the whitespace after it, held until we know what follows
+    for ch in text:
+        if in_string:
+            out.append(ch)
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if pending_comma:
+            if ch.isspace():
+                pending_comma.append(ch)
+                continue
+            if ch in "}]":
+                out.extend(pending_comma[1:])
+            else:
+                out.extend(pending_comma)
+            pending_comma = []
+        if ch == ",":
+            pending_comma = [ch]
+            continue
+        out.append(ch)
+        if ch == '"':
+            in_string = True
+    out.extend(pending_comma)
+    return "".join(out)
+
+
+def _message(obj: dict[str, Any], problems: list[str]) -> str | None:
+    key = next((k for k in MESSAGE_KEYS if k in obj), None)
+    if key is None:
+        problems.append('the object has no "message" field (the text shown to the user)')
+        return None
+    value = obj[key]
+    if not isinstance(value, str) or not value.strip():
+        problems.append(f'"{key}" must be a non-empty string, got {_describe(value)}')
+        return None
+    return value
+
+
+def _transition(obj: dict[str, Any], problems: list[str]) -> tuple[str | None, dict[str, Any] | None]:
+    """(target_state, context_update) from the nested, flat or bare-id forms."""
+    raw_update: Any = obj.get("context_update")
+    if "transition" in obj:
+        transition = obj["transition"]
+        if transition is None or isinstance(transition, str):
+            raw_target: Any = transition
+        elif isinstance(transition, dict):
+            raw_target = transition.get("target_state")
+            if "context_update" in transition:
+                raw_update = transition["context_update"]
+        else:
+            problems.append(
+                '"transition" must be an object {"target_state": ..., "context_update": {...}}, '
+                f"got {_describe(transition)}"
+            )
+            return None, None
+    elif "target_state" in obj:
+        raw_target = obj["target_state"]
+    else:
+        problems.append(
+            'the object has no "transition" field '
+            '({"target_state": <state id>, "context_update": {...}})'
+        )
+        return None, None
+
+    target: str | None
+    if raw_target is None:
+        target = STAY
+    elif isinstance(raw_target, str):
+        target = raw_target.strip()
+    else:
+        problems.append(f'"target_state" must be a string (a state id), got {_describe(raw_target)}')
+        target = None
+
+    update: dict[str, Any] | None
+    if raw_update is None:
+        update = {}
+    elif isinstance(raw_update, dict):
+        update = raw_update
+    else:
+        problems.append(
+            f'"context_update" must be an object of key: value pairs, got {_describe(raw_update)}'
+        )
+        update = None
+    return target, update
+
+
+def _match_target(target: str, allowed: Sequence[str], problems: list[str]) -> str | None:
+    """Exact match, else a unique case-insensitive match; anything else is refused."""
+    if target in allowed:
+        return target
+    folded = [name for name in allowed if name.casefold() == target.casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    choices = ", ".join(json.dumps(name) for name in allowed if name != STAY) or "(none)"
+    problems.append(f'"target_state" must be one of {choices}; got {_describe(target)}')
+    return None
+
+
+def _reasoning(value: Any) -> str | None:
+    """Reasoning is for debugging only, so any value is kept rather than failing the turn."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _describe(value: Any) -> str:
+    """Type and a short excerpt, so the model sees what it sent without the whole of it."""
+    if isinstance(value, str):
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        return json.dumps(shown, ensure_ascii=False) if value.strip() else "an empty string"
+    return _json_type(value)
+
+
+__all__ = [
+    "MAX_CANDIDATE_STARTS",
+    "MAX_OUTPUT_CHARS",
+    "MESSAGE_KEYS",
+    "STAY",
+    "allowed_targets_from_schema",
+    "parse_llm_output",
+    "response_from_object",
+    "response_json_schema",
+]
