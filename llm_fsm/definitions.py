@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from .logic import CompiledRule, compile_logic
+from .guards import Guard, compile_guard
 
 SUPPORTED_VERSIONS = ("3.0",)
 DEFAULT_PRIORITY = 100
@@ -51,22 +51,22 @@ class TransitionCondition(_Model):
         default=None,
         description=(
             "A JsonLogic rule evaluated against the context; the condition holds when it is truthy. "
-            "A rule that reads a key missing from the context (a var without a default) does not hold."
+            "Each and/or clause that reads a context key missing without a default is false."
         ),
     )
 
-    _compiled: CompiledRule | None = PrivateAttr(default=None)
+    _compiled: Guard | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _compile(self) -> "TransitionCondition":
         # Compiled once at load time: unknown operators fail here, not at run time.
         if self.logic is not None:
-            self._compiled = compile_logic(self.logic)
+            self._compiled = compile_guard(self.logic)
         return self
 
     @property
-    def compiled(self) -> CompiledRule | None:
-        """The rule compiled at load time, or None when the condition has no logic."""
+    def compiled(self) -> Guard | None:
+        """The rule compiled at load time into a guard (see ``llm_fsm.guards``), or None without logic."""
         return self._compiled
 
 
