@@ -1,0 +1,204 @@
+"""The example FSMs route the way their descriptions promise.
+
+Each case puts an example in one state with a given context and asks the
+engine's decision rule (``transitions.decide``) where the conversation goes
+when the model proposes nothing, or proposes something specific. The examples
+are documentation; these tests keep the documentation true, and they exercise
+the JsonLogic the examples show off (division, ``if``, ``some``/``all``,
+``contains``, application-provided keys) through the real engine.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from llm_fsm.definitions import FSMDefinition
+from llm_fsm.transitions import decide
+
+DEFINITIONS_DIR = Path(__file__).resolve().parents[1] / "definitions"
+
+
+@cache
+def _definition(name: str) -> FSMDefinition:
+    path = DEFINITIONS_DIR / name
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    return FSMDefinition.model_validate(data)
+
+
+def _next_state(name: str, state: str, context: dict[str, Any], proposal: str | None = None) -> str:
+    verdict, _ = decide(_definition(name), state, context, proposal)
+    return verdict.target_state
+
+
+# --- loan pre-qualification: the debt-to-income rule decides, not the model --------------------
+
+LOAN = "loan_prequalification.yaml"
+
+
+def _applicant(income: float, debts: float, status: str, years: float) -> dict[str, Any]:
+    return {
+        "monthly_income": income,
+        "monthly_debt_payments": debts,
+        "employment_status": status,
+        "years_employed": years,
+    }
+
+
+def test_loan_full_time_applicant_within_36_percent_is_approved() -> None:
+    assert _next_state(LOAN, "collect_employment", _applicant(5000, 1800, "full_time", 3)) == "approved"
+
+
+def test_loan_self_employed_limit_is_30_percent_so_33_percent_needs_review() -> None:
+    assert _next_state(LOAN, "collect_employment", _applicant(5000, 1650, "self_employed", 4)) == "needs_review"
+
+
+def test_loan_self_employed_applicant_within_30_percent_is_approved() -> None:
+    assert _next_state(LOAN, "collect_employment", _applicant(5000, 1450, "self_employed", 4)) == "approved"
+
+
+def test_loan_debts_above_half_of_income_are_declined() -> None:
+    assert _next_state(LOAN, "collect_employment", _applicant(4000, 2100, "full_time", 10)) == "declined"
+
+
+def test_loan_zero_income_is_declined_without_dividing_by_zero() -> None:
+    assert _next_state(LOAN, "collect_employment", _applicant(0, 0, "retired", 0)) == "declined"
+
+
+def test_loan_unemployed_applicant_is_declined_even_with_no_debts() -> None:
+    assert _next_state(LOAN, "collect_employment", _applicant(1200, 0, "unemployed", 0)) == "declined"
+
+
+def test_loan_short_employment_history_needs_review() -> None:
+    assert _next_state(LOAN, "collect_employment", _applicant(6000, 500, "full_time", 1)) == "needs_review"
+
+
+def test_loan_model_cannot_approve_an_applicant_the_rule_declines() -> None:
+    context = _applicant(3000, 2000, "full_time", 5)
+    assert _next_state(LOAN, "collect_employment", context, proposal="approved") == "declined"
+
+
+def test_loan_waits_for_years_employed_before_deciding_a_non_decline() -> None:
+    context = {"monthly_income": 5000, "monthly_debt_payments": 100, "employment_status": "full_time"}
+    assert _next_state(LOAN, "collect_employment", context) == "collect_employment"
+
+
+def test_loan_no_debts_recorded_as_zero_moves_on_from_the_debts_question() -> None:
+    assert _next_state(LOAN, "collect_debts", {"monthly_income": 5000, "monthly_debt_payments": 0}) == "collect_employment"
+
+
+def test_loan_debts_question_is_not_skipped_while_debts_are_unknown() -> None:
+    assert _next_state(LOAN, "collect_debts", {"monthly_income": 5000}) == "collect_debts"
+
+
+# --- tech support triage: list conditions ------------------------------------------------------
+
+TRIAGE = "tech_support_triage.yaml"
+
+
+def test_triage_any_safety_symptom_wins_over_self_help() -> None:
+    context = {"device_type": "laptop", "symptoms": ["slow", "burning_smell"]}
+    assert _next_state(TRIAGE, "describe_symptoms", context) == "urgent_safety"
+
+
+def test_triage_portable_device_without_power_gets_self_help() -> None:
+    context = {"device_type": "phone", "symptoms": ["no_power"]}
+    assert _next_state(TRIAGE, "describe_symptoms", context) == "self_help"
+
+
+def test_triage_desktop_without_power_goes_to_an_agent() -> None:
+    context = {"device_type": "desktop", "symptoms": ["no_power"]}
+    assert _next_state(TRIAGE, "describe_symptoms", context) == "agent_handoff"
+
+
+def test_triage_one_symptom_outside_the_self_help_list_goes_to_an_agent() -> None:
+    context = {"device_type": "laptop", "symptoms": ["slow", "cracked_screen"]}
+    assert _next_state(TRIAGE, "describe_symptoms", context) == "agent_handoff"
+
+
+def test_triage_waits_while_no_symptom_is_recorded() -> None:
+    context = {"device_type": "laptop", "symptoms": []}
+    assert _next_state(TRIAGE, "describe_symptoms", context) == "describe_symptoms"
+
+
+def test_triage_model_cannot_offer_self_help_for_a_safety_hazard() -> None:
+    context = {"device_type": "phone", "symptoms": ["swollen_battery"]}
+    assert _next_state(TRIAGE, "describe_symptoms", context, proposal="self_help") == "urgent_safety"
+
+
+# --- appointment scheduler: keys the application provides --------------------------------------
+
+SCHEDULER = "appointment_scheduler.json"
+SLOTS = ["2026-11-23 09:00", "2026-11-23 14:30"]
+
+
+def test_scheduler_signed_in_customer_skips_identification() -> None:
+    assert _next_state(SCHEDULER, "greeting", {"customer_id": "c-1042"}) == "choose_service"
+
+
+def test_scheduler_guest_is_identified_first_when_the_model_says_so() -> None:
+    assert _next_state(SCHEDULER, "greeting", {}, proposal="identify_customer") == "identify_customer"
+
+
+def test_scheduler_accepts_a_slot_from_available_slots() -> None:
+    context = {"available_slots": SLOTS, "requested_slot": "2026-11-23 14:30"}
+    assert _next_state(SCHEDULER, "choose_slot", context) == "confirm_appointment"
+
+
+def test_scheduler_refuses_a_slot_that_is_not_available_even_if_the_model_proposes_it() -> None:
+    context = {"available_slots": SLOTS, "requested_slot": "2026-11-23 11:00"}
+    assert _next_state(SCHEDULER, "choose_slot", context, proposal="confirm_appointment") == "choose_slot"
+
+
+def test_scheduler_refuses_every_slot_when_the_application_provided_none() -> None:
+    context = {"requested_slot": "2026-11-23 09:00"}
+    assert _next_state(SCHEDULER, "choose_slot", context) == "choose_slot"
+
+
+# --- restaurant booking and the forms -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("party_size", "expected"),
+    [(9, "large_party"), (8, "collect_date"), (1, "collect_date"), ("4", "collect_date"), (0, "collect_party_size")],
+)
+def test_restaurant_routes_parties_over_eight_to_the_events_team(party_size: Any, expected: str) -> None:
+    assert _next_state("restaurant_booking.yaml", "collect_party_size", {"party_size": party_size}) == expected
+
+
+PERSONAL = "personal_information_collection.json"
+
+
+def test_personal_form_does_not_accept_an_email_without_an_at_sign() -> None:
+    assert _next_state(PERSONAL, "collect_email", {"email": "ann.example.com"}) == "collect_email"
+
+
+def test_personal_form_accepts_an_email_with_an_at_sign() -> None:
+    assert _next_state(PERSONAL, "collect_email", {"email": "ann@example.com"}) == "collect_phone"
+
+
+def test_personal_form_does_not_accept_an_impossible_age() -> None:
+    assert _next_state(PERSONAL, "collect_age", {"age": 340}) == "collect_age"
+
+
+def test_personal_form_confirmation_ends_the_form() -> None:
+    assert _next_state(PERSONAL, "confirmation", {"confirmed": True}, proposal="correction") == "end"
+
+
+def test_personal_form_refusal_leads_to_correction_when_the_model_proposes_it() -> None:
+    assert _next_state(PERSONAL, "confirmation", {"confirmed": False}, proposal="correction") == "correction"
+
+
+def test_personal_form_cannot_end_without_confirmation() -> None:
+    assert _next_state(PERSONAL, "confirmation", {"confirmed": False}, proposal="end") == "confirmation"
+
+
+@pytest.mark.parametrize(("drink", "expected"), [("latte", "choose_milk"), ("tea", "confirm_order")])
+def test_coffee_order_asks_for_milk_only_for_milk_drinks(drink: str, expected: str) -> None:
+    assert _next_state("coffee_order.yaml", "take_order", {"drink": drink, "size": "large"}) == expected
