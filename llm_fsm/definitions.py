@@ -87,6 +87,14 @@ class Transition(_Model):
         description="Lower numbers win when several transitions are eligible (default 100).",
     )
 
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _integer_priority(cls, value: Any) -> Any:
+        # Lax int would take "5" and true; the JSON Schema says integer, and the two must agree.
+        if isinstance(value, (bool, str)):
+            raise ValueError("priority must be an integer")
+        return value
+
     @property
     def is_guarded(self) -> bool:
         return bool(self.conditions)
@@ -101,6 +109,7 @@ class State(_Model):
     transitions: list[Transition] = Field(
         default_factory=list,
         description="Declared transitions out of this state. None means the state is terminal.",
+        json_schema_extra={"type": ["array", "null"]},  # null is read as [] (see _null_transitions)
     )
     required_context_keys: list[str] | None = Field(
         default=None,
