@@ -1,0 +1,168 @@
+"""Conversation stores behind one protocol, and ``open_store`` to pick one by URL.
+
+=====================================  ==========================================================
+URL                                    store
+=====================================  ==========================================================
+``memory://``                          MemoryStore (this process only)
+``sqlite:///abs/path.db``              SQLiteStore (``sqlite://rel.db`` relative, ``~`` expanded)
+``sqlite://``                          SQLiteStore at ``default_sqlite_path()``
+``sqlite:///:memory:``                 SQLiteStore in memory (one connection)
+``redis://host:port/db``, ``rediss://``  RedisStore (redis-py imported only now)
+``file:///abs/dir``                    FileStore (JSON per conversation)
+=====================================  ==========================================================
+
+Options come as keyword arguments or in the query string
+(``redis://localhost:6379/0?prefix=bot&ttl_seconds=3600&fallback_to_memory=true``);
+keyword arguments win. Everything after ``scheme://`` is the path, so
+``sqlite:///tmp/a.db`` is the absolute ``/tmp/a.db``, like ``file:///tmp/dir``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..errors import StoreError
+from .base import AsyncStoreMixin, ConversationStore, ConversationSummary
+from .codec import DEFAULT_MAX_RECORD_BYTES, REDIS_MAX_CONTEXT_BYTES, REDIS_MAX_RECORD_BYTES
+from .files import FileStore
+from .memory import MemoryStore
+from .sqlite import SQLiteStore, default_sqlite_path
+
+
+def _flag(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _optional_int(text: str) -> int | None:
+    return None if text.strip().lower() in ("", "none", "off") else int(text)
+
+
+def _optional_float(text: str) -> float | None:
+    return None if text.strip().lower() in ("", "none", "off") else float(text)
+
+
+_QUERY_OPTIONS: dict[str, Callable[[str], Any]] = {
+    "prefix": str,
+    "ttl_seconds": _optional_float,
+    "fallback_to_memory": _flag,
+    "max_context_bytes": _optional_int,
+    "max_record_bytes": _optional_int,
+    "socket_timeout": float,
+    "connect_timeout": float,
+    "retries": int,
+    "timeout": float,
+    "synchronous": str,
+    "archive_part_size": int,
+    "fsync": _flag,
+}
+"""Options ``open_store`` reads from a URL's query string; other query keys go to redis-py untouched."""
+
+
+def default_store_url() -> str:
+    """The SQLite file the CLI uses unless told otherwise (see ``default_sqlite_path``)."""
+    return "sqlite:///" + os.path.abspath(default_sqlite_path()).lstrip("/")
+
+
+def open_store(url_or_store: str | ConversationStore | None = None, **options: Any) -> ConversationStore:
+    """A store for ``url_or_store``; a store object is returned as it is, ``None`` means the default SQLite file."""
+    if url_or_store is None:
+        url_or_store = default_store_url()
+    if not isinstance(url_or_store, str):
+        if isinstance(url_or_store, ConversationStore):
+            if options:
+                raise StoreError("options cannot be applied to an already opened store")
+            return url_or_store
+        raise StoreError(f"expected a store URL or a ConversationStore, got {type(url_or_store).__name__}")
+    url = url_or_store.strip()
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not sep:
+        raise StoreError(
+            f"not a store URL: {url!r}; use memory://, sqlite:///path.db, redis://host:port/db or file:///dir"
+        )
+    rest, query_options, passthrough = _split_query(rest, url)
+    merged = {**query_options, **options}
+    if scheme == "memory":
+        return MemoryStore(**_only(merged, scheme, "max_record_bytes", "max_context_bytes"))
+    if scheme == "sqlite":
+        path = _path(rest) if rest else str(default_sqlite_path())
+        if path in ("/:memory:", ":memory:"):
+            path = ":memory:"
+        return SQLiteStore(
+            path, **_only(merged, scheme, "timeout", "synchronous", "max_record_bytes", "max_context_bytes")
+        )
+    if scheme == "file":
+        if not rest:
+            raise StoreError(f"{url!r} names no directory; use file:///path/to/dir")
+        return FileStore(
+            _path(rest),
+            **_only(merged, scheme, "archive_part_size", "fsync", "indent", "max_record_bytes", "max_context_bytes"),
+        )
+    if scheme in ("redis", "rediss", "unix"):
+        from .redis import FallbackStore, RedisStore  # noqa: PLC0415 - redis-py stays unimported until asked for
+
+        fallback = bool(merged.pop("fallback_to_memory", False))
+        redis_url = urlunsplit(urlsplit(url)._replace(query=urlencode(passthrough)))
+        store = RedisStore(redis_url, **merged)
+        return FallbackStore(store) if fallback else store
+    raise StoreError(
+        f"unknown store scheme {scheme!r} in {url!r}; use memory://, sqlite:///path.db, "
+        "redis://host:port/db (or rediss://) or file:///dir"
+    )
+
+
+def _split_query(rest: str, url: str) -> tuple[str, dict[str, Any], list[tuple[str, str]]]:
+    path, _, query = rest.partition("?")
+    ours: dict[str, Any] = {}
+    passthrough: list[tuple[str, str]] = []
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        convert = _QUERY_OPTIONS.get(key)
+        if convert is None:
+            passthrough.append((key, value))
+            continue
+        try:
+            ours[key] = convert(value)
+        except ValueError as exc:
+            raise StoreError(f"store URL {url!r}: option {key}={value!r} is invalid: {exc}") from exc
+    return path, ours, passthrough
+
+
+def _only(options: dict[str, Any], scheme: str, *allowed: str) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise StoreError(f"{scheme}:// stores take {', '.join(allowed)}; not {', '.join(unknown)}")
+    return options
+
+
+def _path(rest: str) -> str:
+    """The path part of ``sqlite://`` and ``file://`` URLs; ``//abs`` collapses to ``/abs``, ``~`` expands."""
+    if rest.startswith("//"):
+        rest = "/" + rest.lstrip("/")
+    if rest.startswith("/~"):
+        rest = rest[1:]
+    return str(Path(rest).expanduser())
+
+
+__all__ = [
+    "AsyncStoreMixin",
+    "ConversationStore",
+    "ConversationSummary",
+    "DEFAULT_MAX_RECORD_BYTES",
+    "FileStore",
+    "MemoryStore",
+    "REDIS_MAX_CONTEXT_BYTES",
+    "REDIS_MAX_RECORD_BYTES",
+    "SQLiteStore",
+    "default_sqlite_path",
+    "default_store_url",
+    "open_store",
+]

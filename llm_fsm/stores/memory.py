@@ -1,0 +1,126 @@
+"""Process-memory store: tests, notebooks, and the fallback when Redis is down.
+
+Records are kept as the same JSON text the durable stores write, not as live
+objects, so a loaded instance never aliases the stored one and a field that
+does not survive JSON fails here too, not only in production.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..errors import ConcurrentUpdateError
+from ..runtime import FSMInstance
+from .base import AsyncStoreMixin, ConversationSummary
+from .codec import DEFAULT_MAX_RECORD_BYTES, SizeLimits, committed, decode, encode, not_found, owned_by, summary_of
+
+
+@dataclass
+class _Entry:
+    record: str
+    summary: ConversationSummary
+    archive: list[dict[str, str]] = field(default_factory=list)
+
+
+class MemoryStore(AsyncStoreMixin):
+    """A dict behind a lock; same compare-and-set and isolation rules as every other store."""
+
+    def __init__(self, *, max_record_bytes: int | None = DEFAULT_MAX_RECORD_BYTES, max_context_bytes: int | None = None) -> None:
+        self._limits = SizeLimits(max_record_bytes=max_record_bytes, max_context_bytes=max_context_bytes)
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return "MemoryStore()"
+
+    def load(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
+        entry = self._entry(conversation_id, user_id, room_id)
+        return decode(entry.record, where=f"memory:{conversation_id}")
+
+    def save(self, instance: FSMInstance, *, expected_version: int | None) -> int:
+        return self._put(instance, expected_version, adopt=False)
+
+    def adopt(self, instance: FSMInstance, *, expected_version: int) -> int:
+        """Take over a conversation this store has never seen, as if it were stored at ``expected_version``.
+
+        For the Redis fallback: a turn whose save finds Redis gone continues in
+        memory at the version it would have had, instead of being lost.
+        """
+        return self._put(instance, expected_version, adopt=True)
+
+    def _put(self, instance: FSMInstance, expected_version: int | None, *, adopt: bool) -> int:
+        encoded = encode(instance, expected_version=expected_version, limits=self._limits)
+        cid = instance.conversation_id
+        with self._lock:
+            current = self._entries.get(cid)
+            if expected_version is None and current is not None:
+                raise ConcurrentUpdateError(f"conversation {cid!r} already exists")
+            if expected_version is not None and not (adopt and current is None):
+                if current is None or not _same_owner(current.summary, instance):
+                    raise ConcurrentUpdateError(f"conversation {cid!r} expected at version {expected_version} but absent")
+                if current.summary.version != expected_version:
+                    raise ConcurrentUpdateError(
+                        f"conversation {cid!r} is at version {current.summary.version}, not {expected_version}"
+                    )
+            archive = current.archive if current is not None else []
+            archive.extend(encoded.archive)
+            stored = instance.model_copy(update={"version": encoded.version, "archive_outbox": []})
+            self._entries[cid] = _Entry(encoded.record, summary_of(stored), archive)
+        return committed(instance, encoded)
+
+    def delete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        with self._lock:
+            entry = self._entries.get(conversation_id)
+            if entry is None or not _owner_is(entry.summary, user_id, room_id):
+                return False
+            del self._entries[conversation_id]
+            return True
+
+    def list(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
+        everyone = user_id is None and room_id is None
+        with self._lock:
+            found = [e.summary for e in self._entries.values() if everyone or _owner_is(e.summary, user_id, room_id)]
+        return sorted(found, key=lambda s: s.updated_at, reverse=True)
+
+    def expire(self, *, older_than: float) -> int:
+        cutoff = time.time() - older_than
+        with self._lock:
+            old = [cid for cid, e in self._entries.items() if e.summary.updated_at < cutoff]
+            for cid in old:
+                del self._entries[cid]
+        return len(old)
+
+    def transcript(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+        with self._lock:
+            entry = self._entry(conversation_id, user_id, room_id)
+            archived = [dict(m) for m in entry.archive]
+            record = entry.record
+        live = decode(record, where=f"memory:{conversation_id}").context.conversation.exchanges
+        return archived + [dict(m) for m in live]
+
+    def close(self) -> None:
+        """Nothing to release; the records live as long as the object."""
+
+    def contains(self, conversation_id: str) -> bool:
+        """Whether this process holds the conversation at all (used by the Redis fallback to route calls)."""
+        with self._lock:
+            return conversation_id in self._entries
+
+    def _entry(self, conversation_id: str, user_id: str | None, room_id: str | None) -> _Entry:
+        entry = self._entries.get(conversation_id)
+        if entry is None or not _owner_is(entry.summary, user_id, room_id):
+            raise not_found(conversation_id)
+        return entry
+
+
+def _owner_is(summary: ConversationSummary, user_id: str | None, room_id: str | None) -> bool:
+    return summary.user_id == user_id and summary.room_id == room_id
+
+
+def _same_owner(summary: ConversationSummary, instance: FSMInstance) -> bool:
+    return owned_by(instance, summary.user_id, summary.room_id)
+
+
+__all__ = ["MemoryStore"]

@@ -1,0 +1,505 @@
+"""Redis store: shared by many workers, forgetting idle conversations by TTL (the Mathia seed).
+
+Key layout (``P`` is the prefix, default ``llm_fsm``; ``U``/``R``/``C`` are the
+user, room and conversation ids escaped by ``key_part`` so no id can contain
+``:`` or pose as another key; a missing user or room is ``_``)::
+
+    P:U:R:C            hash  version, record (the whole FSMInstance JSON), updated_at, fsm_id, state, status
+    P:U:R:C:archive    list  archived transcript messages, oldest first
+    P:U:R              zset  the pair's conversation ids scored by updated_at (for list)
+    P:%all             zset  "U:R:C" of every conversation scored by updated_at (for list-all and expire)
+
+The owner is part of every key, so a request for another user or room reads
+another key and finds nothing. A save is one Lua script: compare the stored
+version, write the record, append the archive, index it and refresh the TTL of
+record, archive and pair index together, so two workers can never both apply a
+turn to one version and a failure never leaves half a save. Records expire
+``ttl_seconds`` after their last save (6 hours by default); index entries whose
+record has expired are pruned lazily when read, so a listing never shows a
+conversation that cannot be loaded.
+
+Unreachable Redis (refused, timed out, dropped) raises StoreUnavailableError.
+``fallback_to_memory=True`` opts into the seed's graceful degradation: see
+``FallbackStore``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from ..errors import ConcurrentUpdateError, ConversationNotFoundError, StoreCorruptedError, StoreError, StoreUnavailableError
+from ..runtime import FSMInstance
+from .base import AsyncStoreMixin, ConversationSummary
+from .codec import (
+    REDIS_MAX_CONTEXT_BYTES,
+    REDIS_MAX_RECORD_BYTES,
+    SizeLimits,
+    committed,
+    decode,
+    decode_message,
+    encode,
+    encode_message,
+    not_found,
+)
+from .memory import MemoryStore
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PREFIX = "llm_fsm"
+DEFAULT_TTL_SECONDS = 6 * 60 * 60
+"""Six hours, the Mathia seed's dialog-state memory."""
+
+_ARCHIVE_BATCH = 1000  # RPUSH arguments per call, well under Lua's stack limit
+
+_T = TypeVar("_T")
+
+# KEYS: record, archive, pair index, global index
+# ARGV: expected ('' = create), new version, record, updated_at, fsm_id, state, status, ttl_ms,
+#       pair member, global member, save id, archived messages...
+# Each save() call sends a random save id. When redis-py re-sends the script
+# because the connection dropped after it ran, the script finds its own save id
+# at the new version and reports success without applying twice; any other
+# save at that version, even an identical one, is a conflict.
+_SAVE = """
+local cur = redis.call('HGET', KEYS[1], 'version')
+if cur == ARGV[2] and redis.call('HGET', KEYS[1], 'save_id') == ARGV[11] then
+  return {1, cur}
+end
+if ARGV[1] == '' then
+  if cur then return {0, cur} end
+elseif cur ~= ARGV[1] then
+  return {0, cur or ''}
+end
+redis.call('HSET', KEYS[1], 'version', ARGV[2], 'record', ARGV[3], 'updated_at', ARGV[4],
+           'fsm_id', ARGV[5], 'state', ARGV[6], 'status', ARGV[7], 'save_id', ARGV[11])
+if ARGV[1] == '' then redis.call('DEL', KEYS[2]) end
+local n = #ARGV
+local i = 12
+while i <= n do
+  local j = math.min(i + %d - 1, n)
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
+  i = j + 1
+end
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[9])
+redis.call('ZADD', KEYS[4], ARGV[4], ARGV[10])
+local ttl = tonumber(ARGV[8])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl)
+else
+  redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', KEYS[2])
+  redis.call('PERSIST', KEYS[3])
+end
+return {2, ARGV[2]}
+""" % _ARCHIVE_BATCH
+
+# KEYS: record, archive, pair index, global index; ARGV: pair member, global member, cutoff ('' = always)
+_DELETE = """
+local existed = redis.call('EXISTS', KEYS[1])
+if existed == 1 and ARGV[3] ~= '' then
+  local updated = tonumber(redis.call('HGET', KEYS[1], 'updated_at'))
+  if updated and updated >= tonumber(ARGV[3]) then return 0 end
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[2])
+return existed
+"""
+
+
+def key_part(value: str | None) -> str:
+    """An id as one key segment: ``%`` and ``:`` escaped, ``None`` as ``_`` and a literal ``_`` as ``%5F``.
+
+    Escaped segments never contain ``:``, so a key's segment count says what it
+    is, and never start with ``%`` followed by a letter, so ``%all`` is reserved.
+    """
+    if value is None:
+        return "_"
+    if value == "_":
+        return "%5F"
+    return value.replace("%", "%25").replace(":", "%3A")
+
+
+_ESCAPES = {"%25": "%", "%3A": ":", "%5F": "_"}
+
+
+def _unescape(part: str) -> str:
+    return re.sub(r"%(?:25|3A|5F)", lambda m: _ESCAPES[m.group(0)], part)
+
+
+def _owner(part: str) -> str | None:
+    """A user or room segment back to the id (``_`` is None)."""
+    return None if part == "_" else _unescape(part)
+
+
+class RedisStore(AsyncStoreMixin):
+    """Conversations in Redis, with TTL, size caps and compare-and-set by Lua script."""
+
+    def __init__(
+        self,
+        url: str = "redis://localhost:6379/0",
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
+        max_context_bytes: int | None = REDIS_MAX_CONTEXT_BYTES,
+        max_record_bytes: int | None = REDIS_MAX_RECORD_BYTES,
+        socket_timeout: float = 5.0,
+        connect_timeout: float = 5.0,
+        retries: int = 1,
+        client: Any = None,
+        **redis_options: Any,
+    ) -> None:
+        """``ttl_seconds=None`` (or 0) keeps conversations until deleted or expired by ``expire``.
+
+        ``client``: an existing redis-py client (e.g. fakeredis) instead of a URL.
+        ``retries``: reconnect attempts per command before StoreUnavailableError;
+        a replayed save is recognised by the script and not applied twice.
+        """
+        redis = _import_redis()
+        if not prefix or prefix.endswith(":"):
+            raise StoreError(f"redis prefix must be non-empty and not end with ':', got {prefix!r}")
+        self.url = url
+        self.prefix = prefix
+        self.ttl_ms = int(ttl_seconds * 1000) if ttl_seconds else 0
+        self._limits = SizeLimits(max_record_bytes=max_record_bytes, max_context_bytes=max_context_bytes)
+        self._errors = redis.exceptions
+        if client is None:
+            from redis.backoff import ExponentialBackoff
+            from redis.retry import Retry
+
+            try:
+                client = redis.Redis.from_url(
+                    url,
+                    socket_timeout=socket_timeout,
+                    socket_connect_timeout=connect_timeout,
+                    retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries),
+                    **redis_options,
+                )
+            except ValueError as exc:
+                raise StoreError(f"invalid redis URL {_redact(url)!r}: {exc}") from exc
+        self._client = client
+        self._save_script = client.register_script(_SAVE)
+        self._delete_script = client.register_script(_DELETE)
+
+    def __repr__(self) -> str:
+        return f"RedisStore({_redact(self.url)!r}, prefix={self.prefix!r})"
+
+    # --- keys -------------------------------------------------------------------
+
+    def _keys(self, conversation_id: str, user_id: str | None, room_id: str | None) -> tuple[str, str, str, str]:
+        pair = f"{self.prefix}:{key_part(user_id)}:{key_part(room_id)}"
+        record = f"{pair}:{key_part(conversation_id)}"
+        return record, f"{record}:archive", pair, f"{self.prefix}:%all"
+
+    @staticmethod
+    def _member(conversation_id: str, user_id: str | None, room_id: str | None) -> str:
+        return f"{key_part(user_id)}:{key_part(room_id)}:{key_part(conversation_id)}"
+
+    # --- protocol ---------------------------------------------------------------
+
+    def load(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
+        record_key = self._keys(conversation_id, user_id, room_id)[0]
+        with self._calls():
+            text = self._client.hget(record_key, "record")
+        if text is None:
+            raise not_found(conversation_id)
+        return decode(text, where=f"redis {record_key}")
+
+    def save(self, instance: FSMInstance, *, expected_version: int | None) -> int:
+        encoded = encode(instance, expected_version=expected_version, limits=self._limits)
+        cid, user, room = instance.conversation_id, instance.user_id, instance.room_id
+        keys = self._keys(cid, user, room)
+        args = [
+            "" if expected_version is None else str(expected_version),
+            str(encoded.version),
+            encoded.record,
+            repr(float(instance.updated_at)),
+            instance.fsm_id,
+            instance.current_state,
+            instance.status,
+            str(self.ttl_ms),
+            key_part(cid),
+            self._member(cid, user, room),
+            uuid.uuid4().hex,
+            *[encode_message(m) for m in encoded.archive],
+        ]
+        with self._calls():
+            outcome, stored = self._save_script(keys=list(keys), args=args)
+        if int(outcome) == 0:
+            stored_text = stored.decode() if isinstance(stored, bytes) else str(stored)
+            found = "absent" if stored_text == "" else f"at version {stored_text}"
+            if expected_version is None:
+                raise ConcurrentUpdateError(f"conversation {cid!r} already exists ({found})")
+            raise ConcurrentUpdateError(f"conversation {cid!r} is {found}, not at version {expected_version}")
+        return committed(instance, encoded)
+
+    def delete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        return self._delete(conversation_id, user_id, room_id, cutoff=None)
+
+    def list(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
+        if user_id is None and room_id is None:
+            index = f"{self.prefix}:%all"
+            with self._calls():
+                members = self._client.zrevrange(index, 0, -1)
+            owners = [_split_member(_text(m)) for m in members]
+        else:
+            index = self._keys("", user_id, room_id)[2]
+            with self._calls():
+                members = self._client.zrevrange(index, 0, -1)
+            owners = [(user_id, room_id, _unescape(_text(m))) for m in members]
+        if not owners:
+            return []
+        with self._calls():
+            pipe = self._client.pipeline(transaction=False)
+            for cid, user, room in ((o[2], o[0], o[1]) for o in owners):
+                pipe.hmget(self._keys(cid, user, room)[0], "version", "updated_at", "fsm_id", "state", "status")
+            rows = pipe.execute()
+        found: list[ConversationSummary] = []
+        gone: list[tuple[str, str | None, str | None]] = []
+        for (user, room, cid), (version, updated, fsm_id, state, status) in zip(owners, rows):
+            if version is None:
+                gone.append((cid, user, room))
+                continue
+            found.append(
+                ConversationSummary(
+                    conversation_id=cid,
+                    fsm_id=_text(fsm_id),
+                    user_id=user,
+                    room_id=room,
+                    current_state=_text(state),
+                    status=_text(status),
+                    version=int(version),
+                    updated_at=float(updated),
+                )
+            )
+        if gone:
+            self._prune(gone)
+        return sorted(found, key=lambda s: s.updated_at, reverse=True)
+
+    def expire(self, *, older_than: float) -> int:
+        cutoff = time.time() - older_than
+        with self._calls():
+            members = self._client.zrangebyscore(f"{self.prefix}:%all", "-inf", f"({cutoff!r}")
+        removed = 0
+        for member in members:
+            user, room, cid = _split_member(_text(member))
+            if self._delete(cid, user, room, cutoff=cutoff):
+                removed += 1
+        return removed
+
+    def transcript(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+        record_key, archive_key, _, _ = self._keys(conversation_id, user_id, room_id)
+        with self._calls():
+            pipe = self._client.pipeline(transaction=True)
+            pipe.hget(record_key, "record")
+            pipe.lrange(archive_key, 0, -1)
+            text, archived = pipe.execute()
+        if text is None:
+            raise not_found(conversation_id)
+        where = f"redis {archive_key}"
+        live = decode(text, where=f"redis {record_key}").context.conversation.exchanges
+        return [decode_message(m, where=where) for m in archived] + [dict(m) for m in live]
+
+    def close(self) -> None:
+        try:
+            self._client.close()
+        except Exception as exc:  # closing must never mask the caller's own error
+            logger.debug("closing %r: %s", self, exc)
+
+    def ping(self) -> bool:
+        """Whether Redis answers now (no exception; for health checks)."""
+        try:
+            with self._calls():
+                return bool(self._client.ping())
+        except StoreUnavailableError:
+            return False
+
+    def ttl(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> float | None:
+        """Seconds until the conversation expires; None without TTL; ConversationNotFoundError when absent."""
+        with self._calls():
+            ms = self._client.pttl(self._keys(conversation_id, user_id, room_id)[0])
+        if ms == -2:
+            raise not_found(conversation_id)
+        return None if ms < 0 else ms / 1000
+
+    # --- plumbing ---------------------------------------------------------------
+
+    def _delete(self, conversation_id: str, user_id: str | None, room_id: str | None, *, cutoff: float | None) -> bool:
+        keys = self._keys(conversation_id, user_id, room_id)
+        args = [key_part(conversation_id), self._member(conversation_id, user_id, room_id), "" if cutoff is None else repr(cutoff)]
+        with self._calls():
+            return bool(self._delete_script(keys=list(keys), args=args))
+
+    def _prune(self, gone: list[tuple[str, str | None, str | None]]) -> None:
+        """Drop index entries whose record expired by TTL, so the indexes do not grow forever.
+
+        Safe against races: a record is created and indexed by one script, so an
+        entry without a record really is stale.
+        """
+        try:
+            with self._calls():
+                pipe = self._client.pipeline(transaction=False)
+                for cid, user, room in gone:
+                    _, _, pair, everything = self._keys(cid, user, room)
+                    pipe.zrem(pair, key_part(cid))
+                    pipe.zrem(everything, self._member(cid, user, room))
+                pipe.execute()
+        except StoreUnavailableError as exc:
+            logger.debug("pruning expired index entries failed: %s", exc)
+
+    @contextmanager
+    def _calls(self) -> Iterator[None]:
+        """Redis-py's errors, sorted into unavailable (retry later, nothing written) and other store errors."""
+        errors = self._errors
+        try:
+            yield
+        except (errors.ConnectionError, errors.TimeoutError, OSError) as exc:
+            raise StoreUnavailableError(f"redis at {_redact(self.url)} is unavailable: {exc}") from exc
+        except errors.RedisError as exc:
+            if "NOSCRIPT" in str(exc) or "LOADING" in str(exc):
+                raise StoreUnavailableError(f"redis at {_redact(self.url)} is not ready: {exc}") from exc
+            raise StoreError(f"redis at {_redact(self.url)}: {type(exc).__name__}: {exc}") from exc
+
+
+class FallbackStore(AsyncStoreMixin):
+    """Redis first; process memory while Redis is unreachable (opt-in, ``fallback_to_memory=True``).
+
+    The seed's graceful fallback, made explicit: a conversation started while
+    Redis is down lives in this process's memory for the rest of its life (other
+    workers cannot see it), and a turn whose save finds Redis gone is kept in
+    memory instead of being lost. A conversation that lives in Redis cannot be
+    loaded while Redis is down: that raises StoreUnavailableError rather than
+    pretending the conversation does not exist. Every switch to memory is logged
+    as a warning.
+    """
+
+    def __init__(self, primary: RedisStore, fallback: MemoryStore | None = None) -> None:
+        self.primary = primary
+        self.fallback = fallback or MemoryStore(
+            max_record_bytes=primary._limits.max_record_bytes, max_context_bytes=primary._limits.max_context_bytes
+        )
+        self._degraded = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"FallbackStore({self.primary!r})"
+
+    @property
+    def degraded(self) -> bool:
+        """Whether the last call to Redis failed."""
+        return self._degraded
+
+    def load(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.load(conversation_id, user_id=user_id, room_id=room_id)
+        return self._redis(lambda: self.primary.load(conversation_id, user_id=user_id, room_id=room_id))
+
+    def save(self, instance: FSMInstance, *, expected_version: int | None) -> int:
+        if self.fallback.contains(instance.conversation_id):
+            return self.fallback.save(instance, expected_version=expected_version)
+        try:
+            return self._redis(lambda: self.primary.save(instance, expected_version=expected_version))
+        except StoreUnavailableError:
+            self._warn(f"saving conversation {instance.conversation_id} in process memory")
+            if expected_version is None:
+                return self.fallback.save(instance, expected_version=None)
+            return self._adopt(instance, expected_version)
+
+    def delete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.delete(conversation_id, user_id=user_id, room_id=room_id)
+        return self._redis(lambda: self.primary.delete(conversation_id, user_id=user_id, room_id=room_id))
+
+    def list(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
+        local = self.fallback.list(user_id=user_id, room_id=room_id)
+        try:
+            remote = self._redis(lambda: self.primary.list(user_id=user_id, room_id=room_id))
+        except StoreUnavailableError:
+            self._warn("listing only conversations held in process memory")
+            remote = []
+        return sorted(local + remote, key=lambda s: s.updated_at, reverse=True)
+
+    def expire(self, *, older_than: float) -> int:
+        removed = self.fallback.expire(older_than=older_than)
+        try:
+            removed += self._redis(lambda: self.primary.expire(older_than=older_than))
+        except StoreUnavailableError:
+            self._warn("expiring only conversations held in process memory")
+        return removed
+
+    def transcript(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.transcript(conversation_id, user_id=user_id, room_id=room_id)
+        return self._redis(lambda: self.primary.transcript(conversation_id, user_id=user_id, room_id=room_id))
+
+    def close(self) -> None:
+        self.primary.close()
+        self.fallback.close()
+
+    def _adopt(self, instance: FSMInstance, expected_version: int) -> int:
+        """Keep a turn of a Redis conversation in memory at the version it would have had."""
+        return self.fallback.adopt(instance, expected_version=expected_version)
+
+    def _redis(self, call: Callable[[], _T]) -> _T:
+        try:
+            result = call()
+        except StoreUnavailableError:
+            with self._lock:
+                self._degraded = True
+            raise
+        except ConversationNotFoundError:
+            self._recovered()
+            raise
+        self._recovered()
+        return result
+
+    def _recovered(self) -> None:
+        with self._lock:
+            if self._degraded:
+                logger.warning("redis at %s is reachable again", _redact(self.primary.url))
+            self._degraded = False
+
+    def _warn(self, what: str) -> None:
+        logger.warning("redis at %s is unavailable; %s (fallback_to_memory)", _redact(self.primary.url), what)
+
+
+def _import_redis() -> Any:
+    """redis-py, imported only when a Redis store is opened, so ``import llm_fsm`` never needs it."""
+    try:
+        import redis
+    except ImportError as exc:
+        raise StoreError(
+            'the Redis store needs the redis client library: pip install "llm_fsm[redis]"'
+        ) from exc
+    return redis
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _split_member(member: str) -> tuple[str | None, str | None, str]:
+    user, room, cid = member.split(":", 2)
+    return _owner(user), _owner(room), _unescape(cid)
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    credentials, host = rest.rsplit("@", 1)
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user + ':***' if ':' in credentials else '***'}@{host}"
+
+
+__all__ = ["DEFAULT_PREFIX", "DEFAULT_TTL_SECONDS", "FallbackStore", "RedisStore", "key_part"]

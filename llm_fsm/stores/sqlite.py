@@ -1,0 +1,351 @@
+"""SQLite store: the embedded default, durable and safe for several processes on one file.
+
+Why SQLite: it needs no server, survives a killed process (the write-ahead log
+is either committed or rolled back on the next open), and its file locks let
+several worker processes share one database. One row per conversation holds the
+whole instance as JSON plus the columns needed to list and expire without
+decoding it; ``version`` is the compare-and-set column
+(``UPDATE ... WHERE conversation_id=? AND version=?`` and check the row count).
+Archived transcript messages live in their own table and are written in the same
+transaction as the record, so a save archives its messages exactly once or not at all.
+
+One connection per store object, shared by its threads under a lock
+(``check_same_thread=False``); a child process that inherits the object opens
+its own connection on first use instead of sharing the parent's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import ConcurrentUpdateError, StoreCorruptedError, StoreError, StoreUnavailableError
+from ..runtime import FSMInstance
+from .base import AsyncStoreMixin, ConversationSummary
+from .codec import (
+    DEFAULT_MAX_RECORD_BYTES,
+    SizeLimits,
+    committed,
+    decode,
+    decode_message,
+    encode,
+    encode_message,
+    not_found,
+)
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    conversation_id TEXT PRIMARY KEY,
+    user_id TEXT,
+    room_id TEXT,
+    fsm_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    status TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS conversations_by_owner ON conversations (user_id, room_id, updated_at);
+CREATE INDEX IF NOT EXISTS conversations_by_age ON conversations (updated_at);
+CREATE TABLE IF NOT EXISTS archive (
+    conversation_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+) WITHOUT ROWID;
+"""
+
+_SUMMARY_COLUMNS = "conversation_id, fsm_id, user_id, room_id, state, status, version, updated_at"
+
+
+def default_sqlite_path() -> Path:
+    """Where the CLI keeps conversations: ``$LLM_FSM_HOME/conversations.db``, else the XDG data dir."""
+    home = os.environ.get("LLM_FSM_HOME")
+    if home:
+        return Path(home).expanduser() / "conversations.db"
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(data) / "llm_fsm" / "conversations.db"
+
+
+class SQLiteStore(AsyncStoreMixin):
+    """Conversations in one SQLite file (or ``":memory:"``)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        timeout: float = 10.0,
+        synchronous: str = "FULL",
+        max_record_bytes: int | None = DEFAULT_MAX_RECORD_BYTES,
+        max_context_bytes: int | None = None,
+    ) -> None:
+        """``timeout``: seconds a writer waits for another process's lock before StoreUnavailableError.
+
+        ``synchronous``: FULL (default) survives power loss; NORMAL survives killed
+        processes only and is faster.
+        """
+        self.path = str(default_sqlite_path() if path is None else path)
+        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise StoreError(f"sqlite synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self._timeout = float(timeout)
+        self._synchronous = synchronous.upper()
+        self._limits = SizeLimits(max_record_bytes=max_record_bytes, max_context_bytes=max_context_bytes)
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = os.getpid()
+        self._closed = False
+        with self._lock:
+            self._connection()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    # --- protocol ---------------------------------------------------------------
+
+    def load(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT record FROM conversations WHERE conversation_id = ? AND user_id IS ? AND room_id IS ?",
+                (conversation_id, user_id, room_id),
+            ).fetchone()
+        if row is None:
+            raise not_found(conversation_id)
+        return decode(row[0], where=f"{self.path}:{conversation_id}")
+
+    def save(self, instance: FSMInstance, *, expected_version: int | None) -> int:
+        encoded = encode(instance, expected_version=expected_version, limits=self._limits)
+        cid = instance.conversation_id
+        columns = (
+            instance.user_id,
+            instance.room_id,
+            instance.fsm_id,
+            instance.current_state,
+            instance.status,
+            encoded.version,
+            instance.created_at,
+            instance.updated_at,
+            encoded.record,
+        )
+        with self._write() as conn:
+            if expected_version is None:
+                try:
+                    conn.execute(
+                        "INSERT INTO conversations (user_id, room_id, fsm_id, state, status, version, created_at,"
+                        " updated_at, record, conversation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (*columns, cid),
+                    )
+                except sqlite3.IntegrityError as exc:
+                    raise ConcurrentUpdateError(f"conversation {cid!r} already exists") from exc
+                conn.execute("DELETE FROM archive WHERE conversation_id = ?", (cid,))
+            else:
+                cursor = conn.execute(
+                    "UPDATE conversations SET user_id = ?, room_id = ?, fsm_id = ?, state = ?, status = ?,"
+                    " version = ?, created_at = ?, updated_at = ?, record = ?"
+                    " WHERE conversation_id = ? AND version = ? AND user_id IS ? AND room_id IS ?",
+                    (*columns, cid, expected_version, instance.user_id, instance.room_id),
+                )
+                if cursor.rowcount != 1:
+                    raise ConcurrentUpdateError(self._conflict(conn, instance, expected_version))
+            if encoded.archive:
+                (last,) = conn.execute(
+                    "SELECT COALESCE(MAX(seq), 0) FROM archive WHERE conversation_id = ?", (cid,)
+                ).fetchone()
+                conn.executemany(
+                    "INSERT INTO archive (conversation_id, seq, message) VALUES (?, ?, ?)",
+                    [(cid, last + i, encode_message(m)) for i, m in enumerate(encoded.archive, start=1)],
+                )
+        return committed(instance, encoded)
+
+    def delete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        with self._write() as conn:
+            cursor = conn.execute(
+                "DELETE FROM conversations WHERE conversation_id = ? AND user_id IS ? AND room_id IS ?",
+                (conversation_id, user_id, room_id),
+            )
+            if cursor.rowcount == 0:
+                return False
+            conn.execute("DELETE FROM archive WHERE conversation_id = ?", (conversation_id,))
+            return True
+
+    def list(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
+        with self._read() as conn:
+            if user_id is None and room_id is None:
+                rows = conn.execute(
+                    f"SELECT {_SUMMARY_COLUMNS} FROM conversations ORDER BY updated_at DESC"
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    f"SELECT {_SUMMARY_COLUMNS} FROM conversations WHERE user_id IS ? AND room_id IS ?"
+                    " ORDER BY updated_at DESC",
+                    (user_id, room_id),
+                ).fetchall()
+        return [ConversationSummary(*row) for row in rows]
+
+    def expire(self, *, older_than: float) -> int:
+        cutoff = time.time() - older_than
+        with self._write() as conn:
+            conn.execute(
+                "DELETE FROM archive WHERE conversation_id IN"
+                " (SELECT conversation_id FROM conversations WHERE updated_at < ?)",
+                (cutoff,),
+            )
+            return conn.execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,)).rowcount
+
+    def transcript(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+        where = f"{self.path}:{conversation_id}"
+        with self._read(snapshot=True) as conn:
+            row = conn.execute(
+                "SELECT record FROM conversations WHERE conversation_id = ? AND user_id IS ? AND room_id IS ?",
+                (conversation_id, user_id, room_id),
+            ).fetchone()
+            if row is None:
+                raise not_found(conversation_id)
+            archived = conn.execute(
+                "SELECT message FROM archive WHERE conversation_id = ? ORDER BY seq", (conversation_id,)
+            ).fetchall()
+        live = decode(row[0], where=where).context.conversation.exchanges
+        return [decode_message(m, where=where) for (m,) in archived] + [dict(m) for m in live]
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    # --- plumbing ---------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        """The live connection, opened on first use and again in a forked child."""
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        self._pid = os.getpid()
+        self._conn = None  # a connection inherited through fork is never touched
+        try:
+            if self.path != ":memory:":
+                Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            if self.path != ":memory:":
+                self._enable_wal(conn)
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            self._migrate(conn)
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+        except OSError as exc:
+            raise StoreUnavailableError(f"{self.path}: cannot open the conversation database: {exc}") from exc
+        self._conn = conn
+        return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        """WAL lets readers and one writer work at once; switching needs a moment alone with the file."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+                if str(mode).lower() != "wal":
+                    logger.warning("%s: SQLite refused WAL mode (journal_mode=%s)", self.path, mode)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path}: database schema version {version} is newer than this llm_fsm understands"
+                    f" ({SCHEMA_VERSION}); upgrade llm_fsm"
+                )
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: the write lock is taken up front, so the CAS check and the write cannot interleave."""
+        with self._lock:
+            try:
+                conn = self._connection()
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                if isinstance(exc, sqlite3.Error):
+                    raise _translate(exc, self.path) from exc
+                raise
+
+    @contextmanager
+    def _read(self, *, snapshot: bool = False) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                conn = self._connection()
+                if snapshot:
+                    conn.execute("BEGIN")
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+            finally:
+                if snapshot:
+                    try:
+                        conn.execute("COMMIT")
+                    except sqlite3.Error:
+                        pass
+
+    @staticmethod
+    def _conflict(conn: sqlite3.Connection, instance: FSMInstance, expected_version: int) -> str:
+        row = conn.execute(
+            "SELECT version FROM conversations WHERE conversation_id = ? AND user_id IS ? AND room_id IS ?",
+            (instance.conversation_id, instance.user_id, instance.room_id),
+        ).fetchone()
+        if row is None:
+            return f"conversation {instance.conversation_id!r} expected at version {expected_version} but absent"
+        return f"conversation {instance.conversation_id!r} is at version {row[0]}, not {expected_version}"
+
+
+def _translate(exc: sqlite3.Error, path: str) -> StoreError:
+    """SQLite's errors, sorted into what a caller can act on."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in text or "busy" in text or "unable to open" in text or "disk I/O" in text
+    ):
+        return StoreUnavailableError(f"{path}: {text}")
+    if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
+        return StoreCorruptedError(f"{path}: {text}")
+    return StoreError(f"{path}: {type(exc).__name__}: {text}")
+
+
+__all__ = ["SCHEMA_VERSION", "SQLiteStore", "default_sqlite_path"]
