@@ -43,7 +43,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import LogicBudgetError, LogicError
 
@@ -116,12 +116,12 @@ _ITERATORS = frozenset({"map", "filter", "reduce", "all", "some", "none"})
 # --------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True, slots=True)
-class GuardResult:
+class GuardResult(NamedTuple):
     """What a guard evaluated to, and why it holds or not.
 
     ``missing_vars`` lists the top-level variables the evaluation read without
     a default and found absent or null; any of them makes ``holds`` false.
+    (A named tuple because guards are evaluated on every turn; it is cheap to build.)
     """
 
     value: Any
@@ -893,6 +893,35 @@ def _static_var(
 
         def get(d: Any) -> Any:
             return _lookup(d, keys)
+
+    if track and len(keys) == 1:
+        (t0, j0), = keys
+
+        def var_tracked1(d: Any, st: _Run) -> Any:
+            v = d.get(t0, _MISSING) if type(d) is dict else _key_step(d, t0, j0)
+            if v is _MISSING:
+                st.missing.append(key)
+                return None
+            if v is None:
+                st.missing.append(key)
+            return v
+
+        return var_tracked1
+
+    if track and len(keys) == 2:
+        (t0, j0), (t1, j1) = keys
+
+        def var_tracked2(d: Any, st: _Run) -> Any:
+            v = d.get(t0, _MISSING) if type(d) is dict else _key_step(d, t0, j0)
+            v = v.get(t1, _MISSING) if type(v) is dict else _key_step(v, t1, j1)
+            if v is _MISSING:
+                st.missing.append(key)
+                return None
+            if v is None:
+                st.missing.append(key)
+            return v
+
+        return var_tracked2
 
     if track:
 
@@ -1670,26 +1699,18 @@ class CompiledRule:
     def __repr__(self) -> str:
         return f"CompiledRule({json.dumps(self.rule)[:80]})"
 
-    def _run(self, data: Any, budget: int | None) -> tuple[Any, _Run]:
-        st = _Run(self.budget if budget is None else budget)
-        try:
-            return self._fn(data, st), st
-        except LogicError:
-            raise
-        except (RecursionError, MemoryError) as exc:
-            raise LogicBudgetError(
-                f"evaluation ran out of resources ({type(exc).__name__}); the data is too deeply nested or too large"
-            ) from None
-        except Exception as exc:  # data of a type JSON does not have, e.g. an exotic mapping
-            logger.debug("JsonLogic evaluation failed", exc_info=True)
-            raise LogicError(f"evaluation failed: {type(exc).__name__}: {exc}") from exc
-
     def evaluate(self, data: Any = None, *, budget: int | None = None) -> Any:
         """The rule's value on ``data`` with the reference semantics.
 
         Raises LogicBudgetError when the evaluation would exceed its work budget.
         """
-        return self._run(data, budget)[0]
+        st = _Run(self.budget if budget is None else budget)
+        try:
+            return self._fn(data, st)
+        except LogicError:
+            raise
+        except Exception as exc:
+            raise _evaluation_error(exc) from exc
 
     def evaluate_guard(self, data: Any = None, *, budget: int | None = None) -> GuardResult:
         """Evaluate as a transition guard: a missing variable means the guard does not hold.
@@ -1700,9 +1721,28 @@ class CompiledRule:
         listed in ``missing_vars``. Reads inside map/filter/reduce/all/some/none
         bodies and the lookups of ``missing``/``missing_some`` do not count.
         """
-        value, st = self._run(data, budget)
-        missing = tuple(dict.fromkeys(st.missing))
-        return GuardResult(value=value, holds=not missing and truthy(value), missing_vars=missing)
+        st = _Run(self.budget if budget is None else budget)
+        try:
+            value = self._fn(data, st)
+        except LogicError:
+            raise
+        except Exception as exc:
+            raise _evaluation_error(exc) from exc
+        if st.missing:
+            return GuardResult(value, False, tuple(dict.fromkeys(st.missing)))
+        return GuardResult(value, truthy(value), ())
+
+
+def _evaluation_error(exc: Exception) -> LogicError:
+    """Map an unexpected failure during evaluation to our typed errors."""
+    if isinstance(exc, (RecursionError, MemoryError)):
+        return LogicBudgetError(
+            f"evaluation ran out of resources ({type(exc).__name__}); "
+            "the data is too deeply nested or too large"
+        )
+    # e.g. data holding a Python type JSON does not have, or an exotic mapping
+    logger.debug("JsonLogic evaluation failed", exc_info=exc)
+    return LogicError(f"evaluation failed: {type(exc).__name__}: {exc}")
 
 
 def compile_logic(
