@@ -1,0 +1,458 @@
+"""FSMManager: runs conversations turn by turn, with any LLM, on any store.
+
+This is the I/O edge of the engine. It loads a conversation from its store,
+drives the pure turn generator (``turn.py``) — performing the LLM and hook
+calls it asks for — and saves the result with compare-and-set. A turn either
+lands whole or not at all: if the model's output cannot be used, a hook fails,
+or another worker saved first and retries run out, the stored conversation is
+exactly what it was.
+
+Turns on one conversation are serialised by a lock per conversation (threads
+and asyncio share it); different conversations run concurrently. Across
+processes the store's version check does the same job: the losing worker
+reloads and runs its turn again on the new version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from .definitions import FSMDefinition
+from .errors import (
+    ConcurrentUpdateError,
+    ConversationEndedError,
+    DefinitionChangedError,
+    FSMError,
+    LLMConfigurationError,
+    LLMResponseError,
+    MessageTooLargeError,
+    StateNotFoundError,
+)
+from .hooks import HookFunction, Hooks, run_async, run_sync
+from .loading import load_fsm_definition
+from .prompts import PromptBuilder
+from .runtime import (
+    DEFAULT_MAX_CONTEXT_BYTES,
+    DEFAULT_MAX_HISTORY_SIZE,
+    DEFAULT_MAX_MESSAGE_LENGTH,
+    Conversation,
+    FSMContext,
+    FSMInstance,
+    LLMRequest,
+    LLMResponse,
+    TraceEvent,
+    TurnRecord,
+)
+from .stores import ConversationStore, open_store
+from .transitions import validate_transition as _validate_transition
+from .llm import LLMResult
+from .turn import CallHook, CallLLM, EngineConfig, TurnGenerator, TurnOutcome, run_opening, run_turn
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_INPUT_CHARS = 20_000
+"""A user message longer than this is refused with MessageTooLargeError before any model call."""
+
+DefinitionPolicy = Literal["continue", "error"]
+
+
+class _ConversationLock:
+    """A lock per conversation id, shared by threads and coroutines; freed when nobody holds it."""
+
+    __slots__ = ("lock", "__weakref__")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+class FSMManager:
+    """Starts conversations and processes their messages (the seed's API, plus stores and async)."""
+
+    def __init__(
+        self,
+        fsm_loader: Callable[[str], FSMDefinition] = load_fsm_definition,
+        llm_interface: Any = None,
+        prompt_builder: PromptBuilder | None = None,
+        max_history_size: int = DEFAULT_MAX_HISTORY_SIZE,
+        max_message_length: int = DEFAULT_MAX_MESSAGE_LENGTH,
+        *,
+        store: ConversationStore | str | None = None,
+        strict: bool = False,
+        max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
+        max_input_chars: int = DEFAULT_MAX_INPUT_CHARS,
+        max_save_retries: int = 3,
+        on_definition_change: DefinitionPolicy = "continue",
+        hooks: Mapping[str, HookFunction | list[HookFunction]] | None = None,
+        config: EngineConfig | None = None,
+    ) -> None:
+        self.fsm_loader = fsm_loader
+        self.llm_interface = llm_interface
+        self.prompt_builder = prompt_builder or PromptBuilder(max_history_size=max_history_size)
+        self.max_history_size = max_history_size
+        self.max_message_length = max_message_length
+        self.max_input_chars = max_input_chars
+        self.max_save_retries = max_save_retries
+        self.on_definition_change = on_definition_change
+        self.config = config or EngineConfig(max_context_bytes=max_context_bytes, strict=strict)
+        self.store: ConversationStore = open_store(store if store is not None else "memory://")
+        self.hooks = Hooks()
+        for name, functions in (hooks or {}).items():
+            for function in functions if isinstance(functions, list) else [functions]:
+                self.hooks.register(name, function)
+        self._locks: weakref.WeakValueDictionary[str, _ConversationLock] = weakref.WeakValueDictionary()
+        self._locks_guard = threading.Lock()
+
+    # --- configuration ------------------------------------------------------------
+
+    def add_hook(self, name: str, function: HookFunction) -> HookFunction:
+        """Register an application hook (see ``llm_fsm.hooks``); usable as a decorator factory's target."""
+        return self.hooks.register(name, function)
+
+    def _lock_for(self, conversation_id: str) -> _ConversationLock:
+        with self._locks_guard:
+            lock = self._locks.get(conversation_id)
+            if lock is None:
+                lock = _ConversationLock()
+                self._locks[conversation_id] = lock
+            return lock
+
+    # --- definitions ---------------------------------------------------------------
+
+    def _load_definition(self, fsm_id: str) -> FSMDefinition:
+        if isinstance(fsm_id, FSMDefinition):
+            return fsm_id
+        return self.fsm_loader(fsm_id)
+
+    def get_definition(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMDefinition:
+        return self._definition_for(self._load(conversation_id, user_id, room_id))
+
+    def _definition_for(self, instance: FSMInstance) -> FSMDefinition:
+        definition = self._load_definition(instance.fsm_id)
+        if instance.definition_hash and definition.content_hash != instance.definition_hash:
+            if self.on_definition_change == "error":
+                raise DefinitionChangedError(
+                    f"definition {instance.fsm_id!r} changed since conversation {instance.conversation_id} started "
+                    f"(hash {instance.definition_hash} → {definition.content_hash})"
+                )
+            if instance.current_state not in definition.states:
+                raise DefinitionChangedError(
+                    f"definition {instance.fsm_id!r} changed and no longer declares state {instance.current_state!r}, "
+                    f"where conversation {instance.conversation_id} is"
+                )
+            logger.warning("definition %s changed since conversation %s started; continuing", instance.fsm_id, instance.conversation_id)
+        return definition
+
+    # --- LLM and hook effects ------------------------------------------------------
+
+    def _llm(self) -> Any:
+        if self.llm_interface is None:
+            raise LLMConfigurationError("FSMManager has no llm_interface; pass e.g. LiteLLMInterface(model=...)")
+        return self.llm_interface
+
+    @staticmethod
+    def _as_result(value: Any) -> LLMResult:
+        """Interfaces may return an LLMResult (with attempts) or just the response (the seed's API)."""
+        if isinstance(value, LLMResult):
+            return value
+        return LLMResult(response=_as_response(value))
+
+    def _call_llm(self, request: LLMRequest) -> LLMResult:
+        llm = self._llm()
+        try:
+            complete = getattr(llm, "complete", None)
+            return self._as_result(complete(request) if callable(complete) else llm.send_request(request))
+        except (LLMResponseError, LLMConfigurationError):
+            raise
+        except FSMError:
+            raise
+        except Exception as exc:  # a custom interface's own failure: typed, with the cause kept
+            raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
+
+    async def _acall_llm(self, request: LLMRequest) -> LLMResult:
+        llm = self._llm()
+        try:
+            acomplete = getattr(llm, "acomplete", None)
+            if callable(acomplete):
+                return self._as_result(await acomplete(request))
+            asend = getattr(llm, "asend_request", None)
+            if callable(asend):
+                return self._as_result(await asend(request))
+            return await asyncio.to_thread(self._call_llm, request)
+        except (LLMResponseError, LLMConfigurationError):
+            raise
+        except FSMError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
+
+    def _drive(self, generator: TurnGenerator) -> TurnOutcome:
+        """Run the pure turn generator, performing its effects synchronously."""
+        value: Any = None
+        while True:
+            try:
+                effect = generator.send(value)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(effect, CallLLM):
+                value = self._call_llm(effect.request)
+            elif isinstance(effect, CallHook):
+                functions = self.hooks.get(effect.event.name)
+                value = run_sync(effect.event.name, functions, effect.event) if functions else None
+            else:  # pragma: no cover - the generator only yields the effects above
+                raise TypeError(f"unknown effect {effect!r}")
+
+    async def _adrive(self, generator: TurnGenerator) -> TurnOutcome:
+        value: Any = None
+        while True:
+            try:
+                effect = generator.send(value)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(effect, CallLLM):
+                value = await self._acall_llm(effect.request)
+            elif isinstance(effect, CallHook):
+                functions = self.hooks.get(effect.event.name)
+                value = await run_async(effect.event.name, functions, effect.event) if functions else None
+            else:  # pragma: no cover
+                raise TypeError(f"unknown effect {effect!r}")
+
+    # --- starting ------------------------------------------------------------------
+
+    def _new_instance(self, fsm_id: Any, definition: FSMDefinition, user_id: str | None, room_id: str | None) -> FSMInstance:
+        if definition.initial_state not in definition.states:
+            raise StateNotFoundError(f"initial state {definition.initial_state!r} is not declared in FSM {definition.name!r}")
+        return FSMInstance(
+            fsm_id=fsm_id if isinstance(fsm_id, str) else definition.name,
+            current_state=definition.initial_state,
+            context=FSMContext(
+                conversation=Conversation(max_history_size=self.max_history_size, max_message_length=self.max_message_length)
+            ),
+            persona=definition.persona,
+            user_id=user_id,
+            room_id=room_id,
+            definition_hash=definition.content_hash,
+        )
+
+    def start_conversation(
+        self,
+        fsm_id: str,
+        initial_context: Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> tuple[str, str]:
+        """Create a conversation and return ``(conversation_id, opening message)``."""
+        definition = self._load_definition(fsm_id)
+        instance = self._new_instance(fsm_id, definition, user_id, room_id)
+        outcome = self._drive(run_opening(definition, instance, self.prompt_builder, self.config, initial_context))
+        self.store.save(instance, expected_version=None)
+        return instance.conversation_id, outcome.reply
+
+    async def astart_conversation(
+        self,
+        fsm_id: str,
+        initial_context: Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> tuple[str, str]:
+        definition = await asyncio.to_thread(self._load_definition, fsm_id)
+        instance = self._new_instance(fsm_id, definition, user_id, room_id)
+        outcome = await self._adrive(run_opening(definition, instance, self.prompt_builder, self.config, initial_context))
+        await self.store.asave(instance, expected_version=None)  # type: ignore[attr-defined]
+        return instance.conversation_id, outcome.reply
+
+    # --- turns ---------------------------------------------------------------------
+
+    def _check_message(self, message: Any) -> str:
+        if not isinstance(message, str):
+            raise TypeError(f"message must be a string, not {type(message).__name__}")
+        if len(message) > self.max_input_chars:
+            raise MessageTooLargeError(
+                f"message has {len(message)} characters; the limit is {self.max_input_chars} (max_input_chars)"
+            )
+        return message
+
+    def _begin(self, instance: FSMInstance, message_id: str | None) -> tuple[str | None, FSMDefinition | None]:
+        """Returns (stored reply, None) for a retried message, else (None, definition)."""
+        if message_id is not None and message_id in instance.processed_messages:
+            return instance.processed_messages[message_id], None
+        if instance.ended:
+            raise ConversationEndedError(f"conversation {instance.conversation_id} has ended ({instance.status})")
+        return None, self._definition_for(instance)
+
+    def process_message(
+        self,
+        conversation_id: str,
+        message: str,
+        message_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> str:
+        """Run one turn and return the reply. A repeated ``message_id`` returns the stored reply."""
+        message = self._check_message(message)
+        holder = self._lock_for(conversation_id)
+        with holder.lock:
+            for attempt in range(self.max_save_retries + 1):
+                instance = self._load(conversation_id, user_id, room_id)
+                expected = instance.version
+                stored, definition = self._begin(instance, message_id)
+                if definition is None:
+                    return stored  # type: ignore[return-value]
+                outcome = self._drive(
+                    run_turn(definition, instance, message, self.prompt_builder, self.config, message_id=message_id)
+                )
+                try:
+                    self.store.save(instance, expected_version=expected)
+                except ConcurrentUpdateError:
+                    if attempt == self.max_save_retries:
+                        raise
+                    logger.info("conversation %s changed under us; running the turn again", conversation_id)
+                    continue
+                return outcome.reply
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def aprocess_message(
+        self,
+        conversation_id: str,
+        message: str,
+        message_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> str:
+        message = self._check_message(message)
+        holder = self._lock_for(conversation_id)
+        await asyncio.to_thread(holder.lock.acquire)
+        try:
+            for attempt in range(self.max_save_retries + 1):
+                instance = await self.store.aload(conversation_id, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
+                expected = instance.version
+                stored, definition = self._begin(instance, message_id)
+                if definition is None:
+                    return stored  # type: ignore[return-value]
+                outcome = await self._adrive(
+                    run_turn(definition, instance, message, self.prompt_builder, self.config, message_id=message_id)
+                )
+                try:
+                    await self.store.asave(instance, expected_version=expected)  # type: ignore[attr-defined]
+                except ConcurrentUpdateError:
+                    if attempt == self.max_save_retries:
+                        raise
+                    continue
+                return outcome.reply
+        finally:
+            holder.lock.release()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # --- reading and ending ---------------------------------------------------------
+
+    def _load(self, conversation_id: str, user_id: str | None, room_id: str | None) -> FSMInstance:
+        return self.store.load(conversation_id, user_id=user_id, room_id=room_id)
+
+    def get_instance(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
+        """The stored conversation (a copy: changing it changes nothing)."""
+        return self._load(conversation_id, user_id, room_id)
+
+    def is_conversation_ended(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        return self._load(conversation_id, user_id, room_id).ended
+
+    def get_conversation_data(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> dict[str, Any]:
+        """The context data collected so far (a copy)."""
+        return self._load(conversation_id, user_id, room_id).context.data
+
+    def get_current_state(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> str:
+        return self._load(conversation_id, user_id, room_id).current_state
+
+    def get_conversation_history(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+        """The full transcript, including messages the store archived."""
+        return self.store.transcript(conversation_id, user_id=user_id, room_id=room_id)
+
+    def explain(self, conversation_id: str, turn: int = -1, *, user_id: str | None = None, room_id: str | None = None) -> TurnRecord:
+        """The record of one turn: ``turn=-1`` is the last, a positive number is the turn's index (1-based)."""
+        from .errors import TurnNotFoundError
+
+        records = self._load(conversation_id, user_id, room_id).turns
+        if turn < 0:
+            if -turn > len(records):
+                raise TurnNotFoundError(f"conversation {conversation_id} keeps {len(records)} turn records; {turn} is out of range")
+            return records[turn]
+        for record in records:
+            if record.index == turn:
+                return record
+        raise TurnNotFoundError(f"turn {turn} of conversation {conversation_id} is not kept (only the last {len(records)} are)")
+
+    def get_trace(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[TraceEvent]:
+        return self._load(conversation_id, user_id, room_id).trace
+
+    def validate_transition(
+        self, instance: FSMInstance, target_state: str, conversation_id: str | None = None
+    ) -> tuple[bool, str | None]:
+        """Could ``instance`` move to ``target_state`` now? ``(True, None)`` or ``(False, why)``."""
+        definition = self._load_definition(instance.fsm_id)
+        valid, why = _validate_transition(definition, instance.current_state, target_state, instance.context.data)
+        if not valid:
+            logger.info("transition %s → %s refused%s: %s", instance.current_state, target_state,
+                        f" in {conversation_id}" if conversation_id else "", why)
+        return valid, why
+
+    def _mutate(self, conversation_id: str, user_id: str | None, room_id: str | None, change: Callable[[FSMInstance], None]) -> FSMInstance:
+        holder = self._lock_for(conversation_id)
+        with holder.lock:
+            for attempt in range(self.max_save_retries + 1):
+                instance = self._load(conversation_id, user_id, room_id)
+                expected = instance.version
+                change(instance)
+                try:
+                    self.store.save(instance, expected_version=expected)
+                    return instance
+                except ConcurrentUpdateError:
+                    if attempt == self.max_save_retries:
+                        raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def end_conversation(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> None:
+        """Mark the conversation ended; its data stays readable until deleted."""
+
+        def end(instance: FSMInstance) -> None:
+            if instance.status == "active":
+                instance.status = "ended"
+                instance.trace.append(TraceEvent(event="end", data={"state": instance.current_state, "reason": "ended by the application"}))
+
+        self._mutate(conversation_id, user_id, room_id, end)
+
+    def update_context(
+        self, conversation_id: str, updates: Mapping[str, Any], *, user_id: str | None = None, room_id: str | None = None
+    ) -> dict[str, Any]:
+        """Set context keys as the application (protected keys allowed; ``None`` removes a key)."""
+        from .context import apply_update
+
+        def update(instance: FSMInstance) -> None:
+            changes = apply_update(instance.context.data, updates, source="application", max_bytes=self.config.max_context_bytes)
+            instance.trace.append(TraceEvent(event="context_update", data={"source": "application", "keys": [c.key for c in changes]}))
+
+        return self._mutate(conversation_id, user_id, room_id, update).context.data
+
+    def delete_conversation(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        return self.store.delete(conversation_id, user_id=user_id, room_id=room_id)
+
+    def list_conversations(self, *, user_id: str | None = None, room_id: str | None = None) -> list[Any]:
+        return self.store.list(user_id=user_id, room_id=room_id)
+
+
+def _as_response(value: Any) -> LLMResponse:
+    if isinstance(value, LLMResponse):
+        return value
+    try:
+        return LLMResponse.model_validate(value)
+    except Exception as exc:  # noqa: BLE001
+        raise LLMResponseError(f"LLM interface returned {type(value).__name__}, not an LLMResponse: {exc}") from exc
+
+
+__all__ = ["DEFAULT_MAX_INPUT_CHARS", "FSMManager"]

@@ -1,0 +1,314 @@
+"""FSMManager end to end with a scripted model: the seed's API and what the original got wrong."""
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+from llm_fsm.errors import (
+    ConversationEndedError,
+    ConversationNotFoundError,
+    HookError,
+    InvalidTransitionError,
+    LLMResponseError,
+    MessageTooLargeError,
+    TurnNotFoundError,
+)
+from llm_fsm.fsm import FSMManager
+from llm_fsm.testing import FunctionLLM, ScriptedLLM
+
+ROUTER = str(Path(__file__).resolve().parents[1] / "definitions" / "customer_support_router.json")
+
+FORM = {
+    "name": "form",
+    "description": "name then email",
+    "initial_state": "ask_name",
+    "protected_context_keys": ["account_id"],
+    "states": {
+        "ask_name": {
+            "id": "ask_name", "description": "ask name", "purpose": "get the name",
+            "required_context_keys": ["name"],
+            "transitions": [{"target_state": "ask_email", "description": "name given",
+                             "conditions": [{"description": "name known", "requires_context_keys": ["name"]}]}],
+        },
+        "ask_email": {
+            "id": "ask_email", "description": "ask email", "purpose": "get the email",
+            "required_context_keys": ["email"],
+            "transitions": [{"target_state": "done", "description": "email given",
+                             "conditions": [{"description": "email known", "requires_context_keys": ["email"]}]}],
+        },
+        "done": {"id": "done", "description": "done", "purpose": "thank the user", "transitions": []},
+    },
+}
+
+
+def reply(target, message="ok", **update):
+    return {"transition": {"target_state": target, "context_update": update}, "message": message}
+
+
+def manager(replies, **kwargs):
+    llm = ScriptedLLM(replies)
+    return FSMManager(fsm_loader=lambda _id: __import__("llm_fsm.definitions", fromlist=["x"]).FSMDefinition.model_validate(FORM),
+                      llm_interface=llm, **kwargs), llm
+
+
+def test_start_returns_an_id_and_the_opening_message():
+    fsm, _ = manager([reply("ask_name", "Hi! Your name?")])
+    cid, opening = fsm.start_conversation("form")
+    assert opening == "Hi! Your name?"
+    assert fsm.get_current_state(cid) == "ask_name"
+
+
+def test_a_turn_that_satisfies_the_guard_moves_on_with_one_llm_call():
+    fsm, llm = manager([reply("ask_name"), reply("ask_email", "Thanks Ann, your email?", name="Ann")])
+    cid, _ = fsm.start_conversation("form")
+    assert fsm.process_message(cid, "I'm Ann") == "Thanks Ann, your email?"
+    assert fsm.get_current_state(cid) == "ask_email"
+    assert fsm.get_conversation_data(cid) == {"name": "Ann"}
+    assert len(llm.requests) == 2
+
+
+def test_a_refused_transition_does_not_return_the_models_lie():
+    fsm, llm = manager([reply("ask_name"), reply("ask_email", "Great, moving on!"), reply("ask_name", "What is your name?")])
+    cid, _ = fsm.start_conversation("form")
+    answer = fsm.process_message(cid, "hello")
+    assert answer == "What is your name?"
+    assert fsm.get_current_state(cid) == "ask_name"
+    assert llm.requests[-1].purpose == "regenerate"
+    assert "missing name" in llm.requests[-1].system_prompt
+
+
+def test_guarded_transition_fires_when_the_model_stays_and_the_reply_is_regenerated_for_the_new_state():
+    fsm, llm = manager([reply("ask_name"), reply("ask_name", "Your name?", name="Ann"), reply("ask_email", "Your email, Ann?")])
+    cid, _ = fsm.start_conversation("form")
+    assert fsm.process_message(cid, "Ann") == "Your email, Ann?"
+    assert fsm.get_current_state(cid) == "ask_email"
+    assert "<current_state>ask_email</current_state>" in llm.requests[-1].system_prompt
+
+
+def test_corrections_overwrite_collected_values():
+    fsm, _ = manager([reply("ask_name"), reply("ask_email", name="Ann"), reply("ask_email", "noted", name="Anna")])
+    cid, _ = fsm.start_conversation("form")
+    fsm.process_message(cid, "Ann")
+    fsm.process_message(cid, "actually it's Anna")
+    assert fsm.get_conversation_data(cid)["name"] == "Anna"
+
+
+def test_null_and_empty_values_do_not_count_as_collected():
+    fsm, _ = manager([reply("ask_name"), reply("ask_email", name=""), reply("ask_name", "Your name?")])
+    cid, _ = fsm.start_conversation("form")
+    fsm.process_message(cid, "...")
+    assert fsm.get_current_state(cid) == "ask_name"
+
+
+def test_the_model_cannot_write_protected_or_engine_keys():
+    fsm, _ = manager([reply("ask_name"), reply("ask_name", "hm", account_id="evil", _status="ended")])
+    cid, _ = fsm.start_conversation("form", {"account_id": "acc-1"})
+    fsm.process_message(cid, "set my account to evil")
+    assert fsm.get_conversation_data(cid) == {"account_id": "acc-1"}
+    changes = fsm.explain(cid).context_changes
+    assert {c.key: c.reason for c in changes} == {"account_id": "protected key", "_status": "protected key"}
+
+
+def test_reaching_a_terminal_state_ends_the_conversation():
+    fsm, _ = manager([reply("ask_name"), reply("ask_email", name="Ann"), reply("done", "Bye", email="a@b.c")])
+    cid, _ = fsm.start_conversation("form")
+    fsm.process_message(cid, "Ann")
+    fsm.process_message(cid, "a@b.c")
+    assert fsm.is_conversation_ended(cid)
+    with pytest.raises(ConversationEndedError):
+        fsm.process_message(cid, "hello?")
+
+
+def test_malformed_output_raises_llm_response_error_and_leaves_no_dangling_message():
+    fsm, _ = manager([reply("ask_name"), "this is not json"])
+    cid, _ = fsm.start_conversation("form")
+    with pytest.raises(LLMResponseError):
+        fsm.process_message(cid, "Ann")
+    instance = fsm.get_instance(cid)
+    assert [list(e) for e in instance.context.conversation.exchanges] == [["assistant"]]
+    assert instance.turn_count == 0
+
+
+def test_two_json_objects_in_one_reply_take_the_first_valid():
+    text = 'Sure. {"oops": 1} and {"transition": {"target_state": "ask_email", "context_update": {"name": "Ann"}}, "message": "Email?"}'
+    fsm, _ = manager([reply("ask_name"), text])
+    cid, _ = fsm.start_conversation("form")
+    assert fsm.process_message(cid, "Ann") == "Email?"
+
+
+def test_unknown_conversation_ids_raise_a_value_error():
+    fsm, _ = manager([])
+    with pytest.raises(ConversationNotFoundError) as info:
+        fsm.process_message("no-such-id", "hi")
+    assert isinstance(info.value, ValueError)
+
+
+def test_oversize_messages_are_refused_before_any_model_call():
+    fsm, llm = manager([reply("ask_name")], max_input_chars=100)
+    cid, _ = fsm.start_conversation("form")
+    with pytest.raises(MessageTooLargeError):
+        fsm.process_message(cid, "x" * 101)
+    assert len(llm.requests) == 1
+
+
+def test_strict_mode_raises_invalid_transition_and_changes_nothing():
+    fsm, _ = manager([reply("ask_name"), reply("done", "bye")], strict=True)
+    cid, _ = fsm.start_conversation("form")
+    with pytest.raises(InvalidTransitionError):
+        fsm.process_message(cid, "skip ahead")
+    assert fsm.get_current_state(cid) == "ask_name"
+    assert fsm.get_instance(cid).turn_count == 0
+
+
+def test_explain_records_proposal_conditions_and_verdict():
+    fsm, _ = manager([reply("ask_name"), reply("ask_email", "Great!"), reply("ask_name", "Name?")])
+    cid, _ = fsm.start_conversation("form")
+    fsm.process_message(cid, "hi")
+    record = fsm.explain(cid)
+    assert record.proposal == "ask_email"
+    assert record.verdict.kind == "stay_rejected"
+    assert record.evaluations[0].conditions[0].missing_keys == ["name"]
+    assert [c.purpose for c in record.llm_calls] == ["turn", "regenerate"]
+    assert fsm.explain(cid, 1) == record
+    with pytest.raises(TurnNotFoundError):
+        fsm.explain(cid, 7)
+
+
+def test_a_repeated_message_id_returns_the_stored_reply_without_a_second_turn():
+    fsm, llm = manager([reply("ask_name"), reply("ask_email", "Email?", name="Ann")])
+    cid, _ = fsm.start_conversation("form")
+    first = fsm.process_message(cid, "Ann", message_id="m-1")
+    again = fsm.process_message(cid, "Ann", message_id="m-1")
+    assert first == again == "Email?"
+    assert fsm.get_instance(cid).turn_count == 1 and len(llm.requests) == 2
+
+
+def test_hooks_add_context_that_guards_read():
+    fsm, _ = manager([reply("ask_name"), reply("ask_name", "hm"), reply("ask_email", "Your email?")])
+    fsm.add_hook("after_context_update", lambda event: {"name": "from-crm"})
+    cid, _ = fsm.start_conversation("form")
+    fsm.process_message(cid, "it's me")
+    # the model stayed, but the hook supplied the name, so the guard fired
+    assert fsm.get_current_state(cid) == "ask_email"
+
+
+def test_async_hooks_work_from_sync_code():
+    async def on_start(event):
+        return {"account_id": "acc-9"}
+
+    fsm, _ = manager([reply("ask_name")])
+    fsm.add_hook("on_start", on_start)
+    cid, _ = fsm.start_conversation("form")
+    assert fsm.get_conversation_data(cid) == {"account_id": "acc-9"}
+
+
+def test_a_failing_hook_raises_hook_error_and_the_turn_is_not_applied():
+    def broken(event):
+        raise RuntimeError("crm down")
+
+    fsm, _ = manager([reply("ask_name"), reply("ask_email", name="Ann")])
+    fsm.add_hook("on_transition", broken)
+    cid, _ = fsm.start_conversation("form")
+    with pytest.raises(HookError):
+        fsm.process_message(cid, "Ann")
+    assert fsm.get_current_state(cid) == "ask_name" and fsm.get_conversation_data(cid) == {}
+
+
+def test_async_api_runs_a_whole_conversation():
+    fsm, _ = manager([reply("ask_name"), reply("ask_email", name="Ann"), reply("done", "Bye", email="a@b.c")])
+
+    async def run():
+        cid, _ = await fsm.astart_conversation("form")
+        await fsm.aprocess_message(cid, "Ann")
+        return cid, await fsm.aprocess_message(cid, "a@b.c")
+
+    cid, last = asyncio.run(run())
+    assert last == "Bye" and fsm.is_conversation_ended(cid)
+
+
+def test_four_threads_on_one_conversation_each_get_the_reply_to_their_own_message():
+    def echo(request):
+        return {"transition": {"target_state": "ask_name", "context_update": {}}, "message": f"re: {request.user_message}"}
+
+    from llm_fsm.definitions import FSMDefinition
+
+    fsm = FSMManager(fsm_loader=lambda _: FSMDefinition.model_validate(FORM), llm_interface=FunctionLLM(echo))
+    cid, _ = fsm.start_conversation("form")
+    mismatches = []
+
+    def worker(n):
+        for i in range(20):
+            message = f"thread {n} message {i}"
+            if fsm.process_message(cid, message) != f"re: {message}":
+                mismatches.append(message)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert mismatches == []
+    exchanges = fsm.get_instance(cid).context.conversation.exchanges[1:]
+    pairs = list(zip(exchanges[::2], exchanges[1::2]))
+    assert len(pairs) == 80
+    assert all(answer["assistant"] == f"re: {question['user']}" for question, answer in pairs)
+
+
+# --- the seed's Customer Support Router, end to end ----------------------------------------
+
+
+def router_manager(replies):
+    return FSMManager(llm_interface=ScriptedLLM(replies))
+
+
+def test_router_premium_customer_with_billing_issue_reaches_billing():
+    fsm = router_manager([
+        reply("greeting", "Welcome!"),
+        reply("greeting", "Let me route you."),            # model stays; guard fires
+        reply("premium_support", "Premium here. What's wrong?"),  # regenerated for premium_support
+        reply("general_resolution", "Sorry!", **{"issue": {"description": "wrong charge on my bill"}}),
+        reply("billing_issues", "Billing team here."),     # regenerated: billing overrides by priority
+    ])
+    cid, _ = fsm.start_conversation(ROUTER, {"customer": {"tier": "premium"}})
+    fsm.process_message(cid, "hello")
+    assert fsm.get_current_state(cid) == "premium_support"
+    assert fsm.process_message(cid, "I have a wrong charge on my bill") == "Billing team here."
+    assert fsm.get_current_state(cid) == "billing_issues"
+
+
+def test_router_standard_customer_unresolved_issue_is_escalated():
+    fsm = router_manager([
+        reply("greeting", "Welcome!"),
+        reply("standard_support", "Standard support. What's up?"),
+        reply("general_resolution", "Let's fix it", **{"issue": {"description": "app crashes"}}),
+        reply("resolution_confirmation", "Did that fix it?"),
+        reply("feedback", "Great!", **{"issue": {"resolved": False}}),   # refused: not resolved
+        reply("resolution_confirmation", "Sorry it is not fixed."),
+        reply("escalation", "Escalating now."),
+    ])
+    cid, _ = fsm.start_conversation(ROUTER, {"customer": {"tier": "standard", "lifetime_value": 100}})
+    fsm.process_message(cid, "hi")
+    fsm.process_message(cid, "the app crashes")
+    fsm.process_message(cid, "ok")
+    assert fsm.get_current_state(cid) == "resolution_confirmation"
+    assert fsm.process_message(cid, "no it still crashes") == "Sorry it is not fixed."
+    fsm.process_message(cid, "please escalate")
+    assert fsm.get_current_state(cid) == "escalation"
+
+
+def test_router_resolved_issue_leads_to_feedback_and_end():
+    fsm = router_manager([
+        reply("greeting", "Welcome!"),
+        reply("standard_support", "How can I help?"),
+        reply("general_resolution", "Fixing", **{"issue": {"description": "password reset"}}),
+        reply("resolution_confirmation", "Resolved?"),
+        reply("feedback", "Rate us?", **{"issue": {"resolved": True}}),
+        reply("end", "Thanks!", **{"feedback": {"rating": 5}}),
+    ])
+    cid, _ = fsm.start_conversation(ROUTER, {"customer": {"tier": "standard"}})
+    for text in ["hi", "password reset", "ok", "yes, fixed", "5 stars"]:
+        fsm.process_message(cid, text)
+    assert fsm.is_conversation_ended(cid)
+    assert fsm.get_conversation_data(cid)["feedback"] == {"rating": 5}
