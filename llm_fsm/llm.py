@@ -1,0 +1,528 @@
+"""The edge between the engine and a language model.
+
+``LLMInterface`` is what the engine talks to; ``LiteLLMInterface`` reaches any
+provider litellm supports. This module owns everything that can go wrong at
+that edge and turns it into our typed errors: output that is not a valid reply
+(re-asked, then ``MalformedOutputError``), provider failures
+(``LLMProviderError``), and missing or refused credentials or unknown models
+(``LLMConfigurationError``). Parsing itself is pure and lives in
+``llm_fsm.response_parsing``.
+
+litellm is imported on first use, never at import time: importing it is slow
+and, unless ``LITELLM_LOCAL_MODEL_COST_MAP=True``, fetches a price list over
+the network. API keys are passed to litellm per call; they are never written
+to ``os.environ``, never logged, and hidden from ``repr``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from llm_fsm.errors import (
+    FSMError,
+    LLMConfigurationError,
+    LLMProviderError,
+    LLMResponseError,
+    MalformedOutputError,
+)
+from llm_fsm.response_parsing import allowed_targets_from_schema, parse_llm_output
+from llm_fsm.runtime import LLMRequest, LLMResponse
+
+logger = logging.getLogger(__name__)
+
+ResponseFormatMode = Literal["auto", "json_schema", "json_object", "schema_object", "none"]
+"""How structured output is requested.
+
+- ``json_schema``: ``{"type": "json_schema", "json_schema": {...}}`` (OpenAI, Gemini, Anthropic via litellm, Ollama ≥ 0.5).
+- ``json_object``: plain JSON mode; the schema is only in the prompt.
+- ``schema_object``: ``{"type": "json_object", "schema": {...}}``, for llama-cpp-python's server.
+- ``none``: no ``response_format``; the prompt alone asks for JSON.
+- ``auto``: the best one litellm says the model supports.
+"""
+
+_MODES: tuple[str, ...] = get_args(ResponseFormatMode)
+_DOWNGRADE = {"json_schema": "json_object", "schema_object": "json_object", "json_object": "none"}
+_ECHO_LIMIT = 2_000  # characters of a bad reply sent back to the model when re-asking
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    """One ``complete`` call: the reply and what it took to get it (for the turn's explain record)."""
+
+    response: LLMResponse
+    attempts: int = 1
+    raw_outputs: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    """Why each rejected attempt was rejected, in order (``attempts - 1`` entries)."""
+    response_format: str = "none"
+    """The structured-output mode actually used ('user' when the caller set ``response_format`` itself)."""
+    usage: Mapping[str, int] = field(default_factory=dict)
+    """Token counts summed over all attempts, when the provider reports them."""
+
+
+class LLMInterface(ABC):
+    """What the engine needs from a model: one request in, one parsed reply out.
+
+    Implementers override ``send_request``; they may also override
+    ``asend_request`` (the default runs ``send_request`` in a worker thread)
+    and ``complete``/``acomplete`` when they can report more than the reply
+    (attempts, raw outputs). The engine calls ``complete`` so every
+    implementation gets an explain record, however little it knows.
+    """
+
+    @abstractmethod
+    def send_request(self, request: LLMRequest) -> LLMResponse:
+        """The model's parsed reply; raises ``LLMResponseError`` (or a child) when there is none."""
+
+    async def asend_request(self, request: LLMRequest) -> LLMResponse:
+        """Async twin; a thread keeps a blocking implementation from stalling the event loop."""
+        return await asyncio.to_thread(self.send_request, request)
+
+    def complete(self, request: LLMRequest) -> LLMResult:
+        """``send_request`` plus how it went; override to report retries."""
+        return LLMResult(response=self.send_request(request))
+
+    async def acomplete(self, request: LLMRequest) -> LLMResult:
+        return LLMResult(response=await self.asend_request(request))
+
+
+class _Secret:
+    """A value that never shows itself in repr, str, logs or ``vars()`` dumps."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+    __str__ = __repr__
+
+
+def _litellm() -> Any:
+    """Import litellm on first use and quieten it; it must not print into our users' terminals."""
+    try:
+        import litellm
+    except ImportError as exc:  # pragma: no cover - litellm is a declared dependency
+        raise LLMConfigurationError(
+            "litellm is not installed; install it with `pip install litellm`"
+        ) from exc
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class LiteLLMInterface(LLMInterface):
+    """Any litellm-supported model, with structured output, re-asking and typed errors.
+
+    ``kwargs`` go to ``litellm.completion`` on every call (``temperature``,
+    ``max_tokens``, ``api_base``, ``timeout``, ``num_retries`` for provider-level
+    retries, ``mock_response`` for tests ...). A ``response_format`` in kwargs
+    replaces ours. ``max_retries`` counts extra attempts after a malformed reply.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        enable_json_validation: bool = True,
+        max_retries: int = 2,
+        *,
+        response_format_mode: ResponseFormatMode = "auto",
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise LLMConfigurationError(
+                "a model name is required, e.g. 'gpt-4o-mini', 'anthropic/claude-3-5-haiku-latest' "
+                "or 'ollama/llama3.2'"
+            )
+        if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
+            raise LLMConfigurationError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        if response_format_mode not in _MODES:
+            raise LLMConfigurationError(
+                f"response_format_mode must be one of {', '.join(_MODES)}; got {response_format_mode!r}"
+            )
+        if api_key is not None and not isinstance(api_key, str):
+            raise LLMConfigurationError("api_key must be a string")
+        self.model = model.strip()
+        self._api_key = _Secret(api_key) if api_key else None
+        self.enable_json_validation = enable_json_validation
+        self.max_retries = max_retries
+        self.response_format_mode: ResponseFormatMode = response_format_mode
+        self._kwargs = dict(kwargs)
+        self._auto_mode: str | None = None  # detected once, lowered if the provider rejects it
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(model={self.model!r}, "
+            f"api_key={'<set>' if self._api_key else None}, "
+            f"response_format_mode={self.response_format_mode!r}, max_retries={self.max_retries}, "
+            f"options={sorted(self._kwargs)})"
+        )
+
+    # --- the public calls ----------------------------------------------------------
+
+    def send_request(self, request: LLMRequest) -> LLMResponse:
+        return self.complete(request).response
+
+    async def asend_request(self, request: LLMRequest) -> LLMResponse:
+        return (await self.acomplete(request)).response
+
+    def complete(self, request: LLMRequest) -> LLMResult:
+        litellm = _litellm()
+        exchange = _Exchange(request, self.max_retries)
+        while True:
+            mode, fmt = self._format_for(request)
+            try:
+                raw = _output_of(litellm.completion(**self._call_kwargs(exchange.messages, fmt)))
+            except Exception as exc:  # litellm raises many unrelated types; all become ours
+                if self._downgrade_after(mode, exc):
+                    continue
+                raise self._translate(exc, exchange.raw_outputs) from None
+            result = exchange.accept(raw, mode)
+            if result is not None:
+                return result
+
+    async def acomplete(self, request: LLMRequest) -> LLMResult:
+        litellm = _litellm()
+        exchange = _Exchange(request, self.max_retries)
+        while True:
+            mode, fmt = self._format_for(request)
+            try:
+                reply = await litellm.acompletion(**self._call_kwargs(exchange.messages, fmt))
+                raw = _output_of(reply)
+            except Exception as exc:
+                if self._downgrade_after(mode, exc):
+                    continue
+                raise self._translate(exc, exchange.raw_outputs) from None
+            result = exchange.accept(raw, mode)
+            if result is not None:
+                return result
+
+    # --- structured output ---------------------------------------------------------
+
+    def effective_mode(self, request: LLMRequest) -> str:
+        """The structured-output mode the next call for ``request`` will use."""
+        return self._format_for(request)[0]
+
+    def _format_for(self, request: LLMRequest) -> tuple[str, dict[str, Any] | None]:
+        if "response_format" in self._kwargs:
+            return "user", None
+        mode: str = self.response_format_mode
+        if mode == "auto":
+            mode = self._detect_mode() if self.enable_json_validation else "none"
+        schema = request.response_schema
+        if mode in ("json_schema", "schema_object") and not schema:
+            mode = "json_object"
+        if mode == "json_schema":
+            return mode, {
+                "type": "json_schema",
+                "json_schema": {"name": "fsm_response", "schema": schema, "strict": False},
+            }
+        if mode == "schema_object":
+            return mode, {"type": "json_object", "schema": schema}
+        if mode == "json_object":
+            return mode, {"type": "json_object"}
+        return "none", None
+
+    def _detect_mode(self) -> str:
+        """Ask litellm's model table what the model accepts; unknown models get the safest answer."""
+        if self._auto_mode is not None:
+            return self._auto_mode
+        litellm = _litellm()
+        provider = self._kwargs.get("custom_llm_provider")
+        mode = "none"
+        try:
+            if litellm.supports_response_schema(model=self.model, custom_llm_provider=provider):
+                mode = "json_schema"
+        except Exception:  # unknown model or provider: litellm raises instead of answering
+            pass
+        if mode == "none":
+            try:
+                params = litellm.get_supported_openai_params(model=self.model, custom_llm_provider=provider)
+            except Exception:
+                params = None
+            if params and "response_format" in params:
+                mode = "json_object"
+        self._auto_mode = mode
+        logger.debug("structured output for %s: %s", self.model, mode)
+        return mode
+
+    def _downgrade_after(self, mode: str, exc: Exception) -> bool:
+        """After a provider rejected our auto-chosen response_format, use a weaker one from now on.
+
+        Only for auto mode: a mode the user chose explicitly is theirs to change.
+        Returns True when the call should simply be made again.
+        """
+        if self.response_format_mode != "auto" or mode not in _DOWNGRADE:
+            return False
+        if not _rejects_request_shape(exc):
+            return False
+        lower = _DOWNGRADE[mode]
+        logger.warning(
+            "%s rejected response_format %s (%s); using %s from now on",
+            self.model, mode, type(exc).__name__, lower,
+        )
+        self._auto_mode = lower
+        return True
+
+    # --- the call ------------------------------------------------------------------
+
+    def _call_kwargs(self, messages: list[dict[str, str]], fmt: dict[str, Any] | None) -> dict[str, Any]:
+        kwargs = dict(self._kwargs)
+        kwargs["model"] = self.model
+        kwargs["messages"] = messages
+        if self._api_key is not None:
+            kwargs["api_key"] = self._api_key.reveal()
+        if fmt is not None:
+            kwargs["response_format"] = fmt
+        return kwargs
+
+    def _secrets(self) -> list[str]:
+        secrets = [self._api_key.reveal()] if self._api_key else []
+        for name, value in self._kwargs.items():
+            lowered = name.lower()
+            if isinstance(value, str) and len(value) >= 6 and any(
+                word in lowered for word in ("key", "token", "secret", "password")
+            ):
+                secrets.append(value)
+        return secrets
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets():
+            text = text.replace(secret, "***")
+        return text
+
+    def _translate(self, exc: Exception, raw_outputs: list[str]) -> FSMError:
+        """A provider failure as one of our errors, with a message a person can act on."""
+        if isinstance(exc, FSMError):
+            return exc
+        name = type(exc).__name__
+        detail = self._redact(" ".join(str(exc).split()))[:500]
+        lowered = detail.lower()
+        errors = _litellm_exceptions()
+
+        def is_a(*names: str) -> bool:
+            return any(isinstance(exc, cls) for cls in (getattr(errors, n, None) for n in names) if cls)
+
+        if is_a("AuthenticationError", "PermissionDeniedError"):
+            return LLMConfigurationError(
+                f"{self.model}: the provider refused the credentials ({name}). Check the api_key "
+                f"you passed or the provider's environment variable. Provider said: {detail}"
+            )
+        if is_a("LiteLLMUnknownProvider") or "llm provider not provided" in lowered:
+            return LLMConfigurationError(
+                f"{self.model}: litellm does not know which provider serves this model. Prefix it "
+                "with the provider, e.g. 'openai/...', 'anthropic/...', 'ollama/...'."
+            )
+        if is_a("NotFoundError"):
+            return LLMConfigurationError(
+                f"{self.model}: the provider does not know this model ({name}). Provider said: {detail}"
+            )
+        if _looks_like_missing_key(lowered):
+            return LLMConfigurationError(
+                f"{self.model}: no API key. Pass api_key=... or set the provider's environment "
+                f"variable (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY). Provider said: {detail}"
+            )
+        if is_a("ContextWindowExceededError"):
+            message = f"{self.model}: the prompt is longer than the model's context window"
+            retryable = False
+        elif is_a("ContentPolicyViolationError"):
+            message = f"{self.model}: the provider refused the content (content policy)"
+            retryable = False
+        elif is_a("RateLimitError"):
+            message = f"{self.model}: rate limited by the provider; try again later"
+            retryable = True
+        elif is_a("Timeout") or isinstance(exc, TimeoutError):
+            message = f"{self.model}: the provider did not answer in time"
+            retryable = True
+        elif is_a("APIConnectionError") or isinstance(exc, ConnectionError):
+            message = f"{self.model}: could not reach the provider (check api_base and the network)"
+            retryable = True
+        elif is_a("ServiceUnavailableError", "InternalServerError", "BadGatewayError"):
+            message = f"{self.model}: the provider failed ({name}); try again later"
+            retryable = True
+        else:
+            message = f"{self.model}: the provider call failed ({name})"
+            retryable = False
+        return LLMProviderError(
+            f"{message}. Provider said: {detail}" if detail else message,
+            provider_error=name,
+            retryable=retryable,
+            raw_outputs=list(raw_outputs),
+        )
+
+
+# --- one request's attempts (shared by the sync and async loops) ----------------------
+
+
+class _Exchange:
+    """The messages of one request and its attempts so far; decides when to re-ask and when to give up."""
+
+    def __init__(self, request: LLMRequest, max_retries: int) -> None:
+        self.request = request
+        self.max_attempts = 1 + max_retries
+        self.allowed_targets = allowed_targets_from_schema(request.response_schema)
+        self.messages: list[dict[str, str]] = [
+            {"role": "system", "content": request.system_prompt},
+            {"role": "user", "content": request.user_message},
+        ]
+        self.raw_outputs: list[str] = []
+        self.problems: list[str] = []
+        self.usage: dict[str, int] = {}
+        self.started = time.monotonic()
+
+    def accept(self, output: _Output, mode: str) -> LLMResult | None:
+        """The result if this output is valid; ``None`` to re-ask; raises when attempts are spent."""
+        self.raw_outputs.append(output.text)
+        for key, value in output.usage.items():
+            self.usage[key] = self.usage.get(key, 0) + value
+        try:
+            response = parse_llm_output(output.text, self.allowed_targets)
+        except MalformedOutputError as exc:
+            problem = exc.problem
+            if output.finish_reason == "length":
+                problem = f"the reply was cut off at the length limit ({problem}); keep the message shorter"
+        else:
+            return LLMResult(
+                response=response,
+                attempts=len(self.raw_outputs),
+                raw_outputs=tuple(self.raw_outputs),
+                problems=tuple(self.problems),
+                response_format=mode,
+                usage=dict(self.usage),
+            )
+        self.problems.append(problem)
+        attempt = len(self.raw_outputs)
+        logger.info(
+            "invalid model reply (%s, attempt %d of %d): %s",
+            self.request.purpose, attempt, self.max_attempts, problem,
+        )
+        if attempt >= self.max_attempts:
+            raise MalformedOutputError(
+                f"the model's reply was not valid after {attempt} attempt(s): {problem}",
+                raw_outputs=list(self.raw_outputs),
+            )
+        echoed = output.text if len(output.text) <= _ECHO_LIMIT else output.text[:_ECHO_LIMIT] + "…"
+        self.messages.append({"role": "assistant", "content": echoed or "(empty reply)"})
+        self.messages.append({"role": "user", "content": correction_message(problem)})
+        return None
+
+
+def correction_message(problem: str) -> str:
+    """What the model is told after an invalid reply: the problem, then the shape once more."""
+    return (
+        f"Your reply was not valid: {problem}. Reply again with only the JSON object, no other text: "
+        '{"transition": {"target_state": "<state id>", "context_update": {}}, '
+        '"message": "<your reply to the user>"}'
+    )
+
+
+@dataclass(frozen=True)
+class _Output:
+    text: str
+    finish_reason: str | None = None
+    usage: Mapping[str, int] = field(default_factory=dict)
+
+
+def _output_of(reply: Any) -> _Output:
+    """The text of a litellm reply, wherever the provider put it (content, content parts, a tool call)."""
+    choices = getattr(reply, "choices", None) or []
+    if not choices:
+        return _Output(text="")
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    content: Any = getattr(message, "content", None)
+    if isinstance(content, list):  # content parts
+        content = "".join(
+            part.get("text", "") if isinstance(part, dict) else str(getattr(part, "text", ""))
+            for part in content
+        )
+    if not content:
+        tool_calls = getattr(message, "tool_calls", None) or []
+        if tool_calls:
+            function = getattr(tool_calls[0], "function", None)
+            content = getattr(function, "arguments", None)
+    usage: dict[str, int] = {}
+    reported = getattr(reply, "usage", None)
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = getattr(reported, key, None)
+        if isinstance(value, int):
+            usage[key] = value
+    return _Output(
+        text=content if isinstance(content, str) else "",
+        finish_reason=getattr(choice, "finish_reason", None),
+        usage=usage,
+    )
+
+
+def _litellm_exceptions() -> Any:
+    return _litellm().exceptions
+
+
+_SHAPE_ERRORS = (
+    "BadRequestError",
+    "UnsupportedParamsError",
+    "UnprocessableEntityError",
+    "InternalServerError",
+)
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar")
+
+
+def _rejects_request_shape(exc: Exception) -> bool:
+    """Did the provider refuse our ``response_format`` (as opposed to credentials, size or content)?
+
+    Only errors that name the format count, so an unrelated bad request is
+    reported at once instead of silently weakening structured output. Some
+    servers answer an unsupported format with a 500, so server errors count too.
+    """
+    errors = _litellm_exceptions()
+    not_shape = tuple(
+        cls
+        for cls in (
+            getattr(errors, n, None)
+            for n in ("ContextWindowExceededError", "ContentPolicyViolationError", "LiteLLMUnknownProvider")
+        )
+        if cls
+    )
+    if not_shape and isinstance(exc, not_shape):
+        return False
+    text = str(exc).lower()
+    if _looks_like_missing_key(text) or "llm provider not provided" in text:
+        return False
+    if not any(word in text for word in _FORMAT_WORDS):
+        return False
+    return any(isinstance(exc, cls) for cls in (getattr(errors, n, None) for n in _SHAPE_ERRORS) if cls)
+
+
+def _looks_like_missing_key(lowered: str) -> bool:
+    return any(
+        phrase in lowered
+        for phrase in (
+            "missing credentials",
+            "api_key client option must be set",
+            "no api key",
+            "api key not found",
+            "missing api key",
+            "api_key is required",
+        )
+    )
+
+
+__all__ = [
+    "LLMInterface",
+    "LLMResponseError",
+    "LLMResult",
+    "LiteLLMInterface",
+    "ResponseFormatMode",
+    "correction_message",
+]
