@@ -127,6 +127,7 @@ class ConditionResult(_Data):
 class TransitionEvaluation(_Data):
     """One declared transition, considered."""
 
+    index: int = Field(default=0, description="Position in the state's `transitions` list.")
     target_state: str
     priority: int
     guarded: bool
@@ -149,6 +150,9 @@ class Verdict(_Data):
     kind: VerdictKind
     target_state: str
     reason: str
+    transition_index: int | None = Field(
+        default=None, description="Index, in the state's `transitions`, of the transition taken (None when staying)."
+    )
 
     @property
     def moved(self) -> bool:

@@ -59,11 +59,12 @@ def evaluate_condition(condition: TransitionCondition, data: Mapping[str, Any]) 
 
 
 def evaluate_transition(
-    definition: FSMDefinition, transition: Transition, data: Mapping[str, Any]
+    definition: FSMDefinition, transition: Transition, data: Mapping[str, Any], index: int = 0
 ) -> TransitionEvaluation:
     results = [evaluate_condition(c, data) for c in transition.conditions or ()]
     declared_target = transition.target_state in definition.states
     return TransitionEvaluation(
+        index=index,
         target_state=transition.target_state,
         priority=transition.priority,
         guarded=transition.is_guarded,
@@ -76,7 +77,7 @@ def evaluate_transitions(
     definition: FSMDefinition, state: State, data: Mapping[str, Any]
 ) -> list[TransitionEvaluation]:
     """Every declared transition of ``state``, evaluated against ``data``, in declaration order."""
-    return [evaluate_transition(definition, t, data) for t in state.transitions]
+    return [evaluate_transition(definition, t, data, i) for i, t in enumerate(state.transitions)]
 
 
 def _best(evaluations: list[TransitionEvaluation]) -> TransitionEvaluation | None:
@@ -131,11 +132,17 @@ def decide(
                             f"proposal {proposal!r} (priority {chosen.priority}) was eligible, but guarded "
                             f"transition to {best_guarded.target_state!r} has higher priority ({best_guarded.priority})"
                         ),
+                        transition_index=best_guarded.index,
                     ),
                     evaluations,
                 )
             return (
-                Verdict(kind="proposal_accepted", target_state=proposal, reason=f"proposal {proposal!r} is eligible"),
+                Verdict(
+                    kind="proposal_accepted",
+                    target_state=proposal,
+                    reason=f"proposal {proposal!r} is eligible",
+                    transition_index=chosen.index,
+                ),
                 evaluations,
             )
         rejection = f"proposal {proposal!r} rejected: {_why_not(_best(to_proposal), proposal)}"
@@ -149,6 +156,7 @@ def decide(
                 target_state=best_guarded.target_state,
                 reason=f"{rejection}; guarded transition to {best_guarded.target_state!r} holds "
                 f"(priority {best_guarded.priority})",
+                transition_index=best_guarded.index,
             ),
             evaluations,
         )
@@ -171,7 +179,9 @@ def validate_transition(
     if target_state == current_state:
         return True, None
     state = definition.get_state(current_state)
-    to_target = [evaluate_transition(definition, t, data) for t in state.transitions if t.target_state == target_state]
+    to_target = [
+        evaluate_transition(definition, t, data, i) for i, t in enumerate(state.transitions) if t.target_state == target_state
+    ]
     if any(e.eligible for e in to_target):
         return True, None
     return False, _why_not(_best(to_target), target_state)

@@ -170,3 +170,15 @@ def test_router_unresolved_issue_can_only_escalate(router):
     escalated, _ = decide(router, "resolution_confirmation", data, "escalation")
     assert refused.target_state == "resolution_confirmation"
     assert escalated.target_state == "escalation"
+
+
+def test_the_verdict_names_the_transition_taken_by_its_index():
+    d = make(
+        [
+            {"target_state": "b", "description": "judgment", "priority": 5},
+            {"target_state": "c", "description": "guarded", "priority": 1, "conditions": NEEDS_EMAIL},
+        ]
+    )
+    assert decide(d, "a", {"email": "x@y.z"}, "b")[0].transition_index == 1
+    assert decide(d, "a", {}, "b")[0].transition_index == 0
+    assert decide(d, "a", {}, None)[0].transition_index is None
