@@ -799,7 +799,7 @@ class _Compiler:
     def array(self, rule: Any, path: str, scoped: bool) -> tuple[Fn, Any]:
         parts = [self.node(v, f"{path}[{i}]", scoped) for i, v in enumerate(rule)]
         fns = [f for f, _ in parts]
-        if all(c is not _NC and not isinstance(c, (list, dict)) for _, c in parts):
+        if all(c is not _NC and type(c) is not tuple for _, c in parts):  # scalars only
             value = [c for _, c in parts]
 
             def const_array(d: Any, st: _Run) -> Any:
