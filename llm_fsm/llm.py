@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -160,6 +161,8 @@ class LiteLLMInterface(LLMInterface):
         self.response_format_mode: ResponseFormatMode = response_format_mode
         self._kwargs = dict(kwargs)
         self._auto_mode: str | None = None  # detected once, lowered if the provider rejects it
+        self._route: _Route | None = None  # where calls really go; resolved on first use
+        self._route_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return (
@@ -208,6 +211,46 @@ class LiteLLMInterface(LLMInterface):
             if result is not None:
                 return result
 
+    # --- where calls go ------------------------------------------------------------
+
+    def _resolved(self) -> _Route:
+        """The litellm model, extra kwargs, key and format mode actually used, resolved once.
+
+        Resolution is lazy because ``local`` names may start a model server:
+        constructing an interface must stay cheap and free of side effects.
+        """
+        if self._route is None:
+            with self._route_lock:
+                if self._route is None:
+                    self._route = self._make_route()
+        return self._route
+
+    def _make_route(self) -> _Route:
+        if not _is_local_name(self.model):
+            return _Route(self.model, {}, self._api_key, self.response_format_mode)
+        from llm_fsm import local  # only for local/... names; it manages a server process
+
+        try:
+            resolved = dict(local.local_litellm_kwargs(self.model))
+        except FSMError:
+            raise
+        except Exception as exc:  # a server that would not start, a missing binary ...
+            raise LLMConfigurationError(
+                f"{self.model}: the local model could not be started ({type(exc).__name__}: {exc}); "
+                "see `llm-fsm local --help`"
+            ) from None
+        model = str(resolved.pop("model"))
+        key = resolved.pop("api_key", None)
+        mode = resolved.pop("response_format_mode", "auto")
+        extra = {name: value for name, value in resolved.items() if name not in self._kwargs}
+        # what the caller passed explicitly wins over what the local server suggests
+        return _Route(
+            model=model,
+            kwargs=extra,
+            api_key=self._api_key or (_Secret(key) if isinstance(key, str) and key else None),
+            mode=self.response_format_mode if self.response_format_mode != "auto" else mode,
+        )
+
     # --- structured output ---------------------------------------------------------
 
     def effective_mode(self, request: LLMRequest) -> str:
@@ -217,7 +260,7 @@ class LiteLLMInterface(LLMInterface):
     def _format_for(self, request: LLMRequest) -> tuple[str, dict[str, Any] | None]:
         if "response_format" in self._kwargs:
             return "user", None
-        mode: str = self.response_format_mode
+        mode: str = self._resolved().mode
         if mode == "auto":
             mode = self._detect_mode() if self.enable_json_validation else "none"
         schema = request.response_schema
@@ -239,16 +282,17 @@ class LiteLLMInterface(LLMInterface):
         if self._auto_mode is not None:
             return self._auto_mode
         litellm = _litellm()
+        target = self._resolved().model
         provider = self._kwargs.get("custom_llm_provider")
         mode = "none"
         try:
-            if litellm.supports_response_schema(model=self.model, custom_llm_provider=provider):
+            if litellm.supports_response_schema(model=target, custom_llm_provider=provider):
                 mode = "json_schema"
         except Exception:  # unknown model or provider: litellm raises instead of answering
             pass
         if mode == "none":
             try:
-                params = litellm.get_supported_openai_params(model=self.model, custom_llm_provider=provider)
+                params = litellm.get_supported_openai_params(model=target, custom_llm_provider=provider)
             except Exception:
                 params = None
             if params and "response_format" in params:
@@ -263,7 +307,7 @@ class LiteLLMInterface(LLMInterface):
         Only for auto mode: a mode the user chose explicitly is theirs to change.
         Returns True when the call should simply be made again.
         """
-        if self.response_format_mode != "auto" or mode not in _DOWNGRADE:
+        if self._resolved().mode != "auto" or mode not in _DOWNGRADE:
             return False
         if not _rejects_request_shape(exc):
             return False
@@ -278,17 +322,21 @@ class LiteLLMInterface(LLMInterface):
     # --- the call ------------------------------------------------------------------
 
     def _call_kwargs(self, messages: list[dict[str, str]], fmt: dict[str, Any] | None) -> dict[str, Any]:
-        kwargs = dict(self._kwargs)
-        kwargs["model"] = self.model
+        route = self._resolved()
+        kwargs = {**route.kwargs, **self._kwargs}
+        kwargs["model"] = route.model
         kwargs["messages"] = messages
-        if self._api_key is not None:
-            kwargs["api_key"] = self._api_key.reveal()
+        if route.api_key is not None:
+            kwargs["api_key"] = route.api_key.reveal()
         if fmt is not None:
             kwargs["response_format"] = fmt
         return kwargs
 
     def _secrets(self) -> list[str]:
         secrets = [self._api_key.reveal()] if self._api_key else []
+        route = self._route
+        if route is not None and route.api_key is not None:
+            secrets.append(route.api_key.reveal())
         for name, value in self._kwargs.items():
             lowered = name.lower()
             if isinstance(value, str) and len(value) >= 6 and any(
@@ -362,6 +410,19 @@ class LiteLLMInterface(LLMInterface):
         )
 
 
+@dataclass(frozen=True)
+class _Route:
+    model: str
+    kwargs: dict[str, Any]
+    api_key: _Secret | None
+    mode: str
+
+
+def _is_local_name(model: str) -> bool:
+    """``local`` and ``local/<model>`` name a model served on this machine by ``llm_fsm.local``."""
+    return model == "local" or model.startswith("local/")
+
+
 # --- one request's attempts (shared by the sync and async loops) ----------------------
 
 
@@ -387,7 +448,8 @@ class _Exchange:
         for key, value in output.usage.items():
             self.usage[key] = self.usage.get(key, 0) + value
         try:
-            response = parse_llm_output(output.text, self.allowed_targets)
+            # undeclared proposals go to the engine, which rejects them and records why
+            response = parse_llm_output(output.text, self.allowed_targets, strict_targets=False)
         except MalformedOutputError as exc:
             problem = exc.problem
             if output.finish_reason == "length":

@@ -141,8 +141,15 @@ def allowed_targets_from_schema(schema: dict[str, Any] | None) -> list[str] | No
 # --- parsing ---------------------------------------------------------------------------
 
 
-def parse_llm_output(text: str, allowed_targets: Sequence[str] | None = None) -> LLMResponse:
+def parse_llm_output(
+    text: str, allowed_targets: Sequence[str] | None = None, *, strict_targets: bool = True
+) -> LLMResponse:
     """The first JSON object in ``text`` that is a valid reply.
+
+    With ``allowed_targets``, a proposal differing only in case or surrounding
+    spaces is normalised to the declared id. A proposal matching none is
+    refused when ``strict_targets`` (the model is re-asked), or kept as
+    written otherwise, so the engine can reject it and record that it did.
 
     Code fences and prose need no special handling: the scanner decodes an
     object from every ``{`` and ignores everything else, so text is never
@@ -167,7 +174,7 @@ def parse_llm_output(text: str, allowed_targets: Sequence[str] | None = None) ->
     variants = _variants(text)
     first_problem: _Problem | None = None
     for variant in variants:
-        response, problem = _first_valid(variant, allowed_targets)
+        response, problem = _first_valid(variant, allowed_targets, strict_targets)
         if response is not None:
             return response
         if problem is not None and (first_problem is None or problem.rank > first_problem.rank):
@@ -176,7 +183,9 @@ def parse_llm_output(text: str, allowed_targets: Sequence[str] | None = None) ->
     raise MalformedOutputError(message, raw_outputs=[text])
 
 
-def response_from_object(obj: Any, allowed_targets: Sequence[str] | None = None) -> LLMResponse:
+def response_from_object(
+    obj: Any, allowed_targets: Sequence[str] | None = None, *, strict_targets: bool = True
+) -> LLMResponse:
     """Validate one decoded object as a reply; the tolerant shape rules live here.
 
     Accepted: ``{"transition": {"target_state", "context_update"}, "message", "reasoning"?}``;
@@ -191,7 +200,7 @@ def response_from_object(obj: Any, allowed_targets: Sequence[str] | None = None)
     message = _message(obj, problems)
     target, update = _transition(obj, problems)
     if target is not None and target != STAY and allowed_targets is not None:
-        target = _match_target(target, allowed_targets, problems)
+        target = _match_target(target, allowed_targets, problems, strict_targets)
     reasoning = _reasoning(obj.get("reasoning"))
 
     if problems:
@@ -235,7 +244,7 @@ def _variants(text: str) -> list[str]:
 
 
 def _first_valid(
-    text: str, allowed_targets: Sequence[str] | None
+    text: str, allowed_targets: Sequence[str] | None, strict_targets: bool
 ) -> tuple[LLMResponse | None, _Problem | None]:
     best: _Problem | None = None
     for obj, decode_error in _scan(text):
@@ -245,7 +254,7 @@ def _first_valid(
             )
         else:
             try:
-                return response_from_object(obj, allowed_targets), None
+                return response_from_object(obj, allowed_targets, strict_targets=strict_targets), None
             except MalformedOutputError as exc:
                 rank = 2 if _REPLY_KEYS.intersection(obj) else 1
                 problem = _Problem(exc.problem, rank)
@@ -387,13 +396,15 @@ def _transition(obj: dict[str, Any], problems: list[str]) -> tuple[str | None, d
     return target, update
 
 
-def _match_target(target: str, allowed: Sequence[str], problems: list[str]) -> str | None:
-    """Exact match, else a unique case-insensitive match; anything else is refused."""
+def _match_target(target: str, allowed: Sequence[str], problems: list[str], strict: bool) -> str | None:
+    """Exact match, else a unique case-insensitive match; anything else is refused, or kept when not strict."""
     if target in allowed:
         return target
     folded = [name for name in allowed if name.casefold() == target.casefold()]
     if len(folded) == 1:
         return folded[0]
+    if not strict:
+        return target
     choices = ", ".join(json.dumps(name) for name in allowed if name != STAY) or "(none)"
     problems.append(f'"target_state" must be one of {choices}; got {_describe(target)}')
     return None

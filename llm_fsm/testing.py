@@ -31,12 +31,12 @@ def to_response(reply: Any, request: LLMRequest | None = None) -> LLMResponse:
         return reply
     if isinstance(reply, dict):
         try:
-            return response_from_object(reply, allowed)
+            return response_from_object(reply, allowed, strict_targets=False)
         except MalformedOutputError as exc:
             exc.raw_outputs = [repr(reply)]
             raise
     if isinstance(reply, str):
-        return parse_llm_output(reply, allowed)
+        return parse_llm_output(reply, allowed, strict_targets=False)
     raise TypeError(
         f"a scripted reply must be an LLMResponse, a dict, a string or an exception; got {type(reply).__name__}"
     )

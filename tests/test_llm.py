@@ -172,11 +172,16 @@ def test_reask_shows_the_model_its_bad_reply_and_the_validation_error(sequence):
     assert '"context_update" must be an object' in second[3]["content"]
 
 
-def test_proposal_outside_the_schema_enum_is_reasked(sequence):
-    sequence(reply_text("billing"), reply_text("greeting"))
+def test_proposal_outside_the_schema_enum_is_left_for_the_engine_to_reject(sequence):
+    seen = sequence(reply_text("billing"))
     result = LiteLLMInterface("gpt-4o").complete(make_request(["greeting", "collect_email"]))
-    assert result.response.transition.target_state == "greeting"
-    assert '"billing"' in result.problems[0]
+    assert result.response.transition.target_state == "billing"
+    assert (result.attempts, len(seen)) == (1, 1)
+
+
+def test_proposal_differing_only_in_case_is_normalised_to_the_declared_state():
+    interface = LiteLLMInterface("gpt-4o", mock_response=reply_text(" Collect_Email"))
+    assert interface.send_request(make_request(["greeting", "collect_email"])).transition.target_state == "collect_email"
 
 
 def test_exhausted_retries_raise_llm_response_error_with_every_raw_output(sequence):
@@ -384,7 +389,7 @@ def test_api_key_is_redacted_from_provider_error_messages():
 
 
 def test_api_key_is_never_logged(sequence, caplog):
-    caplog.set_level("DEBUG")
+    caplog.set_level("DEBUG", logger="llm_fsm")
     sequence("nope", VALID)
     LiteLLMInterface("gpt-4o", api_key=SECRET).send_request(make_request())
     assert caplog.records, "the re-ask is logged"
@@ -408,6 +413,62 @@ def test_importing_the_module_does_not_import_litellm():
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "False"
+
+
+# --- local models ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_local_server(monkeypatch):
+    """Stand in for llm_fsm.local: count resolutions instead of starting a llama server."""
+    from llm_fsm import local
+
+    resolutions: list[str] = []
+
+    def resolve(name: str) -> dict[str, Any]:
+        resolutions.append(name)
+        return {
+            "model": "openai/smollm2",
+            "api_base": "http://127.0.0.1:8999/v1",
+            "api_key": "local-server-key-123",
+            "response_format_mode": "schema_object",
+        }
+
+    monkeypatch.setattr(local, "local_litellm_kwargs", resolve)
+    return resolutions
+
+
+def test_local_model_names_are_resolved_lazily_once_to_the_local_server(fake_local_server, calls):
+    interface = LiteLLMInterface("local", mock_response=VALID)
+    assert fake_local_server == [], "constructing the interface must not start a server"
+    interface.send_request(make_request())
+    interface.send_request(make_request())
+    assert fake_local_server == ["local"]
+    sent = calls[0]
+    assert (sent["model"], sent["api_base"], sent["api_key"]) == (
+        "openai/smollm2", "http://127.0.0.1:8999/v1", "local-server-key-123"
+    )
+    assert sent["response_format"]["type"] == "json_object" and "schema" in sent["response_format"]
+
+
+def test_explicit_arguments_win_over_what_the_local_server_suggests(fake_local_server, calls):
+    interface = LiteLLMInterface(
+        "local/smollm2", api_key=SECRET, response_format_mode="none", api_base="http://elsewhere", mock_response=VALID
+    )
+    interface.send_request(make_request())
+    assert (calls[0]["api_key"], calls[0]["api_base"]) == (SECRET, "http://elsewhere")
+    assert "response_format" not in calls[0]
+
+
+def test_a_local_server_that_cannot_start_is_a_configuration_error(monkeypatch):
+    from llm_fsm import local
+
+    def broken(name: str) -> dict[str, Any]:
+        raise OSError("llama-server binary not found")
+
+    monkeypatch.setattr(local, "local_litellm_kwargs", broken)
+    with pytest.raises(LLMConfigurationError, match="could not be started"):
+        LiteLLMInterface("local").send_request(make_request())
 
 
 # --- configuration ---------------------------------------------------------------------

@@ -256,6 +256,15 @@ def test_target_outside_the_allowed_list_is_refused_naming_the_choices():
     assert '"greeting", "farewell"' in problem and '"nowhere"' in problem
 
 
+def test_unknown_target_is_kept_unchanged_when_targets_are_not_strict():
+    response = parse_llm_output(text_of(reply("nowhere")), ["greeting"], strict_targets=False)
+    assert response.transition.target_state == "nowhere"
+
+
+def test_case_is_normalised_even_when_targets_are_not_strict():
+    assert parse_llm_output(text_of(reply("GREETING")), ["greeting"], strict_targets=False).transition.target_state == "greeting"
+
+
 def test_ambiguous_case_insensitive_target_is_refused():
     assert "must be one of" in problem_of(text_of(reply("DONE")), ["Done", "done"])
 
