@@ -1,0 +1,292 @@
+"""Command line: ``llm-fsm`` (one click group) and ``fsm-lint`` (its ``lint`` command alone).
+
+Exit codes, for every subcommand: 0 clean, 1 findings (lint errors, or
+warnings with ``--strict``), 2 usage errors or unreadable input. No traceback
+ever reaches the user: known failures print a diagnostic, anything unexpected
+a one-line error and exit 2.
+
+Importing this module imports neither litellm nor anything that does:
+subcommands that talk to a model import it inside their function.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .errors import DefinitionError, FSMError
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE = 0, 1, 2
+LINT_SUFFIXES = (".json", ".yaml", ".yml")
+#: conversation test scripts live next to definitions but are not definitions
+SKIP_SUFFIXES = (".conv.yaml", ".conv.yml", ".conv.json")
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+
+
+class _Guarded:
+    """Mixin: turn any unexpected exception into one line on stderr and exit 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except FSMError as exc:
+            _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            ctx.exit(EXIT_UNREADABLE)
+        except Exception as exc:  # the promised no-traceback guarantee
+            _fail(f"unexpected {type(exc).__name__}: {exc}")
+            ctx.exit(EXIT_UNREADABLE)
+
+
+class GuardedGroup(_Guarded, click.Group):
+    pass
+
+
+class GuardedCommand(_Guarded, click.Command):
+    pass
+
+
+@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="llm_fsm", prog_name="llm-fsm")
+def main() -> None:
+    """llm-fsm: declarative finite-state machines for LLM conversations.
+
+    \b
+    Example:
+        llm-fsm lint definitions/
+        llm-fsm graph definitions/coffee_order.yaml --format mermaid
+    """
+
+
+# --- lint ----------------------------------------------------------------------------
+
+
+def iter_definition_files(paths: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    """(path, exists) for every file to lint: files as given, directories searched recursively
+    for *.json, *.yaml and *.yml (conversation scripts ``*.conv.yaml`` skipped), sorted."""
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file() and p.name.lower().endswith(LINT_SUFFIXES) and not p.name.lower().endswith(SKIP_SUFFIXES)
+            )
+            for p in found:
+                yield str(p), True
+        else:
+            yield raw, path.exists()
+
+
+def lint_paths(paths: Sequence[str], *, max_bytes: int | None = None) -> tuple[list[Any], int, int]:
+    """Lint every file; returns (diagnostics, files checked, unreadable files)."""
+    from .lint import lint_document, make_diagnostic
+    from .loading import DEFAULT_MAX_BYTES, read_document
+
+    diagnostics: list[Any] = []
+    checked = unreadable = 0
+    for name, exists in iter_definition_files(paths):
+        checked += 1
+        try:
+            if not exists:
+                raise DefinitionError("file not found", file=name)
+            doc = read_document(name, max_bytes=max_bytes or DEFAULT_MAX_BYTES)
+        except DefinitionError as exc:
+            unreadable += 1
+            diagnostics.append(
+                make_diagnostic(
+                    "unreadable-input", exc.message, file=name, path=exc.path or "$", line=exc.line,
+                    hint=_unreadable_hint(exc.message),
+                )
+            )
+            continue
+        diagnostics.extend(lint_document(doc).diagnostics)
+    return diagnostics, checked, unreadable
+
+
+def _unreadable_hint(message: str) -> str | None:
+    if "UTF-8" in message:
+        return "re-save the file with UTF-8 encoding"
+    if "limit" in message:
+        return "definitions are small; split the file or raise --max-bytes"
+    if "alias" in message:
+        return "YAML anchors and aliases are refused to prevent alias bombs"
+    return None
+
+
+def format_text(diagnostic: Any) -> str:
+    where = diagnostic.file or "<data>"
+    if diagnostic.line:
+        where += f":{diagnostic.line}"
+    text = f"{where}: {diagnostic.severity.value} {diagnostic.code} {diagnostic.name} at {diagnostic.path}: {diagnostic.message}"
+    if diagnostic.hint:
+        text += f"\n    hint: {diagnostic.hint}"
+    return text
+
+
+def _lint_command_body(paths: Sequence[str], output_format: str, strict: bool, max_bytes: int | None) -> int:
+    from .lint import Severity
+
+    diagnostics, checked, unreadable = lint_paths(paths, max_bytes=max_bytes)
+    counts = {s: sum(1 for d in diagnostics if d.severity is s) for s in Severity}
+    if unreadable:
+        status = EXIT_UNREADABLE
+    elif counts[Severity.ERROR] or (strict and counts[Severity.WARNING]):
+        status = EXIT_FINDINGS
+    else:
+        status = EXIT_CLEAN
+    summary = {
+        "files": checked,
+        "unreadable": unreadable,
+        "errors": counts[Severity.ERROR],
+        "warnings": counts[Severity.WARNING],
+        "info": counts[Severity.INFO],
+        "exit_code": status,
+    }
+    if output_format == "json":
+        click.echo(json.dumps({"diagnostics": [d.to_dict() for d in diagnostics], "summary": summary}, indent=2))
+    else:
+        for diagnostic in diagnostics:
+            click.echo(format_text(diagnostic))
+        click.echo(
+            f"{checked} file(s) checked: {summary['errors']} error(s), {summary['warnings']} warning(s)"
+            + (f", {unreadable} unreadable" if unreadable else "")
+        )
+    return status
+
+
+_LINT_HELP = """Check FSM definition files: schema, graph, conditions.
+
+    PATHS are files or directories; directories are searched recursively for
+    *.json, *.yaml and *.yml (conversation scripts *.conv.yaml are skipped).
+
+    Exit status: 0 clean, 1 errors found (or warnings with --strict),
+    2 usage error or a file that cannot be read or parsed.
+
+    \b
+    Example:
+        {prog} definitions/
+        {prog} --strict --format json booking.yaml
+"""
+
+
+def _lint_options(func: Any) -> Any:
+    func = click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=True))(func)
+    func = click.option(
+        "--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+        help="Output format.",
+    )(func)
+    func = click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")(func)
+    func = click.option(
+        "--max-bytes", type=click.IntRange(min=1), default=None, help="Refuse files larger than this (default 5 MB)."
+    )(func)
+    return func
+
+
+@main.command("lint", help=_LINT_HELP.format(prog="llm-fsm lint"))
+@_lint_options
+@click.pass_context
+def lint_command(ctx: click.Context, paths: tuple[str, ...], output_format: str, strict: bool, max_bytes: int | None) -> None:
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes))
+
+
+@click.command("fsm-lint", cls=GuardedCommand, help=_LINT_HELP.format(prog="fsm-lint"),
+               context_settings={"help_option_names": ["-h", "--help"]})
+@_lint_options
+@click.pass_context
+def fsm_lint(ctx: click.Context, paths: tuple[str, ...], output_format: str, strict: bool, max_bytes: int | None) -> None:
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes))
+
+
+def lint_main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``fsm-lint`` console script."""
+    fsm_lint.main(args=list(argv) if argv is not None else None, prog_name="fsm-lint")
+
+
+# --- graph ---------------------------------------------------------------------------
+
+
+@main.command("graph")
+@click.argument("definition")
+@click.option(
+    "--format", "output_format", type=click.Choice(["mermaid", "dot", "text"]), default="mermaid", show_default=True,
+    help="Diagram format.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write to this file instead of standard output.")
+@click.pass_context
+def graph_command(ctx: click.Context, definition: str, output_format: str, output: str | None) -> None:
+    """Draw a definition's states and transitions.
+
+    DEFINITION is a file or an id looked up in ./, ./definitions and
+    $LLM_FSM_DEFINITIONS. Edges show the transition, its conditions and its
+    priority; the initial state and terminal states are marked. A file that
+    parses but does not validate is still drawn (undeclared targets dashed).
+
+    \b
+    Example:
+        llm-fsm graph definitions/coffee_order.yaml --format mermaid
+        llm-fsm graph coffee_order --format dot | dot -Tsvg > coffee.svg
+    """
+    from .graph import graph_from_document
+    from .loading import read_document, resolve_definition_path
+    from .renderers import render
+
+    try:
+        doc = read_document(resolve_definition_path(definition))
+    except DefinitionError as exc:
+        _fail(str(exc).splitlines()[0])
+        ctx.exit(EXIT_UNREADABLE)
+    if not isinstance(doc.data, dict):
+        _fail(f"{definition}: the top level must be an object")
+        ctx.exit(EXIT_UNREADABLE)
+    text = render(graph_from_document(doc.data), output_format)
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=False)
+
+
+# --- schema --------------------------------------------------------------------------
+
+
+@main.command("schema")
+@click.option("--check", "check_file", type=click.Path(dir_okay=False), default=None,
+              help="Compare this file with the generated schema; exit 1 when they differ.")
+@click.pass_context
+def schema_command(ctx: click.Context, check_file: str | None) -> None:
+    """Print the JSON Schema (2020-12) of definition files, generated from the models.
+
+    \b
+    Example:
+        llm-fsm schema > schemas/fsm_definition.schema.json
+        llm-fsm schema --check schemas/fsm_definition.schema.json
+    """
+    from .schema import render_schema
+
+    text = render_schema()
+    if check_file is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        current = Path(check_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        _fail(f"{check_file}: cannot read: {exc}")
+        ctx.exit(EXIT_UNREADABLE)
+    if current != text:
+        _fail(f"{check_file} is out of date; regenerate it with: python -m llm_fsm.schema")
+        ctx.exit(EXIT_FINDINGS)
+    click.echo(f"{check_file} is up to date")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""The state graph of a definition, as neutral data, and the walks over it.
+
+One graph model feeds both the linter (reachability, traps) and every diagram
+renderer (Mermaid, DOT, text), so a diagram can never disagree with what lint
+says about the same file.
+
+The graph is built from the *raw* document, tolerantly: a definition with a
+typo in one transition still has a graph for the rest, which is what lets lint
+report every problem of a file at once and lets ``llm-fsm graph`` draw a file
+that does not validate yet. Walks are small iterative generators (a queue, not
+recursion): a 100,000-state chain costs time, never the recursion limit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_PRIORITY = 100
+
+
+@dataclass(frozen=True)
+class Node:
+    """A state: its id, what it is, and whether a conversation ends there."""
+
+    id: str
+    description: str = ""
+    terminal: bool = False
+    initial: bool = False
+    declared: bool = True  # False for a target that no state declares
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A declared transition. ``conditions`` are one-line summaries for labels."""
+
+    source: str
+    target: str
+    index: int
+    description: str = ""
+    priority: int = DEFAULT_PRIORITY
+    conditions: tuple[str, ...] = ()
+
+    @property
+    def guarded(self) -> bool:
+        return bool(self.conditions)
+
+
+@dataclass
+class Graph:
+    """Nodes in declaration order, edges in declaration order, adjacency built once."""
+
+    name: str
+    initial: str | None
+    nodes: dict[str, Node]
+    edges: list[Edge]
+    successors: dict[str, list[str]] = field(init=False, repr=False)
+    predecessors: dict[str, list[str]] = field(init=False, repr=False)
+    out_edges: dict[str, list[Edge]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.successors = {node: [] for node in self.nodes}
+        self.predecessors = {node: [] for node in self.nodes}
+        self.out_edges = {node: [] for node in self.nodes}
+        for edge in self.edges:
+            self.out_edges.setdefault(edge.source, []).append(edge)
+            self.successors.setdefault(edge.source, []).append(edge.target)
+            self.predecessors.setdefault(edge.target, []).append(edge.source)
+
+    def edges_from(self, source: str) -> list[Edge]:
+        return self.out_edges.get(source, [])
+
+
+# --- walks ---------------------------------------------------------------------------
+
+
+def reachable_from(graph: Graph, start: str) -> Iterator[str]:
+    """Every node reachable from ``start`` (itself included), breadth first."""
+    if start not in graph.successors:
+        return
+    seen = {start}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        yield node
+        for nxt in graph.successors.get(node, ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+
+
+def can_reach(graph: Graph, targets: Iterable[str]) -> Iterator[str]:
+    """Every node from which one of ``targets`` can be reached (reverse BFS)."""
+    seen = {t for t in targets if t in graph.predecessors}
+    queue = deque(seen)
+    while queue:
+        node = queue.popleft()
+        yield node
+        for prev in graph.predecessors.get(node, ()):
+            if prev not in seen:
+                seen.add(prev)
+                queue.append(prev)
+
+
+def terminal_states(graph: Graph) -> Iterator[str]:
+    """Declared states without outgoing transitions (a self-loop is not terminal)."""
+    return (node.id for node in graph.nodes.values() if node.terminal and node.declared)
+
+
+# --- building ------------------------------------------------------------------------
+
+
+def summarize_condition(condition: Any) -> str:
+    """A one-line summary of a condition: its description, else its logic, else its keys."""
+    if not isinstance(condition, Mapping):
+        return _compact(condition)
+    description = condition.get("description")
+    if isinstance(description, str) and description.strip():
+        return " ".join(description.split())
+    if condition.get("logic") is not None:
+        return _compact(condition.get("logic"))
+    keys = condition.get("requires_context_keys")
+    if isinstance(keys, list) and keys:
+        return "has " + ", ".join(str(k) for k in keys)
+    return "always"
+
+
+def _compact(value: Any, limit: int = 80) -> str:
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError):
+        text = "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def graph_from_document(data: Any) -> Graph:
+    """Build the graph from a raw document, skipping whatever is malformed.
+
+    A transition whose target is not a string is skipped; a target that names
+    no state becomes an undeclared node so diagrams can show the dangling edge.
+    """
+    data = data if isinstance(data, Mapping) else {}
+    states = data.get("states")
+    states = states if isinstance(states, Mapping) else {}
+    initial = data.get("initial_state")
+    initial = initial if isinstance(initial, str) else None
+    name = data.get("name")
+    nodes: dict[str, Node] = {}
+    edges: list[Edge] = []
+    for key, state in states.items():
+        key = str(key)
+        state = state if isinstance(state, Mapping) else {}
+        transitions = state.get("transitions")
+        terminal = transitions is None or transitions == []
+        description = state.get("description")
+        nodes[key] = Node(
+            id=key,
+            description=description if isinstance(description, str) else "",
+            terminal=terminal,
+            initial=key == initial,
+        )
+        if not isinstance(transitions, list):
+            continue
+        for index, transition in enumerate(transitions):
+            if not isinstance(transition, Mapping) or not isinstance(transition.get("target_state"), str):
+                continue
+            priority = transition.get("priority", DEFAULT_PRIORITY)
+            if not isinstance(priority, int) or isinstance(priority, bool):
+                priority = DEFAULT_PRIORITY
+            conditions = transition.get("conditions")
+            conditions = conditions if isinstance(conditions, list) else []
+            tdesc = transition.get("description")
+            edges.append(
+                Edge(
+                    source=key,
+                    target=transition["target_state"],
+                    index=index,
+                    description=tdesc if isinstance(tdesc, str) else "",
+                    priority=priority,
+                    conditions=tuple(summarize_condition(c) for c in conditions),
+                )
+            )
+    for edge in edges:
+        if edge.target not in nodes:
+            nodes[edge.target] = Node(id=edge.target, declared=False)
+    return Graph(name=name if isinstance(name, str) else "", initial=initial, nodes=nodes, edges=edges)
+
+
+def graph_from_definition(definition: Any) -> Graph:
+    """The graph of a loaded ``FSMDefinition``."""
+    return graph_from_document(definition.model_dump(mode="json", by_alias=True))
+
+
+__all__ = [
+    "Edge",
+    "Graph",
+    "Node",
+    "can_reach",
+    "graph_from_definition",
+    "graph_from_document",
+    "reachable_from",
+    "summarize_condition",
+    "terminal_states",
+]

@@ -1,0 +1,78 @@
+"""Mermaid ``stateDiagram-v2``.
+
+States get generated ids (``s0``, ``s1``…) and their names as labels, so no
+state name can break the syntax; label text is written with Mermaid entity
+codes (``#quot;``, ``#58;``…) for every character Mermaid gives a meaning to.
+``[*] --> s`` marks the initial state, ``s --> [*]`` each terminal state.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..graph import Graph
+from ._labels import edge_label_lines
+
+_ENTITIES = {
+    '"': "#quot;",
+    "#": "#35;",
+    ";": "#59;",
+    ":": "#58;",
+    "<": "#lt;",
+    ">": "#gt;",
+    "&": "#amp;",
+    "{": "#123;",
+    "}": "#125;",
+    "[": "#91;",
+    "]": "#93;",
+    "(": "#40;",
+    ")": "#41;",
+    "%": "#37;",
+    "`": "#96;",
+    "|": "#124;",
+    "\\": "#92;",
+    "-": "#45;",
+}
+
+
+def escape(text: str) -> str:
+    """Label text safe inside ``state "…"`` and after ``:`` on a transition (one line)."""
+    out = []
+    for char in " ".join(text.split()):
+        if char in _ENTITIES:
+            out.append(_ENTITIES[char])
+        elif ord(char) < 32 or ord(char) == 127:
+            out.append(" ")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def render(graph: Graph) -> str:
+    ids = {node: f"s{i}" for i, node in enumerate(graph.nodes)}
+    lines = []
+    if graph.name:
+        lines += ["---", f"title: {json.dumps(' '.join(graph.name.split()))}", "---"]
+    lines.append("stateDiagram-v2")
+    for node in graph.nodes.values():
+        label = node.id if node.declared else f"{node.id} (undeclared)"
+        lines.append(f'    state "{escape(label)}" as {ids[node.id]}')
+    if graph.initial in ids:
+        lines.append(f"    [*] --> {ids[graph.initial]}")
+    for edge in graph.edges:
+        label = "<br/>".join(escape(line) for line in edge_label_lines(edge))
+        lines.append(f"    {ids[edge.source]} --> {ids[edge.target]} : {label}")
+    for node in graph.nodes.values():
+        if node.terminal and node.declared:
+            lines.append(f"    {ids[node.id]} --> [*]")
+    lines.append("    classDef initial stroke-width:3px")
+    lines.append("    classDef terminal stroke-width:3px,stroke-dasharray:0")
+    lines.append("    classDef undeclared stroke-dasharray:5 5,color:#b00")
+    for cls, members in (
+        ("initial", [n for n in graph.nodes.values() if n.initial]),
+        ("terminal", [n for n in graph.nodes.values() if n.terminal and n.declared]),
+        ("undeclared", [n for n in graph.nodes.values() if not n.declared]),
+    ):
+        if members:
+            lines.append(f"    class {','.join(ids[n.id] for n in members)} {cls}")
+    return "\n".join(lines) + "\n"
