@@ -35,7 +35,7 @@ MAX_CANDIDATE_STARTS = 2_000
 MESSAGE_KEYS = ("message", "response", "reply")
 """Names a model may give the user-facing text; the first present wins."""
 
-_DEFAULT_VALUE_DEPTH = 4
+_DEFAULT_VALUE_DEPTH = 2
 
 _THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
 
@@ -49,17 +49,22 @@ def response_json_schema(
     max_message_chars: int = 2000,
     max_string_chars: int = 500,
     max_value_depth: int = _DEFAULT_VALUE_DEPTH,
+    intents: Sequence[str] | None = None,
+    flows: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The JSON Schema of one reply object, for structured output and for the prompt.
 
     Every string carries ``maxLength``: small local models decoding under a
     grammar at temperature 0 can otherwise repeat a phrase until the token
-    limit. Values inside ``context_update`` are bounded the same way down to
-    ``max_value_depth`` levels of nesting (shared ``$defs``, so the schema
-    stays linear in size).
+    limit. Strings inside ``context_update`` values are bounded the same way
+    down to ``max_value_depth`` levels of nesting (shared ``$defs``, so the
+    schema stays linear in size); deeper data is allowed but not bounded.
 
     ``allowed_targets`` becomes an ``enum`` on ``target_state``; an empty list
     means no move is possible and only the empty "stay" proposal is allowed.
+    ``intents`` adds an ``intent`` enum (and ``flows`` a ``flow`` enum) when the
+    state offers more than an ordinary answer: small models only fill fields
+    the schema names.
     """
     target: dict[str, Any] = {
         "type": "string",
@@ -69,9 +74,22 @@ def response_json_schema(
     if allowed_targets is not None:
         target["enum"] = list(dict.fromkeys(allowed_targets)) or [STAY]
     depth = max(1, max_value_depth)
+    extra: dict[str, Any] = {}
+    if intents:
+        extra["intent"] = {
+            "type": "string",
+            "enum": list(dict.fromkeys(intents)),
+            "description": "What the user's message is: see <intents>.",
+        }
+    if flows:
+        extra["flow"] = {
+            "anyOf": [{"type": "string", "enum": list(dict.fromkeys(flows))}, {"type": "null"}],
+            "description": "The flow to start or resume, with intent start_flow or resume_flow.",
+        }
     return {
         "type": "object",
         "properties": {
+            **extra,
             "transition": {
                 "type": "object",
                 "properties": {
@@ -104,20 +122,24 @@ def response_json_schema(
 
 
 def _value_defs(max_string_chars: int, depth: int) -> dict[str, Any]:
-    """``value1`` … ``valueN``: JSON values whose strings are bounded; only the last level is scalar-only."""
+    """``value1`` … ``valueN``: JSON values whose strings are bounded.
+
+    Arrays and objects at the last level hold any JSON: bounding strings
+    where models actually write them matters, forbidding deep data does not.
+    """
     defs: dict[str, Any] = {}
     for level in range(1, depth + 1):
-        options: list[dict[str, Any]] = [
-            {"type": "string", "maxLength": max_string_chars},
-            {"type": "number"},
-            {"type": "boolean"},
-            {"type": "null"},
-        ]
-        if level < depth:
-            deeper = {"$ref": f"#/$defs/value{level + 1}"}
-            options.append({"type": "array", "items": deeper})
-            options.append({"type": "object", "additionalProperties": deeper})
-        defs[f"value{level}"] = {"anyOf": options}
+        deeper: dict[str, Any] = {"$ref": f"#/$defs/value{level + 1}"} if level < depth else {}
+        defs[f"value{level}"] = {
+            "anyOf": [
+                {"type": "string", "maxLength": max_string_chars},
+                {"type": "number"},
+                {"type": "boolean"},
+                {"type": "null"},
+                {"type": "array", "items": deeper},
+                {"type": "object", "additionalProperties": deeper},
+            ]
+        }
     return defs
 
 
@@ -202,6 +224,8 @@ def response_from_object(
     if target is not None and target != STAY and allowed_targets is not None:
         target = _match_target(target, allowed_targets, problems, strict_targets)
     reasoning = _reasoning(obj.get("reasoning"))
+    intent = _intent(obj.get("intent"))
+    flow = obj.get("flow") if isinstance(obj.get("flow"), str) and obj.get("flow").strip() else None
 
     if problems:
         raise MalformedOutputError("; ".join(problems))
@@ -210,7 +234,27 @@ def response_from_object(
         transition=StateTransition(target_state=target, context_update=update),
         message=message,
         reasoning=reasoning,
+        intent=intent,  # type: ignore[arg-type]
+        flow=flow.strip() if flow else None,
     )
+
+
+_INTENT_SYNONYMS = {
+    "continue": "continue", "answer": "continue", "slot_value": "continue", "correction": "continue", "": "continue",
+    "digression": "digression", "question": "digression", "help": "digression", "clarification": "digression",
+    "cancel": "cancel", "cancellation": "cancel", "stop": "cancel",
+    "start_flow": "start_flow", "start": "start_flow", "new_flow": "start_flow",
+    "resume_flow": "resume_flow", "resume": "resume_flow",
+    "confirm": "confirm", "yes": "confirm", "confirmed": "confirm",
+    "deny": "deny", "no": "deny", "denied": "deny", "change": "deny",
+}
+
+
+def _intent(value: Any) -> str:
+    """The model's intent, normalised; anything unrecognised is an ordinary answer (the engine decides anyway)."""
+    if not isinstance(value, str):
+        return "continue"
+    return _INTENT_SYNONYMS.get(value.strip().lower().replace(" ", "_").replace("-", "_"), "continue")
 
 
 # --- internals -------------------------------------------------------------------------

@@ -67,9 +67,18 @@ def test_schema_bounds_every_string_so_small_models_cannot_loop_forever():
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(reply("a", {"name": "y" * 11}), schema)
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(reply("a", {"person": {"tags": ["z" * 11]}}), schema)
+        jsonschema.validate(reply("a", {"person": {"name": "z" * 11}}), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(reply("a", reasoning="r" * 11), schema)
+
+
+def test_schema_bounds_strings_down_to_the_configured_depth_and_allows_deeper_data():
+    shallow = response_json_schema(["a"], max_string_chars=10, max_value_depth=2)
+    deep = response_json_schema(["a"], max_string_chars=10, max_value_depth=3)
+    nested = reply("a", {"person": {"tags": ["z" * 11]}})
+    jsonschema.validate(nested, shallow)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(nested, deep)
 
 
 def test_schema_refuses_unknown_top_level_fields():
