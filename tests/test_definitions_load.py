@@ -25,14 +25,15 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFINITIONS_DIR = REPO_ROOT / "definitions"
 SEEDS_DIR = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 CORE_SEED = "003_8fb81bbc71d938c1.txt"
-SCHEMA_COMMENT = "# yaml-language-server: $schema=../schemas/fsm_definition.schema.json"
+SCHEMA_FILE = REPO_ROOT / "schemas" / "fsm_definition.schema.json"
+SCHEMA_COMMENT_PREFIX = "# yaml-language-server: $schema="
 
 
 def _definition_files() -> list[Path]:
     files = [
         path
         for pattern in ("*.json", "*.yaml", "*.yml")
-        for path in DEFINITIONS_DIR.glob(pattern)
+        for path in DEFINITIONS_DIR.rglob(pattern)
         if not path.name.endswith(".conv.yaml")
     ]
     return sorted(files)
@@ -76,7 +77,7 @@ def _reversed(edges: dict[str, set[str]]) -> dict[str, set[str]]:
     return back
 
 
-ids = [path.name for path in DEFINITION_FILES]
+ids = [path.relative_to(DEFINITIONS_DIR).as_posix() for path in DEFINITION_FILES]
 
 
 def test_the_examples_cover_json_and_yaml_and_at_least_six_fsms() -> None:
@@ -161,11 +162,15 @@ def test_example_has_no_duplicate_transitions(path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", [p for p in DEFINITION_FILES if p.suffix in (".yaml", ".yml")], ids=lambda p: p.name
+    "path",
+    [p for p in DEFINITION_FILES if p.suffix in (".yaml", ".yml")],
+    ids=lambda p: p.relative_to(DEFINITIONS_DIR).as_posix(),
 )
-def test_yaml_example_points_editors_at_the_schema(path: Path) -> None:
+def test_yaml_example_points_editors_at_the_repository_schema(path: Path) -> None:
     first_line = path.read_text(encoding="utf-8").splitlines()[0]
-    assert first_line == SCHEMA_COMMENT
+    assert first_line.startswith(SCHEMA_COMMENT_PREFIX)
+    referenced = (path.parent / first_line.removeprefix(SCHEMA_COMMENT_PREFIX)).resolve()
+    assert referenced == SCHEMA_FILE.resolve()
 
 
 # --- the seed's example is kept verbatim -------------------------------------------------------
