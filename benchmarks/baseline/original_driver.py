@@ -1,4 +1,4 @@
-"""Drive the original llm-fsm 0.1.1 through a scripted conversation; JSON in, JSON out.
+"""Drive the original llm-fsm 0.1.1 through a scripted conversation; JSON lines in, JSON lines out.
 
 Runs ONLY inside the baseline venv made by ``original_env.py`` (started as
 ``<venv>/bin/python -I original_driver.py``), where ``llm_fsm`` is the original
@@ -7,16 +7,24 @@ package, not ours. It uses the original's public API only: ``FSMManager``,
 Its model is replaced by a scripted fake that answers instantly with the
 canned reply of the current turn and records every request it is sent.
 
-stdin: a job (see ``benchmarks/baseline/scenario.py`` ``Scenario.to_job``) plus
-    ``capture_at``   turn numbers whose requests are returned in full (0 = opening),
-    ``timing_runs``  conversations of the short script timed for overhead,
-    ``warmup_runs``  conversations run first and not timed.
-stdout: one JSON object (see ``result`` at the bottom of ``main``).
+Protocol: one JSON object per line on stdin, one JSON object per line back on
+stdout, until stdin closes. The process stays up between requests so the
+caller can interleave timing rounds with its own engine's (a busy machine then
+slows both alike).
+
+- ``{"op": "setup", "definition_path", "opening", "turns", "short_turns"}``
+  → ``{"package", "version", "module_file", "python", "logging"}``
+- ``{"op": "timing", "runs": n, "warmup": w}`` → ``{"short_runs_engine_ms": [[ms per turn] * n]}``
+  (w untimed, then n timed conversations of the first ``short_turns`` turns)
+- ``{"op": "long", "capture_at": [turn numbers]}`` → ``{"long": {...}, "captured": {turn: [requests]}}``
+  (one conversation of all turns; full requests kept for the listed turns, 0 = opening)
+
+Errors end the process with a message on stderr and exit status 3.
 
 The original logs through loguru at import: INFO to stderr and DEBUG (with the
 whole system prompt of every turn) to ``logs/`` under the working directory.
 That is its default behaviour and part of what is measured; the caller runs us
-in a scratch directory and keeps stderr away from the terminal.
+in a scratch directory and sends stderr to a scratch file.
 """
 
 import gc
@@ -28,11 +36,11 @@ import time
 
 def _fail(message):
     sys.stderr.write(message + "\n")
+    sys.stderr.flush()
     sys.exit(3)
 
 
-def main():
-    job = json.load(sys.stdin)
+def _load_original():
     try:
         import importlib.metadata as metadata
 
@@ -40,11 +48,15 @@ def main():
         from llm_fsm import FSMManager, LLMInterface, LLMResponse, StateTransition, load_fsm_definition
     except Exception as exc:  # the venv is broken or holds the wrong package
         _fail("cannot import the original llm_fsm: %r" % (exc,))
-
-    here = os.path.dirname(os.path.abspath(__file__))
     module_file = os.path.abspath(llm_fsm.__file__)
-    if module_file.startswith(os.path.dirname(os.path.dirname(here))):
+    repo_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if module_file.startswith(repo_root + os.sep):
         _fail("refusing to run: llm_fsm was imported from the repository (%s), not the baseline venv" % module_file)
+    return metadata, module_file, FSMManager, LLMInterface, LLMResponse, StateTransition, load_fsm_definition
+
+
+def main():
+    metadata, module_file, FSMManager, LLMInterface, LLMResponse, StateTransition, load_fsm_definition = _load_original()
 
     class ScriptedFake(LLMInterface):
         """Answers with ``self.reply`` at once; records each request and the time spent here."""
@@ -77,20 +89,16 @@ def main():
             self.seconds += time.perf_counter() - started
             return response
 
-    definition_path = job["definition_path"]
-    opening = job["opening"]
-    turns = job["turns"]
-    short = int(job.get("short_turns", 10))
-    capture_at = set(int(n) for n in job.get("capture_at", []))
+    scenario = {}
 
-    def run(turn_list, capture, on_turn=None):
-        """One conversation: opening, then the given turns. Returns per-turn records."""
+    def run(turn_list, capture):
+        """One conversation: opening, then the given turns. Returns (opening ms, per-turn records, captured)."""
         fake = ScriptedFake()
         manager = FSMManager(fsm_loader=load_fsm_definition, llm_interface=fake)
-        fake.reply = opening
+        fake.reply = scenario["opening"]
         fake.record = 0 in capture
         started = time.perf_counter()
-        conversation_id, _ = manager.start_conversation(definition_path)
+        conversation_id, _ = manager.start_conversation(scenario["definition_path"])
         opening_ms = (time.perf_counter() - started - fake.seconds) * 1000.0
         captured = {}
         if fake.record:
@@ -117,36 +125,59 @@ def main():
                 captured[str(index)] = [r for r in fake.requests if r is not None]
         return opening_ms, records, captured
 
-    for _ in range(int(job.get("warmup_runs", 3))):
-        run(turns[:short], set())
+    def handle(job):
+        op = job.get("op")
+        if op == "setup":
+            scenario.update(
+                definition_path=job["definition_path"],
+                opening=job["opening"],
+                turns=job["turns"],
+                short=int(job.get("short_turns", 10)),
+            )
+            return {
+                "package": "llm-fsm",
+                "version": metadata.version("llm-fsm"),
+                "module_file": module_file,
+                "python": sys.version.split()[0],
+                "logging": "loguru defaults of the package (INFO to stderr, DEBUG to a logs/ file)",
+            }
+        if not scenario:
+            _fail("the first request must be 'setup'")
+        short_turns = scenario["turns"][: scenario["short"]]
+        if op == "timing":
+            for _ in range(int(job.get("warmup", 0))):
+                run(short_turns, set())
+            gc.collect()
+            runs = []
+            for _ in range(int(job["runs"])):
+                _, records, _ = run(short_turns, set())
+                runs.append([r["engine_ms"] for r in records])
+            return {"short_runs_engine_ms": runs}
+        if op == "long":
+            gc.collect()
+            opening_ms, records, captured = run(scenario["turns"], set(int(n) for n in job.get("capture_at", [])))
+            return {
+                "long": {
+                    "opening_ms": opening_ms,
+                    "engine_ms": [r["engine_ms"] for r in records],
+                    "calls": [r["calls"] for r in records],
+                    "prompt_chars": [r["prompt_chars"] for r in records],
+                    "states": [r["state"] for r in records],
+                },
+                "captured": captured,
+            }
+        _fail("unknown op %r" % (op,))
 
-    gc.collect()
-    short_runs = []
-    for _ in range(int(job.get("timing_runs", 20))):
-        _, records, _ = run(turns[:short], set())
-        short_runs.append([r["engine_ms"] for r in records])
-
-    gc.collect()
-    opening_ms, long_records, captured = run(turns, capture_at)
-
-    result = {
-        "package": "llm-fsm",
-        "version": metadata.version("llm-fsm"),
-        "module_file": module_file,
-        "python": sys.version.split()[0],
-        "logging": "loguru defaults of the package (INFO to stderr, DEBUG to logs/ file)",
-        "short_runs_engine_ms": short_runs,
-        "long": {
-            "opening_ms": opening_ms,
-            "engine_ms": [r["engine_ms"] for r in long_records],
-            "calls": [r["calls"] for r in long_records],
-            "prompt_chars": [r["prompt_chars"] for r in long_records],
-            "states": [r["state"] for r in long_records],
-        },
-        "captured": captured,
-    }
-    sys.stdout.write(json.dumps(result))
-    sys.stdout.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            job = json.loads(line)
+        except ValueError as exc:
+            _fail("bad request line: %s" % (exc,))
+        result = handle(job)
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 The original package (``llm-fsm`` 0.1.1 on PyPI, GPL-3.0) is measured, never
 used: it is installed into a venv *outside* this repository and driven by
-``original_driver.py`` in a separate process that talks JSON over stdin and
-stdout. Nothing of it is imported into our process or copied into our package.
+``original_driver.py`` in a separate process that talks JSON lines over stdin
+and stdout (``DriverSession``). Nothing of it is imported into our process or copied into our package.
 Both packages import as ``llm_fsm``; the separate interpreter (started with
 ``-I``, isolated mode, so neither PYTHONPATH, the user site nor this folder is
 on its path) is what keeps the two apart.
@@ -25,9 +25,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import venv
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DRIVER = Path(__file__).resolve().with_name("original_driver.py")
 
@@ -127,6 +129,7 @@ def ensure_venv(baseline: Baseline, *, recreate: bool = False, quiet: bool = Tru
         cmd.insert(4, "-q")
     done = subprocess.run(cmd, env=_clean_env(), capture_output=True, text=True)
     if done.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
         raise BaselineUnavailable(
             f"pip install {baseline.requirement} into {root} failed "
             f"(exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
@@ -151,37 +154,87 @@ def installed_version(baseline: Baseline) -> str | None:
         return None
 
 
-def run_driver(baseline: Baseline, job: dict, *, timeout: float = 1800.0) -> dict:
-    """Run one job through the driver inside the baseline's venv and return its JSON result."""
-    python = ensure_venv(baseline)
-    payload = dict(job, baseline=baseline.key)
-    # The original writes log files under ./logs at import: give it a scratch
-    # directory that is thrown away afterwards, never the repository.
-    with tempfile.TemporaryDirectory(prefix="run-", dir=bench_dir()) as scratch:
-        try:
-            done = subprocess.run(
-                [str(python), "-I", str(DRIVER)],
-                input=json.dumps(payload),
-                env=_clean_env(),
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                cwd=scratch,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise BaselineUnavailable(f"{baseline.label} driver timed out after {timeout:.0f} s") from exc
-    if done.returncode != 0:
-        raise BaselineUnavailable(
-            f"{baseline.label} driver failed (exit {done.returncode}):\n{done.stderr[-4000:]}"
+class DriverSession:
+    """A running driver process inside the baseline's venv: send a request, get its JSON answer.
+
+    The process stays up between requests so that timing rounds can alternate
+    with our own engine's. Use as a context manager; on exit the process is
+    ended and its scratch directory (log files the original writes) removed.
+    """
+
+    def __init__(self, baseline: Baseline, *, timeout: float = 1800.0) -> None:
+        self.baseline = baseline
+        self.timeout = timeout
+        self._process: subprocess.Popen[str] | None = None
+        self._scratch: str | None = None
+        self._stderr: Any = None
+
+    def __enter__(self) -> "DriverSession":
+        python = ensure_venv(self.baseline)
+        # The original writes log files under ./logs at import: give it a scratch
+        # directory that is thrown away afterwards, never the repository. Its
+        # stderr goes to a file there: a pipe nobody drains would block it.
+        self._scratch = tempfile.mkdtemp(prefix="run-", dir=bench_dir())
+        self._stderr = open(os.path.join(self._scratch, "stderr.log"), "w+", encoding="utf-8")
+        self._process = subprocess.Popen(
+            [str(python), "-I", str(DRIVER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=_clean_env(),
+            text=True,
+            cwd=self._scratch,
         )
-    try:
-        result = json.loads(done.stdout)
-    except ValueError as exc:
-        raise BaselineUnavailable(
-            f"{baseline.label} driver printed no JSON:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-        ) from exc
-    result["stderr_tail"] = done.stderr[-2000:]
-    return result
+        return self
+
+    def stderr_tail(self, limit: int = 4000) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.flush()
+        self._stderr.seek(0)
+        return self._stderr.read()[-limit:]
+
+    def request(self, job: dict[str, Any]) -> dict[str, Any]:
+        process = self._process
+        if process is None or process.stdin is None or process.stdout is None:
+            raise BaselineUnavailable("driver session is not running")
+        watchdog = threading.Timer(self.timeout, process.kill)
+        watchdog.start()
+        try:
+            process.stdin.write(json.dumps(job) + "\n")
+            process.stdin.flush()
+            line = process.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        finally:
+            watchdog.cancel()
+        if not line:
+            try:
+                code: int | None = process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+            raise BaselineUnavailable(
+                f"{self.baseline.label} driver stopped (exit {code}) during {job.get('op')!r}:\n{self.stderr_tail()}"
+            )
+        try:
+            return json.loads(line)
+        except ValueError as exc:
+            raise BaselineUnavailable(f"{self.baseline.label} driver printed no JSON: {line[:500]}") from exc
+
+    def __exit__(self, *exc_info: object) -> None:
+        process = self._process
+        if process is not None:
+            try:
+                if process.stdin is not None:
+                    process.stdin.close()
+                process.wait(timeout=30)
+            except (subprocess.TimeoutExpired, OSError):
+                process.kill()
+                process.wait()
+        if self._stderr is not None:
+            self._stderr.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
