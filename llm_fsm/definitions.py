@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -100,6 +100,48 @@ class Transition(_Model):
         return bool(self.conditions)
 
 
+class FlowDeclaration(_Model):
+    """A sub-flow this state (or, at the top level, every state) may start.
+
+    ``call`` pauses the current flow and resumes it where it was when the
+    sub-flow reaches a terminal state; ``link`` hands the conversation over and
+    never returns. The model asks for it by name; the engine decides, as for
+    transitions.
+    """
+
+    name: str = Field(description="Name the model uses to ask for this sub-flow.")
+    definition: str = Field(
+        description="Definition id or path of the sub-flow; a relative path is resolved from this file's folder."
+    )
+    mode: Literal["call", "link"] = Field(default="call", description="call: returns here when done; link: hands over.")
+    description: str = Field(description="When this sub-flow should be started; shown to the model.")
+    inputs: dict[str, str] | None = Field(
+        default=None, description="Sub-flow key ← this flow's key: context the sub-flow starts with."
+    )
+    outputs: dict[str, str] | None = Field(
+        default=None, description="This flow's key ← sub-flow key: results copied back when the sub-flow completes."
+    )
+    conditions: list[TransitionCondition] | None = Field(
+        default=None, description="Conditions that must hold for the sub-flow to start (as for transitions)."
+    )
+
+
+class Confirmation(_Model):
+    """Marks a state as a confirmation step: the user says yes, no, or changes a value."""
+
+    keys: list[str] | None = Field(
+        default=None, description="Keys read back to the user for confirmation (default: every collected key)."
+    )
+    on_yes: str = Field(description="State to move to when the user confirms; must be a declared transition.")
+    on_no: str | None = Field(
+        default=None,
+        description=(
+            'What a plain "no" does: "cancel" cancels the flow, a state id takes that declared transition, '
+            "null stays and asks what to change."
+        ),
+    )
+
+
 class State(_Model):
     """A step of the conversation: what it is for, what to collect, where it may go."""
 
@@ -119,6 +161,15 @@ class State(_Model):
     example_dialogue: list[dict[str, str]] | None = Field(
         default=None,
         description='Example exchanges, e.g. [{"user": "hi"}, {"assistant": "Hello! What is your name?"}].',
+    )
+    knowledge: str | None = Field(
+        default=None, description="Facts the assistant may use to answer side questions in this state."
+    )
+    flows: list[FlowDeclaration] | None = Field(
+        default=None, description="Sub-flows the model may start from this state."
+    )
+    confirmation: Confirmation | None = Field(
+        default=None, description="Makes this state a confirmation step (yes / no / change a value)."
     )
 
     @field_validator("transitions", mode="before")
@@ -162,7 +213,31 @@ class FSMDefinition(_Model):
         ),
     )
 
+    knowledge: str | None = Field(
+        default=None, description="Facts (an FAQ) the assistant may use to answer side questions in any state."
+    )
+    flows: list[FlowDeclaration] | None = Field(
+        default=None, description="Sub-flows the model may start from any state of this definition."
+    )
+    cancellable: bool = Field(
+        default=True, description="Whether the user can cancel this flow (a sub-flow pops; the root ends as cancelled)."
+    )
+    max_consecutive_digressions: int = Field(
+        default=3, ge=0, description="Side questions answered in a row before the assistant steers back."
+    )
+
     _hash: str | None = PrivateAttr(default=None)
+    _source: str | None = PrivateAttr(default=None)
+
+    def flows_for(self, state_id: str) -> list[FlowDeclaration]:
+        """Sub-flows startable from ``state_id``: the state's own, then the definition-wide ones."""
+        state = self.states.get(state_id)
+        return [*((state.flows or []) if state else []), *(self.flows or [])]
+
+    @property
+    def source(self) -> str | None:
+        """The file this definition was loaded from, when it came from a file (for relative sub-flow paths)."""
+        return self._source
 
     def get_state(self, state_id: str) -> State:
         """The state with this id; raises StateNotFoundError when it is not declared."""
@@ -190,7 +265,9 @@ class FSMDefinition(_Model):
 
 
 __all__ = [
+    "Confirmation",
     "DEFAULT_PRIORITY",
+    "FlowDeclaration",
     "FSMDefinition",
     "SCHEMA_ID",
     "SUPPORTED_VERSIONS",

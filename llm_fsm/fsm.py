@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from .definitions import FSMDefinition
+from .definitions import FlowDeclaration, FSMDefinition
 from .errors import (
     ConcurrentUpdateError,
     ConversationEndedError,
     DefinitionChangedError,
+    DefinitionError,
     FSMError,
     LLMConfigurationError,
     LLMResponseError,
@@ -51,7 +53,7 @@ from .runtime import (
 from .stores import ConversationStore, open_store
 from .transitions import validate_transition as _validate_transition
 from .llm import LLMResult
-from .turn import CallHook, CallLLM, EngineConfig, TurnGenerator, TurnOutcome, run_opening, run_turn
+from .turn import CallHook, CallLLM, EngineConfig, LoadDefinition, LoadFlow, TurnGenerator, TurnOutcome, run_opening, run_turn
 
 logger = logging.getLogger(__name__)
 
@@ -190,36 +192,63 @@ class FSMManager:
         except Exception as exc:  # noqa: BLE001
             raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
 
+    def _resolve_flow(self, declaration: FlowDeclaration, parent: FSMDefinition) -> tuple[str, FSMDefinition]:
+        """A sub-flow's definition: a relative path is looked up next to the parent's file first."""
+        reference = declaration.definition
+        if parent.source and not os.path.isabs(reference):
+            candidate = os.path.join(os.path.dirname(parent.source), reference)
+            if os.path.exists(candidate):
+                reference = candidate
+        return reference, self._load_definition(reference)
+
+    def _perform(self, effect: Any) -> Any:
+        """The synchronous effects other than the LLM and hook calls."""
+        if isinstance(effect, LoadFlow):
+            return self._resolve_flow(effect.declaration, effect.parent)
+        if isinstance(effect, LoadDefinition):
+            return self._load_definition(effect.fsm_id)
+        raise TypeError(f"unknown effect {effect!r}")  # pragma: no cover - the generator yields only known effects
+
     def _drive(self, generator: TurnGenerator) -> TurnOutcome:
         """Run the pure turn generator, performing its effects synchronously."""
         value: Any = None
+        error: BaseException | None = None
         while True:
             try:
-                effect = generator.send(value)
+                effect = generator.throw(error) if error is not None else generator.send(value)
             except StopIteration as stop:
                 return stop.value
-            if isinstance(effect, CallLLM):
-                value = self._call_llm(effect.request)
-            elif isinstance(effect, CallHook):
-                functions = self.hooks.get(effect.event.name)
-                value = run_sync(effect.event.name, functions, effect.event) if functions else None
-            else:  # pragma: no cover - the generator only yields the effects above
-                raise TypeError(f"unknown effect {effect!r}")
+            value, error = None, None
+            try:
+                if isinstance(effect, CallLLM):
+                    value = self._call_llm(effect.request)
+                elif isinstance(effect, CallHook):
+                    functions = self.hooks.get(effect.event.name)
+                    value = run_sync(effect.event.name, functions, effect.event) if functions else None
+                else:
+                    value = self._perform(effect)
+            except DefinitionError as exc:  # a sub-flow that cannot load: the turn decides what that means
+                error = exc
 
     async def _adrive(self, generator: TurnGenerator) -> TurnOutcome:
         value: Any = None
+        error: BaseException | None = None
         while True:
             try:
-                effect = generator.send(value)
+                effect = generator.throw(error) if error is not None else generator.send(value)
             except StopIteration as stop:
                 return stop.value
-            if isinstance(effect, CallLLM):
-                value = await self._acall_llm(effect.request)
-            elif isinstance(effect, CallHook):
-                functions = self.hooks.get(effect.event.name)
-                value = await run_async(effect.event.name, functions, effect.event) if functions else None
-            else:  # pragma: no cover
-                raise TypeError(f"unknown effect {effect!r}")
+            value, error = None, None
+            try:
+                if isinstance(effect, CallLLM):
+                    value = await self._acall_llm(effect.request)
+                elif isinstance(effect, CallHook):
+                    functions = self.hooks.get(effect.event.name)
+                    value = await run_async(effect.event.name, functions, effect.event) if functions else None
+                else:
+                    value = await asyncio.to_thread(self._perform, effect)
+            except DefinitionError as exc:
+                error = exc
 
     # --- starting ------------------------------------------------------------------
 
@@ -233,6 +262,7 @@ class FSMManager:
                 conversation=Conversation(max_history_size=self.max_history_size, max_message_length=self.max_message_length)
             ),
             persona=definition.persona,
+            flow_name=definition.name,
             user_id=user_id,
             room_id=room_id,
             definition_hash=definition.content_hash,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .context import _MISSING, get_path
 from .definitions import FSMDefinition, State
 from .runtime import DEFAULT_MAX_HISTORY_SIZE, FSMInstance
 
@@ -43,9 +44,19 @@ _TRANSITION_RULES = (
 _RESPONSE = "Reply with one JSON object only, in this format:"
 
 _RESPONSE_FORMAT = (
-    '{"transition":{"target_state":"STATE_ID","context_update":{"KEY":"VALUE"}},'
-    '"message":"YOUR_REPLY_TO_THE_USER","reasoning":"SHORT_OPTIONAL_REASON"}'
+    '{"intent":"continue","transition":{"target_state":"STATE_ID","context_update":{"KEY":"VALUE"}},'
+    '"message":"YOUR_REPLY_TO_THE_USER"}'
 )
+
+_INTENT_HELP = {
+    "continue": "continue: the user answers or talks about the current step (default)",
+    "digression": "digression: a side question or a request for help; answer it, then repeat your question; no move",
+    "cancel": "cancel: the user wants to stop this task",
+    "start_flow": 'start_flow: the user asks for one of the available_flows; set "flow" to its name',
+    "resume_flow": 'resume_flow: the user wants to go back to a paused flow; set "flow" to its name',
+    "confirm": "confirm: the user agrees that the values in <confirmation> are right",
+    "deny": "deny: the user says something is wrong; put corrected values in context_update",
+}
 
 _INSTRUCTIONS = (
     "Speak in the persona's voice if one is given. Never mention states, transitions or JSON to the user. "
@@ -89,6 +100,24 @@ class PromptBuilder:
             out.append(item)
         return out
 
+    def intents_for(self, definition: FSMDefinition, instance: FSMInstance, state: State) -> list[str]:
+        """The intents that mean something in this state, in a fixed order."""
+        intents = ["continue", "digression"]
+        if definition.cancellable:
+            intents.append("cancel")
+        if definition.flows_for(state.id):
+            intents.append("start_flow")
+        if instance.flow_stack:
+            intents.append("resume_flow")
+        if state.confirmation is not None:
+            intents += ["confirm", "deny"]
+        return intents
+
+    def flow_names_for(self, definition: FSMDefinition, instance: FSMInstance, state: State) -> list[str]:
+        names = [d.name for d in definition.flows_for(state.id)]
+        names += [frame.flow_name for frame in instance.flow_stack]
+        return list(dict.fromkeys(names))
+
     def history_for_prompt(self, instance: FSMInstance) -> list[dict[str, str]]:
         conversation = instance.context.conversation
         size = min(self.max_history_size, conversation.max_history_size)
@@ -127,6 +156,23 @@ class PromptBuilder:
             ]
         else:
             sections.append(_section("transition_rules", "This is the final state: stay in it and close the conversation politely."))
+        if definition is not None:
+            flows = [{"name": d.name, "when": d.description} for d in definition.flows_for(state.id)]
+            sections.append(_section("available_flows", escape_json(flows) if flows else None))
+        if instance.flow_stack:
+            sections.append(_section("paused_flows", escape_json([f.flow_name for f in instance.flow_stack])))
+        knowledge = "\n".join(k for k in ((definition.knowledge if definition else None), state.knowledge) if k)
+        sections.append(_section("knowledge", escape_text(knowledge) if knowledge else None))
+        if state.confirmation is not None:
+            keys = state.confirmation.keys
+            shown = {k: get_path(instance.context.data, k) for k in keys} if keys else None
+            if shown is None:
+                shown = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
+            shown = {k: (None if v is _MISSING else v) for k, v in shown.items()}
+            sections.append(_section("confirmation", escape_json(shown)))
+        if definition is not None:
+            intents = self.intents_for(definition, instance, state)
+            sections.append(_section("intents", "\n".join(_INTENT_HELP[i] for i in intents)))
         visible_context = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
         sections += [
             _section("current_context", escape_json(visible_context) if visible_context else None),

@@ -29,13 +29,15 @@ STAY = ""
 MAX_OUTPUT_CHARS = 200_000
 """Replies longer than this are refused rather than scanned: no real reply is this long."""
 
-MAX_CANDIDATE_STARTS = 2_000
+MAX_CANDIDATE_STARTS = 500
 """How many ``{`` positions the scanner tries before giving up; bounds the work on hostile text."""
 
 MESSAGE_KEYS = ("message", "response", "reply")
 """Names a model may give the user-facing text; the first present wins."""
 
 _DEFAULT_VALUE_DEPTH = 2
+
+_TRAILING_COMMA = re.compile(r",\s*[}\]]")
 
 _THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
 
@@ -277,14 +279,24 @@ class _Problem:
 _REPLY_KEYS = frozenset({"transition", "target_state", "context_update", *MESSAGE_KEYS})
 
 
-def _variants(text: str) -> list[str]:
-    """Texts to scan, most trustworthy first, without repeats."""
-    out: list[str] = []
-    for candidate in (_THINK_BLOCK.sub(" ", text), text):
-        for variant in (candidate, _remove_trailing_commas(candidate)):
-            if variant not in out:
-                out.append(variant)
-    return out
+def _variants(text: str) -> Iterator[str]:
+    """Texts to scan, most trustworthy first, each produced only once the previous ones failed.
+
+    Lazy because almost every reply is valid as written: the repairs must cost
+    nothing then.
+    """
+    tried: set[str] = set()
+    without_thinking = _THINK_BLOCK.sub(" ", text) if "<" in text else text
+    for candidate in (without_thinking, text):
+        if candidate not in tried:
+            tried.add(candidate)
+            yield candidate
+    for candidate in (without_thinking, text):
+        if _TRAILING_COMMA.search(candidate):
+            repaired = _remove_trailing_commas(candidate)
+            if repaired not in tried:
+                tried.add(repaired)
+                yield repaired
 
 
 def _first_valid(

@@ -18,8 +18,14 @@ DEFAULT_MAX_HISTORY_SIZE = 5
 DEFAULT_MAX_MESSAGE_LENGTH = 1000
 """Characters of each message shown to the model; longer ones are cut in the prompt."""
 
-DEFAULT_MAX_STORED_MESSAGES = 200
-"""Messages kept in the stored transcript before the oldest are archived by the store."""
+DEFAULT_MAX_STORED_MESSAGES = 50
+"""Messages kept in the stored transcript (the Soni seed's ``max_history_messages``); older ones go to the store's archive."""
+
+DEFAULT_MAX_COMPLETED_FLOWS = 10
+"""Completed or cancelled sub-flows kept, with their outputs, in the conversation's archive."""
+
+DEFAULT_MAX_FLOW_DEPTH = 5
+"""Flows that can be stacked (the root included) before starting another is refused."""
 
 DEFAULT_MAX_TURN_RECORDS = 50
 """Turn records (explain data) kept per conversation."""
@@ -102,12 +108,23 @@ class LLMRequest(_Data):
     purpose: Literal["turn", "opening", "regenerate"] = "turn"
 
 
+Intent = Literal["continue", "digression", "cancel", "start_flow", "resume_flow", "confirm", "deny"]
+
+
 class LLMResponse(_Data):
-    """The model's answer, parsed."""
+    """The model's answer, parsed.
+
+    ``intent`` is the model's reading of the message (the one understanding step
+    every message goes through): ``continue`` (answers the current step, the
+    default), ``digression`` (a side question), ``cancel``, ``start_flow`` /
+    ``resume_flow`` (with ``flow``), ``confirm`` / ``deny`` in a confirmation step.
+    """
 
     transition: StateTransition
     message: str
     reasoning: str | None = None
+    intent: Intent = "continue"
+    flow: str | None = None
 
 
 # --- explain records -------------------------------------------------------------
@@ -140,7 +157,13 @@ VerdictKind = Literal[
     "guarded_override",  # a guarded transition of strictly higher priority beat the proposal
     "guarded_fallback",  # the proposal was stay or ineligible; an eligible guarded transition fired
     "stay",  # nothing moved
-    "stay_rejected",  # the model proposed a move that is not allowed; stayed
+    "stay_rejected",  # the model proposed a move (or a flow action) that is not allowed; stayed
+    "digression",  # a side question was answered; state and stack unchanged
+    "flow_started",  # a declared sub-flow was pushed (call) or handed over to (link)
+    "flow_resumed",  # a paused flow was brought back to the top of the stack
+    "flow_cancelled",  # the active sub-flow was cancelled; the one below resumed
+    "flow_completed",  # the active sub-flow reached a terminal state; the one below resumed
+    "conversation_cancelled",  # the root flow was cancelled: the conversation ended as cancelled
 ]
 
 
@@ -156,6 +179,7 @@ class Verdict(_Data):
 
     @property
     def moved(self) -> bool:
+        """A transition inside the active flow was taken."""
         return self.kind in ("proposal_accepted", "guarded_override", "guarded_fallback")
 
 
@@ -181,8 +205,11 @@ class TurnRecord(_Data):
     index: int
     message_id: str | None = None
     user_message: str
+    intent: str = "continue"
     state_before: str
     state_after: str
+    flow_before: str = "root"
+    flow_after: str = "root"
     proposal: str | None = Field(default=None, description="Target state the model proposed.")
     context_changes: list[ContextChange] = Field(default_factory=list)
     evaluations: list[TransitionEvaluation] = Field(default_factory=list)
@@ -199,6 +226,36 @@ class TraceEvent(_Data):
     event: str
     timestamp: float = Field(default_factory=now)
     data: dict[str, Any] = Field(default_factory=dict)
+
+
+# --- the flow stack ------------------------------------------------------------------
+
+FlowStatus = Literal["active", "paused", "completed", "cancelled", "linked"]
+
+
+class FlowFrame(_Data):
+    """One flow instance: the root conversation or a sub-flow, with its own id and its own data."""
+
+    flow_id: str
+    flow_name: str = Field(description="The declared name (the root uses its definition's name).")
+    fsm_id: str = Field(description="Definition id or path this flow runs.")
+    definition_hash: str | None = None
+    current_state: str
+    data: dict[str, Any] = Field(default_factory=dict, description="This flow's data while it is paused or archived.")
+    status: FlowStatus = "paused"
+    mode: Literal["root", "call", "link"] = "root"
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    output_mapping: dict[str, str] = Field(default_factory=dict, description="Parent key ← this flow's key.")
+    started_at: float = Field(default_factory=now)
+    paused_at: float | None = None
+    completed_at: float | None = None
+    reason: str | None = None
+
+
+def new_flow_id(name: str) -> str:
+    """``<name>_<8 hex>``: readable in traces, unique per instance."""
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)[:40] or "flow"
+    return f"{safe}_{uuid.uuid4().hex[:8]}"
 
 
 # --- the instance -----------------------------------------------------------------
@@ -226,6 +283,20 @@ class FSMInstance(_Data):
         default_factory=dict, description="message_id → reply, so a retried message is answered once."
     )
     trace: list[TraceEvent] = Field(default_factory=list)
+    flow_id: str = Field(default="root", description="Id of the active flow instance.")
+    flow_name: str | None = Field(default=None, description="Name of the active flow (the root's is its definition's name).")
+    flow_mode: Literal["root", "call", "link"] = "root"
+    flow_started_at: float = Field(default_factory=now)
+    flow_output_mapping: dict[str, str] = Field(
+        default_factory=dict, description="Parent key ← key of the active sub-flow, applied when it completes."
+    )
+    flow_stack: list[FlowFrame] = Field(
+        default_factory=list, description="Paused flows below the active one, bottom (the root) first."
+    )
+    completed_flows: list[FlowFrame] = Field(
+        default_factory=list, description="Archive of completed and cancelled flows, with their outputs."
+    )
+    consecutive_digressions: int = 0
     archive_outbox: list[dict[str, str]] = Field(
         default_factory=list,
         description=(
@@ -237,6 +308,18 @@ class FSMInstance(_Data):
     @property
     def ended(self) -> bool:
         return self.status != "active"
+
+    @property
+    def root_fsm_id(self) -> str:
+        """The definition the conversation started on, whichever flow is active now."""
+        return self.flow_stack[0].fsm_id if self.flow_stack else self.fsm_id
+
+    @property
+    def stack(self) -> list[str]:
+        """Names of the sub-flows above the root, oldest first; ``[]`` when the root flow is active."""
+        if not self.flow_stack:
+            return []
+        return [frame.flow_name for frame in self.flow_stack[1:]] + [self.flow_name or self.fsm_id]
 
     def copy_for_turn(self) -> "FSMInstance":
         """A deep copy the turn can change freely; the original stays intact if the turn fails."""
@@ -255,6 +338,8 @@ __all__ = [
     "DEFAULT_MAX_TURN_RECORDS",
     "FSMContext",
     "FSMInstance",
+    "FlowFrame",
+    "Intent",
     "LLMCallRecord",
     "LLMRequest",
     "LLMResponse",
@@ -264,4 +349,5 @@ __all__ = [
     "TurnRecord",
     "Verdict",
     "new_conversation_id",
+    "new_flow_id",
 ]

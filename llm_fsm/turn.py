@@ -15,14 +15,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .context import apply_update
-from .definitions import FSMDefinition, State
-from .errors import InvalidTransitionError
+from .definitions import FlowDeclaration, FSMDefinition, State
+from .flows import find_paused, pop_flow, push_flow, resume_flow
+from .errors import DefinitionError, FlowError, InvalidTransitionError
 from .hooks import HookEvent, make_event
 from .llm import LLMResult
 from .prompts import OPENING_MESSAGE, PromptBuilder
 from .response_parsing import response_json_schema
 from .runtime import (
+    DEFAULT_MAX_COMPLETED_FLOWS,
     DEFAULT_MAX_CONTEXT_BYTES,
+    DEFAULT_MAX_FLOW_DEPTH,
     DEFAULT_MAX_STORED_MESSAGES,
     DEFAULT_MAX_TURN_RECORDS,
     ContextChange,
@@ -30,11 +33,12 @@ from .runtime import (
     LLMCallRecord,
     LLMRequest,
     TraceEvent,
+    TransitionEvaluation,
     TurnRecord,
     Verdict,
     now,
 )
-from .transitions import decide
+from .transitions import decide, evaluate_condition
 
 DEFAULT_MAX_TRACE_EVENTS = 100
 DEFAULT_MAX_PROCESSED_MESSAGE_IDS = 100
@@ -49,6 +53,8 @@ class EngineConfig:
     max_stored_messages: int = DEFAULT_MAX_STORED_MESSAGES
     max_trace_events: int = DEFAULT_MAX_TRACE_EVENTS
     max_processed_message_ids: int = DEFAULT_MAX_PROCESSED_MESSAGE_IDS
+    max_completed_flows: int = DEFAULT_MAX_COMPLETED_FLOWS
+    max_flow_depth: int = DEFAULT_MAX_FLOW_DEPTH
     strict: bool = False
     """Raise InvalidTransitionError when the model proposes a transition that is refused."""
 
@@ -66,6 +72,21 @@ class CallHook:
     event: HookEvent
 
 
+@dataclass(frozen=True)
+class LoadFlow:
+    """Resolve a declared sub-flow's definition; the driver answers ``(fsm_id, FSMDefinition)``."""
+
+    declaration: FlowDeclaration
+    parent: FSMDefinition
+
+
+@dataclass(frozen=True)
+class LoadDefinition:
+    """Load the definition of a flow being resumed; the driver answers an ``FSMDefinition``."""
+
+    fsm_id: str
+
+
 @dataclass
 class TurnOutcome:
     reply: str
@@ -73,7 +94,7 @@ class TurnOutcome:
     changes: list[ContextChange] = field(default_factory=list)
 
 
-Effect = CallLLM | CallHook
+Effect = CallLLM | CallHook | LoadFlow | LoadDefinition
 TurnGenerator = Generator[Effect, Any, TurnOutcome]
 
 
@@ -129,7 +150,7 @@ def _prune_transcript(instance: FSMInstance, config: EngineConfig) -> None:
 
 
 def _decision_note(verdict: Verdict, state: State) -> str:
-    if verdict.kind == "stay_rejected":
+    if not verdict.moved:
         return (
             f"The conversation stays in state {state.id!r}: {verdict.reason}. Do not say that you are moving on; "
             "answer the user's last message for this state and ask for what is still needed."
@@ -156,7 +177,11 @@ def _request(
     return LLMRequest(
         system_prompt=prompt,
         user_message=message,
-        response_schema=response_json_schema(targets),
+        response_schema=response_json_schema(
+            targets,
+            intents=builder.intents_for(definition, instance, state) if allow_moves else None,
+            flows=builder.flow_names_for(definition, instance, state) if allow_moves else None,
+        ),
         purpose=purpose,  # type: ignore[arg-type]
     )
 
@@ -192,6 +217,190 @@ def run_opening(
 # --- a turn ----------------------------------------------------------------------------
 
 
+@dataclass
+class _Decision:
+    """What the intent step decided: the verdict, and a note when the reply must be regenerated."""
+
+    verdict: Verdict
+    evaluations: list[TransitionEvaluation] = field(default_factory=list)
+    note: str | None = None
+    definition: FSMDefinition | None = None
+    """The active flow's definition after the decision, when a flow operation changed it."""
+
+
+def _stay_rejected(state_id: str, reason: str) -> Verdict:
+    return Verdict(kind="stay_rejected", target_state=state_id, reason=reason)
+
+
+def _decide_transition(
+    definition: FSMDefinition, state_id: str, data: dict[str, Any], proposal: str | None
+) -> _Decision:
+    verdict, evaluations = decide(definition, state_id, data, proposal)
+    moved_elsewhere = verdict.target_state != (proposal or state_id)
+    note = None
+    if verdict.kind in ("guarded_override", "guarded_fallback", "stay_rejected") or moved_elsewhere:
+        note = _decision_note(verdict, definition.get_state(verdict.target_state))
+    return _Decision(verdict, evaluations, note)
+
+
+def _cancel(
+    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state_before: str
+) -> Generator[Effect, Any, _Decision]:
+    if not definition.cancellable:
+        verdict = _stay_rejected(state_before, f"flow {instance.flow_name or definition.name!r} cannot be cancelled")
+        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    if not instance.flow_stack:
+        instance.status = "cancelled"
+        _trace(instance, config, "cancel", flow=instance.flow_id, state=state_before, scope="conversation")
+        verdict = Verdict(kind="conversation_cancelled", target_state=state_before, reason="the user cancelled the conversation")
+        return _Decision(verdict)
+    finished, _ = pop_flow(instance, "cancelled", reason="cancelled by the user", max_completed=config.max_completed_flows)
+    _trace(instance, config, "cancel", flow=finished.flow_id, name=finished.flow_name, state=state_before, resumed=instance.flow_id)
+    parent = yield LoadDefinition(instance.fsm_id)
+    verdict = Verdict(
+        kind="flow_cancelled",
+        target_state=instance.current_state,
+        reason=f"sub-flow {finished.flow_name!r} cancelled by the user; {instance.flow_name or parent.name!r} resumed",
+    )
+    note = (
+        f"The user cancelled {finished.flow_name!r}. Confirm that in one short sentence, then repeat the question "
+        "of the current state."
+    )
+    return _Decision(verdict, note=note, definition=parent)
+
+
+def _start_flow(
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    config: EngineConfig,
+    state_before: str,
+    name: str | None,
+) -> Generator[Effect, Any, _Decision]:
+    declared = {d.name: d for d in reversed(definition.flows_for(state_before))}
+    declaration = declared.get(name or "")
+    if declaration is None:
+        verdict = _stay_rejected(state_before, f"no sub-flow named {name!r} is declared in state {state_before!r}")
+        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    results = [evaluate_condition(c, instance.context.data) for c in declaration.conditions or ()]
+    if not all(r.holds for r in results):
+        failed = ", ".join(f"'{r.description}'" for r in results if not r.holds)
+        verdict = _stay_rejected(state_before, f"sub-flow {name!r} refused: condition not met: {failed}")
+        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    try:
+        child_id, child = yield LoadFlow(declaration, definition)
+    except DefinitionError as exc:
+        verdict = _stay_rejected(state_before, f"sub-flow {name!r} could not be loaded: {exc.message}")
+        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    parent_flow = instance.flow_id
+    try:
+        inputs = push_flow(
+            instance, declaration, child, child_id,
+            max_depth=config.max_flow_depth, reason=f"user asked for {declaration.name}",
+            max_completed=config.max_completed_flows,
+        )
+    except FlowError as exc:
+        verdict = _stay_rejected(state_before, str(exc))
+        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    _trace(
+        instance, config, "push" if declaration.mode == "call" else "link",
+        flow=instance.flow_id, name=declaration.name, parent=parent_flow, inputs=[c.key for c in inputs],
+    )
+    verdict = Verdict(
+        kind="flow_started",
+        target_state=instance.current_state,
+        reason=f"declared sub-flow {declaration.name!r} started ({declaration.mode})",
+    )
+    note = f"The user asked for {declaration.name!r}, which has just started. Begin it with the current state's purpose."
+    return _Decision(verdict, note=note, definition=child)
+
+
+def _resume(
+    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state_before: str, name: str | None
+) -> Generator[Effect, Any, _Decision]:
+    index = find_paused(instance, name)
+    if index is None:
+        verdict = _stay_rejected(state_before, f"no paused flow named {name!r}")
+        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    cancelled = resume_flow(instance, index, reason=f"user resumed {name}", max_completed=config.max_completed_flows)
+    _trace(instance, config, "resume", flow=instance.flow_id, cancelled=[f.flow_id for f in cancelled])
+    resumed = yield LoadDefinition(instance.fsm_id)
+    verdict = Verdict(
+        kind="flow_resumed",
+        target_state=instance.current_state,
+        reason=f"paused flow {name!r} resumed; {len(cancelled)} flow(s) above it cancelled",
+    )
+    note = "The user went back to this task. Continue it where it was paused: repeat the current state's question."
+    return _Decision(verdict, note=note, definition=resumed)
+
+
+def _confirmation(
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    config: EngineConfig,
+    state: State,
+    intent: str,
+    proposal: str | None,
+    corrected: bool,
+) -> Generator[Effect, Any, _Decision]:
+    confirmation = state.confirmation
+    assert confirmation is not None
+    if intent == "confirm":
+        return _decide_transition(definition, state.id, instance.context.data, confirmation.on_yes)
+    if corrected:
+        verdict = Verdict(kind="stay", target_state=state.id, reason="values changed during confirmation; confirming again")
+        note = None if not proposal or proposal == state.id else _decision_note(verdict, state)
+        return _Decision(verdict, note=note)
+    if confirmation.on_no == "cancel":
+        return (yield from _cancel(definition, instance, config, state.id))
+    if confirmation.on_no:
+        return _decide_transition(definition, state.id, instance.context.data, confirmation.on_no)
+    verdict = Verdict(kind="stay", target_state=state.id, reason="the user said no; asking what to change")
+    return _Decision(verdict, note=None if not proposal or proposal == state.id else _decision_note(verdict, state))
+
+
+def _digression(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state: State) -> _Decision:
+    instance.consecutive_digressions += 1
+    count = instance.consecutive_digressions
+    _trace(instance, config, "digression", state=state.id, count=count)
+    verdict = Verdict(kind="digression", target_state=state.id, reason=f"side question ({count} in a row); state and stack unchanged")
+    note = None
+    if count > definition.max_consecutive_digressions:
+        note = (
+            f"The user has asked {count} side questions in a row. Answer in one sentence at most if you can, "
+            "then steer back to the current purpose and repeat its question."
+        )
+    return _Decision(verdict, note=note)
+
+
+def _complete_finished_flows(
+    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig
+) -> Generator[Effect, Any, tuple[FSMDefinition, list[ContextChange], str | None]]:
+    """While the active sub-flow sits in a terminal state, pop it and hand its outputs to its parent.
+
+    The resumed parent then gets one decision with no proposal: its guarded transitions
+    may fire on the outputs (conditions met means move on), nothing else can move it.
+    """
+    changes: list[ContextChange] = []
+    note = None
+    while instance.flow_stack and definition.get_state(instance.current_state).is_terminal:
+        finished, outputs = pop_flow(instance, "completed", reason="reached a terminal state", max_completed=config.max_completed_flows)
+        changes += outputs
+        _trace(instance, config, "pop", flow=finished.flow_id, name=finished.flow_name, outputs=sorted(finished.outputs), resumed=instance.flow_id)
+        if outputs:
+            _trace(instance, config, "context_update", source=f"sub-flow:{finished.flow_name}", keys=[c.key for c in outputs])
+        definition = yield LoadDefinition(instance.fsm_id)
+        verdict, _ = decide(definition, instance.current_state, instance.context.data, None)
+        if verdict.moved:
+            _trace(instance, config, "transition", source=instance.current_state, target=verdict.target_state, kind=verdict.kind, reason=verdict.reason)
+            instance.current_state = verdict.target_state
+        note = (
+            f"The sub-flow {finished.flow_name!r} has just finished"
+            + (f" with results {sorted(finished.outputs)}" if finished.outputs else "")
+            + ". Tell the user the outcome in one sentence and continue with the current state's purpose."
+        )
+    return definition, changes, note
+
+
 def run_turn(
     definition: FSMDefinition,
     instance: FSMInstance,
@@ -201,11 +410,16 @@ def run_turn(
     *,
     message_id: str | None = None,
 ) -> TurnGenerator:
-    """One user message: understand, update, decide, reply. Mutates ``instance`` (a disposable copy)."""
+    """One user message: understand, update, decide, reply. Mutates ``instance`` (a disposable copy).
+
+    Every message goes through the same understanding call; the model's ``intent``
+    then routes it (digression, cancel, sub-flow start or resume, confirmation,
+    or an ordinary step), and each route obeys the same invariant as transitions.
+    """
     started = now()
     state_before = instance.current_state
+    flow_before = instance.flow_id
     state = definition.get_state(state_before)
-    data = instance.context.data
     calls: list[LLMCallRecord] = []
 
     changes = _apply_application(instance, (yield _hook("before_llm", instance, message=message)), config, "before_llm")
@@ -214,9 +428,10 @@ def run_turn(
     calls.append(LLMCallRecord(purpose="turn", attempts=result.attempts))
     response = result.response
     proposal = response.transition.target_state or None
+    intent = response.intent
 
     model_changes = apply_update(
-        data,
+        instance.context.data,
         response.transition.context_update,
         source="model",
         protected=definition.protected_context_keys or (),
@@ -225,36 +440,55 @@ def run_turn(
     changes += model_changes
     if model_changes:
         _trace(
-            instance,
-            config,
-            "context_update",
-            source="model",
+            instance, config, "context_update", source="model",
             applied=[c.key for c in model_changes if c.applied],
             dropped={c.key: c.reason for c in model_changes if not c.applied},
         )
     additions = yield _hook("after_context_update", instance, message=message)
     changes += _apply_application(instance, additions, config, "after_context_update")
+    if intent != "digression":
+        instance.consecutive_digressions = 0
 
-    verdict, evaluations = decide(definition, state_before, data, proposal)
+    if intent == "digression":
+        decision = _digression(definition, instance, config, state)
+    elif intent == "cancel":
+        decision = yield from _cancel(definition, instance, config, state_before)
+    elif intent == "start_flow":
+        decision = yield from _start_flow(definition, instance, config, state_before, response.flow)
+    elif intent == "resume_flow":
+        decision = yield from _resume(definition, instance, config, state_before, response.flow)
+    elif state.confirmation is not None and intent in ("confirm", "deny"):
+        corrected = any(c.applied for c in model_changes)
+        decision = yield from _confirmation(definition, instance, config, state, intent, proposal, corrected)
+    else:
+        decision = _decide_transition(definition, state_before, instance.context.data, proposal)
+
+    verdict = decision.verdict
     if config.strict and verdict.kind == "stay_rejected":
-        raise InvalidTransitionError(verdict.reason, explanation=evaluations)
+        raise InvalidTransitionError(verdict.reason, explanation=decision.evaluations)
+    active = decision.definition or definition
+    note = decision.note
 
-    reply = response.message
     if verdict.moved:
         instance.current_state = verdict.target_state
         _trace(instance, config, "transition", source=state_before, target=verdict.target_state, kind=verdict.kind, reason=verdict.reason)
         additions = yield _hook("on_transition", instance, message=message, previous_state=state_before, verdict=verdict)
         changes += _apply_application(instance, additions, config, "on_transition")
     elif verdict.kind == "stay_rejected":
-        _trace(instance, config, "rejection", proposal=proposal, reason=verdict.reason)
+        _trace(instance, config, "rejection", proposal=proposal, intent=intent, reason=verdict.reason)
 
-    new_state = definition.get_state(instance.current_state)
-    if verdict.kind != "proposal_accepted" and verdict.kind != "stay":
-        # The model wrote its reply for a state the conversation is not in: ask again for the
-        # state actually reached, so the user never reads a reply meant for another state.
-        note = _decision_note(verdict, new_state)
+    if instance.status == "active":
+        active, output_changes, completion_note = yield from _complete_finished_flows(active, instance, config)
+        changes += output_changes
+        note = completion_note or note
+
+    reply = response.message
+    new_state = active.get_state(instance.current_state)
+    if note is not None and instance.status == "active":
+        # The model wrote its reply for a situation the engine did not accept: ask again for
+        # the state actually reached, so the user never reads a reply meant for another state.
         regenerated: LLMResult = yield CallLLM(
-            _request(builder, definition, instance, new_state, message, "regenerate", note=note, allow_moves=False)
+            _request(builder, active, instance, new_state, message, "regenerate", note=note, allow_moves=False)
         )
         calls.append(LLMCallRecord(purpose="regenerate", attempts=regenerated.attempts))
         reply = regenerated.response.message
@@ -262,6 +496,7 @@ def run_turn(
     if new_state.is_terminal and instance.status == "active":
         instance.status = "ended"
         _trace(instance, config, "end", state=new_state.id)
+    if instance.status != "active":
         additions = yield _hook("on_end", instance, message=message, previous_state=state_before, verdict=verdict)
         changes += _apply_application(instance, additions, config, "on_end")
 
@@ -275,11 +510,14 @@ def run_turn(
         index=instance.turn_count,
         message_id=message_id,
         user_message=message,
+        intent=intent,
         state_before=state_before,
         state_after=instance.current_state,
+        flow_before=flow_before,
+        flow_after=instance.flow_id,
         proposal=proposal,
         context_changes=changes,
-        evaluations=evaluations,
+        evaluations=decision.evaluations,
         verdict=verdict,
         llm_calls=calls,
         reply=reply,
@@ -301,7 +539,8 @@ __all__ = [
     "CallHook",
     "CallLLM",
     "EngineConfig",
-    "LLMResult",
+    "LoadDefinition",
+    "LoadFlow",
     "TurnOutcome",
     "run_opening",
     "run_turn",

@@ -68,8 +68,14 @@ def definitions(draw) -> FSMDefinition:
                 }
             )
         states[sid] = {"id": sid, "description": sid, "purpose": sid, "transitions": transitions}
+    flows = None
+    if draw(st.booleans()):
+        # the sub-flow is this same definition (the test's loader returns it for any id): recursion
+        # is bounded only by the engine's depth limit
+        flows = [{"name": "again", "definition": "gen", "description": "start over", "outputs": {"name": "name"}, "inputs": {"email": "email"}}]
     return FSMDefinition.model_validate(
-        {"name": "gen", "description": "generated", "initial_state": "s0", "states": states, "protected_context_keys": ["account"]}
+        {"name": "gen", "description": "generated", "initial_state": "s0", "states": states,
+         "protected_context_keys": ["account"], "flows": flows}
     )
 
 
@@ -81,6 +87,8 @@ def model_outputs(ids):
                 {"target_state": target | st.none(), "context_update": st.dictionaries(st.sampled_from(KEYS + ["x"]), json_value, max_size=4) | json_value}
             ),
             "message": st.text(max_size=30) | st.sampled_from(INJECTIONS),
+            "intent": st.sampled_from(["continue", "digression", "cancel", "start_flow", "resume_flow", "confirm", "deny", "???"]),
+            "flow": st.sampled_from(["again", "gen", "nope", ""]) | st.none(),
         }
     )
     return reply | st.text(max_size=40) | st.sampled_from(INJECTIONS) | st.just(RuntimeError("provider down"))
@@ -139,6 +147,28 @@ def test_no_model_output_breaks_the_invariant(definition, data):
             continue
         after = manager.get_instance(cid)
         assert after.current_state in definition.states
-        assert allowed(definition, before.current_state, after.current_state, after.context.data)
-        assert after.context.data.get("account") == "acc-1"
         assert "_secret" not in after.context.data
+        assert len(after.flow_stack) < manager.config.max_flow_depth
+        if after.flow_id == before.flow_id:
+            assert allowed(definition, before.current_state, after.current_state, after.context.data)
+            if not after.flow_stack:
+                assert after.context.data.get("account") == "acc-1"
+        check_stack(definition, before, after)
+
+
+def check_stack(definition, before, after):
+    """Flow operations keep the stack consistent and every paused flow's data intact."""
+    paused_before = {f.flow_id: f for f in before.flow_stack}
+    for frame in after.flow_stack:
+        assert frame.status == "paused"
+        if frame.flow_id in paused_before:
+            assert frame.data == paused_before[frame.flow_id].data and frame.current_state == paused_before[frame.flow_id].current_state
+        else:  # pushed this turn: it is the flow that was active, paused where it was
+            assert frame.flow_id == before.flow_id and frame.current_state == before.current_state
+    if after.flow_id != before.flow_id and after.flow_id in paused_before:
+        resumed = paused_before[after.flow_id]
+        # a resumed flow keeps its data (a completed child may only add its declared outputs)
+        assert all(after.context.data.get(k) == v for k, v in resumed.data.items() if k != "name")
+        assert allowed(definition, resumed.current_state, after.current_state, after.context.data)
+    ids = [f.flow_id for f in after.flow_stack] + [after.flow_id]
+    assert len(ids) == len(set(ids))

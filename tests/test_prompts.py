@@ -61,7 +61,7 @@ def test_sections_follow_the_seed_layout_in_order():
     assert opened == [
         "<task>", "<fsm>", "<current_state>", "<current_state_description>", "<current_purpose>", "<persona>",
         "<state_instructions>", "<information_to_collect>", "<information_extraction_instructions>",
-        "<available_state_transitions>", "<transition_rules>", "<current_context>", "<conversation_history>",
+        "<available_state_transitions>", "<transition_rules>", "<intents>", "<current_context>", "<conversation_history>",
         "<response>", "<response_format>", "<instructions>",
     ]
 
