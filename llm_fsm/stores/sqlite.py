@@ -267,6 +267,10 @@ class SQLiteStore(AsyncStoreMixin):
                 time.sleep(0.01)
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Create the tables once; an up-to-date database is opened without taking the write lock."""
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version == SCHEMA_VERSION:
+            return
         conn.execute("BEGIN IMMEDIATE")
         try:
             (version,) = conn.execute("PRAGMA user_version").fetchone()
