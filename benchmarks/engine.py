@@ -57,6 +57,8 @@ from scenario import Scenario, build_scenario  # noqa: E402
 TARGET_OVERHEAD_RATIO = 0.2
 TARGET_TOKENS_RATIO_AT_10 = 0.5
 TARGET_GROWTH_RATIO = 1.1
+GROWTH_FROM_TURN = 20
+"""Growth is fitted from here: by turn 20 both engines' 5-exchange history windows are full."""
 CAPTURE_POINTS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 
 
@@ -259,7 +261,7 @@ def summarise(raw: dict[str, Any], scenario: Scenario) -> dict[str, Any]:
             "schema": sum(c["schema"] for c in per_call),
             "total": sum(c["total"] for c in per_call),
         }
-    growth_points = sorted((n, t["total"]) for n, t in tokens.items() if n >= scenario.short_length)
+    growth_points = sorted((n, t["total"]) for n, t in tokens.items() if n >= GROWTH_FROM_TURN)
     slope = _slope(growth_points)
     states = raw["long"]["states"]
     expected = [rep["transition"]["target_state"] for _, rep in scenario.turns]
@@ -288,7 +290,7 @@ def summarise(raw: dict[str, Any], scenario: Scenario) -> dict[str, Any]:
 
 
 def _slope(points: list[tuple[int, int]]) -> float | None:
-    """Least-squares tokens per turn over the stay turns (turn 10 on)."""
+    """Least-squares tokens per turn over the stay turns (from GROWTH_FROM_TURN on)."""
     if len(points) < 2:
         return None
     xs = [float(x) for x, _ in points]
@@ -366,6 +368,13 @@ def _print_table(sides: list[tuple[str, dict[str, Any]]], last: int) -> None:
         row(label, values)
     row("growth, tokens per turn", [f"{s['growth_tokens_per_turn']:+.1f}" if s["growth_tokens_per_turn"] is not None else "—" for _, s in sides])
     row("followed the script", ["yes" if s["followed_script"] else f"NO ({s['final_state']})" for _, s in sides])
+    print()
+    print("prompt growth (o200k tokens per turn, at turn n):")
+    for name, s in sides:
+        points = " ".join(f"{int(n):,}:{t['total']:,}" for n, t in s["prompt_tokens"].items() if int(n) > 0)
+        slope = s["growth_tokens_per_turn"]
+        trend = f"  → {slope:+.2f} tokens/turn from turn {GROWTH_FROM_TURN}" if slope is not None else ""
+        print(f"  {name:<9} {points}{trend}")
     print()
     for _, s in sides:
         breakdown = s["prompt_tokens"].get("10")
