@@ -197,6 +197,8 @@ class LiteLLMInterface(LLMInterface):
 
     async def acomplete(self, request: LLMRequest) -> LLMResult:
         litellm = _litellm()
+        if self._route is None:  # may start a local server: not on the event loop
+            await asyncio.to_thread(self._resolved)
         exchange = _Exchange(request, self.max_retries)
         while True:
             mode, fmt = self._format_for(request)
@@ -261,8 +263,10 @@ class LiteLLMInterface(LLMInterface):
         if "response_format" in self._kwargs:
             return "user", None
         mode: str = self._resolved().mode
-        if mode == "auto":
-            mode = self._detect_mode() if self.enable_json_validation else "none"
+        if self.response_format_mode == "auto" and not self.enable_json_validation:
+            mode = "none"
+        elif mode == "auto":
+            mode = self._detect_mode()
         schema = request.response_schema
         if mode in ("json_schema", "schema_object") and not schema:
             mode = "json_object"
@@ -362,6 +366,9 @@ class LiteLLMInterface(LLMInterface):
         def is_a(*names: str) -> bool:
             return any(isinstance(exc, cls) for cls in (getattr(errors, n, None) for n in names) if cls)
 
+        if _is_local_name(self.model) and (is_a("APIConnectionError") or isinstance(exc, ConnectionError)):
+            with self._route_lock:
+                self._route = None  # the local server may have stopped: resolve (and restart) next time
         if is_a("AuthenticationError", "PermissionDeniedError"):
             return LLMConfigurationError(
                 f"{self.model}: the provider refused the credentials ({name}). Check the api_key "

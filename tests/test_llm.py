@@ -460,6 +460,27 @@ def test_explicit_arguments_win_over_what_the_local_server_suggests(fake_local_s
     assert "response_format" not in calls[0]
 
 
+def test_disabling_json_validation_also_disables_the_local_servers_format(fake_local_server, calls):
+    LiteLLMInterface("local", enable_json_validation=False, mock_response=VALID).send_request(make_request())
+    assert "response_format" not in calls[0]
+
+
+def test_a_lost_local_server_is_resolved_again_on_the_next_request(fake_local_server, sequence):
+    lost = litellm.exceptions.APIConnectionError(message="refused", model="openai/smollm2", llm_provider="openai")
+    sequence(lost, VALID)
+    interface = LiteLLMInterface("local")
+    with pytest.raises(LLMProviderError):
+        interface.send_request(make_request())
+    interface.send_request(make_request())
+    assert fake_local_server == ["local", "local"]
+
+
+def test_async_calls_resolve_local_names_too(fake_local_server):
+    interface = LiteLLMInterface("local", mock_response=VALID)
+    assert asyncio.run(interface.asend_request(make_request())).message
+    assert fake_local_server == ["local"]
+
+
 def test_a_local_server_that_cannot_start_is_a_configuration_error(monkeypatch):
     from llm_fsm import local
 
