@@ -225,7 +225,9 @@ _JS_WS = (
     " \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
     "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
-_DECIMAL_RE = re.compile(r"[+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
+# Unambiguous on purpose (no two parts can both take the same digits), so a hostile
+# 100,000-digit string fails to match in linear time instead of backtracking for hours.
+_DECIMAL_RE = re.compile(r"[+-]?(?:Infinity|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)")
 _INT_RE = re.compile(r"[+-]?\d{1,15}")
 _RADIX_RE = re.compile(r"0(?:[xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)")
 _INDEX_RE = re.compile(r"0|[1-9]\d{0,15}")
@@ -1678,7 +1680,7 @@ assert set(_BUILDERS) == SUPPORTED_OPERATORS
 class CompiledRule:
     """A rule checked and compiled once; evaluate it as often as needed (thread-safe)."""
 
-    __slots__ = ("rule", "reads", "reads_without_default", "budget", "_fn")
+    __slots__ = ("rule", "reads", "reads_without_default", "budget", "_fn", "_limits")
 
     def __init__(
         self,
@@ -1687,6 +1689,7 @@ class CompiledRule:
         reads: frozenset[str],
         reads_without_default: frozenset[str],
         budget: int,
+        limits: tuple[int, int] = (DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES),
     ) -> None:
         self.rule = rule
         #: dot paths the rule reads from the top-level data (static names only)
@@ -1695,6 +1698,11 @@ class CompiledRule:
         self.reads_without_default = reads_without_default
         self.budget = budget
         self._fn = fn
+        self._limits = limits
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Closures do not pickle or deep-copy; the rule does, so copies recompile it.
+        return (_recompile, (self.rule, self._limits, self.budget))
 
     def __repr__(self) -> str:
         return f"CompiledRule({json.dumps(self.rule)[:80]})"
@@ -1768,7 +1776,12 @@ def compile_logic(
         frozenset(compiler.reads),
         frozenset(compiler.reads_without_default),
         budget,
+        (max_depth, max_nodes),
     )
+
+
+def _recompile(rule: Any, limits: tuple[int, int], budget: int) -> CompiledRule:
+    return compile_logic(rule, max_depth=limits[0], max_nodes=limits[1], budget=budget)
 
 
 _CACHE_SIZE = 512

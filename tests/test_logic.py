@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import math
-import time
+import pickle
 
 import pytest
 from hypothesis import given, settings
@@ -168,7 +169,13 @@ def test_check_logic_of_a_valid_rule_is_empty():
     assert check_logic({"and": [{"<": [{"var": "age"}, 18]}, {"in": ["x", {"var": "s"}]}]}) == []
 
 
-@given(st.recursive(st.none() | st.booleans() | st.text(max_size=3) | st.integers(), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=2), max_leaves=20))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.text(max_size=3) | st.integers(),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=2),
+        max_leaves=20,
+    )
+)
 @settings(max_examples=200)
 def test_check_logic_never_raises_and_agrees_with_compile(rule):
     issues = check_logic(rule)
@@ -461,6 +468,19 @@ def test_reads_lists_static_top_level_paths():
     assert rule.reads_without_default == {"customer.tier", "items"}
 
 
+def test_a_huge_numeric_looking_string_is_coerced_in_linear_time():
+    digits = "1" * 200_000
+    assert ev({"==": [{"var": "s"}, 5]}, {"s": digits + "x"}) is False
+    assert ev({"+": [{"var": "s"}, 0]}, {"s": digits + "x"}) == math.inf
+
+
+def test_compiled_rules_survive_pickle_and_deepcopy():
+    rule = compile_logic({"<": [{"var": "age"}, 18]}, budget=7)
+    for clone in (pickle.loads(pickle.dumps(rule)), copy.deepcopy(rule)):
+        assert clone.evaluate_guard({}) == rule.evaluate_guard({})
+        assert clone.budget == 7 and clone.reads == rule.reads
+
+
 def test_compiled_rule_keeps_the_original_rule():
     rule = {"var": "a"}
     compiled = compile_logic(rule)
@@ -535,10 +555,8 @@ def test_guard_with_null_value_counts_as_missing_even_if_the_rule_tests_for_null
 def test_map_over_a_huge_merged_range_exceeds_the_budget():
     big = {"merge": [{"var": "xs"}] * 200}
     rule = compile_logic({"map": [big, {"map": [big, {"+": [1, 2]}]}]})
-    start = time.monotonic()
-    with pytest.raises(LogicBudgetError) as info:
+    with pytest.raises(LogicBudgetError) as info:  # 200,000 x 200,000 steps if it did not stop
         rule.evaluate({"xs": list(range(1000))})
-    assert time.monotonic() - start < 5  # a guard, not a benchmark: it must stop, not run for minutes
     assert "budget of 100000" in str(info.value)
 
 
