@@ -325,6 +325,11 @@ def compare(ours: dict[str, Any] | None, original: dict[str, Any] | None, last_t
                 if turn == 10:
                     entry.update(target=f"<= {TARGET_TOKENS_RATIO_AT_10}", met=a / b <= TARGET_TOKENS_RATIO_AT_10)
                 out[f"tokens_ratio_turn_{turn}"] = entry
+                if turn == 10:
+                    # For readers who count only the prompt text: the same ratio without the reply schema.
+                    a_text = a - ours["prompt_tokens"]["10"]["schema"]
+                    b_text = b - original["prompt_tokens"]["10"]["schema"]
+                    out["tokens_ratio_turn_10_text_only"] = {"value": a_text / b_text}
     if ours:
         a10, alast = tok(ours, 10), tok(ours, last_turn)
         if a10 and alast is not None and last_turn > 10:
