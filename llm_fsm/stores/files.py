@@ -361,6 +361,9 @@ class FileStore(AsyncStoreMixin):
             path = paths.part(n)
             raw = path.read_bytes()
             header = _header(raw)
+            last = _last_entry(raw) if header is not None else None
+            if header is not None and last is not None and last["version"] <= committed_version:
+                return _Tail(part=n, first_seq=int(header["first_seq"]), last_seq=int(last["seq"]))  # the usual case
             keep = 0
             first_seq = last_seq = 0
             if header is not None:
@@ -559,6 +562,24 @@ def _header(raw: bytes) -> dict[str, Any] | None:
     if not isinstance(header, dict) or not isinstance(header.get("first_seq"), int):
         return None
     return header
+
+
+def _last_entry(raw: bytes) -> dict[str, Any] | None:
+    """The last message line when it is complete and sound (the header is not an entry); else None."""
+    if not raw.endswith(b"\n"):
+        return None
+    start = raw.rfind(b"\n", 0, len(raw) - 1) + 1
+    if start == 0:
+        return None
+    try:
+        entry = json.loads(raw[start:-1])
+    except ValueError:
+        return None
+    if isinstance(entry, dict) and all(isinstance(entry.get(k), int) for k in ("seq", "version")) and isinstance(
+        entry.get("message"), dict
+    ):
+        return entry
+    return None
 
 
 def _entries(raw: bytes, path: Path, *, warn: bool = True) -> Iterator[tuple[dict[str, Any] | None, int]]:

@@ -7,6 +7,7 @@ import time
 from llm_fsm.runtime import (
     ConditionResult,
     ContextChange,
+    FlowFrame,
     FSMInstance,
     LLMCallRecord,
     TraceEvent,
@@ -63,6 +64,14 @@ def rich_instance(
         )
         instance.processed_messages[f"msg-{i}"] = reply
         instance.trace.append(TraceEvent(event="turn", timestamp=started + i, data={"index": i}))
+    instance.flow_stack = [
+        FlowFrame(flow_id="root", flow_name="booking", fsm_id="booking", current_state="collect", data={"k": 1}, mode="root")
+    ]
+    instance.completed_flows = [
+        FlowFrame(flow_id="faq_1a2b3c4d", flow_name="faq", fsm_id="faq", current_state="done", status="completed",
+                  mode="call", outputs={"answer": 42}, completed_at=started + 3)
+    ]
+    instance.flow_id, instance.flow_name, instance.flow_mode = "pay_0f0f0f0f", "payment", "call"
     instance.turn_count = turns
     instance.current_state = "confirm"
     instance.updated_at = time.time() if updated_at is None else updated_at
