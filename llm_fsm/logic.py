@@ -196,27 +196,23 @@ def truthy(value: Any) -> bool:
     return value is not _MISSING
 
 
-class _Run:
-    """Per-evaluation state: the remaining work budget and the missing reads."""
-
-    __slots__ = ("left", "missing", "budget")
-
-    def __init__(self, budget: int) -> None:
-        self.left = budget
-        self.budget = budget
-        self.missing: list[str] = []
+# Per-evaluation state, passed to every closure: [steps left, missing reads, budget].
+# A plain list because building it is on the hot path of every evaluation (a class
+# with __init__ costs twice as much); _LEFT/_MISSING_READS/_BUDGET name the slots.
+_Run = list
+_LEFT, _MISSING_READS, _BUDGET = 0, 1, 2
 
 
 def _over_budget(st: _Run, path: str) -> LogicBudgetError:
     return LogicBudgetError(
-        f"evaluation exceeded its work budget of {st.budget} steps", path=path
+        f"evaluation exceeded its work budget of {st[_BUDGET]} steps", path=path
     )
 
 
 def _charge(st: _Run | None, n: int, path: str = "$") -> None:
     if st is not None:
-        st.left -= n
-        if st.left < 0:
+        st[_LEFT] -= n
+        if st[_LEFT] < 0:
             raise _over_budget(st, path)
 
 
@@ -902,10 +898,10 @@ def _static_var(
         def var_tracked1(d: Any, st: _Run) -> Any:
             v = d.get(t0, _MISSING) if type(d) is dict else _key_step(d, t0, j0)
             if v is _MISSING:
-                st.missing.append(key)
+                st[_MISSING_READS].append(key)
                 return None
             if v is None:
-                st.missing.append(key)
+                st[_MISSING_READS].append(key)
             return v
 
         return var_tracked1
@@ -917,10 +913,10 @@ def _static_var(
             v = d.get(t0, _MISSING) if type(d) is dict else _key_step(d, t0, j0)
             v = v.get(t1, _MISSING) if type(v) is dict else _key_step(v, t1, j1)
             if v is _MISSING:
-                st.missing.append(key)
+                st[_MISSING_READS].append(key)
                 return None
             if v is None:
-                st.missing.append(key)
+                st[_MISSING_READS].append(key)
             return v
 
         return var_tracked2
@@ -930,10 +926,10 @@ def _static_var(
         def var_tracked(d: Any, st: _Run) -> Any:
             v = get(d)
             if v is _MISSING:
-                st.missing.append(key)
+                st[_MISSING_READS].append(key)
                 return None
             if v is None:
-                st.missing.append(key)
+                st[_MISSING_READS].append(key)
             return v
 
         return var_tracked
@@ -965,12 +961,12 @@ def _dynamic_var(name_fn: Fn, default_fn: Fn | None, default: Any, track: bool) 
         v = _lookup(d, _split_path(key))
         if v is _MISSING:
             if track:
-                st.missing.append(key)
+                st[_MISSING_READS].append(key)
             if default_fn is None:
                 return None
             return default_fn(d, st)
         if v is None and track:
-            st.missing.append(key)
+            st[_MISSING_READS].append(key)
         return v
 
     return var_dynamic
@@ -1355,8 +1351,8 @@ def _build_cat(c: _Compiler, args: list[Any], paths: list[str], op_path: str, sc
             v = f(d, st)
             out.append(v if type(v) is str else ("" if v is None else _to_str(v, st)))
         s = "".join(out)
-        st.left -= len(s)
-        if st.left < 0:
+        st[_LEFT] -= len(s)
+        if st[_LEFT] < 0:
             raise _over_budget(st, op_path)
         return s
 
@@ -1388,8 +1384,8 @@ def _build_merge(c: _Compiler, args: list[Any], paths: list[str], op_path: str, 
         for f in fns:
             v = f(d, st)
             if type(v) is list or type(v) is tuple:
-                st.left -= len(v)
-                if st.left < 0:
+                st[_LEFT] -= len(v)
+                if st[_LEFT] < 0:
                     raise _over_budget(st, op_path)
                 out.extend(v)
             else:
@@ -1579,8 +1575,8 @@ def _make_iterator(kind: str) -> Callable[..., Fn]:
                 items = coll_fn(d, st)
                 if type(items) is not list and type(items) is not tuple:
                     return []
-                st.left -= len(items) * cost
-                if st.left < 0:
+                st[_LEFT] -= len(items) * cost
+                if st[_LEFT] < 0:
                     raise _over_budget(st, op_path)
                 return [body(x, st) for x in items]
 
@@ -1591,8 +1587,8 @@ def _make_iterator(kind: str) -> Callable[..., Fn]:
                 items = coll_fn(d, st)
                 if type(items) is not list and type(items) is not tuple:
                     return []
-                st.left -= len(items) * cost
-                if st.left < 0:
+                st[_LEFT] -= len(items) * cost
+                if st[_LEFT] < 0:
                     raise _over_budget(st, op_path)
                 return [x for x in items if truthy(body(x, st))]
 
@@ -1605,8 +1601,8 @@ def _make_iterator(kind: str) -> Callable[..., Fn]:
                 acc = init_fn(d, st)
                 if type(items) is not list and type(items) is not tuple:
                     return acc
-                st.left -= len(items) * cost
-                if st.left < 0:
+                st[_LEFT] -= len(items) * cost
+                if st[_LEFT] < 0:
                     raise _over_budget(st, op_path)
                 for x in items:
                     acc = body({"current": x, "accumulator": acc}, st)
@@ -1622,8 +1618,8 @@ def _make_iterator(kind: str) -> Callable[..., Fn]:
             if (type(items) is not list and type(items) is not tuple) or not items:
                 return empty_result
             for x in items:
-                st.left -= cost
-                if st.left < 0:
+                st[_LEFT] -= cost
+                if st[_LEFT] < 0:
                     raise _over_budget(st, op_path)
                 if truthy(body(x, st)) is stop_on:
                     return kind == "some" if stop_on else False
@@ -1712,7 +1708,8 @@ class CompiledRule:
 
         Raises LogicBudgetError when the evaluation would exceed its work budget.
         """
-        st = _Run(self.budget if budget is None else budget)
+        b = self.budget if budget is None else budget
+        st: _Run = [b, [], b]
         try:
             return self._fn(data, st)
         except LogicError:
@@ -1729,16 +1726,26 @@ class CompiledRule:
         listed in ``missing_vars``. Reads inside map/filter/reduce/all/some/none
         bodies and the lookups of ``missing``/``missing_some`` do not count.
         """
-        st = _Run(self.budget if budget is None else budget)
+        b = self.budget if budget is None else budget
+        st: _Run = [b, [], b]
         try:
             value = self._fn(data, st)
         except LogicError:
             raise
         except Exception as exc:
             raise _evaluation_error(exc) from exc
-        if st.missing:
-            return GuardResult(value, False, tuple(dict.fromkeys(st.missing)))
+        if st[_MISSING_READS]:
+            return GuardResult(value, False, tuple(dict.fromkeys(st[_MISSING_READS])))
+        if value is True:
+            return _HOLDS
+        if value is False:
+            return _DOES_NOT_HOLD
         return GuardResult(value, truthy(value), ())
+
+
+# The two most common guard results, shared (they are immutable) to save building them.
+_HOLDS = GuardResult(True, True, ())
+_DOES_NOT_HOLD = GuardResult(False, False, ())
 
 
 def _evaluation_error(exc: Exception) -> LogicError:
