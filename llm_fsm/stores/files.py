@@ -49,6 +49,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from ..errors import ConcurrentUpdateError, StoreCorruptedError, StoreError, StoreUnavailableError
 from ..runtime import FSMInstance
@@ -86,6 +87,11 @@ def segment(value: str | None) -> str:
     if value == "_":
         return "%5F"
     return "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode("utf-8")) for c in value)
+
+
+def unsegment(text: str) -> str:
+    """A conversation id back from its file-name segment (the inverse of ``segment`` for non-None ids)."""
+    return "" if text == "%" else unquote(text)
 
 
 @dataclass(frozen=True)
@@ -310,7 +316,7 @@ class FileStore(AsyncStoreMixin):
     def _read_listed(self, directory: Path, primary: Path) -> FSMInstance | None:
         paths = _Paths(directory, primary.name[: -len(".json")])
         try:
-            return self._read_record(paths, primary.stem)
+            return self._read_record(paths, unsegment(paths.base))
         except StoreCorruptedError as exc:
             logger.warning("skipping an unreadable conversation in list(): %s", exc)
             return None
@@ -613,4 +619,4 @@ def _entries(raw: bytes, path: Path, *, warn: bool = True) -> Iterator[tuple[dic
         start = end + 1
 
 
-__all__ = ["DEFAULT_ARCHIVE_PART_SIZE", "FileStore", "segment"]
+__all__ = ["DEFAULT_ARCHIVE_PART_SIZE", "FileStore", "segment", "unsegment"]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from llm_fsm.errors import ConversationNotFoundError, StoreCorruptedError, StoreUnavailableError
 from llm_fsm.runtime import FSMInstance
 from llm_fsm.stores import FileStore, open_store
-from llm_fsm.stores.files import segment
+from llm_fsm.stores.files import segment, unsegment
 
 from .factories import plain_instance, rich_instance
 
@@ -93,6 +93,8 @@ def test_segments_are_distinct_for_distinct_ids_and_safe_as_file_names(a: str | 
     assert (sa == sb) == (a == b)
     for s in (sa, sb):
         assert s and "/" not in s and "." not in s and "\0" not in s
+    if a is not None:
+        assert unsegment(sa) == a
 
 
 def test_open_store_with_a_file_url_opens_the_directory(tmp_path: Path) -> None:
