@@ -575,6 +575,15 @@ def _arity_hint(op: str) -> str:
     return f"'{op}' takes {want}"
 
 
+def _too_large(path: str, max_nodes: int) -> LogicIssue:
+    return LogicIssue(
+        "too-large",
+        path,
+        f"rule has more than {max_nodes} nodes",
+        "split it into several conditions, or move constant lists into the context",
+    )
+
+
 def _scan(rule: Any, max_depth: int, max_nodes: int, first_only: bool) -> list[LogicIssue]:
     """Every structural problem of a rule, found without recursion.
 
@@ -589,14 +598,7 @@ def _scan(rule: Any, max_depth: int, max_nodes: int, first_only: bool) -> list[L
         value, path, depth, literal = stack.pop()
         nodes += 1
         if nodes > max_nodes:
-            issues.append(
-                LogicIssue(
-                    "too-large",
-                    path,
-                    f"rule has more than {max_nodes} nodes",
-                    "split it into several conditions, or move constant lists into the context",
-                )
-            )
+            issues.append(_too_large(path, max_nodes))
             break
         t = type(value)
         if value is None or t is bool or t is str or t is int:
@@ -635,6 +637,9 @@ def _scan(rule: Any, max_depth: int, max_nodes: int, first_only: bool) -> list[L
             if first_only:
                 break
             continue
+        if nodes + len(value) > max_nodes:  # say so before listing a million children
+            issues.append(_too_large(path, max_nodes))
+            break
         children: list[tuple[Any, str, int, bool]] = []
         if t is dict:
             bad_keys = [k for k in value if type(k) is not str]

@@ -7,7 +7,9 @@ starts passing, the test fails and this table must be updated.
 from __future__ import annotations
 
 ARITY = (
-    "arity: we reject at compile time an argument count that the reference silently ignores (extra operands of -, /, %, ==, >, ...; no operand of and/or/!/!!/*) and that the community suite gives a new meaning"
+    "arity: we reject at compile time an argument count that the reference silently ignores "
+    "(extra operands of -, /, %, ==, >, ...; no operand of and/or/!/!!/*) and that the "
+    "community suite gives a new meaning"
 )
 ARITY_IDS = (
     "arithmetic/multiply.json#14",
@@ -49,7 +51,8 @@ ARITY_IDS = (
 )
 
 VALUE_NOT_ERROR = (
-    "value, not error: the community suite raises on NaN or invalid arguments; the reference (and we) return a value (NaN, false, [] ...)"
+    "value, not error: the community suite raises on NaN or invalid arguments; the reference "
+    "(and we) return a value (NaN, false, [] ...)"
 )
 VALUE_NOT_ERROR_IDS = (
     "arithmetic/plus.json#24",
@@ -118,7 +121,9 @@ VALUE_NOT_ERROR_IDS = (
 )
 
 NON_ARRAY_ARGUMENT = (
-    "non-array argument: the reference treats a non-array argument as one argument; the community suite rejects it for and/or/if and spreads an operator's array result into arguments"
+    "non-array argument: the reference treats a non-array argument as one argument; the "
+    "community suite rejects it for and/or/if and spreads an operator's array result into "
+    "arguments"
 )
 NON_ARRAY_ARGUMENT_IDS = (
     "control/and.json#21",
@@ -131,7 +136,8 @@ NON_ARRAY_ARGUMENT_IDS = (
 )
 
 PARSEFLOAT = (
-    "parseFloat: the reference adds and multiplies through parseFloat, so true, false, null and "" give NaN; the community suite uses Number() (true is 1)"
+    "parseFloat: the reference adds and multiplies through parseFloat, so true, false, null and "
+    "the empty string give NaN; the community suite uses Number() (true is 1)"
 )
 PARSEFLOAT_IDS = (
     "arithmetic/plus.json#5",

@@ -1,6 +1,6 @@
 """Run the JsonLogic compatibility suites against llm_fsm.logic and print pass counts.
 
-Usage: ``python tests/data/jsonlogic/report.py [--failures]``
+Usage: ``python tests/data/jsonlogic/report.py [--failures | --differences]``
 
 Each case of ``compat-suites/`` falls in one of two groups:
 
@@ -183,7 +183,8 @@ def report(show_failures: bool = False) -> str:
         totals = [a + b for a, b in zip(totals, row)]
         rows.append((name, row, len(unsupported)))
     lines = [
-        "| file | cases | supported ops | pass | expected difference | unexpected failure | unsupported, rejected at compile |",
+        "| file | cases | supported ops | pass | expected difference | unexpected failure "
+        "| unsupported, rejected at compile |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, (n, s, p, d, u, r), nu in rows:
@@ -196,5 +197,20 @@ def report(show_failures: bool = False) -> str:
     return "\n".join(lines)
 
 
+def differences_table() -> str:
+    """The expected differences as a Markdown table, one row per reason."""
+    sys.path.insert(0, str(HERE))
+    by_reason: dict[str, list[str]] = {}
+    for case_id, reason in expected_differences().items():
+        by_reason.setdefault(reason, []).append(case_id)
+    lines = ["| reason | cases | ids |", "|---|---:|---|"]
+    for reason, ids in by_reason.items():
+        lines.append(f"| {reason} | {len(ids)} | {', '.join(f'`{i}`' for i in ids)} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    print(report(show_failures="--failures" in sys.argv))
+    if "--differences" in sys.argv:
+        print(differences_table())
+    else:
+        print(report(show_failures="--failures" in sys.argv))
