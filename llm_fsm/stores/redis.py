@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ..errors import ConcurrentUpdateError, ConversationNotFoundError, StoreCorruptedError, StoreError, StoreUnavailableError
+from ..errors import ConcurrentUpdateError, ConversationNotFoundError, StoreError, StoreUnavailableError
 from ..runtime import FSMInstance
 from .base import AsyncStoreMixin, ConversationSummary
 from .codec import (
