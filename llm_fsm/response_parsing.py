@@ -68,25 +68,17 @@ def response_json_schema(
     state offers more than an ordinary answer: small models only fill fields
     the schema names.
     """
-    target: dict[str, Any] = {
-        "type": "string",
-        "maxLength": max_string_chars,
-        "description": "Id of the state to move to; the current state's id to stay.",
-    }
+    # An enum bounds the string by itself; type and maxLength only matter without one.
+    target: dict[str, Any] = {"type": "string", "maxLength": max_string_chars}
     if allowed_targets is not None:
-        target["enum"] = list(dict.fromkeys(allowed_targets)) or [STAY]
+        target = {"enum": list(dict.fromkeys(allowed_targets)) or [STAY]}
     depth = max(1, max_value_depth)
     extra: dict[str, Any] = {}
     if intents:
-        extra["intent"] = {
-            "type": "string",
-            "enum": list(dict.fromkeys(intents)),
-            "description": "What the user's message is: see <intents>.",
-        }
+        extra["intent"] = {"enum": list(dict.fromkeys(intents))}
     if flows:
         extra["flow"] = {
-            "anyOf": [{"type": "string", "enum": list(dict.fromkeys(flows))}, {"type": "null"}],
-            "description": "The flow to start or resume, with intent start_flow or resume_flow.",
+            "enum": [*dict.fromkeys(flows), None],
         }
     return {
         "type": "object",
@@ -98,7 +90,6 @@ def response_json_schema(
                     "target_state": target,
                     "context_update": {
                         "type": "object",
-                        "description": "Information extracted from the user's message, as key: value.",
                         "additionalProperties": {"$ref": "#/$defs/value1"},
                     },
                 },
@@ -109,13 +100,8 @@ def response_json_schema(
                 "type": "string",
                 "minLength": 1,
                 "maxLength": max_message_chars,
-                "description": "The reply shown to the user.",
             },
-            "reasoning": {
-                "type": "string",
-                "maxLength": max_string_chars,
-                "description": "Short explanation of the decision, for debugging.",
-            },
+            "reasoning": {"type": "string", "maxLength": max_string_chars},
         },
         "required": ["transition", "message"],
         "additionalProperties": False,
@@ -131,15 +117,19 @@ def _value_defs(max_string_chars: int, depth: int) -> dict[str, Any]:
     """
     defs: dict[str, Any] = {}
     for level in range(1, depth + 1):
-        deeper: dict[str, Any] = {"$ref": f"#/$defs/value{level + 1}"} if level < depth else {}
+        containers: list[dict[str, Any]]
+        if level < depth:
+            deeper = {"$ref": f"#/$defs/value{level + 1}"}
+            containers = [{"type": "array", "items": deeper}, {"type": "object", "additionalProperties": deeper}]
+        else:
+            containers = [{"type": "array"}, {"type": "object"}]
         defs[f"value{level}"] = {
             "anyOf": [
                 {"type": "string", "maxLength": max_string_chars},
                 {"type": "number"},
                 {"type": "boolean"},
                 {"type": "null"},
-                {"type": "array", "items": deeper},
-                {"type": "object", "additionalProperties": deeper},
+                *containers,
             ]
         }
     return defs
