@@ -202,6 +202,37 @@ class StoreCorruptedError(StoreError):
 
 
 
+class ScriptError(FSMError, ValueError):
+    """A conversation test script (``*.conv.yaml``) or a recording could not be read or is invalid.
+
+    Located like ``DefinitionError`` (file, path into the script, line) so a
+    typo in an expectation is reported where it is, not as a failing test.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        path: str | None = None,
+        line: int | None = None,
+        problems: list[tuple[str, str]] | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.path = path
+        self.line = line
+        self.problems = problems or ([(path, message)] if path else [])
+        where = []
+        if file:
+            where.append(file + (f":{line}" if line else ""))
+        if path:
+            where.append(path)
+        prefix = " ".join(where)
+        text = f"{prefix}: {message}" if prefix else message
+        super().__init__("\n".join([text, *(f"  {p}: {m}" for p, m in self.problems[1:])]))
+
+
 class TurnNotFoundError(FSMError, IndexError):
     """``explain`` was asked for a turn that does not exist or is no longer kept."""
 

@@ -1,0 +1,346 @@
+"""Conversation scripts: the format is strict and located; the runner checks every expectation."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from llm_fsm.errors import ScriptError
+from llm_fsm.loading import load_fsm_definition
+from llm_fsm.runtime import FSMInstance
+from llm_fsm.script_runner import ScriptedConversationModel, check_expectations, run_conversation, same_value
+from llm_fsm.scripts import Expectation, discover, load_script, parse_script
+
+FORM = """\
+name: Form
+description: name, then email, then done
+initial_state: ask_name
+states:
+  ask_name:
+    id: ask_name
+    description: asking the name
+    purpose: get the name
+    required_context_keys: [name]
+    transitions:
+      - target_state: ask_email
+        description: name given
+        conditions:
+          - description: a name is recorded
+            requires_context_keys: [name]
+  ask_email:
+    id: ask_email
+    description: asking the email
+    purpose: get the email
+    required_context_keys: [email]
+    transitions:
+      - target_state: done
+        description: email given
+        conditions:
+          - description: the email has an @
+            requires_context_keys: [email]
+            logic: {in: ["@", {var: email}]}
+  done:
+    id: done
+    description: finished
+    purpose: say goodbye
+    transitions: []
+"""
+
+
+@pytest.fixture()
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "form.yaml").write_text(FORM, encoding="utf-8")
+    return tmp_path
+
+
+def write(folder: Path, text: str, name: str = "form.conv.yaml") -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def run(path: Path):
+    script = load_script(path)
+    definition = load_fsm_definition(script.definition_path, cache=None)
+    conversation = script.conversations[0]
+    return run_conversation(conversation, definition, ScriptedConversationModel(conversation))
+
+
+HAPPY = """\
+definition: form.yaml
+name: happy path
+turns:
+  - user: "I'm Ann"
+    model: {target_state: ask_email, context_update: {name: Ann}, message: "Thanks Ann, your email?"}
+    expect: {state: ask_email, context: {name: Ann, email: {absent: true}}, ended: false, verdict: proposal_accepted}
+  - user: "ann@example.com"
+    model: {target_state: done, context_update: {email: ann@example.com}, message: "Bye!"}
+    expect: {state: done, ended: true, context: {email: {regex: "^[^@]+@example\\\\.com$"}}}
+"""
+
+
+# --- the format ------------------------------------------------------------------------------
+
+
+def test_a_single_conversation_script_is_named_by_its_name_key(folder: Path) -> None:
+    script = load_script(write(folder, HAPPY))
+    assert [c.name for c in script.conversations] == ["happy path"]
+    assert script.definition_path == folder / "form.yaml"
+    assert [t.index for t in script.conversations[0].turns] == [1, 2]
+
+
+def test_the_definition_path_is_relative_to_the_script_not_the_working_directory(folder: Path) -> None:
+    (folder / "conversations").mkdir()
+    path = write(folder, HAPPY.replace("definition: form.yaml", "definition: ../form.yaml"), "conversations/x.conv.yaml")
+    assert load_script(path).definition_path.resolve() == (folder / "form.yaml").resolve()
+
+
+def test_conversations_inherit_the_scripts_initial_context_and_opening_unless_they_set_their_own(folder: Path) -> None:
+    script = load_script(
+        write(
+            folder,
+            """\
+            definition: form.yaml
+            initial_context: {plan: basic}
+            opening: "Welcome!"
+            conversations:
+              - name: inherits
+                turns: [{user: hi, model: "Hello"}]
+              - name: overrides
+                initial_context: {plan: pro}
+                opening: {message: "Hi pro"}
+                turns: [{user: hi, model: "Hello"}]
+            """,
+        )
+    )
+    first, second = script.conversations
+    assert (first.initial_context, first.opening.message) == ({"plan": "basic"}, "Welcome!")
+    assert (second.initial_context, second.opening.message) == ({"plan": "pro"}, "Hi pro")
+
+
+def test_an_unknown_key_in_an_expectation_is_an_error_with_its_path_and_line(folder: Path) -> None:
+    text = HAPPY.replace("expect: {state: done,", "expect: {stat: done,")
+    with pytest.raises(ScriptError) as info:
+        load_script(write(folder, text))
+    assert info.value.path == "$.turns[1].expect.stat"
+    assert info.value.line == 9
+    assert "unknown key 'stat'" in str(info.value)
+
+
+def test_a_typo_in_a_context_matcher_is_an_error_rather_than_an_exact_value(folder: Path) -> None:
+    with pytest.raises(ScriptError) as info:
+        load_script(write(folder, HAPPY.replace("{absent: true}", "{absnt: true}")))
+    assert info.value.path == "$.turns[0].expect.context.email"
+    assert "unknown matcher key 'absnt'" in str(info.value)
+
+
+def test_an_invalid_regex_is_refused_when_the_script_is_loaded(folder: Path) -> None:
+    with pytest.raises(ScriptError) as info:
+        load_script(write(folder, HAPPY.replace('{regex: "^[^@]+@example\\\\.com$"}', '{regex: "(("}')))
+    assert info.value.path == "$.turns[1].expect.context.email"
+    assert "invalid regex" in str(info.value)
+
+
+def test_a_matcher_takes_exactly_one_operator(folder: Path) -> None:
+    with pytest.raises(ScriptError, match="exactly one of"):
+        load_script(write(folder, HAPPY.replace("{absent: true}", "{absent: true, present: false}")))
+
+
+def test_every_problem_is_listed_not_only_the_first(folder: Path) -> None:
+    text = HAPPY.replace("expect: {state: done,", "expect: {stat: done,").replace("{absent: true}", "{absnt: true}")
+    with pytest.raises(ScriptError) as info:
+        load_script(write(folder, text))
+    assert {path for path, _ in info.value.problems} == {"$.turns[0].expect.context.email", "$.turns[1].expect.stat"}
+
+
+def test_a_script_has_either_turns_or_conversations(folder: Path) -> None:
+    with pytest.raises(ScriptError, match="either turns"):
+        load_script(write(folder, "definition: form.yaml\n"))
+
+
+def test_a_missing_definition_is_reported_at_the_definition_key(folder: Path) -> None:
+    with pytest.raises(ScriptError) as info:
+        load_script(write(folder, HAPPY.replace("form.yaml", "nope.yaml")))
+    assert (info.value.path, info.value.line) == ("$.definition", 1)
+
+
+def test_invalid_yaml_is_a_script_error_with_a_line(folder: Path) -> None:
+    with pytest.raises(ScriptError) as info:
+        load_script(write(folder, "definition: form.yaml\nturns: [\n  - user: x\n"))
+    assert info.value.line is not None
+
+
+def test_two_conversations_with_one_name_are_refused(folder: Path) -> None:
+    text = """\
+    definition: form.yaml
+    conversations:
+      - {name: same, turns: [{user: a, model: x}]}
+      - {name: same, turns: [{user: b, model: y}]}
+    """
+    with pytest.raises(ScriptError, match="two conversations are named 'same'"):
+        load_script(write(folder, text))
+
+
+def test_a_model_reply_needs_a_message_and_one_shape(folder: Path) -> None:
+    with pytest.raises(ScriptError, match="non-empty message"):
+        parse_script("definition: form.yaml\nturns: [{user: a, model: {target_state: ask_email}}]\n", file=folder / "a.conv.yaml")
+    with pytest.raises(ScriptError, match="not both"):
+        parse_script(
+            "definition: form.yaml\nturns: [{user: a, model: {transition: {target_state: x}, target_state: y, message: m}}]\n",
+            file=folder / "a.conv.yaml",
+        )
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+def test_a_script_whose_expectations_hold_passes_every_turn(folder: Path) -> None:
+    result = run(write(folder, HAPPY))
+    assert result.passed, [t.failures for t in result.turns]
+    assert (result.final_state, result.ended) == ("done", True)
+    assert [r.verdict.kind for r in result.records] == ["proposal_accepted", "proposal_accepted"]
+
+
+def test_a_wrong_state_fails_the_turn_and_names_both_states(folder: Path) -> None:
+    result = run(write(folder, HAPPY.replace("expect: {state: ask_email,", "expect: {state: done,")))
+    assert not result.passed
+    assert result.turns[0].failures == ["state: expected done, got ask_email"]
+    assert result.turns[1].passed
+
+
+def test_an_expected_state_the_definition_does_not_declare_is_pointed_out(folder: Path) -> None:
+    result = run(write(folder, HAPPY.replace("expect: {state: ask_email,", "expect: {state: ask_emial,")))
+    assert "declares no state 'ask_emial'" in result.turns[0].failures[0]
+
+
+def test_a_plain_string_model_answer_stays_and_says_that_message(folder: Path) -> None:
+    result = run(
+        write(folder, 'definition: form.yaml\nturns: [{user: hello, model: "Your name?", expect: {state: ask_name, verdict: stay}}]\n')
+    )
+    assert result.passed
+    assert result.turns[0].reply == "Your name?"
+
+
+def test_a_refused_proposal_gets_the_turns_own_message_when_no_regenerate_answer_is_given(folder: Path) -> None:
+    text = """\
+    definition: form.yaml
+    turns:
+      - user: hello
+        model: {target_state: ask_email, message: "What is your name?"}
+        expect: {state: ask_name, verdict: stay_rejected, reply: "What is your name?"}
+    """
+    result = run(write(folder, text))
+    assert result.passed, result.turns[0].failures
+    assert [c.purpose for c in result.records[0].llm_calls] == ["turn", "regenerate"]
+
+
+def test_a_regenerate_answer_is_what_the_user_sees_when_the_engine_overrules_the_model(folder: Path) -> None:
+    text = """\
+    definition: form.yaml
+    turns:
+      - user: "Ann"
+        model: {context_update: {name: Ann}, message: "Nice name."}
+        regenerate: "Thanks Ann! Your email?"
+        expect: {state: ask_email, verdict: guarded_fallback, reply: {regex: "^Thanks Ann"}}
+    """
+    assert run(write(folder, text)).passed
+
+
+def test_raw_model_output_is_parsed_like_a_real_models_and_an_expected_error_passes(folder: Path) -> None:
+    text = """\
+    definition: form.yaml
+    turns:
+      - user: "Ann"
+        model: {raw: "sorry, I cannot answer in JSON"}
+        expect: {error: MalformedOutputError, state: ask_name, context: {name: {absent: true}}}
+      - user: "Ann"
+        model: {raw: '{"transition": {"target_state": "ask_email", "context_update": {"name": "Ann"}}, "message": "Email?"}'}
+        expect: {state: ask_email}
+    """
+    result = run(write(folder, text))
+    assert result.passed, [t.failures for t in result.turns]
+    assert result.turns[0].error.startswith("MalformedOutputError")
+
+
+def test_an_unexpected_model_failure_fails_the_turn_with_the_error(folder: Path) -> None:
+    result = run(write(folder, 'definition: form.yaml\nturns: [{user: x, model: {raw: "no json here"}}]\n'))
+    assert not result.passed
+    assert result.turns[0].failures[0].startswith("the turn failed: MalformedOutputError")
+
+
+def test_a_turn_without_a_model_answer_fails_offline_and_later_turns_are_skipped(folder: Path) -> None:
+    result = run(write(folder, "definition: form.yaml\nturns: [{user: a}, {user: b, model: ok}]\n"))
+    assert "has no model: answer" in result.turns[0].failures[0]
+    assert result.turns[1].skipped
+
+
+def test_a_turn_after_the_conversation_ended_fails(folder: Path) -> None:
+    text = HAPPY + '  - user: "one more thing"\n    model: "ok"\n'
+    result = run(write(folder, text))
+    assert not result.passed
+    assert "already ended in state done" in result.turns[2].failures[0]
+
+
+def test_context_keys_with_dots_reach_into_nested_values(folder: Path) -> None:
+    instance = FSMInstance(fsm_id="f", current_state="s")
+    instance.context.data = {"issue": {"category": "billing", "resolved": True}}
+    expect = Expectation.model_validate({"context": {"issue.category": "billing", "issue.resolved": {"equals": True}}})
+    assert check_expectations(expect, instance, None, None) == []
+
+
+def test_every_matcher_reports_what_it_expected_and_what_it_got() -> None:
+    instance = FSMInstance(fsm_id="f", current_state="s")
+    instance.context.data = {"age": 34, "email": "", "name": "Ann"}
+    expect = Expectation.model_validate(
+        {"context": {"age": {"regex": "^4"}, "email": {"present": True}, "name": {"absent": True}, "phone": "123"}}
+    )
+    assert check_expectations(expect, instance, None, None) == [
+        "context.age: expected a match for /^4/, got 34",
+        'context.email: expected present, got ""',
+        'context.name: expected absent, got "Ann"',
+        'context.phone: expected "123", got (missing)',
+    ]
+
+
+def test_an_empty_stack_expectation_holds_on_the_root_flow_and_a_non_empty_one_fails() -> None:
+    instance = FSMInstance(fsm_id="f", current_state="s")
+    assert check_expectations(Expectation(stack=[]), instance, None, None) == []
+    assert check_expectations(Expectation(stack=["check_booking"]), instance, None, None) == [
+        'stack: expected ["check_booking"], got []'
+    ]
+
+
+@pytest.mark.parametrize(
+    ("actual", "expected", "same"),
+    [(True, 1, False), (1, 1.0, True), ({"a": [1, True]}, {"a": [1, True]}, True), ("1", 1, False), (None, None, True)],
+)
+def test_values_compare_as_json_values(actual, expected, same) -> None:
+    assert same_value(actual, expected) is same
+
+
+# --- finding scripts -----------------------------------------------------------------------
+
+
+def test_a_folder_yields_its_scripts_and_its_definitions_but_not_other_data(folder: Path) -> None:
+    write(folder, HAPPY)
+    (folder / "data.json").write_text('{"rows": []}', encoding="utf-8")
+    found = discover([folder])
+    assert found.scripts == [folder / "form.conv.yaml"]
+    assert found.definitions == [folder / "form.yaml"]
+
+
+def test_a_definition_brings_the_scripts_beside_it_and_in_conversations_that_name_it(folder: Path) -> None:
+    (folder / "conversations").mkdir()
+    (folder / "other.yaml").write_text(FORM.replace("name: Form", "name: Other"), encoding="utf-8")
+    write(folder, HAPPY)
+    write(folder, HAPPY.replace("form.yaml", "../form.yaml"), "conversations/more.conv.yaml")
+    write(folder, HAPPY.replace("form.yaml", "../other.yaml"), "conversations/other.conv.yaml")
+    found = discover([folder / "form.yaml"])
+    assert sorted(p.name for p in found.scripts) == ["form.conv.yaml", "more.conv.yaml"]
+
+
+def test_a_path_that_does_not_exist_is_a_script_error(folder: Path) -> None:
+    found = discover([folder / "missing"])
+    assert found.scripts == [] and "no such file" in str(found.errors[0])
