@@ -69,7 +69,10 @@ def summary(report: SuiteReport) -> str:
     failed = len(report.failed)
     turns = sum(len(r.turns) for r in report.results)
     failed_turns = sum(1 for r in report.results for t in r.turns if not t.passed)
-    text = f"{total} conversation{'s' if total != 1 else ''}: {total - failed} passed, {failed} failed; {turns} turns, {failed_turns} failed"
+    text = (
+        f"{total} conversation{'s' if total != 1 else ''}: {total - failed} passed, {failed} failed; "
+        f"{turns} turn{'s' if turns != 1 else ''}, {failed_turns} failed"
+    )
     if report.errors:
         text += f"; {len(report.errors)} unreadable input{'s' if len(report.errors) != 1 else ''}"
     return text

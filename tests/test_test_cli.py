@@ -282,3 +282,12 @@ def test_recording_names_come_from_the_script_and_the_conversation(folder: Path)
 
     script = load_script(folder / "form.conv.yaml")
     assert [recording_name(c) for c in script.conversations] == ["form--00-happy-path.json", "form--01-small-talk-first.json"]
+
+
+def test_recording_and_replaying_the_shipped_scripts_gives_the_same_routes(tmp_path: Path) -> None:
+    recorded = run_suite([ROOT / "definitions"], record_dir=tmp_path)
+    replayed = run_suite([ROOT / "definitions"], replay_dir=tmp_path)
+    assert recorded.passed and replayed.passed, [f for r in replayed.results for f in r.failures]
+    assert [[s.to_json() for s in r.path] for r in replayed.results] == [[s.to_json() for s in r.path] for r in recorded.results]
+    assert [r.opening for r in replayed.results] == [r.opening for r in recorded.results]
+    assert [[t.reply for t in r.turns] for r in replayed.results] == [[t.reply for t in r.turns] for r in recorded.results]
