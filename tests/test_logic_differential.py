@@ -173,6 +173,7 @@ def any_rule(depth: int = 3) -> st.SearchStrategy[Any]:
             st.lists(num_expr(1) | str_expr(1) | bool_expr(1), min_size=1, max_size=3),
         ),
         st.builds(lambda xs: {"if": xs}, st.lists(bool_expr(1) | num_expr(1) | str_expr(1), max_size=5)),
+        st.builds(lambda c, x, y: {"?:": [c, x, y]}, bool_expr(2), num_expr(1), str_expr(1)),
     )
 
 
