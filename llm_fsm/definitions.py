@@ -14,9 +14,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 from .guards import Guard, compile_guard
 
@@ -25,6 +34,17 @@ DEFAULT_PRIORITY = 100
 
 #: JSON Schema dialect and id of the generated schema
 SCHEMA_ID = "https://llm-fsm.dev/schemas/fsm_definition.schema.json"
+
+
+def _json_integer(value: Any) -> Any:
+    # Lax int would take "5" and true; JSON Schema's integer does not, and the two must agree.
+    if isinstance(value, (bool, str)):
+        raise ValueError("must be an integer")
+    return value
+
+
+#: an integer as JSON Schema means it: 5 and 5.0, never "5" or true
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
 
 
 class _Model(BaseModel):
@@ -219,10 +239,10 @@ class FSMDefinition(_Model):
     flows: list[FlowDeclaration] | None = Field(
         default=None, description="Sub-flows the model may start from any state of this definition."
     )
-    cancellable: bool = Field(
+    cancellable: StrictBool = Field(
         default=True, description="Whether the user can cancel this flow (a sub-flow pops; the root ends as cancelled)."
     )
-    max_consecutive_digressions: int = Field(
+    max_consecutive_digressions: JsonInt = Field(
         default=3, ge=0, description="Side questions answered in a row before the assistant steers back."
     )
 
