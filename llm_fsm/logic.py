@@ -872,31 +872,8 @@ def _static_var(
     if default_fn is None:
         const_default, default = True, None
 
-    if len(keys) == 1:
-        (k0, i0), = keys
-
-        def get(d: Any) -> Any:
-            if type(d) is dict:
-                return d.get(k0, _MISSING)
-            return _key_step(d, k0, i0)
-
-    elif len(keys) == 2:
-        (k0, i0), (k1, i1) = keys
-
-        def get(d: Any) -> Any:
-            if type(d) is dict:
-                d = d.get(k0, _MISSING)
-            else:
-                d = _key_step(d, k0, i0)
-            if type(d) is dict:
-                return d.get(k1, _MISSING)
-            return _key_step(d, k1, i1)
-
-    else:
-
-        def get(d: Any) -> Any:
-            return _lookup(d, keys)
-
+    # The common guard read, a top-level var without default of one or two segments,
+    # gets the lookup inlined: it is most of the time a guard takes.
     if track and len(keys) == 1:
         (t0, j0), = keys
 
@@ -925,6 +902,31 @@ def _static_var(
             return v
 
         return var_tracked2
+
+    if len(keys) == 1:
+        (k0, i0), = keys
+
+        def get(d: Any) -> Any:
+            if type(d) is dict:
+                return d.get(k0, _MISSING)
+            return _key_step(d, k0, i0)
+
+    elif len(keys) == 2:
+        (k0, i0), (k1, i1) = keys
+
+        def get(d: Any) -> Any:
+            if type(d) is dict:
+                d = d.get(k0, _MISSING)
+            else:
+                d = _key_step(d, k0, i0)
+            if type(d) is dict:
+                return d.get(k1, _MISSING)
+            return _key_step(d, k1, i1)
+
+    else:
+
+        def get(d: Any) -> Any:
+            return _lookup(d, keys)
 
     if track:
 

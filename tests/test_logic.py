@@ -677,3 +677,16 @@ def test_any_rule_on_any_data_returns_a_value_or_raises_a_logic_error(rule, data
     assert isinstance(guard.holds, bool)
     second = compiled.evaluate(data)
     assert repr(first) == repr(second)  # deterministic (repr: NaN != NaN)
+
+
+def test_one_compiled_rule_can_be_evaluated_from_many_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    rule = compile_logic({"if": [{"<": [{"var": "n"}, 50]}, {"var": "n"}, {"var": "missing"}]})
+
+    def check(n: int) -> bool:
+        result = rule.evaluate_guard({"n": n})
+        return result.missing_vars == (() if n < 50 else ("missing",)) and (result.value == n) == (n < 50)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert all(pool.map(check, list(range(100)) * 20))
