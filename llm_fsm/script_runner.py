@@ -312,7 +312,7 @@ def check_expectations(
 
 ROOT_ID = "<script definition>"
 """The loader id of the script's own definition; sub-flows are loaded by their own path."""
-_STOP_AFTER = (LLMScriptExhaustedError, LLMConfigurationError)
+_STOP_AFTER = (LLMScriptExhaustedError,)
 
 
 def run_conversation(
@@ -347,6 +347,8 @@ def run_conversation(
     set_turn(llm, 0)
     try:
         conversation_id, result.opening = manager.start_conversation(ROOT_ID, conversation.initial_context)
+    except LLMConfigurationError:
+        raise  # no model, no key: no later conversation can run either
     except FSMError as exc:
         result.failures.append(f"the conversation could not start: {type(exc).__name__}: {exc}")
         result.turns = [TurnResult(turn=t, skipped=True) for t in conversation.turns]
@@ -389,6 +391,8 @@ def _run_turn(manager: Any, conversation_id: str, turn: ScriptTurn, llm: Any, de
     set_turn(llm, turn.index)
     try:
         outcome.reply = manager.process_message(conversation_id, turn.spec.user)
+    except LLMConfigurationError:
+        raise
     except FSMError as exc:
         text = f"{type(exc).__name__}: {exc}"
         outcome.error = _StopMarker(text) if isinstance(exc, _STOP_AFTER) else text

@@ -291,3 +291,34 @@ def test_recording_and_replaying_the_shipped_scripts_gives_the_same_routes(tmp_p
     assert [[s.to_json() for s in r.path] for r in replayed.results] == [[s.to_json() for s in r.path] for r in recorded.results]
     assert [r.opening for r in replayed.results] == [r.opening for r in recorded.results]
     assert [[t.reply for t in r.turns] for r in replayed.results] == [[t.reply for t in r.turns] for r in recorded.results]
+
+
+def test_a_live_model_answers_instead_of_the_scripts_and_the_expectations_still_apply(folder: Path, monkeypatch) -> None:
+    import llm_fsm.chat
+
+    asked: list[str | None] = []
+
+    def fake_make_llm(model, *, temperature=None, **kwargs):
+        asked.append(model)
+        return FunctionLLM(live_model)
+
+    monkeypatch.setattr(llm_fsm.chat, "make_llm", fake_make_llm)
+    (folder / "form.conv.yaml").write_text(SCRIPT.replace("Thanks Ann, your email?", "SCRIPTED"), encoding="utf-8")
+    result = invoke(folder, "--model", "some-model", "-v")
+    assert result.exit_code == 0, result.output
+    assert asked == ["some-model"]
+    assert "reply: Thanks Ann, your email?" in result.output and "SCRIPTED" not in result.output
+
+
+def test_a_model_that_is_not_configured_stops_the_run_with_exit_two(folder: Path, monkeypatch) -> None:
+    import llm_fsm.chat
+    from llm_fsm.errors import LLMConfigurationError
+
+    def refuse(request):
+        raise LLMConfigurationError("no API key for some-model")
+
+    monkeypatch.setattr(llm_fsm.chat, "make_llm", lambda model, **kwargs: FunctionLLM(refuse))
+    result = invoke(folder, "--model", "some-model")
+    assert result.exit_code == 2
+    assert "error: no API key for some-model" in result.output
+    assert "Traceback" not in result.output
