@@ -165,6 +165,8 @@ class ConversationResult:
     turns: list[TurnResult] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     """Failures of the conversation as a whole: it could not start, replay diverged, ..."""
+    notes: list[str] = field(default_factory=list)
+    """Things worth knowing that are not failures (the definition changed since a recording, ...)."""
     initial_state: str | None = None
     final_state: str | None = None
     ended: bool = False

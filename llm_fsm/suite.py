@@ -84,12 +84,14 @@ def run_suite(
     record_dir: str | os.PathLike[str] | None = None,
     replay_dir: str | os.PathLike[str] | None = None,
     on_result: Callable[[ConversationResult], None] | None = None,
+    match: str | None = None,
 ) -> SuiteReport:
     """Run every script under ``paths``.
 
     ``llm``: None for each script's own answers; an LLM interface shared by all
     conversations (a live model); or a callable conversation → interface.
-    ``replay_dir`` takes the answers from recordings instead and reports
+    ``match`` keeps only conversations whose ``script::name`` label contains
+    it (case-insensitive). ``replay_dir`` takes the answers from recordings instead and reports
     conversations whose route differs from the recorded one.
     """
     report = SuiteReport()
@@ -119,7 +121,11 @@ def run_suite(
     for script in scripts:
         key = track(script.definition_path)
         if key is not None:
-            runnable.extend((conversation, key) for conversation in script.conversations)
+            runnable.extend(
+                (conversation, key)
+                for conversation in script.conversations
+                if match is None or match.casefold() in conversation.label.casefold()
+            )
 
     record = Path(record_dir) if record_dir is not None else None
     replay = Path(replay_dir) if replay_dir is not None else None
@@ -150,6 +156,11 @@ def run_suite(
         result = run_conversation(conversation, definition, recorder or model, load_definition=load_flow)
         if recording is not None:
             result.failures.extend(f"replay: {line}" for line in compare(recording, result))
+            if recording.get("definition_hash") not in (None, definition.content_hash):
+                result.notes.append(
+                    "the definition changed since this conversation was recorded"
+                    + ("; the route did not" if not result.failures else "")
+                )
         if recorder is not None and record is not None:
             label = "replay" if replay is not None else model_label
             report.recordings.append(write_recording(record, result, recorder, model=label))

@@ -61,6 +61,8 @@ def format_result(result: ConversationResult, *, verbose: bool = False) -> list[
             lines.extend("       " + line for line in _explain_lines(turn))
     for failure in result.failures:
         lines.append(f"  FAIL {failure}")
+    for note in result.notes:
+        lines.append(f"  NOTE {note}")
     return lines
 
 
@@ -133,6 +135,7 @@ def _percentage(ctx: click.Context, param: click.Parameter, value: float | None)
 @click.option("--record", "record_dir", type=click.Path(file_okay=False), default=None, help="Save every model request and answer, one JSON file per conversation, in this folder.")
 @click.option("--replay", "replay_dir", type=click.Path(file_okay=False), default=None, help="Answer from recordings in this folder; report conversations whose route changed.")
 @click.option("--coverage/--no-coverage", "show_coverage", default=True, show_default=True, help="Print the coverage table.")
+@click.option("--match", "-k", "match", default=None, metavar="TEXT", help="Run only conversations whose 'script::name' contains TEXT.")
 @click.option("--verbose", "-v", is_flag=True, help="Also print each user message and reply.")
 @click.pass_context
 def test_command(
@@ -145,6 +148,7 @@ def test_command(
     record_dir: str | None,
     replay_dir: str | None,
     show_coverage: bool,
+    match: str | None,
     verbose: bool,
 ) -> None:
     """Run conversation scripts (*.conv.yaml) against their definitions.
@@ -159,9 +163,10 @@ def test_command(
       llm-fsm test definitions/conversations/coffee_order.conv.yaml -v
       llm-fsm test definitions/ --model gpt-4o-mini --record recordings/
       llm-fsm test definitions/ --replay recordings/ --junit-xml report.xml
+      llm-fsm test definitions/ -k coffee_order --model local
     """
     try:
-        code = _run(paths, model, temperature, junit_path, min_coverage, record_dir, replay_dir, show_coverage, verbose)
+        code = _run(paths, model, temperature, junit_path, min_coverage, record_dir, replay_dir, show_coverage, match, verbose)
     except LLMConfigurationError as exc:
         click.echo(f"error: {exc}", err=True)
         code = EXIT_UNREADABLE
@@ -183,6 +188,7 @@ def _run(
     record_dir: str | None,
     replay_dir: str | None,
     show_coverage: bool,
+    match: str | None,
     verbose: bool,
 ) -> int:
     if model and replay_dir:
@@ -200,7 +206,9 @@ def _run(
         for line in format_result(result, verbose=verbose):
             click.echo(line)
 
-    report = run_suite(paths, llm=llm, model_label=label, record_dir=record_dir, replay_dir=replay_dir, on_result=show)
+    report = run_suite(
+        paths, llm=llm, model_label=label, record_dir=record_dir, replay_dir=replay_dir, on_result=show, match=match
+    )
     for error in report.errors:
         click.echo(f"ERROR {error}", err=True)
     click.echo("")

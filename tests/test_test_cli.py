@@ -322,3 +322,17 @@ def test_a_model_that_is_not_configured_stops_the_run_with_exit_two(folder: Path
     assert result.exit_code == 2
     assert "error: no API key for some-model" in result.output
     assert "Traceback" not in result.output
+
+
+def test_match_runs_only_the_conversations_whose_label_contains_the_text(folder: Path) -> None:
+    result = invoke(folder, "-k", "SMALL TALK")
+    assert result.exit_code == 0, result.output
+    assert "::small talk first" in result.output and "::happy path" not in result.output
+
+
+def test_replay_notes_a_changed_definition_whose_routes_did_not_change(folder: Path, tmp_path: Path) -> None:
+    record(folder, tmp_path / "rec")
+    (folder / "form.yaml").write_text(FORM.replace("purpose: say goodbye", "purpose: say goodbye warmly"), encoding="utf-8")
+    result = invoke(folder / "form.conv.yaml", "--replay", tmp_path / "rec")
+    assert result.exit_code == 0, result.output
+    assert "NOTE the definition changed since this conversation was recorded; the route did not" in result.output
