@@ -230,8 +230,9 @@ _DefinitionLoader.yaml_implicit_resolvers = {
 
 def parse_yaml(text: str, *, file: str | None = None) -> ParsedDocument:
     """Safe YAML restricted to JSON data, plus a path→line map from the node marks."""
-    loader = _DefinitionLoader(text)
+    loader: _DefinitionLoader | None = None
     try:
+        loader = _DefinitionLoader(text)  # the reader rejects control characters right here
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
     except _AliasRefused as exc:
@@ -246,6 +247,9 @@ def parse_yaml(text: str, *, file: str | None = None) -> ParsedDocument:
         raise DefinitionError(
             f"not valid YAML: {problem}", file=file, line=(mark.line + 1) if mark else None
         ) from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise DefinitionError(f"not valid YAML: {exc.reason} (character {exc.character!r})", file=file, line=line) from None
     except yaml.YAMLError as exc:
         raise DefinitionError(f"not valid YAML: {exc}", file=file) from None
     except RecursionError:
@@ -253,7 +257,8 @@ def parse_yaml(text: str, *, file: str | None = None) -> ParsedDocument:
     except (TypeError, ValueError) as exc:  # e.g. unhashable keys, int overflow in exotic forms
         raise DefinitionError(f"not valid YAML data: {exc}", file=file) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     lines, duplicates = _yaml_lines(node, file=file)
     return ParsedDocument(data=data, file=file, lines=lines, duplicate_keys=duplicates, format="yaml")
 

@@ -31,7 +31,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .definitions import SUPPORTED_VERSIONS, FSMDefinition, State, Transition, TransitionCondition
+from .definitions import (
+    SUPPORTED_VERSIONS,
+    Confirmation,
+    FlowDeclaration,
+    FSMDefinition,
+    State,
+    Transition,
+    TransitionCondition,
+)
 from .documents import ParsedDocument, Path, format_path
 from .errors import LogicError
 from .graph import Graph, can_reach, graph_from_document, reachable_from, terminal_states
@@ -81,6 +89,7 @@ RULES: dict[str, Rule] = {
         Rule("FSM015", "required-key-never-collected", _W, "`requires_context_keys` names a key no state collects and the application does not provide."),
         Rule("FSM016", "duplicate-key", _W, "A key appears twice in one object; parsers silently keep the last."),
         Rule("FSM017", "condition-always-true", _W, "A condition has neither `logic` nor `requires_context_keys`, so it always holds."),
+        Rule("FSM018", "confirmation-target-undeclared", _E, "A confirmation's `on_yes`/`on_no` names no declared transition of its state."),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }
@@ -144,6 +153,8 @@ _KNOWN_FIELDS: dict[str, frozenset[str]] = {
     "state": frozenset(State.model_fields),
     "transition": frozenset(Transition.model_fields),
     "condition": frozenset(TransitionCondition.model_fields),
+    "flow": frozenset(FlowDeclaration.model_fields),
+    "confirmation": frozenset(Confirmation.model_fields),
 }
 
 #: fields the original LLM-FSM accepted and ignored; worth a specific hint
@@ -338,6 +349,8 @@ class _Linter:
         self.out: list[Diagnostic] = []
         self.definition: FSMDefinition | None = None
         self.graph: Graph | None = None
+        self.model_logic_errors: list[tuple[Path, LogicError]] = []
+        self.logic_reported: set[Path] = set()
 
     def add(
         self,
@@ -378,13 +391,29 @@ class _Linter:
                     if isinstance(transition, Mapping):
                         yield key, index, transition
 
+    def flows(self) -> Iterator[tuple[Path, Mapping[str, Any]]]:
+        """Sub-flow declarations: definition-wide, then per state."""
+        owners: list[tuple[Path, Any]] = [((), self.data)]
+        owners.extend((("states", key), state) for key, state in self.states())
+        for parts, owner in owners:
+            flows = owner.get("flows")
+            if isinstance(flows, list):
+                for index, flow in enumerate(flows):
+                    if isinstance(flow, Mapping):
+                        yield (*parts, "flows", index), flow
+
     def conditions(self) -> Iterator[tuple[Path, Mapping[str, Any]]]:
-        for key, index, transition in self.transitions():
-            conditions = transition.get("conditions")
+        """Every condition: of transitions, and of sub-flow declarations."""
+        holders: list[tuple[Path, Mapping[str, Any]]] = [
+            (("states", key, "transitions", index), transition) for key, index, transition in self.transitions()
+        ]
+        holders.extend(self.flows())
+        for parts, holder in holders:
+            conditions = holder.get("conditions")
             if isinstance(conditions, list):
                 for cindex, condition in enumerate(conditions):
                     if isinstance(condition, Mapping):
-                        yield ("states", key, "transitions", index, "conditions", cindex), condition
+                        yield (*parts, "conditions", cindex), condition
 
     # checks
 
@@ -408,12 +437,16 @@ class _Linter:
             self.check_transitions,
             self.check_logic,
             self.check_context_keys,
+            self.check_confirmations,
         ):
             try:
                 check()
             except Exception as exc:  # a bug in one check must not hide the others' findings
                 logger.exception("lint check %s failed", check.__name__)
                 self.add("internal-error", (), f"{check.__name__} failed: {type(exc).__name__}: {exc}")
+        for parts, error in self.model_logic_errors:
+            if parts not in self.logic_reported:
+                self.add("invalid-logic", (*parts, "logic"), error.message, path=_logic_subpath(parts, error.path))
 
     def check_duplicate_keys(self) -> None:
         for parts, line, first_line in self.doc.duplicate_keys:
@@ -438,7 +471,8 @@ class _Linter:
         for parts, message, logic_error in problems:
             if logic_error is None:
                 self.add("schema-violation", parts, message, _schema_hint(parts, message))
-            # logic errors are reported by check_logic with the path inside the rule
+            else:  # reported by check_logic with every issue of the rule; kept in case it cannot
+                self.model_logic_errors.append((parts, logic_error))
 
     def check_version(self) -> None:
         version = self.data.get("version", "3.0")
@@ -469,6 +503,33 @@ class _Linter:
             report(("states", key, "transitions", index), transition, "transition")
         for parts, condition in self.conditions():
             report(parts, condition, "condition")
+        for parts, flow in self.flows():
+            report(parts, flow, "flow")
+        for key, state in self.states():
+            if isinstance(state.get("confirmation"), Mapping):
+                report(("states", key, "confirmation"), state["confirmation"], "confirmation")
+
+    def check_confirmations(self) -> None:
+        for key, state in self.states():
+            confirmation = state.get("confirmation")
+            if not isinstance(confirmation, Mapping):
+                continue
+            transitions = state.get("transitions")
+            targets = [
+                t.get("target_state") for t in transitions if isinstance(t, Mapping)
+            ] if isinstance(transitions, list) else []
+            for field_name in ("on_yes", "on_no"):
+                target = confirmation.get(field_name)
+                if not isinstance(target, str) or (field_name == "on_no" and target == "cancel"):
+                    continue
+                if target not in targets:
+                    self.add(
+                        "confirmation-target-undeclared",
+                        ("states", key, "confirmation", field_name),
+                        f"{field_name} {target!r} is not the target of a transition declared in state {key!r}",
+                        f"declare a transition from {key!r} to {target!r}"
+                        + (', or use "cancel" or null' if field_name == "on_no" else ""),
+                    )
 
     def check_state_ids(self) -> None:
         for key, state in self.states():
@@ -599,6 +660,8 @@ class _Linter:
                     )
                 continue
             issues = check_logic(rule)
+            if issues:
+                self.logic_reported.add(parts)
             for issue in issues:
                 self.add(
                     "invalid-logic",
@@ -612,6 +675,7 @@ class _Linter:
             try:
                 compiled = compile_logic(rule)
             except LogicError as exc:  # check_logic and compile_logic disagree: still report it
+                self.logic_reported.add(parts)
                 self.add("invalid-logic", (*parts, "logic"), exc.message, path=_logic_subpath(parts, exc.path))
                 continue
             for key in sorted(compiled.reads):

@@ -395,3 +395,46 @@ def test_diagnostics_serialise_to_plain_json_types() -> None:
         "path": "$.states.orphan",
         "line": None,
     }
+
+
+# --- sub-flows and confirmations -------------------------------------------------------------
+
+
+def test_conditions_of_sub_flows_are_checked_like_transition_conditions() -> None:
+    doc = base()
+    doc["flows"] = [
+        {"name": "f", "definition": "f.yaml", "description": "d",
+         "conditions": [{"description": "c", "logic": {"bogus": [1]}}]}
+    ]
+    (finding,) = only(doc, "FSM012")
+    assert finding.path == "$.flows[0].conditions[0].logic.bogus"
+
+
+def test_a_sub_flow_condition_reading_an_unprovided_key_is_warned() -> None:
+    doc = base()
+    doc["states"]["start"]["flows"] = [
+        {"name": "f", "definition": "f.yaml", "description": "d",
+         "conditions": [{"description": "c", "logic": {"==": [{"var": "plan"}, "x"]}}]}
+    ]
+    (finding,) = only(doc, "FSM014")
+    assert finding.path == "$.states.start.flows[0].conditions[0].logic"
+
+
+def test_unknown_fields_of_flows_and_confirmations_are_warned() -> None:
+    doc = base()
+    doc["flows"] = [{"name": "f", "definition": "f.yaml", "description": "d", "mdoe": "call"}]
+    doc["states"]["start"]["confirmation"] = {"on_yes": "end", "onno": "cancel"}
+    assert {d.path for d in only(doc, "FSM003")} == {"$.flows[0].mdoe", "$.states.start.confirmation.onno"}
+
+
+def test_a_confirmation_must_name_declared_transitions() -> None:
+    doc = base()
+    doc["states"]["start"]["confirmation"] = {"on_yes": "elsewhere", "on_no": "cancel"}
+    (finding,) = only(doc, "FSM018")
+    assert finding.path == "$.states.start.confirmation.on_yes"
+
+
+def test_a_confirmation_over_declared_transitions_is_clean() -> None:
+    doc = base()
+    doc["states"]["start"]["confirmation"] = {"on_yes": "end", "on_no": None}
+    assert codes(doc) == []

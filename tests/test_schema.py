@@ -25,7 +25,7 @@ from llm_fsm.schema import DIALECT, SCHEMA_PATH, build_schema, render_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFINITION_FILES = sorted(
-    p for p in (ROOT / "definitions").iterdir() if p.suffix in (".json", ".yaml", ".yml") and ".conv." not in p.name
+    p for p in (ROOT / "definitions").rglob("*") if p.suffix in (".json", ".yaml", ".yml") and ".conv." not in p.name
 )
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
 
@@ -42,8 +42,7 @@ def schema_accepts(document: Any) -> bool:
     return VALIDATOR.is_valid(document)
 
 
-def corpus() -> list[Any]:
-    return [read_document(p).data for p in DEFINITION_FILES]
+CORPUS = [read_document(p).data for p in DEFINITION_FILES]
 
 
 MINIMAL = {
@@ -214,7 +213,7 @@ def containers(document: Any) -> list[list[Any]]:
 
 @st.composite
 def mutated_definitions(draw: st.DrawFn) -> Any:
-    document = copy.deepcopy(draw(st.sampled_from(corpus())))
+    document = copy.deepcopy(draw(st.sampled_from(CORPUS)))
     for _ in range(draw(st.integers(1, 3))):
         paths = containers(document)
         path = draw(st.sampled_from(paths))
@@ -227,13 +226,13 @@ def mutated_definitions(draw: st.DrawFn) -> Any:
             if action == "delete":
                 target.pop(key, None)
             else:
-                target[key] = draw(json_values)
+                target[key] = copy.deepcopy(draw(json_values))
         elif target:
             index = draw(st.integers(0, len(target) - 1))
             if action == "delete":
                 del target[index]
             else:
-                target[index] = draw(json_values)
+                target[index] = copy.deepcopy(draw(json_values))
     return document
 
 
