@@ -344,3 +344,26 @@ def test_a_definition_brings_the_scripts_beside_it_and_in_conversations_that_nam
 def test_a_path_that_does_not_exist_is_a_script_error(folder: Path) -> None:
     found = discover([folder / "missing"])
     assert found.scripts == [] and "no such file" in str(found.errors[0])
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"- just\n- a list\n", "a script is a mapping"),
+        (b"definition: form.yaml\nbase: &b {user: x}\nturns: [*b]\n", "aliases"),
+        (b"definition: form.yaml\nturns: [{user: \"\xff\xfe\"}]\n", "not UTF-8"),
+        (b"definition: form.yaml\nturns: [{user: 42}]\n", "valid string"),
+        (b"", "a script is a mapping"),
+    ],
+)
+def test_hostile_or_malformed_files_end_in_a_script_error(folder: Path, content: bytes, message: str) -> None:
+    path = folder / "bad.conv.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ScriptError, match=message):
+        load_script(path)
+
+
+def test_an_oversized_script_is_refused_before_parsing(folder: Path) -> None:
+    path = write(folder, HAPPY)
+    with pytest.raises(ScriptError, match="byte limit"):
+        load_script(path, max_bytes=100)

@@ -336,3 +336,11 @@ def test_replay_notes_a_changed_definition_whose_routes_did_not_change(folder: P
     result = invoke(folder / "form.conv.yaml", "--replay", tmp_path / "rec")
     assert result.exit_code == 0, result.output
     assert "NOTE the definition changed since this conversation was recorded; the route did not" in result.output
+
+
+def test_a_corrupt_recording_is_unreadable_input(folder: Path, tmp_path: Path) -> None:
+    record(folder, tmp_path / "rec")
+    (tmp_path / "rec" / "form--00-happy-path.json").write_text("{not json", encoding="utf-8")
+    result = invoke(folder / "form.conv.yaml", "--replay", tmp_path / "rec")
+    assert result.exit_code == 2
+    assert "not a recording: invalid JSON" in result.output
