@@ -211,6 +211,67 @@ def explain_command(conversation_id: str, turn: int, store: str | None) -> None:
     _run_guarded(show)
 
 
+@click.command("trace")
+@click.argument("conversation_id")
+@_store_option
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def trace_command(conversation_id: str, store: str | None, output_format: str) -> None:
+    """Show the audit trail of a stored conversation: every turn, update, transition, push, pop, cancel, rejection, digression.
+
+    \b
+    Example:
+      llm-fsm trace 6f1c2a3e-…
+      llm-fsm trace 6f1c2a3e-… --format json --store sqlite:///conversations.db
+    """
+    from .fsm import FSMManager
+    from .stores import open_store
+
+    def show() -> None:
+        manager = FSMManager(store=open_store(store))
+        instance = manager.get_instance(conversation_id)
+        if output_format == "json":
+            click.echo(json.dumps([e.model_dump(mode="json") for e in instance.trace], indent=2, ensure_ascii=False))
+            return
+        click.echo(f"conversation {instance.conversation_id}: {instance.status}, state {instance.current_state}, stack {instance.stack}")
+        for line in trace_lines(instance.trace):
+            click.echo(line)
+
+    _run_guarded(show)
+
+
+def trace_lines(trace: Iterable[Any]) -> list[str]:
+    """One line per trace event: time, event, and its data as key=value."""
+    import datetime
+
+    lines = []
+    for event in trace:
+        when = datetime.datetime.fromtimestamp(event.timestamp, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        details = " ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in event.data.items())
+        lines.append(f"{when}  {event.event:<15} {details}")
+    return lines
+
+
+@click.command("conversations")
+@_store_option
+@click.option("--user", "user_id", default=None, help="Only this user's conversations.")
+@click.option("--room", "room_id", default=None, help="Only this room's conversations.")
+def conversations_command(store: str | None, user_id: str | None, room_id: str | None) -> None:
+    """List stored conversations, newest first.
+
+    \b
+    Example:
+      llm-fsm conversations
+      llm-fsm conversations --store redis://localhost:6379/0 --user alice
+    """
+    from .stores import open_store
+
+    def show() -> None:
+        for summary in open_store(store).list(user_id=user_id, room_id=room_id):
+            click.echo(f"{summary.conversation_id}  {summary.status:<9} {summary.current_state:<24} {summary.fsm_id}")
+
+    _run_guarded(show)
+
+
 def _run_guarded(action: Any) -> None:
     """Typed errors become a one-line message and exit 1 (configuration) or 2 (input)."""
     try:
@@ -223,4 +284,14 @@ def _run_guarded(action: Any) -> None:
         raise SystemExit(1) from None
 
 
-__all__ = ["chat_command", "chat_loop", "describe_turn", "explain_command", "make_llm", "run_command"]
+__all__ = [
+    "chat_command",
+    "chat_loop",
+    "conversations_command",
+    "describe_turn",
+    "explain_command",
+    "make_llm",
+    "run_command",
+    "trace_command",
+    "trace_lines",
+]

@@ -288,5 +288,18 @@ def schema_command(ctx: click.Context, check_file: str | None) -> None:
     click.echo(f"{check_file} is up to date")
 
 
+def _register_commands() -> None:
+    """Subcommands that live in their own modules (each imports its heavy parts lazily)."""
+    from .chat import chat_command, conversations_command, explain_command, run_command, trace_command
+    from .local_cli import local_group
+    from .test_cli import test_command
+
+    for command in (chat_command, run_command, explain_command, trace_command, conversations_command, test_command, local_group):
+        main.add_command(command)
+
+
+_register_commands()
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
@@ -91,6 +92,7 @@ class FSMManager:
         on_definition_change: DefinitionPolicy = "continue",
         hooks: Mapping[str, HookFunction | list[HookFunction]] | None = None,
         config: EngineConfig | None = None,
+        definition_recheck_seconds: float = 1.0,
     ) -> None:
         self.fsm_loader = fsm_loader
         self.llm_interface = llm_interface
@@ -106,6 +108,8 @@ class FSMManager:
         for name, functions in (hooks or {}).items():
             for function in functions if isinstance(functions, list) else [functions]:
                 self.hooks.register(name, function)
+        self.definition_recheck_seconds = definition_recheck_seconds
+        self._definitions: dict[str, tuple[FSMDefinition, float]] = {}
         self._locks: weakref.WeakValueDictionary[str, _ConversationLock] = weakref.WeakValueDictionary()
         self._locks_guard = threading.Lock()
 
@@ -126,9 +130,20 @@ class FSMManager:
     # --- definitions ---------------------------------------------------------------
 
     def _load_definition(self, fsm_id: str) -> FSMDefinition:
+        """The definition for ``fsm_id``, asking the loader again at most every ``definition_recheck_seconds``.
+
+        The default loader notices edited files itself; this keeps a conversation's
+        turns from paying for a path resolution and a stat call each time.
+        """
         if isinstance(fsm_id, FSMDefinition):
             return fsm_id
-        return self.fsm_loader(fsm_id)
+        cached = self._definitions.get(fsm_id)
+        moment = time.monotonic()
+        if cached is not None and moment - cached[1] < self.definition_recheck_seconds:
+            return cached[0]
+        definition = self.fsm_loader(fsm_id)
+        self._definitions[fsm_id] = (definition, moment)
+        return definition
 
     def get_definition(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMDefinition:
         return self._definition_for(self._load(conversation_id, user_id, room_id))
@@ -223,8 +238,8 @@ class FSMManager:
                 if isinstance(effect, CallLLM):
                     value = self._call_llm(effect.request)
                 elif isinstance(effect, CallHook):
-                    functions = self.hooks.get(effect.event.name)
-                    value = run_sync(effect.event.name, functions, effect.event) if functions else None
+                    functions = self.hooks.get(effect.name)
+                    value = run_sync(effect.name, functions, effect.make_event()) if functions else None
                 else:
                     value = self._perform(effect)
             except DefinitionError as exc:  # a sub-flow that cannot load: the turn decides what that means
@@ -243,8 +258,8 @@ class FSMManager:
                 if isinstance(effect, CallLLM):
                     value = await self._acall_llm(effect.request)
                 elif isinstance(effect, CallHook):
-                    functions = self.hooks.get(effect.event.name)
-                    value = await run_async(effect.event.name, functions, effect.event) if functions else None
+                    functions = self.hooks.get(effect.name)
+                    value = await run_async(effect.name, functions, effect.make_event()) if functions else None
                 else:
                     value = await asyncio.to_thread(self._perform, effect)
             except DefinitionError as exc:

@@ -69,9 +69,9 @@ class Hooks:
 
 
 def make_event(name: str, *, data: Mapping[str, Any], **fields: Any) -> HookEvent:
-    import copy
+    from .runtime import copy_json
 
-    return HookEvent(name=name, data=MappingProxyType(copy.deepcopy(dict(data))), **fields)
+    return HookEvent(name=name, data=MappingProxyType(copy_json(dict(data))), **fields)
 
 
 def check_result(name: str, result: Any) -> dict[str, Any]:

@@ -87,6 +87,8 @@ class PromptBuilder:
 
     def __init__(self, max_history_size: int = DEFAULT_MAX_HISTORY_SIZE) -> None:
         self.max_history_size = max_history_size
+        #: the part of the prompt before the context, per (definition, state, persona, paused flows)
+        self._heads: dict[tuple[object, ...], str] = {}
 
     def transitions_for_prompt(self, state: State) -> list[dict[str, Any]]:
         """Declared transitions, best priority first, with condition descriptions only."""
@@ -132,6 +134,37 @@ class PromptBuilder:
     ) -> str:
         """The prompt for ``state``. ``engine_decision`` explains a verdict the reply must reflect."""
         persona = instance.persona or (definition.persona if definition else None)
+        paused = tuple(frame.flow_name for frame in instance.flow_stack)
+        key = (definition.content_hash if definition else None, state.id, persona, paused)
+        head = self._heads.get(key) if definition is not None else None
+        if head is None:
+            head = self._head(instance, state, definition, persona)
+            if definition is not None:
+                if len(self._heads) >= _HEAD_CACHE_SIZE:
+                    try:  # evict the oldest; another thread may be doing the same
+                        self._heads.pop(next(iter(self._heads)), None)
+                    except (StopIteration, RuntimeError):
+                        pass
+                self._heads[key] = head
+        sections: list[str | None] = [head]
+        if state.confirmation is not None:
+            keys = state.confirmation.keys
+            shown = {k: get_path(instance.context.data, k) for k in keys} if keys else None
+            if shown is None:
+                shown = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
+            shown = {k: (None if v is _MISSING else v) for k, v in shown.items()}
+            sections.append(_section("confirmation", escape_json(shown)))
+        visible_context = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
+        sections += [
+            _section("current_context", escape_json(visible_context) if visible_context else None),
+            _section("conversation_history", escape_json(self.history_for_prompt(instance)) if instance.context.conversation.exchanges else None),
+            _section("engine_decision", escape_text(engine_decision) if engine_decision else None),
+            _TAIL,
+        ]
+        return "\n".join(s for s in sections if s)
+
+    def _head(self, instance: FSMInstance, state: State, definition: FSMDefinition | None, persona: str | None) -> str:
+        """Everything before the context: fixed for a (definition, state, stack) and so built once."""
         sections: list[str | None] = [
             _section("task", _TASK),
             "<fsm>",
@@ -161,26 +194,17 @@ class PromptBuilder:
             sections.append(_section("paused_flows", escape_json([f.flow_name for f in instance.flow_stack])))
         knowledge = "\n".join(k for k in ((definition.knowledge if definition else None), state.knowledge) if k)
         sections.append(_section("knowledge", escape_text(knowledge) if knowledge else None))
-        if state.confirmation is not None:
-            keys = state.confirmation.keys
-            shown = {k: get_path(instance.context.data, k) for k in keys} if keys else None
-            if shown is None:
-                shown = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
-            shown = {k: (None if v is _MISSING else v) for k, v in shown.items()}
-            sections.append(_section("confirmation", escape_json(shown)))
         if definition is not None:
             intents = self.intents_for(definition, instance, state)
             sections.append(_section("intents", "\n".join(_INTENT_HELP[i] for i in intents)))
-        visible_context = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
-        sections += [
-            _section("current_context", escape_json(visible_context) if visible_context else None),
-            _section("conversation_history", escape_json(self.history_for_prompt(instance)) if instance.context.conversation.exchanges else None),
-            _section("engine_decision", escape_text(engine_decision) if engine_decision else None),
-            f"<response>\n{_RESPONSE}\n<response_format>{_RESPONSE_FORMAT}</response_format>\n</response>",
-            _section("instructions", _INSTRUCTIONS),
-            "</fsm>",
-        ]
         return "\n".join(s for s in sections if s)
+
+
+_HEAD_CACHE_SIZE = 512
+
+_TAIL = f"<response>\n{_RESPONSE}\n<response_format>{_RESPONSE_FORMAT}</response_format>\n</response>\n" + (
+    f"<instructions>{_INSTRUCTIONS}</instructions>\n</fsm>"
+)
 
 
 __all__ = ["OPENING_MESSAGE", "PromptBuilder", "escape_json", "escape_text"]

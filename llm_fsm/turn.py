@@ -10,7 +10,8 @@ message is not left dangling in the history.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import functools
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +70,10 @@ class CallLLM:
 
 @dataclass(frozen=True)
 class CallHook:
-    event: HookEvent
+    """Call the application's hooks named ``name``; the event is built only if there are any."""
+
+    name: str
+    make_event: Callable[[], HookEvent]
 
 
 @dataclass(frozen=True)
@@ -116,15 +120,12 @@ def _trace(instance: FSMInstance, config: EngineConfig, event: str, **data: Any)
 
 
 def _hook(name: str, instance: FSMInstance, **fields: Any) -> CallHook:
+    # The event (with its copy of the context) is built by the driver only when hooks are
+    # registered for this name, so a turn without hooks pays nothing for them.
+    data, conversation_id, fsm_id, state = instance.context.data, instance.conversation_id, instance.fsm_id, instance.current_state
     return CallHook(
-        make_event(
-            name,
-            data=instance.context.data,
-            conversation_id=instance.conversation_id,
-            fsm_id=instance.fsm_id,
-            state=instance.current_state,
-            **fields,
-        )
+        name,
+        lambda: make_event(name, data=data, conversation_id=conversation_id, fsm_id=fsm_id, state=state, **fields),
     )
 
 
@@ -174,16 +175,18 @@ def _request(
 ) -> LLMRequest:
     prompt = builder.build_system_prompt(instance, state, definition=definition, engine_decision=note)
     targets = _allowed_targets(state) if allow_moves else [state.id]
-    return LLMRequest(
-        system_prompt=prompt,
-        user_message=message,
-        response_schema=response_json_schema(
-            targets,
-            intents=builder.intents_for(definition, instance, state) if allow_moves else None,
-            flows=builder.flow_names_for(definition, instance, state) if allow_moves else None,
-        ),
-        purpose=purpose,  # type: ignore[arg-type]
+    schema = _schema(
+        tuple(targets),
+        tuple(builder.intents_for(definition, instance, state)) if allow_moves else None,
+        tuple(builder.flow_names_for(definition, instance, state)) if allow_moves else None,
     )
+    return LLMRequest(system_prompt=prompt, user_message=message, response_schema=schema, purpose=purpose)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=512)
+def _schema(targets: tuple[str, ...], intents: tuple[str, ...] | None, flows: tuple[str, ...] | None) -> dict[str, Any]:
+    """Reply schemas depend only on the state's options, so each is built once (and shared: do not mutate)."""
+    return response_json_schema(list(targets), intents=intents, flows=flows)
 
 
 # --- the opening -----------------------------------------------------------------------

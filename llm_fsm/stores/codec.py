@@ -60,6 +60,24 @@ def new_version(expected_version: int | None) -> int:
     return expected_version + 1
 
 
+def check_limits(instance: FSMInstance, limits: SizeLimits) -> None:
+    """Raise RecordTooLargeError when the instance breaks a cap; measures the record only when capped."""
+    if limits.max_context_bytes is not None:
+        size = context_bytes(instance)
+        if size > limits.max_context_bytes:
+            raise RecordTooLargeError(
+                f"conversation {instance.conversation_id}: context data is {size} bytes, "
+                f"over the store's cap of {limits.max_context_bytes} bytes"
+            )
+    if limits.max_record_bytes is not None:
+        size = len(instance.model_dump_json().encode("utf-8"))
+        if size > limits.max_record_bytes:
+            raise RecordTooLargeError(
+                f"conversation {instance.conversation_id}: record is {size} bytes, "
+                f"over the store's cap of {limits.max_record_bytes} bytes"
+            )
+
+
 def encode(
     instance: FSMInstance,
     *,

@@ -1,8 +1,9 @@
-"""Process-memory store: tests, notebooks, and the fallback when Redis is down.
+"""Process-memory store: the default of ``FSMManager``, tests, notebooks, and the fallback when Redis is down.
 
-Records are kept as the same JSON text the durable stores write, not as live
-objects, so a loaded instance never aliases the stored one and a field that
-does not survive JSON fails here too, not only in production.
+Records are kept as objects and handed out as copies (``FSMInstance.copy_for_turn``):
+a loaded instance never aliases the stored one, and no turn pays for a JSON
+round trip of the whole conversation. Caps are the same as elsewhere, but the
+record cap (which needs the record serialised to measure it) is off unless asked for.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from dataclasses import dataclass, field
 from ..errors import ConcurrentUpdateError
 from ..runtime import FSMInstance
 from .base import AsyncStoreMixin, ConversationSummary
-from .codec import DEFAULT_MAX_RECORD_BYTES, SizeLimits, committed, decode, encode, not_found, owned_by, summary_of
+from .codec import SizeLimits, check_limits, new_version, not_found, owned_by, summary_of
 
 
 @dataclass
 class _Entry:
-    record: str
+    record: FSMInstance
     summary: ConversationSummary
     archive: list[dict[str, str]] = field(default_factory=list)
 
@@ -27,7 +28,7 @@ class _Entry:
 class MemoryStore(AsyncStoreMixin):
     """A dict behind a lock; same compare-and-set and isolation rules as every other store."""
 
-    def __init__(self, *, max_record_bytes: int | None = DEFAULT_MAX_RECORD_BYTES, max_context_bytes: int | None = None) -> None:
+    def __init__(self, *, max_record_bytes: int | None = None, max_context_bytes: int | None = None) -> None:
         self._limits = SizeLimits(max_record_bytes=max_record_bytes, max_context_bytes=max_context_bytes)
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
@@ -36,8 +37,9 @@ class MemoryStore(AsyncStoreMixin):
         return "MemoryStore()"
 
     def load(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
-        entry = self._entry(conversation_id, user_id, room_id)
-        return decode(entry.record, where=f"memory:{conversation_id}")
+        with self._lock:
+            entry = self._entry(conversation_id, user_id, room_id)
+            return entry.record.copy_for_turn()
 
     def save(self, instance: FSMInstance, *, expected_version: int | None) -> int:
         return self._put(instance, expected_version, adopt=False)
@@ -51,7 +53,8 @@ class MemoryStore(AsyncStoreMixin):
         return self._put(instance, expected_version, adopt=True)
 
     def _put(self, instance: FSMInstance, expected_version: int | None, *, adopt: bool) -> int:
-        encoded = encode(instance, expected_version=expected_version, limits=self._limits)
+        check_limits(instance, self._limits)
+        version = new_version(expected_version)
         cid = instance.conversation_id
         with self._lock:
             current = self._entries.get(cid)
@@ -65,10 +68,14 @@ class MemoryStore(AsyncStoreMixin):
                         f"conversation {cid!r} is at version {current.summary.version}, not {expected_version}"
                     )
             archive = current.archive if current is not None else []
-            archive.extend(encoded.archive)
-            stored = instance.model_copy(update={"version": encoded.version, "archive_outbox": []})
-            self._entries[cid] = _Entry(encoded.record, summary_of(stored), archive)
-        return committed(instance, encoded)
+            archive.extend(dict(m) for m in instance.archive_outbox)
+            stored = instance.copy_for_turn()
+            stored.version = version
+            stored.archive_outbox = []
+            self._entries[cid] = _Entry(stored, summary_of(stored), archive)
+        instance.version = version
+        instance.archive_outbox = []
+        return version
 
     def delete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
         with self._lock:
@@ -96,9 +103,8 @@ class MemoryStore(AsyncStoreMixin):
         with self._lock:
             entry = self._entry(conversation_id, user_id, room_id)
             archived = [dict(m) for m in entry.archive]
-            record = entry.record
-        live = decode(record, where=f"memory:{conversation_id}").context.conversation.exchanges
-        return archived + [dict(m) for m in live]
+            live = [dict(m) for m in entry.record.context.conversation.exchanges]
+        return archived + live
 
     def close(self) -> None:
         """Nothing to release; the records live as long as the object."""
