@@ -19,6 +19,12 @@ from .errors import ConversationEndedError, FSMError, LLMConfigurationError, LLM
 from .runtime import LLMRequest, TurnRecord
 
 MODEL_ENV = "LLM_FSM_MODEL"
+STORE_ENV = "LLM_FSM_STORE"
+
+
+def _store_url(store: str | None) -> str | None:
+    """``--store``, else ``$LLM_FSM_STORE``, else None (the default SQLite file)."""
+    return store or os.environ.get(STORE_ENV) or None
 
 
 class _PromptEcho:
@@ -77,7 +83,7 @@ def _manager(definition: str, model: str | None, store: str | None, temperature:
     llm = make_llm(model, temperature=temperature)
     if show_prompt:
         llm = _PromptEcho(llm, click.echo)
-    return FSMManager(llm_interface=llm, store=open_store(store))
+    return FSMManager(llm_interface=llm, store=open_store(_store_url(store)))
 
 
 def _print_turn(manager: Any, conversation_id: str, reply: str, *, explain: bool, quiet: bool) -> None:
@@ -141,7 +147,8 @@ def chat_loop(
 
 _model_option = click.option("--model", "-m", help=f"litellm model name, or 'local' (default: ${MODEL_ENV}).")
 _store_option = click.option(
-    "--store", help="Store URL: sqlite:///path.db (default: the user's conversations.db), memory://, redis://…, file:///dir."
+    "--store", help="Store URL: sqlite:///path.db, memory://, redis://host:port/db, file:///dir "
+    "(default: $LLM_FSM_STORE, else the user's conversations.db)."
 )
 
 
@@ -205,7 +212,7 @@ def explain_command(conversation_id: str, turn: int, store: str | None) -> None:
     from .stores import open_store
 
     def show() -> None:
-        manager = FSMManager(store=open_store(store))
+        manager = FSMManager(store=open_store(_store_url(store)))
         click.echo(explain_text(manager.explain(conversation_id, turn)))
 
     _run_guarded(show)
@@ -227,7 +234,7 @@ def trace_command(conversation_id: str, store: str | None, output_format: str) -
     from .stores import open_store
 
     def show() -> None:
-        manager = FSMManager(store=open_store(store))
+        manager = FSMManager(store=open_store(_store_url(store)))
         instance = manager.get_instance(conversation_id)
         if output_format == "json":
             click.echo(json.dumps([e.model_dump(mode="json") for e in instance.trace], indent=2, ensure_ascii=False))
@@ -266,7 +273,7 @@ def conversations_command(store: str | None, user_id: str | None, room_id: str |
     from .stores import open_store
 
     def show() -> None:
-        for summary in open_store(store).list(user_id=user_id, room_id=room_id):
+        for summary in open_store(_store_url(store)).list(user_id=user_id, room_id=room_id):
             click.echo(f"{summary.conversation_id}  {summary.status:<9} {summary.current_state:<24} {summary.fsm_id}")
 
     _run_guarded(show)
