@@ -672,13 +672,15 @@ class _Linter:
                 )
             if issues:
                 continue
-            try:
-                compiled = compile_logic(rule)
-            except LogicError as exc:  # check_logic and compile_logic disagree: still report it
-                self.logic_reported.add(parts)
-                self.add("invalid-logic", (*parts, "logic"), exc.message, path=_logic_subpath(parts, exc.path))
-                continue
-            for key in sorted(compiled.reads):
+            reads = self._model_reads(parts)
+            if reads is None:
+                try:
+                    reads = compile_logic(rule).reads
+                except LogicError as exc:  # check_logic and compile_logic disagree: still report it
+                    self.logic_reported.add(parts)
+                    self.add("invalid-logic", (*parts, "logic"), exc.message, path=_logic_subpath(parts, exc.path))
+                    continue
+            for key in sorted(reads):
                 if key:
                     self.reads.append((parts, key))
             required = KeyCover(requires)
@@ -695,6 +697,21 @@ class _Linter:
                     f'add requires_context_keys: ["{key}"] to the condition, or give the var a default '
                     f'({{"var": ["{key}", <default>]}})',
                 )
+
+    def _model_reads(self, parts: Path) -> frozenset[str] | None:
+        """The keys a condition reads, from the rule the model compiled at validation (compiling
+        is most of lint's cost, so it is done once); None when there is no validated model."""
+        node: Any = self.definition
+        if node is None:
+            return None
+        try:
+            for part in parts:
+                node = node[part] if isinstance(node, (dict, list)) else getattr(node, str(part))
+        except (KeyError, IndexError, AttributeError, TypeError):
+            return None
+        compiled = getattr(node, "compiled", None)
+        reads = getattr(compiled, "reads", None)
+        return reads if isinstance(reads, frozenset) else None
 
     def check_context_keys(self) -> None:
         collected = [k for _, state in self.states() for k in _strings(state.get("required_context_keys"))]
