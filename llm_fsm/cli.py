@@ -137,6 +137,9 @@ def _lint_command_body(paths: Sequence[str], output_format: str, strict: bool, m
     from .lint import Severity
 
     diagnostics, checked, unreadable = lint_paths(paths, max_bytes=max_bytes)
+    if not checked:  # only empty directories: almost certainly a wrong path
+        _fail(f"no definition files (*.json, *.yaml, *.yml) found in: {', '.join(paths)}")
+        return EXIT_UNREADABLE
     counts = {s: sum(1 for d in diagnostics if d.severity is s) for s in Severity}
     if unreadable:
         status = EXIT_UNREADABLE

@@ -329,3 +329,10 @@ def test_schema_check_passes_for_the_committed_file() -> None:
 def test_schema_check_fails_for_a_stale_file(tmp_path: Path) -> None:
     result = run("schema", "--check", str(write(tmp_path, "old.json", {"$id": "old"})))
     assert result.exit_code == 1
+
+
+def test_a_directory_without_definition_files_exits_2(tmp_path: Path) -> None:
+    write(tmp_path, "notes.md", "# nothing to lint")
+    result = run("lint", str(tmp_path))
+    assert result.exit_code == 2
+    assert "no definition files" in result.output

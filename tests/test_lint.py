@@ -438,3 +438,14 @@ def test_a_confirmation_over_declared_transitions_is_clean() -> None:
     doc = base()
     doc["states"]["start"]["confirmation"] = {"on_yes": "end", "on_no": None}
     assert codes(doc) == []
+
+
+def test_a_loaded_model_can_be_linted_and_keeps_its_unknown_fields() -> None:
+    from llm_fsm.definitions import FSMDefinition
+    from llm_fsm.lint import lint_definition
+
+    doc = base()
+    doc["states"]["orphan"] = state("orphan", "end")
+    doc["function_handlers"] = []
+    found = {d.code for d in lint_definition(FSMDefinition.model_validate(doc), file="m.json")}
+    assert found == {"FSM003", "FSM007"}
