@@ -90,7 +90,7 @@ def iter_definition_files(paths: Iterable[str]) -> Iterator[tuple[str, bool]]:
 def lint_paths(paths: Sequence[str], *, max_bytes: int | None = None) -> tuple[list[Any], int, int]:
     """Lint every file; returns (diagnostics, files checked, unreadable files)."""
     from .lint import lint_document, make_diagnostic
-    from .loading import DEFAULT_MAX_BYTES, read_document
+    from .loading import DEFAULT_MAX_BYTES, check_flow_references, read_document
 
     diagnostics: list[Any] = []
     checked = unreadable = 0
@@ -110,6 +110,7 @@ def lint_paths(paths: Sequence[str], *, max_bytes: int | None = None) -> tuple[l
             )
             continue
         diagnostics.extend(lint_document(doc).diagnostics)
+        diagnostics.extend(check_flow_references(doc))
     return diagnostics, checked, unreadable
 
 

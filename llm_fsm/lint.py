@@ -90,6 +90,7 @@ RULES: dict[str, Rule] = {
         Rule("FSM016", "duplicate-key", _W, "A key appears twice in one object; parsers silently keep the last."),
         Rule("FSM017", "condition-always-true", _W, "A condition has neither `logic` nor `requires_context_keys`, so it always holds."),
         Rule("FSM018", "confirmation-target-undeclared", _E, "A confirmation's `on_yes`/`on_no` names no declared transition of its state."),
+        Rule("FSM019", "flow-definition-not-found", _W, "A sub-flow's `definition` names no file next to this one or on the search path (checked by the CLI, which may read files)."),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }

@@ -128,6 +128,51 @@ def _error_from(diagnostics: Sequence[Diagnostic], doc: ParsedDocument) -> Defin
     )
 
 
+def check_flow_references(
+    doc: ParsedDocument, search_path: Iterable[PathLike] | None = None
+) -> list[Diagnostic]:
+    """FSM019 for each sub-flow whose definition cannot be found the way the engine looks:
+    next to this file first, then as an id or path on the search path. I/O, so not in lint."""
+    from .documents import format_path
+    from .lint import make_diagnostic
+
+    data = doc.data if isinstance(doc.data, Mapping) else {}
+    owners: list[tuple[tuple[Any, ...], Any]] = [((), data)]
+    states = data.get("states")
+    if isinstance(states, Mapping):
+        owners.extend((("states", str(k)), v) for k, v in states.items() if isinstance(v, Mapping))
+    base = Path(doc.file).parent if doc.file else None
+    found: list[Diagnostic] = []
+    for parts, owner in owners:
+        flows = owner.get("flows")
+        if not isinstance(flows, list):
+            continue
+        for index, flow in enumerate(flows):
+            reference = flow.get("definition") if isinstance(flow, Mapping) else None
+            if not isinstance(reference, str) or not reference:
+                continue
+            if base is not None and not Path(reference).is_absolute() and (base / reference).is_file():
+                continue
+            try:
+                resolve_definition_path(reference, search_path)
+                continue
+            except DefinitionError:
+                pass
+            where = (*parts, "flows", index, "definition")
+            found.append(
+                make_diagnostic(
+                    "flow-definition-not-found",
+                    f"sub-flow definition {reference!r} was not found next to this file or on the search path",
+                    hint="fix the path (relative paths start from this file's folder), or make sure the "
+                    "application's loader can resolve it",
+                    file=doc.file,
+                    path=format_path(where),
+                    line=doc.line_for(where),
+                )
+            )
+    return found
+
+
 # --- the cache ---------------------------------------------------------------------------
 
 _RACY_NS = 2_000_000_000  # a file modified this close to when we read it may change unseen
@@ -227,6 +272,7 @@ __all__ = [
     "clear_definition_cache",
     "default_search_path",
     "definition_from_document",
+    "check_flow_references",
     "load_fsm_definition",
     "read_document",
     "resolve_definition_path",

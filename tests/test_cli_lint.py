@@ -336,3 +336,28 @@ def test_a_directory_without_definition_files_exits_2(tmp_path: Path) -> None:
     result = run("lint", str(tmp_path))
     assert result.exit_code == 2
     assert "no definition files" in result.output
+
+
+# --- sub-flow references (the one check that needs the file system) ------------------------------
+
+
+def with_flow(reference: str) -> dict[str, Any]:
+    data = good()
+    data["flows"] = [{"name": "sub", "definition": reference, "description": "a sub-flow"}]
+    return data
+
+
+def test_a_sub_flow_next_to_the_file_is_found(tmp_path: Path) -> None:
+    write(tmp_path, "flows/sub.json", good())
+    result = run("lint", "--strict", str(write(tmp_path, "main.json", with_flow("flows/sub.json"))))
+    assert result.exit_code == 0, result.output
+
+
+def test_a_missing_sub_flow_definition_is_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, "main.json", with_flow("flows/gone.yaml"))
+    result = run("lint", "--format", "json", str(path))
+    (diagnostic,) = json.loads(result.output)["diagnostics"]
+    assert diagnostic["code"] == "FSM019"
+    assert diagnostic["path"] == "$.flows[0].definition"
+    assert result.exit_code == 0
