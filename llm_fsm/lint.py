@@ -477,6 +477,7 @@ class _Linter:
 
     def check_version(self) -> None:
         version = self.data.get("version", "3.0")
+        # a number (YAML `version: 3.0`) is a schema violation already, with a hint to quote it
         if isinstance(version, str) and version not in SUPPORTED_VERSIONS:
             self.add(
                 "unsupported-version",
@@ -484,8 +485,6 @@ class _Linter:
                 f"version {version!r} is not supported (supported: {', '.join(SUPPORTED_VERSIONS)})",
                 'use "3.0"',
             )
-        elif isinstance(version, (int, float)) and not isinstance(version, bool):
-            pass  # a schema violation already; the hint there says to quote it
 
     def check_unknown_fields(self) -> None:
         def report(parts: Path, obj: Mapping[str, Any], kind: str) -> None:
