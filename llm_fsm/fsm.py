@@ -21,8 +21,9 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 from .definitions import FlowDeclaration, FSMDefinition
 from .errors import (
@@ -54,7 +55,7 @@ from .runtime import (
 from .stores import ConversationStore, open_store
 from .transitions import validate_transition as _validate_transition
 from .llm import LLMResult
-from .turn import CallHook, CallLLM, EngineConfig, LoadDefinition, LoadFlow, TurnGenerator, TurnOutcome, run_opening, run_turn
+from .turn import CallHook, CallLLM, EngineConfig, LoadDefinition, LoadFlow, run_opening, run_turn
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,29 @@ DEFAULT_MAX_INPUT_CHARS = 20_000
 """A user message longer than this is refused with MessageTooLargeError before any model call."""
 
 DefinitionPolicy = Literal["continue", "error"]
+
+
+@dataclass(frozen=True)
+class LoadConversation:
+    """Effect: load a conversation from the store."""
+
+    conversation_id: str
+    user_id: str | None
+    room_id: str | None
+
+
+@dataclass(frozen=True)
+class SaveConversation:
+    """Effect: save with compare-and-set (``expected_version`` None: create)."""
+
+    instance: FSMInstance
+    expected_version: int | None
+
+
+_RECOVERABLE = (DefinitionError, ConcurrentUpdateError)
+"""Errors thrown back into a generator, which handles them; everything else reaches the caller."""
+
+_T = TypeVar("_T")
 
 
 class _ConversationLock:
@@ -149,7 +173,10 @@ class FSMManager:
         return self._definition_for(self._load(conversation_id, user_id, room_id))
 
     def _definition_for(self, instance: FSMInstance) -> FSMDefinition:
-        definition = self._load_definition(instance.fsm_id)
+        return self._checked(instance, self._load_definition(instance.fsm_id))
+
+    def _checked(self, instance: FSMInstance, definition: FSMDefinition) -> FSMDefinition:
+        """The definition, if the conversation may run on it (see ``on_definition_change``)."""
         if instance.definition_hash and definition.content_hash != instance.definition_hash:
             if self.on_definition_change == "error":
                 raise DefinitionChangedError(
@@ -218,21 +245,37 @@ class FSMManager:
 
     def _perform(self, effect: Any) -> Any:
         """The synchronous effects other than the LLM and hook calls."""
+        if isinstance(effect, LoadConversation):
+            return self.store.load(effect.conversation_id, user_id=effect.user_id, room_id=effect.room_id)
+        if isinstance(effect, SaveConversation):
+            return self.store.save(effect.instance, expected_version=effect.expected_version)
         if isinstance(effect, LoadFlow):
             return self._resolve_flow(effect.declaration, effect.parent)
         if isinstance(effect, LoadDefinition):
             return self._load_definition(effect.fsm_id)
-        raise TypeError(f"unknown effect {effect!r}")  # pragma: no cover - the generator yields only known effects
+        raise TypeError(f"unknown effect {effect!r}")  # pragma: no cover - the generators yield only known effects
 
-    def _drive(self, generator: TurnGenerator) -> TurnOutcome:
-        """Run the pure turn generator, performing its effects synchronously."""
+    async def _aperform(self, effect: Any) -> Any:
+        if isinstance(effect, LoadConversation):
+            return await self.store.aload(effect.conversation_id, user_id=effect.user_id, room_id=effect.room_id)  # type: ignore[attr-defined]
+        if isinstance(effect, SaveConversation):
+            return await self.store.asave(effect.instance, expected_version=effect.expected_version)  # type: ignore[attr-defined]
+        return await asyncio.to_thread(self._perform, effect)
+
+    def _drive(self, generator: Generator[Any, Any, _T]) -> _T:
+        """Run one of the engine's generators, performing the effects it yields synchronously.
+
+        Errors the generator is written to handle (a sub-flow that cannot load, a
+        save that lost the compare-and-set) are thrown back into it; any other
+        error ends it and reaches the caller.
+        """
         value: Any = None
         error: BaseException | None = None
         while True:
             try:
                 effect = generator.throw(error) if error is not None else generator.send(value)
             except StopIteration as stop:
-                return stop.value
+                return stop.value  # type: ignore[no-any-return]
             value, error = None, None
             try:
                 if isinstance(effect, CallLLM):
@@ -242,17 +285,18 @@ class FSMManager:
                     value = run_sync(effect.name, functions, effect.make_event()) if functions else None
                 else:
                     value = self._perform(effect)
-            except DefinitionError as exc:  # a sub-flow that cannot load: the turn decides what that means
+            except _RECOVERABLE as exc:
                 error = exc
 
-    async def _adrive(self, generator: TurnGenerator) -> TurnOutcome:
+    async def _adrive(self, generator: Generator[Any, Any, _T]) -> _T:
+        """The asynchronous twin of ``_drive``: same generators, awaited effects."""
         value: Any = None
         error: BaseException | None = None
         while True:
             try:
                 effect = generator.throw(error) if error is not None else generator.send(value)
             except StopIteration as stop:
-                return stop.value
+                return stop.value  # type: ignore[no-any-return]
             value, error = None, None
             try:
                 if isinstance(effect, CallLLM):
@@ -261,8 +305,8 @@ class FSMManager:
                     functions = self.hooks.get(effect.name)
                     value = await run_async(effect.name, functions, effect.make_event()) if functions else None
                 else:
-                    value = await asyncio.to_thread(self._perform, effect)
-            except DefinitionError as exc:
+                    value = await self._aperform(effect)
+            except _RECOVERABLE as exc:
                 error = exc
 
     # --- starting ------------------------------------------------------------------
@@ -283,6 +327,15 @@ class FSMManager:
             definition_hash=definition.content_hash,
         )
 
+    def _starting(
+        self, fsm_id: Any, initial_context: Mapping[str, Any] | None, user_id: str | None, room_id: str | None
+    ) -> Generator[Any, Any, tuple[str, str]]:
+        definition = yield LoadDefinition(fsm_id)
+        instance = self._new_instance(fsm_id, definition, user_id, room_id)
+        outcome = yield from run_opening(definition, instance, self.prompt_builder, self.config, initial_context)
+        yield SaveConversation(instance, None)
+        return instance.conversation_id, outcome.reply
+
     def start_conversation(
         self,
         fsm_id: str,
@@ -292,11 +345,7 @@ class FSMManager:
         room_id: str | None = None,
     ) -> tuple[str, str]:
         """Create a conversation and return ``(conversation_id, opening message)``."""
-        definition = self._load_definition(fsm_id)
-        instance = self._new_instance(fsm_id, definition, user_id, room_id)
-        outcome = self._drive(run_opening(definition, instance, self.prompt_builder, self.config, initial_context))
-        self.store.save(instance, expected_version=None)
-        return instance.conversation_id, outcome.reply
+        return self._drive(self._starting(fsm_id, initial_context, user_id, room_id))
 
     async def astart_conversation(
         self,
@@ -306,11 +355,7 @@ class FSMManager:
         user_id: str | None = None,
         room_id: str | None = None,
     ) -> tuple[str, str]:
-        definition = await asyncio.to_thread(self._load_definition, fsm_id)
-        instance = self._new_instance(fsm_id, definition, user_id, room_id)
-        outcome = await self._adrive(run_opening(definition, instance, self.prompt_builder, self.config, initial_context))
-        await self.store.asave(instance, expected_version=None)  # type: ignore[attr-defined]
-        return instance.conversation_id, outcome.reply
+        return await self._adrive(self._starting(fsm_id, initial_context, user_id, room_id))
 
     # --- turns ---------------------------------------------------------------------
 
@@ -323,13 +368,28 @@ class FSMManager:
             )
         return message
 
-    def _begin(self, instance: FSMInstance, message_id: str | None) -> tuple[str | None, FSMDefinition | None]:
-        """Returns (stored reply, None) for a retried message, else (None, definition)."""
-        if message_id is not None and message_id in instance.processed_messages:
-            return instance.processed_messages[message_id], None
-        if instance.ended:
-            raise ConversationEndedError(f"conversation {instance.conversation_id} has ended ({instance.status})")
-        return None, self._definition_for(instance)
+    def _turn(
+        self, conversation_id: str, message: str, message_id: str | None, user_id: str | None, room_id: str | None
+    ) -> Generator[Any, Any, str]:
+        """Load, run the turn, save with compare-and-set; on a lost race, run it again on the new version."""
+        for attempt in range(self.max_save_retries + 1):
+            instance = yield LoadConversation(conversation_id, user_id, room_id)
+            expected = instance.version
+            if message_id is not None and message_id in instance.processed_messages:
+                return instance.processed_messages[message_id]  # a retried delivery: answered once
+            if instance.ended:
+                raise ConversationEndedError(f"conversation {instance.conversation_id} has ended ({instance.status})")
+            definition = self._checked(instance, (yield LoadDefinition(instance.fsm_id)))
+            outcome = yield from run_turn(definition, instance, message, self.prompt_builder, self.config, message_id=message_id)
+            try:
+                yield SaveConversation(instance, expected)
+            except ConcurrentUpdateError:
+                if attempt == self.max_save_retries:
+                    raise
+                logger.info("conversation %s changed under us; running the turn again", conversation_id)
+                continue
+            return outcome.reply
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def process_message(
         self,
@@ -342,26 +402,8 @@ class FSMManager:
     ) -> str:
         """Run one turn and return the reply. A repeated ``message_id`` returns the stored reply."""
         message = self._check_message(message)
-        holder = self._lock_for(conversation_id)
-        with holder.lock:
-            for attempt in range(self.max_save_retries + 1):
-                instance = self._load(conversation_id, user_id, room_id)
-                expected = instance.version
-                stored, definition = self._begin(instance, message_id)
-                if definition is None:
-                    return stored  # type: ignore[return-value]
-                outcome = self._drive(
-                    run_turn(definition, instance, message, self.prompt_builder, self.config, message_id=message_id)
-                )
-                try:
-                    self.store.save(instance, expected_version=expected)
-                except ConcurrentUpdateError:
-                    if attempt == self.max_save_retries:
-                        raise
-                    logger.info("conversation %s changed under us; running the turn again", conversation_id)
-                    continue
-                return outcome.reply
-        raise AssertionError("unreachable")  # pragma: no cover
+        with self._lock_for(conversation_id).lock:
+            return self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
 
     async def aprocess_message(
         self,
@@ -376,25 +418,9 @@ class FSMManager:
         holder = self._lock_for(conversation_id)
         await asyncio.to_thread(holder.lock.acquire)
         try:
-            for attempt in range(self.max_save_retries + 1):
-                instance = await self.store.aload(conversation_id, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
-                expected = instance.version
-                stored, definition = self._begin(instance, message_id)
-                if definition is None:
-                    return stored  # type: ignore[return-value]
-                outcome = await self._adrive(
-                    run_turn(definition, instance, message, self.prompt_builder, self.config, message_id=message_id)
-                )
-                try:
-                    await self.store.asave(instance, expected_version=expected)  # type: ignore[attr-defined]
-                except ConcurrentUpdateError:
-                    if attempt == self.max_save_retries:
-                        raise
-                    continue
-                return outcome.reply
+            return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
         finally:
             holder.lock.release()
-        raise AssertionError("unreachable")  # pragma: no cover
 
     # --- reading and ending ---------------------------------------------------------
 
@@ -448,19 +474,24 @@ class FSMManager:
         return valid, why
 
     def _mutate(self, conversation_id: str, user_id: str | None, room_id: str | None, change: Callable[[FSMInstance], None]) -> FSMInstance:
-        holder = self._lock_for(conversation_id)
-        with holder.lock:
+        """An application change outside a turn (end, update_context), with the same locking and retries."""
+
+        def mutation() -> Generator[Any, Any, FSMInstance]:
             for attempt in range(self.max_save_retries + 1):
-                instance = self._load(conversation_id, user_id, room_id)
+                instance = yield LoadConversation(conversation_id, user_id, room_id)
                 expected = instance.version
                 change(instance)
                 try:
-                    self.store.save(instance, expected_version=expected)
-                    return instance
+                    yield SaveConversation(instance, expected)
                 except ConcurrentUpdateError:
                     if attempt == self.max_save_retries:
                         raise
-        raise AssertionError("unreachable")  # pragma: no cover
+                    continue
+                return instance
+            raise AssertionError("unreachable")  # pragma: no cover
+
+        with self._lock_for(conversation_id).lock:
+            return self._drive(mutation())
 
     def end_conversation(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> None:
         """Mark the conversation ended; its data stays readable until deleted."""
