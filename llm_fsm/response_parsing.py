@@ -53,6 +53,8 @@ def response_json_schema(
     max_value_depth: int = _DEFAULT_VALUE_DEPTH,
     intents: Sequence[str] | None = None,
     flows: Sequence[str] | None = None,
+    context_keys: Sequence[str] | None = None,
+    max_items: int = 20,
 ) -> dict[str, Any]:
     """The JSON Schema of one reply object, for structured output and for the prompt.
 
@@ -67,12 +69,28 @@ def response_json_schema(
     ``intents`` adds an ``intent`` enum (and ``flows`` a ``flow`` enum) when the
     state offers more than an ordinary answer: small models only fill fields
     the schema names.
+
+    ``context_keys`` closes ``context_update`` to those keys, and makes its
+    values flat (scalars, or arrays of at most ``max_items`` scalars). That is
+    what keeps a small model honest under a grammar: with an open object it
+    invents keys and nests objects until the token limit (measured with
+    SmolLM2-135M: "I'm Ada" gave ``{"message": "Transitions: ..."}`` open and
+    ``{"name": "Ada"}`` closed to ``["name"]``), because llama.cpp's grammars
+    cannot bound the number of keys of an object. Leave it ``None`` for
+    capable models, which may extract more than the state asks for.
     """
     # An enum bounds the string by itself; type and maxLength only matter without one.
     target: dict[str, Any] = {"type": "string", "maxLength": max_string_chars}
     if allowed_targets is not None:
         target = {"enum": list(dict.fromkeys(allowed_targets)) or [STAY]}
     depth = max(1, max_value_depth)
+    context_update: dict[str, Any] = {"type": "object", "additionalProperties": {"$ref": "#/$defs/value1"}}
+    if context_keys is not None:
+        context_update = {
+            "type": "object",
+            "properties": {key: {"$ref": "#/$defs/value1"} for key in dict.fromkeys(context_keys)},
+            "additionalProperties": False,
+        }
     extra: dict[str, Any] = {}
     if intents:
         extra["intent"] = {"enum": list(dict.fromkeys(intents))}
@@ -88,10 +106,7 @@ def response_json_schema(
                 "type": "object",
                 "properties": {
                     "target_state": target,
-                    "context_update": {
-                        "type": "object",
-                        "additionalProperties": {"$ref": "#/$defs/value1"},
-                    },
+                    "context_update": context_update,
                 },
                 "required": ["target_state", "context_update"],
                 "additionalProperties": False,
@@ -105,7 +120,9 @@ def response_json_schema(
         },
         "required": ["transition", "message"],
         "additionalProperties": False,
-        "$defs": _value_defs(max_string_chars, depth),
+        "$defs": _flat_value_defs(max_string_chars, max_items)
+        if context_keys is not None
+        else _value_defs(max_string_chars, depth),
     }
 
 
@@ -133,6 +150,17 @@ def _value_defs(max_string_chars: int, depth: int) -> dict[str, Any]:
             ]
         }
     return defs
+
+
+def _flat_value_defs(max_string_chars: int, max_items: int) -> dict[str, Any]:
+    """``value1``: a scalar or a bounded array of scalars; every part has an upper bound a grammar can enforce."""
+    scalars: list[dict[str, Any]] = [
+        {"type": "string", "maxLength": max_string_chars},
+        {"type": "number"},
+        {"type": "boolean"},
+        {"type": "null"},
+    ]
+    return {"value1": {"anyOf": [*scalars, {"type": "array", "items": {"anyOf": scalars}, "maxItems": max_items}]}}
 
 
 def allowed_targets_from_schema(schema: dict[str, Any] | None) -> list[str] | None:

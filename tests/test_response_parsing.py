@@ -81,6 +81,24 @@ def test_schema_bounds_strings_down_to_the_configured_depth_and_allows_deeper_da
         jsonschema.validate(nested, deep)
 
 
+def test_schema_closed_to_context_keys_names_them_and_refuses_others():
+    schema = response_json_schema(["a"], context_keys=["name", "issue.description", "name"])
+    jsonschema.Draft202012Validator.check_schema(schema)
+    update = schema["properties"]["transition"]["properties"]["context_update"]
+    assert list(update["properties"]) == ["name", "issue.description"]
+    jsonschema.validate(reply("a", {"name": "Ada", "issue.description": "late"}), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(reply("a", {"message": "invented key"}), schema)
+
+
+def test_schema_closed_to_context_keys_bounds_every_value_for_grammar_decoding():
+    schema = response_json_schema(["a"], context_keys=["tags"], max_string_chars=10, max_items=2)
+    jsonschema.validate(reply("a", {"tags": ["x", 1]}), schema)
+    for too_much in ({"tags": {"nested": "object"}}, {"tags": ["x", "y", "z"]}, {"tags": [["deep"]]}, {"tags": "z" * 11}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(reply("a", too_much), schema)
+
+
 def test_schema_refuses_unknown_top_level_fields():
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(reply("a", extra_field=1), response_json_schema(["a"]))
