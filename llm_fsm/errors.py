@@ -18,12 +18,11 @@ class FSMError(Exception):
 # --- definitions -----------------------------------------------------------------
 
 
-class DefinitionError(FSMError, ValueError):
-    """A definition could not be read, parsed or validated.
+class LocatedError(FSMError, ValueError):
+    """An error in a document a person wrote, with where it is: file, JSON path and, when known, line.
 
-    Carries where the problem is so a person can fix it: the file, a JSON path
-    into the document (``$.states.greeting.transitions[0]``) and, when the
-    parser knows it, the line.
+    ``problems`` lists every (json_path, message) found when there was more than one,
+    so one run shows an author everything to fix.
     """
 
     def __init__(
@@ -39,7 +38,6 @@ class DefinitionError(FSMError, ValueError):
         self.file = file
         self.path = path
         self.line = line
-        #: every (json_path, message) found, when there was more than one
         self.problems = problems or ([(path, message)] if path else [])
         super().__init__(self._render())
 
@@ -53,6 +51,10 @@ class DefinitionError(FSMError, ValueError):
         text = f"{prefix}: {self.message}" if prefix else self.message
         extra = [f"  {p}: {m}" for p, m in self.problems[1:]]
         return "\n".join([text, *extra])
+
+
+class DefinitionError(LocatedError):
+    """A definition could not be read, parsed or validated."""
 
 
 class DefinitionNotFoundError(DefinitionError):
@@ -199,38 +201,12 @@ class StoreCorruptedError(StoreError):
     """A stored record could not be decoded and no backup could replace it."""
 
 
-
-
-
-class ScriptError(FSMError, ValueError):
+class ScriptError(LocatedError):
     """A conversation test script (``*.conv.yaml``) or a recording could not be read or is invalid.
 
-    Located like ``DefinitionError`` (file, path into the script, line) so a
-    typo in an expectation is reported where it is, not as a failing test.
+    Located like ``DefinitionError`` so a typo in an expectation is reported
+    where it is, not as a failing test.
     """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        file: str | None = None,
-        path: str | None = None,
-        line: int | None = None,
-        problems: list[tuple[str, str]] | None = None,
-    ) -> None:
-        self.message = message
-        self.file = file
-        self.path = path
-        self.line = line
-        self.problems = problems or ([(path, message)] if path else [])
-        where = []
-        if file:
-            where.append(file + (f":{line}" if line else ""))
-        if path:
-            where.append(path)
-        prefix = " ".join(where)
-        text = f"{prefix}: {message}" if prefix else message
-        super().__init__("\n".join([text, *(f"  {p}: {m}" for p, m in self.problems[1:])]))
 
 
 class TurnNotFoundError(FSMError, IndexError):

@@ -60,8 +60,12 @@ def new_version(expected_version: int | None) -> int:
     return expected_version + 1
 
 
-def check_limits(instance: FSMInstance, limits: SizeLimits) -> None:
-    """Raise RecordTooLargeError when the instance breaks a cap; measures the record only when capped."""
+def check_limits(instance: FSMInstance, limits: SizeLimits, record: str | None = None) -> None:
+    """Raise RecordTooLargeError when the instance breaks a cap.
+
+    The record is serialised to be measured only when a record cap is set and
+    the caller does not already have the text.
+    """
     if limits.max_context_bytes is not None:
         size = context_bytes(instance)
         if size > limits.max_context_bytes:
@@ -70,7 +74,7 @@ def check_limits(instance: FSMInstance, limits: SizeLimits) -> None:
                 f"over the store's cap of {limits.max_context_bytes} bytes"
             )
     if limits.max_record_bytes is not None:
-        size = len(instance.model_dump_json().encode("utf-8"))
+        size = len((record if record is not None else instance.model_dump_json()).encode("utf-8"))
         if size > limits.max_record_bytes:
             raise RecordTooLargeError(
                 f"conversation {instance.conversation_id}: record is {size} bytes, "
@@ -91,23 +95,11 @@ def encode(
     outbox is drained into the archive by the same save, so a later load never
     archives the same messages twice.
     """
-    if limits.max_context_bytes is not None:
-        size = context_bytes(instance)
-        if size > limits.max_context_bytes:
-            raise RecordTooLargeError(
-                f"conversation {instance.conversation_id}: context data is {size} bytes, "
-                f"over the store's cap of {limits.max_context_bytes} bytes"
-            )
+    check_limits(instance, SizeLimits(max_record_bytes=None, max_context_bytes=limits.max_context_bytes))
     version = new_version(expected_version)
     stored = instance.model_copy(update={"version": version, "archive_outbox": []})
     record = stored.model_dump_json(indent=indent)
-    if limits.max_record_bytes is not None:
-        size = len(record.encode("utf-8"))
-        if size > limits.max_record_bytes:
-            raise RecordTooLargeError(
-                f"conversation {instance.conversation_id}: record is {size} bytes, "
-                f"over the store's cap of {limits.max_record_bytes} bytes"
-            )
+    check_limits(instance, SizeLimits(max_record_bytes=limits.max_record_bytes, max_context_bytes=None), record)
     archive = [dict(message) for message in instance.archive_outbox]
     return Encoded(record=record, version=version, archive=archive)
 
