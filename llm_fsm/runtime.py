@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,6 +46,24 @@ def copy_json(value: Any) -> Any:
     return value
 
 
+def _replace(model: _M, **changes: Any) -> _M:
+    """A shallow copy of a runtime model with some fields replaced.
+
+    What ``model_copy(update=...)`` does, without its three ``copy.copy`` calls:
+    this runs twice per turn on every field of the conversation, and the
+    runtime models carry neither extra fields nor private attributes.
+    """
+    cls = type(model)
+    new = cls.__new__(cls)
+    values = model.__dict__.copy()
+    values.update(changes)
+    object.__setattr__(new, "__dict__", values)
+    object.__setattr__(new, "__pydantic_fields_set__", set(model.__pydantic_fields_set__))
+    object.__setattr__(new, "__pydantic_extra__", None)
+    object.__setattr__(new, "__pydantic_private__", None)
+    return new
+
+
 def new_conversation_id() -> str:
     """Random, unguessable ids: knowing one conversation id reveals nothing about another."""
     return str(uuid.uuid4())
@@ -57,6 +75,9 @@ def now() -> float:
 
 class _Data(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+
+_M = TypeVar("_M", bound=_Data)
 
 
 # --- the seed's runtime models ---------------------------------------------------
@@ -78,9 +99,9 @@ class Conversation(_Data):
     def add_assistant_message(self, text: str) -> None:
         self.exchanges.append({"assistant": text})
 
-    def window(self) -> list[tuple[str, str]]:
-        """The last ``max_history_size`` exchanges as (role, text), each cut to ``max_message_length``."""
-        keep = self.max_history_size * 2
+    def window(self, size: int | None = None) -> list[tuple[str, str]]:
+        """The last ``size`` (default ``max_history_size``) exchanges as (role, text), each cut to ``max_message_length``."""
+        keep = (self.max_history_size if size is None else size) * 2
         recent = self.exchanges[-keep:] if keep > 0 else []
         out: list[tuple[str, str]] = []
         for entry in recent:
@@ -341,24 +362,21 @@ class FSMInstance(_Data):
         messages — are shared, because nothing changes them once written.
         """
         context = self.context
-        conversation = context.conversation.model_copy(update={"exchanges": list(context.conversation.exchanges)})
-        return self.model_copy(
-            update={
-                "context": context.model_copy(
-                    update={
-                        "data": copy_json(context.data),
-                        "conversation": conversation,
-                        "metadata": copy_json(context.metadata),
-                    }
-                ),
-                "turns": list(self.turns),
-                "trace": list(self.trace),
-                "processed_messages": dict(self.processed_messages),
-                "flow_stack": [f.model_copy(update={"data": copy_json(f.data)}) for f in self.flow_stack],
-                "completed_flows": list(self.completed_flows),
-                "flow_output_mapping": dict(self.flow_output_mapping),
-                "archive_outbox": list(self.archive_outbox),
-            }
+        return _replace(
+            self,
+            context=_replace(
+                context,
+                data=copy_json(context.data),
+                conversation=_replace(context.conversation, exchanges=list(context.conversation.exchanges)),
+                metadata=copy_json(context.metadata),
+            ),
+            turns=list(self.turns),
+            trace=list(self.trace),
+            processed_messages=dict(self.processed_messages),
+            flow_stack=[_replace(f, data=copy_json(f.data)) for f in self.flow_stack],
+            completed_flows=list(self.completed_flows),
+            flow_output_mapping=dict(self.flow_output_mapping),
+            archive_outbox=list(self.archive_outbox),
         )
 
 
