@@ -89,7 +89,12 @@ _T = TypeVar("_T")
 
 
 class _ConversationLock:
-    """A lock per conversation id, shared by threads and coroutines; freed when nobody holds it."""
+    """A lock per conversation id, shared by threads and coroutines; freed when nobody holds it.
+
+    The registry keeps these weakly, so whoever takes the lock must keep a
+    reference to the holder until it releases it; otherwise the holder can be
+    collected mid-turn and a second thread would get a fresh, unrelated lock.
+    """
 
     __slots__ = ("lock", "__weakref__")
 
@@ -402,7 +407,8 @@ class FSMManager:
     ) -> str:
         """Run one turn and return the reply. A repeated ``message_id`` returns the stored reply."""
         message = self._check_message(message)
-        with self._lock_for(conversation_id).lock:
+        holder = self._lock_for(conversation_id)  # keep a reference: the registry holds locks weakly
+        with holder.lock:
             return self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
 
     async def aprocess_message(
@@ -490,7 +496,8 @@ class FSMManager:
                 return instance
             raise AssertionError("unreachable")  # pragma: no cover
 
-        with self._lock_for(conversation_id).lock:
+        holder = self._lock_for(conversation_id)  # keep a reference: the registry holds locks weakly
+        with holder.lock:
             return self._drive(mutation())
 
     def end_conversation(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> None:

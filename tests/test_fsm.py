@@ -312,3 +312,29 @@ def test_router_resolved_issue_leads_to_feedback_and_end():
         fsm.process_message(cid, text)
     assert fsm.is_conversation_ended(cid)
     assert fsm.get_conversation_data(cid)["feedback"] == {"rating": 5}
+
+
+def test_a_turn_in_progress_keeps_its_conversation_locked_even_through_garbage_collection():
+    import gc
+
+    from llm_fsm.definitions import FSMDefinition
+
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(request):
+        if request.purpose == "turn":
+            entered.set()
+            release.wait(10)
+        return {"transition": {"target_state": "ask_name", "context_update": {}}, "message": "ok"}
+
+    fsm = FSMManager(fsm_loader=lambda _: FSMDefinition.model_validate(FORM), llm_interface=FunctionLLM(slow))
+    cid, _ = fsm.start_conversation("form")
+    worker = threading.Thread(target=fsm.process_message, args=(cid, "hi"))
+    worker.start()
+    try:
+        assert entered.wait(10)
+        gc.collect()
+        assert fsm._lock_for(cid).lock.locked(), "a second turn must wait for the first"
+    finally:
+        release.set()
+        worker.join()
