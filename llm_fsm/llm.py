@@ -32,7 +32,7 @@ from llm_fsm.errors import (
     LLMResponseError,
     MalformedOutputError,
 )
-from llm_fsm.response_parsing import allowed_targets_from_schema, parse_llm_output
+from llm_fsm.response_parsing import allowed_targets_from_schema, closed_schema, parse_llm_output
 from llm_fsm.runtime import LLMRequest, LLMResponse
 
 logger = logging.getLogger(__name__)
@@ -268,6 +268,10 @@ class LiteLLMInterface(LLMInterface):
         elif mode == "auto":
             mode = self._detect_mode()
         schema = request.response_schema
+        if schema and _is_local_name(self.model) and request.context_keys is not None:
+            # Small local models need the schema closed to the state's keys, or they invent keys and
+            # nest objects until the token limit (docs/local-model.md).
+            schema = closed_schema(schema, request.context_keys)
         if mode in ("json_schema", "schema_object") and not schema:
             mode = "json_object"
         if mode == "json_schema":

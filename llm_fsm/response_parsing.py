@@ -163,6 +163,25 @@ def _flat_value_defs(max_string_chars: int, max_items: int) -> dict[str, Any]:
     return {"value1": {"anyOf": [*scalars, {"type": "array", "items": {"anyOf": scalars}, "maxItems": max_items}]}}
 
 
+def closed_schema(schema: dict[str, Any], context_keys: Sequence[str], *, max_message_chars: int = 300) -> dict[str, Any]:
+    """The same reply schema with ``context_update`` closed to ``context_keys`` and a short message.
+
+    For small local models under a grammar (see ``response_json_schema``): the
+    engine sends the open schema and the keys that matter in the state; the
+    LLM edge closes it only for models that need it.
+    """
+    properties = schema.get("properties", {})
+    intents = (properties.get("intent") or {}).get("enum")
+    flows = [f for f in (properties.get("flow") or {}).get("enum", []) if f is not None] or None
+    return response_json_schema(
+        allowed_targets_from_schema(schema),
+        intents=intents,
+        flows=flows,
+        context_keys=list(context_keys),
+        max_message_chars=max_message_chars,
+    )
+
+
 def allowed_targets_from_schema(schema: dict[str, Any] | None) -> list[str] | None:
     """Read the ``target_state`` enum back out of a schema built by ``response_json_schema``.
 

@@ -137,6 +137,13 @@ class LLMRequest(_Data):
         default=None, description="JSON Schema the reply must follow (structured output)."
     )
     purpose: Literal["turn", "opening", "regenerate"] = "turn"
+    context_keys: list[str] | None = Field(
+        default=None,
+        description=(
+            "Keys that matter in this state (to collect, read by its conditions, or already collected). "
+            "An LLM edge may close the reply schema to them for small models."
+        ),
+    )
 
 
 Intent = Literal["continue", "digression", "cancel", "start_flow", "resume_flow", "confirm", "deny"]

@@ -180,7 +180,26 @@ def _request(
         tuple(builder.intents_for(definition, instance, state)) if allow_moves else None,
         tuple(builder.flow_names_for(definition, instance, state)) if allow_moves else None,
     )
-    return LLMRequest(system_prompt=prompt, user_message=message, response_schema=schema, purpose=purpose)  # type: ignore[arg-type]
+    return LLMRequest(
+        system_prompt=prompt,
+        user_message=message,
+        response_schema=schema,
+        purpose=purpose,  # type: ignore[arg-type]
+        context_keys=_context_keys(state, instance) if allow_moves else [],
+    )
+
+
+def _context_keys(state: State, instance: FSMInstance) -> list[str]:
+    """What the model may usefully write in this state: keys to collect, keys its conditions need, and
+    keys already collected (so a correction of any of them is possible)."""
+    keys: list[str] = list(state.required_context_keys or ())
+    for transition in state.transitions:
+        for condition in transition.conditions or ():
+            keys += condition.requires_context_keys or ()
+            if condition.compiled is not None:
+                keys += sorted(condition.compiled.reads)
+    keys += [k for k in instance.context.data if not str(k).startswith("_")]
+    return list(dict.fromkeys(keys))
 
 
 @functools.lru_cache(maxsize=512)

@@ -338,3 +338,12 @@ def test_a_turn_in_progress_keeps_its_conversation_locked_even_through_garbage_c
     finally:
         release.set()
         worker.join()
+
+
+def test_requests_name_the_keys_that_matter_in_the_state():
+    fsm, llm = manager([reply("ask_name"), reply("ask_email", "Email?", name="Ann"), reply("ask_email", "ok")])
+    cid, _ = fsm.start_conversation("form", {"account_id": "acc-1"})
+    fsm.process_message(cid, "Ann")
+    fsm.process_message(cid, "hm")
+    assert llm.requests[1].context_keys == ["name", "account_id"]
+    assert llm.requests[2].context_keys == ["email", "account_id", "name"]

@@ -379,3 +379,16 @@ def test_json_like_noise_either_parses_or_raises_malformed_output_error(text):
 def test_a_valid_reply_embedded_in_brace_free_garbage_is_found_intact(before, after, response, indent):
     text = before + json.dumps(response.model_dump(), indent=indent) + after
     assert parse_llm_output(text) == response
+
+
+def test_a_closed_schema_keeps_targets_intents_and_flows_and_allows_only_the_given_keys():
+    from llm_fsm.response_parsing import closed_schema
+
+    open_schema = response_json_schema(["ask", "done"], intents=["continue", "cancel"], flows=["check"])
+    closed = closed_schema(open_schema, ["name", "email"])
+    assert closed["properties"]["transition"]["properties"]["target_state"]["enum"] == ["ask", "done"]
+    assert closed["properties"]["intent"]["enum"] == ["continue", "cancel"]
+    assert closed["properties"]["flow"]["enum"] == ["check", None]
+    update = closed["properties"]["transition"]["properties"]["context_update"]
+    assert set(update["properties"]) == {"name", "email"} and update["additionalProperties"] is False
+    assert closed["properties"]["message"]["maxLength"] == 300
