@@ -237,14 +237,6 @@ def measure(
 # --- figures ------------------------------------------------------------------------------
 
 
-def _request_tokens(request: dict[str, Any]) -> dict[str, int]:
-    system = tokens_util.count_tokens(request["system_prompt"])
-    user = tokens_util.count_tokens(request["user_message"])
-    schema_obj = request.get("response_schema")
-    schema = tokens_util.count_tokens(json.dumps(schema_obj, separators=(",", ":"))) if schema_obj else 0
-    return {"system": system, "user": user, "schema": schema, "total": system + user + schema}
-
-
 def summarise(raw: dict[str, Any], scenario: Scenario) -> dict[str, Any]:
     """Per-engine figures from the raw per-turn records."""
     short_runs = raw["short_runs_engine_ms"]
@@ -253,7 +245,7 @@ def summarise(raw: dict[str, Any], scenario: Scenario) -> dict[str, Any]:
     tail = long_ms[-100:] if len(long_ms) >= 100 else long_ms
     tokens: dict[int, dict[str, int]] = {}
     for key, requests in raw["captured"].items():
-        per_call = [_request_tokens(r) for r in requests]
+        per_call = [tokens_util.request_tokens(r) for r in requests]
         tokens[int(key)] = {
             "calls": len(per_call),
             "system": sum(c["system"] for c in per_call),

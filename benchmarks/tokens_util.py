@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -130,6 +132,26 @@ def is_exact_o200k() -> bool:
 def count_tokens(text: str) -> int:
     """Tokens of ``text`` under o200k_base (see ``tokenizer_name()`` for the method actually used)."""
     return _counter()[1](text)
+
+
+def schema_text(schema: Any) -> str:
+    """A reply schema as it goes over the wire: compact JSON (what providers bill or compile)."""
+    return json.dumps(schema, separators=(",", ":"))
+
+
+def request_tokens(request: Mapping[str, Any]) -> dict[str, int]:
+    """Tokens of one captured model request, by part: system prompt, user message, reply schema.
+
+    ``request`` is a captured request as the benchmarks' fake models record it
+    (``system_prompt``, ``user_message`` and, when the engine sends one,
+    ``response_schema``). The schema is counted apart because whether it costs
+    prompt tokens depends on the provider.
+    """
+    system = count_tokens(request["system_prompt"])
+    user = count_tokens(request["user_message"])
+    schema_obj = request.get("response_schema")
+    schema = count_tokens(schema_text(schema_obj)) if schema_obj else 0
+    return {"system": system, "user": user, "schema": schema, "total": system + user + schema}
 
 
 if __name__ == "__main__":
