@@ -55,8 +55,15 @@ def response_json_schema(
     flows: Sequence[str] | None = None,
     context_keys: Sequence[str] | None = None,
     max_items: int = 20,
+    bounded: bool = True,
 ) -> dict[str, Any]:
     """The JSON Schema of one reply object, for structured output and for the prompt.
+
+    ``bounded=False`` gives the lean form the engine sends by default: the same
+    shape and enums without length bounds, value definitions or ``reasoning``.
+    Hosted models do not loop under a schema, and providers that bill the
+    schema as prompt tokens (OpenAI structured outputs) charge for every byte
+    of it; the LLM edge bounds it (``closed_schema``) only for local models.
 
     Every string carries ``maxLength``: small local models decoding under a
     grammar at temperature 0 can otherwise repeat a phrase until the token
@@ -79,6 +86,8 @@ def response_json_schema(
     cannot bound the number of keys of an object. Leave it ``None`` for
     capable models, which may extract more than the state asks for.
     """
+    if not bounded:
+        return _lean_schema(allowed_targets, intents, flows)
     # An enum bounds the string by itself; type and maxLength only matter without one.
     target: dict[str, Any] = {"type": "string", "maxLength": max_string_chars}
     if allowed_targets is not None:
@@ -123,6 +132,32 @@ def response_json_schema(
         "$defs": _flat_value_defs(max_string_chars, max_items)
         if context_keys is not None
         else _value_defs(max_string_chars, depth),
+    }
+
+
+def _lean_schema(
+    allowed_targets: Sequence[str] | None, intents: Sequence[str] | None, flows: Sequence[str] | None
+) -> dict[str, Any]:
+    target: dict[str, Any] = {"type": "string"}
+    if allowed_targets is not None:
+        target = {"enum": list(dict.fromkeys(allowed_targets)) or [STAY]}
+    properties: dict[str, Any] = {}
+    if intents:
+        properties["intent"] = {"enum": list(dict.fromkeys(intents))}
+    if flows:
+        properties["flow"] = {"enum": [*dict.fromkeys(flows), None]}
+    properties["transition"] = {
+        "type": "object",
+        "properties": {"target_state": target, "context_update": {"type": "object"}},
+        "required": ["target_state", "context_update"],
+        "additionalProperties": False,
+    }
+    properties["message"] = {"type": "string", "minLength": 1}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": ["transition", "message"],
+        "additionalProperties": False,
     }
 
 

@@ -205,7 +205,7 @@ def _context_keys(state: State, instance: FSMInstance) -> list[str]:
 @functools.lru_cache(maxsize=512)
 def _schema(targets: tuple[str, ...], intents: tuple[str, ...] | None, flows: tuple[str, ...] | None) -> dict[str, Any]:
     """Reply schemas depend only on the state's options, so each is built once (and shared: do not mutate)."""
-    return response_json_schema(list(targets), intents=intents, flows=flows)
+    return response_json_schema(list(targets), intents=intents, flows=flows, bounded=False)
 
 
 # --- the opening -----------------------------------------------------------------------

@@ -392,3 +392,20 @@ def test_a_closed_schema_keeps_targets_intents_and_flows_and_allows_only_the_giv
     update = closed["properties"]["transition"]["properties"]["context_update"]
     assert set(update["properties"]) == {"name", "email"} and update["additionalProperties"] is False
     assert closed["properties"]["message"]["maxLength"] == 300
+
+
+def test_the_lean_schema_has_the_same_shape_and_enums_without_bounds():
+    lean = response_json_schema(["ask", "done"], intents=["continue"], flows=["check"], bounded=False)
+    jsonschema.Draft202012Validator.check_schema(lean)
+    assert "$defs" not in lean and "maxLength" not in json.dumps(lean)
+    assert lean["properties"]["transition"]["properties"]["target_state"]["enum"] == ["ask", "done"]
+    jsonschema.validate({"intent": "continue", "transition": {"target_state": "ask", "context_update": {"a": {"b": [1]}}}, "message": "hi"}, lean)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(reply("elsewhere"), lean)
+
+
+def test_closing_a_lean_schema_bounds_it_again_for_small_models():
+    from llm_fsm.response_parsing import closed_schema
+
+    closed = closed_schema(response_json_schema(["ask"], intents=["continue"], bounded=False), ["name"])
+    assert closed["properties"]["message"]["maxLength"] == 300 and "$defs" in closed
