@@ -1,0 +1,34 @@
+"""The package itself: what importing it does (nothing) and what it exports."""
+
+import subprocess
+import sys
+
+
+def _run(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_importing_the_package_imports_neither_litellm_nor_redis():
+    assert _run("import sys, llm_fsm; print('litellm' in sys.modules, 'redis' in sys.modules)") == "False False"
+
+
+def test_importing_the_package_adds_no_handlers_to_the_root_logger_and_writes_no_files(tmp_path):
+    code = (
+        "import logging, os; before = list(logging.getLogger().handlers); import llm_fsm, llm_fsm.cli; "
+        "print(logging.getLogger().handlers == before, sorted(os.listdir('.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
+    assert out == "True []"
+
+
+def test_the_public_api_is_exported_with_all():
+    import llm_fsm
+
+    for name in ("FSMManager", "FSMDefinition", "LiteLLMInterface", "load_fsm_definition", "evaluate_logic", "FSMError", "open_store"):
+        assert name in llm_fsm.__all__ and hasattr(llm_fsm, name)
+
+
+def test_the_seed_import_paths_work():
+    from llm_fsm.fsm import FSMManager  # noqa: F401
+    from llm_fsm.llm import LiteLLMInterface  # noqa: F401
+    from llm_fsm.utilities import load_fsm_definition  # noqa: F401
