@@ -18,6 +18,9 @@ slows both alike).
   (w untimed, then n timed conversations of the first ``short_turns`` turns)
 - ``{"op": "long", "capture_at": [turn numbers]}`` → ``{"long": {...}, "captured": {turn: [requests]}}``
   (one conversation of all turns; full requests kept for the listed turns, 0 = opening)
+- ``{"op": "live", "definition_path", "user_turns": [...], "initial_context", "litellm": {model,
+  api_base, api_key, temperature, max_tokens, ...}}`` → one conversation against a real model
+  with the original's *own* ``LiteLLMInterface`` (see ``live_conversation``); needs no ``setup``.
 
 Errors end the process with a message on stderr and exit status 3.
 
@@ -53,6 +56,97 @@ def _load_original():
     if module_file.startswith(repo_root + os.sep):
         _fail("refusing to run: llm_fsm was imported from the repository (%s), not the baseline venv" % module_file)
     return metadata, module_file, FSMManager, LLMInterface, LLMResponse, StateTransition, load_fsm_definition
+
+
+def _json_safe(value):
+    """The original's context as JSON (it may hold anything the model or its engine put there)."""
+    return json.loads(json.dumps(value, default=repr))
+
+
+def live_conversation(job, FSMManager, load_fsm_definition):
+    """Play the user turns of one conversation through the original, talking to a real model.
+
+    The model is reached through the original's own ``LiteLLMInterface`` with the
+    litellm keyword arguments it is given (model, api_base, api_key, temperature,
+    max_tokens, timeout), exactly as a user of the package would configure it.
+    To count what it costs, the ``completion`` function that its llm module
+    imported from litellm is wrapped: every HTTP call to the model is counted
+    with the usage the server reports (the original itself discards it). The
+    conversation stops at the first exception, which is recorded.
+    """
+    import llm_fsm.llm as original_llm
+    from llm_fsm.llm import LiteLLMInterface
+
+    calls = []
+    real_completion = original_llm.completion
+
+    def counting_completion(*args, **kwargs):
+        record = {"usage": None, "seconds": None, "error": None}
+        calls.append(record)
+        started = time.perf_counter()
+        try:
+            response = real_completion(*args, **kwargs)
+        except Exception as exc:
+            record["error"] = "%s: %s" % (type(exc).__name__, str(exc)[:300])
+            record["messages"] = kwargs.get("messages")
+            raise
+        finally:
+            record["seconds"] = time.perf_counter() - started
+        usage = getattr(response, "usage", None)
+        prompt = getattr(usage, "prompt_tokens", None)
+        completion = getattr(usage, "completion_tokens", None)
+        if isinstance(prompt, int) and isinstance(completion, int):
+            record["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion}
+        else:  # the caller counts these texts itself
+            record["messages"] = kwargs.get("messages")
+            try:
+                record["completion_text"] = response.choices[0].message.content or ""
+            except Exception:
+                record["completion_text"] = ""
+        return response
+
+    original_llm.completion = counting_completion
+    try:
+        options = dict(job["litellm"])
+        model = options.pop("model")
+        api_key = options.pop("api_key", None)
+        interface = LiteLLMInterface(model=model, api_key=api_key, **options)
+        manager = FSMManager(fsm_loader=load_fsm_definition, llm_interface=interface)
+        result = {"turns": [], "error": None, "opening": None, "final_state": None, "ended": None, "data": {}}
+        conversation_id = None
+        del calls[:]
+        started = time.perf_counter()
+        try:
+            conversation_id, opening = manager.start_conversation(job["definition_path"], job.get("initial_context"))
+            result["opening"] = {"seconds": time.perf_counter() - started, "calls": list(calls), "message": opening}
+        except Exception as exc:
+            result["opening"] = {"seconds": time.perf_counter() - started, "calls": list(calls)}
+            result["error"] = "opening: %s: %s" % (type(exc).__name__, str(exc)[:500])
+        if conversation_id is not None:
+            for index, message in enumerate(job["user_turns"], start=1):
+                if manager.is_conversation_ended(conversation_id):
+                    result["turns"].append({"index": index, "skipped": "the conversation had ended"})
+                    break
+                del calls[:]
+                started = time.perf_counter()
+                turn = {"index": index}
+                try:
+                    turn["reply"] = manager.process_message(conversation_id, message)
+                except Exception as exc:
+                    turn["error"] = "%s: %s" % (type(exc).__name__, str(exc)[:500])
+                turn["seconds"] = time.perf_counter() - started
+                turn["calls"] = list(calls)
+                turn["state"] = manager.get_conversation_state(conversation_id)
+                result["turns"].append(turn)
+                if "error" in turn:
+                    result["error"] = "turn %d: %s" % (index, turn["error"])
+                    break
+            result["final_state"] = manager.get_conversation_state(conversation_id)
+            result["ended"] = manager.is_conversation_ended(conversation_id)
+            result["data"] = _json_safe(manager.get_conversation_data(conversation_id))
+        return result
+    finally:
+        original_llm.completion = real_completion
 
 
 def main():
@@ -127,6 +221,8 @@ def main():
 
     def handle(job):
         op = job.get("op")
+        if op == "live":
+            return live_conversation(job, FSMManager, load_fsm_definition)
         if op == "setup":
             scenario.update(
                 definition_path=job["definition_path"],

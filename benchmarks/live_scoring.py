@@ -1,0 +1,144 @@
+"""What counts as a successful live conversation, decided the same way for both engines.
+
+A script's expectations were written for our engine with a scripted model;
+several of them check things only our engine has (verdicts, the sub-flow
+stack, the exact reply). A live comparison must judge only the outcome both
+engines are built to produce, so a conversation succeeds when:
+
+1. **the final state is right**: after the last user turn the conversation is
+   in the state the script's last turn expects, and has ended (or not) when
+   that turn says ``ended``. "Ended" means our engine's ``ended`` flag, and for
+   the original its ``is_conversation_ended`` (a state without transitions);
+2. **the collected data is right**: every context key the script expects
+   after *any* turn holds the value of its *latest* expectation (a later
+   ``size: large`` overrides an earlier ``size: medium``; an early
+   ``milk: {absent: true}`` that is never revisited must still hold at the end),
+   matched exactly as JSON, by regex, or as present/absent, as the script says;
+3. **no turn raised**: an exception ends the conversation and fails it.
+
+Verdict, stack and reply expectations are ignored for both engines.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from llm_fsm.context import _MISSING, get_path, has_value  # _MISSING: what get_path returns for "no such key"
+from llm_fsm.script_runner import match, same_value
+from llm_fsm.scripts import Matcher, ScriptConversation
+
+
+@dataclass(frozen=True)
+class Goal:
+    label: str
+    state: str | None
+    ended: bool | None
+    context: dict[str, Any]
+    """Key → exact value or Matcher (the latest expectation of each key)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "state": self.state,
+            "ended": self.ended,
+            "context": {k: _show_expectation(v) for k, v in self.context.items()},
+        }
+
+
+def _show_expectation(value: Any) -> Any:
+    return value.model_dump(exclude_unset=True) if isinstance(value, Matcher) else value
+
+
+def goal_for(conversation: ScriptConversation) -> Goal:
+    last = conversation.turns[-1].spec.expect
+    context: dict[str, Any] = {}
+    for turn in conversation.turns:
+        for key, expected in (turn.spec.expect.context or {}).items():
+            context.pop(key, None)  # keep the order of the latest expectation
+            context[key] = expected
+    return Goal(label=f"{conversation.script.stem}: {conversation.name}", state=last.state, ended=last.ended, context=context)
+
+
+def data_problems(goal: Goal, data: Mapping[str, Any]) -> list[str]:
+    """Every expected context key that does not hold, in words."""
+    problems: list[str] = []
+    for key, expected in goal.context.items():
+        value = get_path(data, key)
+        if isinstance(expected, Matcher):
+            problem = match(expected, value, collected=has_value(data, key))
+        else:
+            problem = None if value is not _MISSING and same_value(value, expected) else f"expected {json.dumps(expected)}"
+        if problem:
+            shown = "(missing)" if value is _MISSING else json.dumps(value, ensure_ascii=False, default=str)[:80]
+            problems.append(f"{key}: {problem}, got {shown}")
+    return problems
+
+
+def state_problems(goal: Goal, final_state: str | None, ended: bool | None) -> list[str]:
+    problems: list[str] = []
+    if goal.state is not None and final_state != goal.state:
+        problems.append(f"state: expected {goal.state}, got {final_state}")
+    if goal.ended is not None and ended != goal.ended:
+        problems.append(f"ended: expected {str(goal.ended).lower()}, got {ended}")
+    return problems
+
+
+@dataclass
+class ConversationOutcome:
+    """One conversation played by one engine: what happened and what it cost."""
+
+    engine: str
+    label: str
+    final_state: str | None = None
+    ended: bool | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    turns_played: int = 0
+    turn_seconds: list[float] = field(default_factory=list)
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    token_source: str = "server"
+    state_problems: list[str] = field(default_factory=list)
+    data_problems: list[str] = field(default_factory=list)
+    states: list[str | None] = field(default_factory=list)
+
+    def judge(self, goal: Goal) -> "ConversationOutcome":
+        self.state_problems = state_problems(goal, self.final_state, self.ended)
+        self.data_problems = data_problems(goal, self.data)
+        return self
+
+    @property
+    def state_ok(self) -> bool:
+        return not self.error and not self.state_problems
+
+    @property
+    def data_ok(self) -> bool:
+        return not self.error and not self.data_problems
+
+    @property
+    def success(self) -> bool:
+        return self.state_ok and self.data_ok
+
+    @property
+    def failure_kind(self) -> str:
+        if self.error:
+            return "error"
+        if self.state_problems and self.data_problems:
+            return "state and data wrong"
+        if self.state_problems:
+            return "state wrong"
+        return "data wrong"
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.state_problems + self.data_problems)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["data"] = {k: v for k, v in self.data.items() if not str(k).startswith("_")}
+        out["success"] = self.success
+        return out
