@@ -12,6 +12,7 @@ as warnings rather than refusing the file.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import Annotated, Any, Literal
@@ -27,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from .errors import StateNotFoundError
 from .guards import Guard, compile_guard
 
 SUPPORTED_VERSIONS = ("3.0",)
@@ -75,19 +77,21 @@ class TransitionCondition(_Model):
         ),
     )
 
-    _compiled: Guard | None = PrivateAttr(default=None)
-
     @model_validator(mode="after")
     def _compile(self) -> "TransitionCondition":
         # Compiled once at load time: unknown operators fail here, not at run time.
         if self.logic is not None:
-            self._compiled = compile_guard(self.logic)
+            self.__dict__["compiled"] = compile_guard(self.logic)
         return self
 
-    @property
+    @functools.cached_property
     def compiled(self) -> Guard | None:
-        """The rule compiled at load time into a guard (see ``llm_fsm.guards``), or None without logic."""
-        return self._compiled
+        """The rule compiled at load time into a guard (see ``llm_fsm.guards``), or None without logic.
+
+        A cached property, not a private attribute: pydantic's private-attribute
+        lookup costs microseconds, and guards are read on every turn.
+        """
+        return compile_guard(self.logic) if self.logic is not None else None
 
 
 class Transition(_Model):
@@ -246,7 +250,6 @@ class FSMDefinition(_Model):
         default=3, ge=0, description="Side questions answered in a row before the assistant steers back."
     )
 
-    _hash: str | None = PrivateAttr(default=None)
     _source: str | None = PrivateAttr(default=None)
 
     def flows_for(self, state_id: str) -> list[FlowDeclaration]:
@@ -261,22 +264,20 @@ class FSMDefinition(_Model):
 
     def get_state(self, state_id: str) -> State:
         """The state with this id; raises StateNotFoundError when it is not declared."""
-        from .errors import StateNotFoundError
-
         try:
             return self.states[state_id]
         except KeyError:
             raise StateNotFoundError(f"state {state_id!r} is not declared in FSM {self.name!r}") from None
 
-    @property
+    @functools.cached_property
     def content_hash(self) -> str:
-        """A stable hash of the definition, saved with each conversation to detect edits."""
-        if self._hash is None:
-            canonical = json.dumps(
-                self.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":")
-            )
-            self._hash = hashlib.sha256(canonical.encode()).hexdigest()[:16]
-        return self._hash
+        """A stable hash of the definition, saved with each conversation to detect edits.
+
+        Cached on first use (definitions are not edited in place after loading; a
+        changed file is loaded as a new object).
+        """
+        canonical = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     @property
     def provided_context_keys(self) -> set[str]:
