@@ -84,7 +84,7 @@ def setup_command(models: tuple[str, ...], jobs: int | None, rebuild: bool, home
 @local_group.command("start")
 @click.option("--model", default=local.DEFAULT_MODEL, type=MODEL_CHOICE, show_default=True)
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="Port on 127.0.0.1 (default: a free one).")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (default: all available).")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (default: half the CPUs, at least 1; see docs/local-model.md).")
 @click.option("--ctx-size", type=click.IntRange(min=256), default=local.DEFAULT_CTX_SIZE, show_default=True)
 @HOME_OPTION
 def start_command(model: str, port: int | None, threads: int | None, ctx_size: int, home: Path | None) -> None:

@@ -283,9 +283,20 @@ def test_stale_record_is_forgotten_rather_than_trusted(home: Path) -> None:
     assert not path.exists()
 
 
+def started(command: tuple[str, ...]) -> subprocess.Popen[bytes]:
+    """A child that has finished exec'ing ``command`` (before that, /proc shows the parent's argv)."""
+    process = subprocess.Popen(command)
+    for _ in range(500):
+        if local.process_matches(process.pid, command):
+            return process
+        threading.Event().wait(0.01)
+    process.kill()
+    raise RuntimeError(f"{command} did not start")
+
+
 def test_stop_ends_the_recorded_process_and_forgets_it(home: Path) -> None:
     command = ("sleep", "300")
-    process = subprocess.Popen(command)
+    process = started(command)
     try:
         local.write_state(local.state_path(home, SMOLLM2), make_state(pid=process.pid, command=command))
         stopped = local.stop("smollm2", home=home)
@@ -298,7 +309,7 @@ def test_stop_ends_the_recorded_process_and_forgets_it(home: Path) -> None:
 
 
 def test_stop_never_signals_a_process_it_did_not_start(home: Path) -> None:
-    process = subprocess.Popen(["sleep", "300"])
+    process = started(("sleep", "300"))
     try:
         local.write_state(
             local.state_path(home, SMOLLM2),
@@ -580,3 +591,7 @@ def test_live_server_is_reused_then_stopped(live_home: Path) -> None:
     assert local.stop(home=live_home) == [first]
     assert not local.process_matches(first.pid, first.command)
     assert local.running_server(SMOLLM2, live_home) is None
+
+
+def test_default_threads_leave_room_for_other_work_but_never_drop_to_zero() -> None:
+    assert 1 <= local.default_threads() <= max(1, local.cpu_count() // 2)
