@@ -211,8 +211,12 @@ def assembled_gguf(home: Path, model: LocalModel) -> Path:
     return models_dir(home) / model.gguf_name
 
 
-def find_model_file(model: LocalModel, home: Path) -> Path:
-    """The GGUF to serve, or a typed error that says how to get it."""
+def find_model_file(model: LocalModel, home: Path, *, assemble: bool = True) -> Path:
+    """The GGUF to serve, or a typed error that says how to get it.
+
+    With ``assemble=False`` a model shipped in parts is reported where it will
+    be assembled, without writing 253 MB (``status`` must stay cheap).
+    """
     shipped = installed_gguf(model)
     if shipped is not None:
         return shipped
@@ -220,7 +224,7 @@ def find_model_file(model: LocalModel, home: Path) -> Path:
     if cached.is_file():
         return cached
     if model.key == "gemma3" and _gemma_parts_installed():
-        return _assemble_gemma(cached)
+        return _assemble_gemma(cached) if assemble else cached
     flag = "" if model.key == DEFAULT_MODEL else f" --model {model.key}"
     raise LLMConfigurationError(
         f"the {model.key} model is not installed ({model.distribution}); {SETUP_HINT}{flag}"
@@ -730,7 +734,7 @@ def status(home: Path | None = None) -> LocalStatus:
     models = []
     for spec in MODELS.values():
         try:
-            model_file: str | None = str(find_model_file(spec, home))
+            model_file: str | None = str(find_model_file(spec, home, assemble=False))
         except LLMConfigurationError:
             model_file = None
         models.append(ModelStatus(spec.key, model_file, running_server(spec, home)))

@@ -595,3 +595,14 @@ def test_live_server_is_reused_then_stopped(live_home: Path) -> None:
 
 def test_default_threads_leave_room_for_other_work_but_never_drop_to_zero() -> None:
     assert 1 <= local.default_threads() <= max(1, local.cpu_count() // 2)
+
+
+def test_status_does_not_assemble_a_model_shipped_in_parts(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(target: Path) -> Path:
+        raise AssertionError("status must not write the model")
+
+    monkeypatch.setattr(local, "installed_gguf", lambda model: None)
+    monkeypatch.setattr(local, "_gemma_parts_installed", lambda: True)
+    monkeypatch.setattr(local, "_assemble_gemma", refuse)
+    gemma = next(item for item in local.status(home).models if item.key == "gemma3")
+    assert gemma.model_file == str(local.assembled_gguf(home, GEMMA3))
