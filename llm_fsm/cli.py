@@ -12,6 +12,7 @@ subcommands that talk to a model import it inside their function.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -88,13 +89,21 @@ def iter_definition_files(paths: Iterable[str]) -> Iterator[tuple[str, bool]]:
 
 
 def lint_paths(paths: Sequence[str], *, max_bytes: int | None = None) -> tuple[list[Any], int, int]:
-    """Lint every file; returns (diagnostics, files checked, unreadable files)."""
-    from .lint import lint_document, make_diagnostic
-    from .loading import DEFAULT_MAX_BYTES, check_flow_references, read_document
+    """Lint every file, and the sub-flows each one declares; returns (diagnostics, files checked, unreadable files).
 
+    A sub-flow finding belongs to the file that declares the flow, so when a
+    parent and its sub-flow are both linted it is found twice: it is printed once.
+    """
+    from .flow_lint import lint_flows
+    from .lint import lint_document, make_diagnostic
+    from .loading import DEFAULT_MAX_BYTES, read_document
+
+    files = list(iter_definition_files(paths))
+    flow_files = _FlowFiles({_real(name): name for name, exists in files if exists}, max_bytes or DEFAULT_MAX_BYTES)
     diagnostics: list[Any] = []
+    seen: set[tuple[Any, ...]] = set()
     checked = unreadable = 0
-    for name, exists in iter_definition_files(paths):
+    for name, exists in files:
         checked += 1
         try:
             if not exists:
@@ -109,9 +118,88 @@ def lint_paths(paths: Sequence[str], *, max_bytes: int | None = None) -> tuple[l
                 )
             )
             continue
-        diagnostics.extend(lint_document(doc).diagnostics)
-        diagnostics.extend(check_flow_references(doc))
+        result = lint_document(doc)
+        diagnostics.extend(result.diagnostics)
+        if result.definition is None:
+            continue
+        loadable = not any(d.blocks_loading or d.code == "FSM099" for d in result.diagnostics)
+        root = flow_files.root(doc, result.definition, loadable=loadable)
+        for diagnostic in lint_flows(root, flow_files, line_for=flow_files.line_for):
+            key = (diagnostic.code, _real(diagnostic.file) if diagnostic.file else None, diagnostic.path, diagnostic.message)
+            if key not in seen:
+                seen.add(key)
+                diagnostics.append(diagnostic)
     return diagnostics, checked, unreadable
+
+
+def _real(name: str) -> str:
+    return os.path.realpath(name)
+
+
+class _FlowFiles:
+    """fsm-lint's sub-flow resolver: looks where the engine looks, loads each file once per run.
+
+    Files are keyed by their real path and named as the user named them on the
+    command line when they were among the files given (so a finding reads the
+    same whichever root led to it), else relative to the working directory.
+    A file that fails to load is remembered as its error.
+    """
+
+    def __init__(self, names: dict[str, str], max_bytes: int) -> None:
+        from .definitions import FSMDefinition
+        from .documents import ParsedDocument
+
+        self.names = names
+        self.max_bytes = max_bytes
+        self.loaded: dict[str, FSMDefinition | DefinitionError] = {}
+        self.documents: dict[str, ParsedDocument] = {}
+
+    def root(self, doc: Any, definition: Any, *, loadable: bool) -> Any:
+        """The definition to walk from; a loadable root is shared with later references to its file."""
+        from .loading import attach_source
+
+        real = _real(doc.file)
+        cached = self.loaded.get(real)
+        if cached is not None and not isinstance(cached, DefinitionError):
+            return cached
+        attach_source(definition, doc.file)
+        self.documents[doc.file] = doc
+        if loadable:  # the engine could not load a file with blocking errors; references to it must say so
+            self.loaded[real] = definition
+        return definition
+
+    def __call__(self, declaration: Any, parent: Any) -> Any:
+        from .loading import definition_from_document, read_document, resolve_definition_path, resolve_flow_reference
+
+        path = resolve_definition_path(resolve_flow_reference(declaration.definition, parent.source))
+        real = _real(str(path))
+        cached = self.loaded.get(real)
+        if isinstance(cached, DefinitionError):
+            raise cached
+        if cached is not None:
+            return cached
+        name = self.names.get(real) or _display_name(str(path))
+        try:
+            doc = read_document(name, max_bytes=self.max_bytes)
+            definition = definition_from_document(doc)
+        except DefinitionError as exc:
+            self.loaded[real] = exc
+            raise
+        self.loaded[real] = definition
+        self.documents[name] = doc
+        return definition
+
+    def line_for(self, definition: Any, parts: Any) -> int | None:
+        doc = self.documents.get(definition.source or "")
+        return doc.line_for(parts) if doc is not None else None
+
+
+def _display_name(path: str) -> str:
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return path if relative.startswith("..") else relative
 
 
 def _unreadable_hint(message: str) -> str | None:

@@ -91,6 +91,13 @@ RULES: dict[str, Rule] = {
         Rule("FSM017", "condition-always-true", _W, "A condition has neither `logic` nor `requires_context_keys`, so it always holds."),
         Rule("FSM018", "confirmation-target-undeclared", _E, "A confirmation's `on_yes`/`on_no` names no declared transition of its state."),
         Rule("FSM019", "flow-definition-not-found", _W, "A sub-flow's `definition` names no file next to this one or on the search path (checked by the CLI, which may read files)."),
+        Rule("FSM020", "flow-definition-invalid", _E, "A sub-flow's definition file exists but does not load (the engine would refuse to start it)."),
+        Rule("FSM021", "called-flow-never-returns", _E, "A called sub-flow cannot reach a terminal state from its initial state, so the flow that called it never resumes."),
+        Rule("FSM022", "flow-input-never-provided", _W, "A sub-flow's `inputs` hands over a key this flow never collects, requires or is given."),
+        Rule("FSM023", "flow-input-unused", _W, "A sub-flow's `inputs` fills a key the sub-flow never collects, reads or passes on."),
+        Rule("FSM024", "flow-output-never-provided", _W, "A sub-flow's `outputs` copies back a key the sub-flow never collects or is given, so it is always empty."),
+        Rule("FSM025", "recursive-flow", _W, "Sub-flow calls form a cycle, so a definition can call itself without bound (stopped only by the run-time depth limit)."),
+        Rule("FSM026", "call-outputs-lost-by-link", _W, "A called sub-flow can link onward; the call's `outputs` are then never copied back (the linked flow's own `outputs` apply)."),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }

@@ -108,11 +108,7 @@ def definition_from_document(doc: ParsedDocument) -> FSMDefinition:
         raise _error_from(blocking or list(result.errors), doc)
     for diagnostic in result.diagnostics:
         logger.debug("definition %s: %s %s %s", doc.file, diagnostic.code, diagnostic.path, diagnostic.message)
-    definition = result.definition
-    if doc.file and "_source" in type(definition).__private_attributes__:
-        # where relative sub-flow paths are resolved from
-        definition._source = doc.file
-    return definition
+    return attach_source(result.definition, doc.file)
 
 
 def _error_from(diagnostics: Sequence[Diagnostic], doc: ParsedDocument) -> DefinitionError:
@@ -128,49 +124,23 @@ def _error_from(diagnostics: Sequence[Diagnostic], doc: ParsedDocument) -> Defin
     )
 
 
-def check_flow_references(
-    doc: ParsedDocument, search_path: Iterable[PathLike] | None = None
-) -> list[Diagnostic]:
-    """FSM019 for each sub-flow whose definition cannot be found the way the engine looks:
-    next to this file first, then as an id or path on the search path. I/O, so not in lint."""
-    from .documents import format_path
-    from .lint import make_diagnostic
+def resolve_flow_reference(reference: str, parent_source: str | None) -> str:
+    """What to hand the loader for a sub-flow's ``definition``: the path next to the parent's
+    file when such a file exists, else the reference as written (an id or a path the loader
+    resolves on its search path). The engine and fsm-lint both call this, so lint looks
+    exactly where a running conversation will."""
+    if parent_source and reference and not os.path.isabs(reference):
+        candidate = os.path.join(os.path.dirname(parent_source), reference)
+        if os.path.isfile(candidate):
+            return candidate
+    return reference
 
-    data = doc.data if isinstance(doc.data, Mapping) else {}
-    owners: list[tuple[tuple[Any, ...], Any]] = [((), data)]
-    states = data.get("states")
-    if isinstance(states, Mapping):
-        owners.extend((("states", str(k)), v) for k, v in states.items() if isinstance(v, Mapping))
-    base = Path(doc.file).parent if doc.file else None
-    found: list[Diagnostic] = []
-    for parts, owner in owners:
-        flows = owner.get("flows")
-        if not isinstance(flows, list):
-            continue
-        for index, flow in enumerate(flows):
-            reference = flow.get("definition") if isinstance(flow, Mapping) else None
-            if not isinstance(reference, str) or not reference:
-                continue
-            if base is not None and not Path(reference).is_absolute() and (base / reference).is_file():
-                continue
-            try:
-                resolve_definition_path(reference, search_path)
-                continue
-            except DefinitionError:
-                pass
-            where = (*parts, "flows", index, "definition")
-            found.append(
-                make_diagnostic(
-                    "flow-definition-not-found",
-                    f"sub-flow definition {reference!r} was not found next to this file or on the search path",
-                    hint="fix the path (relative paths start from this file's folder), or make sure the "
-                    "application's loader can resolve it",
-                    file=doc.file,
-                    path=format_path(where),
-                    line=doc.line_for(where),
-                )
-            )
-    return found
+
+def attach_source(definition: FSMDefinition, file: str | None) -> FSMDefinition:
+    """Record the file a definition came from (relative sub-flow paths start from its folder)."""
+    if file and "_source" in type(definition).__private_attributes__:
+        definition._source = file
+    return definition
 
 
 # --- the cache ---------------------------------------------------------------------------
@@ -272,8 +242,9 @@ __all__ = [
     "clear_definition_cache",
     "default_search_path",
     "definition_from_document",
-    "check_flow_references",
+    "attach_source",
     "load_fsm_definition",
     "read_document",
     "resolve_definition_path",
+    "resolve_flow_reference",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -361,3 +362,74 @@ def test_a_missing_sub_flow_definition_is_a_warning(tmp_path: Path, monkeypatch:
     assert diagnostic["code"] == "FSM019"
     assert diagnostic["path"] == "$.flows[0].definition"
     assert result.exit_code == 0
+
+
+def test_a_sub_flow_that_does_not_load_fails_lint_with_its_line(tmp_path: Path) -> None:
+    broken = good()
+    broken["initial_state"] = "nowhere"
+    write(tmp_path, "flows/sub.json", broken)
+    path = write(tmp_path, "main.json", with_flow("flows/sub.json"))
+    result = run("lint", "--format", "json", str(path))
+    (diagnostic,) = [d for d in json.loads(result.output)["diagnostics"] if d["file"] == str(path)]
+    assert (diagnostic["code"], diagnostic["severity"]) == ("FSM020", "error")
+    assert diagnostic["path"] == "$.flows[0].definition"
+    assert diagnostic["line"] == path.read_text().splitlines().index('      "definition": "flows/sub.json",') + 1
+    assert "initial_state 'nowhere' is not a declared state" in diagnostic["message"]
+    assert result.exit_code == 1
+
+
+@pytest.mark.parametrize("order", ["parent-first", "child-first"])
+def test_a_sub_flow_the_engine_cannot_load_is_reported_whichever_file_is_linted_first(tmp_path: Path, order: str) -> None:
+    broken = good()
+    broken["states"]["start"]["transitions"][0]["target_state"] = "gone"  # blocks loading, but validates
+    child = write(tmp_path, "sub.json", broken)
+    parent = write(tmp_path, "main.json", with_flow("sub.json"))
+    files = [parent, child] if order == "parent-first" else [child, parent]
+    result = run("lint", "--format", "json", *map(str, files))
+    assert "FSM020" in {d["code"] for d in json.loads(result.output)["diagnostics"] if d["file"] == str(parent)}
+
+
+def test_a_finding_in_a_sub_flow_file_is_printed_once_when_both_files_are_linted(tmp_path: Path) -> None:
+    never_ends = good()
+    never_ends["states"]["end"]["transitions"] = [{"target_state": "end", "description": "again"}]
+    middle = good()
+    middle["flows"] = [{"name": "deeper", "definition": "last.json", "description": "d"}]
+    write(tmp_path, "flows/middle.json", middle)
+    write(tmp_path, "flows/last.json", never_ends)
+    write(tmp_path, "main.json", with_flow("flows/middle.json"))
+    result = run("lint", "--format", "json", str(tmp_path))
+    found = [(d["code"], d["file"]) for d in json.loads(result.output)["diagnostics"] if d["code"] == "FSM021"]
+    assert found == [("FSM021", str(tmp_path / "flows" / "middle.json"))]
+    assert result.exit_code == 1
+
+
+def test_each_sub_flow_file_is_read_once_per_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import llm_fsm.loading
+
+    shared = good()
+    for name in ("a.json", "b.json"):
+        data = good()
+        data["flows"] = [{"name": "s", "definition": "shared.json", "description": "d"}]
+        write(tmp_path, name, data)
+    write(tmp_path, "shared.json", shared)
+    reads: list[str] = []
+    original = llm_fsm.loading.read_document
+
+    def counting(path: Any, **kwargs: Any) -> Any:
+        reads.append(os.path.basename(str(path)))
+        return original(path, **kwargs)
+
+    monkeypatch.setattr(llm_fsm.loading, "read_document", counting)
+    result = run("lint", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    assert result.exit_code == 0, result.output
+    assert sorted(reads) == ["a.json", "b.json", "shared.json"]
+
+
+def test_a_recursive_sub_flow_is_a_warning_that_strict_makes_fail(tmp_path: Path) -> None:
+    data = good()
+    data["flows"] = [{"name": "again", "definition": "self.json", "description": "d"}]
+    path = write(tmp_path, "self.json", data)
+    result = run("lint", str(path))
+    assert result.exit_code == 0
+    assert f"{path}:" in result.output and "warning FSM025 recursive-flow at $.flows[0]" in result.output
+    assert run("lint", "--strict", str(path)).exit_code == 1
