@@ -16,6 +16,8 @@ to ``os.environ``, never logged, and hidden from ``repr``.
 
 from __future__ import annotations
 
+import os
+
 import asyncio
 import logging
 import threading
@@ -111,7 +113,13 @@ class _Secret:
 
 
 def _litellm() -> Any:
-    """Import litellm on first use and quieten it; it must not print into our users' terminals."""
+    """Import litellm on first use and quieten it; it must not print into our users' terminals.
+
+    litellm fetches its model price list from the network at import unless told
+    to use the copy it ships; offline machines then wait for retries. We use the
+    shipped copy unless the user chose otherwise.
+    """
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         import litellm
     except ImportError as exc:  # pragma: no cover - litellm is a declared dependency
