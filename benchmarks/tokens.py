@@ -426,7 +426,7 @@ def print_tables(result: dict[str, Any]) -> None:
         _row("package", [s["version"][:13] for _, s in sides])
         fig = [s[key] for _, s in sides]
         _row("calls", [f"{f['calls']:,}" for f in fig])
-        _row(f"calls per user turn", [f"{f['calls_per_turn']:.2f}" for f in fig])
+        _row("calls per user turn", [f"{f['calls_per_turn']:.2f}" for f in fig])
         _row("prompt (system + user)", [f"{f['prompt']:,}" for f in fig])
         _row("  reply schema (response_format)", [f"{f['schema']:,}" for f in fig])
         _row("completion (reply JSON)", [f"{f['completion']:,}" for f in fig])
