@@ -198,12 +198,16 @@ def _flat_value_defs(max_string_chars: int, max_items: int) -> dict[str, Any]:
     return {"value1": {"anyOf": [*scalars, {"type": "array", "items": {"anyOf": scalars}, "maxItems": max_items}]}}
 
 
-def closed_schema(schema: dict[str, Any], context_keys: Sequence[str], *, max_message_chars: int = 300) -> dict[str, Any]:
+def closed_schema(
+    schema: dict[str, Any], context_keys: Sequence[str], *, max_message_chars: int = 300, max_string_chars: int = 120
+) -> dict[str, Any]:
     """The same reply schema with ``context_update`` closed to ``context_keys`` and a short message.
 
     For small local models under a grammar (see ``response_json_schema``): the
     engine sends the open schema and the keys that matter in the state; the
-    LLM edge closes it only for models that need it.
+    LLM edge closes it only for models that need it. Values are short (names,
+    emails, dates): a 120-character bound stops a looping model well before
+    ``max_tokens`` cuts the JSON off (measured with SmolLM2-135M).
     """
     properties = schema.get("properties", {})
     intents = (properties.get("intent") or {}).get("enum")
@@ -214,6 +218,7 @@ def closed_schema(schema: dict[str, Any], context_keys: Sequence[str], *, max_me
         flows=flows,
         context_keys=list(context_keys),
         max_message_chars=max_message_chars,
+        max_string_chars=max_string_chars,
     )
 
 
