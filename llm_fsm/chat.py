@@ -76,7 +76,7 @@ def explain_text(record: TurnRecord) -> str:
     return json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False)
 
 
-def _manager(definition: str, model: str | None, store: str | None, temperature: float | None, show_prompt: bool) -> Any:
+def _manager(model: str | None, store: str | None, temperature: float | None, show_prompt: bool) -> Any:
     from .fsm import FSMManager
     from .stores import open_store
 
@@ -109,7 +109,7 @@ def chat_loop(
     quiet: bool = False,
 ) -> str:
     """Run a conversation: interactive when ``messages`` is None. Returns the conversation id."""
-    manager = _manager(definition, model, store, temperature, show_prompt)
+    manager = _manager(model, store, temperature, show_prompt)
     if resume:
         conversation_id = resume
         state = manager.get_current_state(conversation_id)
