@@ -13,40 +13,8 @@ from llm_fsm.runtime import FSMInstance
 from llm_fsm.script_runner import ScriptedConversationModel, check_expectations, run_conversation, same_value
 from llm_fsm.scripts import Expectation, discover, load_script, parse_script
 
-FORM = """\
-name: Form
-description: name, then email, then done
-initial_state: ask_name
-states:
-  ask_name:
-    id: ask_name
-    description: asking the name
-    purpose: get the name
-    required_context_keys: [name]
-    transitions:
-      - target_state: ask_email
-        description: name given
-        conditions:
-          - description: a name is recorded
-            requires_context_keys: [name]
-  ask_email:
-    id: ask_email
-    description: asking the email
-    purpose: get the email
-    required_context_keys: [email]
-    transitions:
-      - target_state: done
-        description: email given
-        conditions:
-          - description: the email has an @
-            requires_context_keys: [email]
-            logic: {in: ["@", {var: email}]}
-  done:
-    id: done
-    description: finished
-    purpose: say goodbye
-    transitions: []
-"""
+from form_yaml import FORM
+
 
 
 @pytest.fixture()
