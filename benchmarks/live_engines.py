@@ -94,6 +94,9 @@ def _threads_of(command: tuple[str, ...]) -> str:
 
 # --- counting calls in this process ------------------------------------------------------------
 
+TEXT_HEAD = 400
+"""Characters of each model output kept in the report, to see what went wrong."""
+
 
 class CallCounter:
     """Wraps ``litellm.completion`` while installed: one record per HTTP call, with its usage."""
@@ -117,14 +120,16 @@ class CallCounter:
             usage = getattr(response, "usage", None)
             prompt = getattr(usage, "prompt_tokens", None)
             completion = getattr(usage, "completion_tokens", None)
+            try:
+                text = response.choices[0].message.content or ""
+            except (AttributeError, IndexError):
+                text = ""
+            record["text_head"] = text[:TEXT_HEAD]
             if isinstance(prompt, int) and isinstance(completion, int):
                 record["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion}
             else:
                 record["messages"] = kwargs.get("messages")
-                try:
-                    record["completion_text"] = response.choices[0].message.content or ""
-                except (AttributeError, IndexError):
-                    record["completion_text"] = ""
+                record["completion_text"] = text
             return response
 
         litellm.completion = counting_completion
@@ -145,6 +150,7 @@ def add_costs(outcome: ConversationOutcome, calls: list[dict[str, Any]]) -> None
     """Calls and tokens of some model calls into ``outcome``; o200k for calls without usage."""
     for call in calls:
         outcome.calls += 1
+        outcome.outputs.append(call.get("text_head") or call.get("error") or "")
         usage = call.get("usage")
         if usage:
             outcome.prompt_tokens += int(usage["prompt_tokens"])
@@ -177,7 +183,7 @@ class OursEngine:
         self.counter.uninstall()
 
     def play(self, conversation: ScriptConversation, goal: Goal) -> ConversationOutcome:
-        outcome = ConversationOutcome(engine=self.name, label=goal.label)
+        outcome = ConversationOutcome(engine=self.name, label=goal.label, user_turns=len(conversation.turns))
         manager = FSMManager(llm_interface=self.llm, store="memory://")
         self.counter.take()
         try:
@@ -197,6 +203,7 @@ class OursEngine:
                 manager.process_message(conversation_id, turn.spec.user)
             except Exception as exc:
                 outcome.error = f"turn {turn.index}: {type(exc).__name__}: {exc}"[:600]
+                outcome.turns_failed += 1
             outcome.turn_seconds.append(time.perf_counter() - started)
             outcome.turns_played += 1
             add_costs(outcome, self.counter.take())
@@ -252,7 +259,7 @@ class OriginalEngine:
         return self._converted[path]
 
     def play(self, conversation: ScriptConversation, goal: Goal) -> ConversationOutcome:
-        outcome = ConversationOutcome(engine=self.name, label=goal.label)
+        outcome = ConversationOutcome(engine=self.name, label=goal.label, user_turns=len(conversation.turns))
         answer = self.session.request(
             {
                 "op": "live",
@@ -269,6 +276,7 @@ class OriginalEngine:
             outcome.turns_played += 1
             outcome.turn_seconds.append(float(turn["seconds"]))
             outcome.states.append(turn.get("state"))
+            outcome.turns_failed += 1 if "error" in turn else 0
             add_costs(outcome, turn.get("calls") or [])
         outcome.error = answer.get("error")
         outcome.final_state, outcome.ended = answer.get("final_state"), answer.get("ended")

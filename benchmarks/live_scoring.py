@@ -86,6 +86,17 @@ def state_problems(goal: Goal, final_state: str | None, ended: bool | None) -> l
     return problems
 
 
+def _shortened(value: Any, limit: int = 300) -> Any:
+    """Context values for the report; the original stores whole tracebacks in its context."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + "…"
+    if isinstance(value, Mapping):
+        return {k: _shortened(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shortened(v, limit) for v in value]
+    return value
+
+
 @dataclass
 class ConversationOutcome:
     """One conversation played by one engine: what happened and what it cost."""
@@ -96,20 +107,34 @@ class ConversationOutcome:
     ended: bool | None = None
     data: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    user_turns: int = 0
+    """The script's user turns (the most this conversation could play)."""
     turns_played: int = 0
     turn_seconds: list[float] = field(default_factory=list)
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    token_source: str = "server"
+    token_source: str = "llama-server usage"
     state_problems: list[str] = field(default_factory=list)
     data_problems: list[str] = field(default_factory=list)
     states: list[str | None] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    """The start of each model output, in call order (what the model actually said)."""
+
+    checks: int = 0
+    """How many context keys the script expects (see ``data_problems``)."""
+    turns_failed: int = 0
 
     def judge(self, goal: Goal) -> "ConversationOutcome":
         self.state_problems = state_problems(goal, self.final_state, self.ended)
         self.data_problems = data_problems(goal, self.data)
+        self.checks = len(goal.context)
         return self
+
+    @property
+    def checks_right(self) -> int:
+        """Expected context keys that hold at the end, counted even when a turn failed (partial credit)."""
+        return self.checks - len(self.data_problems)
 
     @property
     def state_ok(self) -> bool:
@@ -139,6 +164,6 @@ class ConversationOutcome:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        out["data"] = {k: v for k, v in self.data.items() if not str(k).startswith("_")}
+        out["data"] = {k: _shortened(v) for k, v in self.data.items() if not str(k).startswith("_")}
         out["success"] = self.success
         return out

@@ -92,6 +92,10 @@ def live_conversation(job, FSMManager, load_fsm_definition):
             raise
         finally:
             record["seconds"] = time.perf_counter() - started
+        try:
+            record["text_head"] = (response.choices[0].message.content or "")[:400]
+        except Exception:
+            record["text_head"] = ""
         usage = getattr(response, "usage", None)
         prompt = getattr(usage, "prompt_tokens", None)
         completion = getattr(usage, "completion_tokens", None)
