@@ -28,6 +28,7 @@ import fnmatch
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +64,16 @@ def conversations(pattern: str | None, limit: int | None) -> list[ScriptConversa
             continue
         found.extend(script.conversations)
     return found[:limit] if limit else found
+
+
+def revision() -> str:
+    """The commit measured, and whether llm_fsm/ had uncommitted changes (figures move with the prompts)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "llm_fsm"], cwd=ROOT, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head.stdout.strip() + (" (llm_fsm/ modified)" if dirty.stdout.strip() else "")
 
 
 def summarise(outcomes: Sequence[ConversationOutcome]) -> dict[str, Any]:
@@ -103,7 +114,7 @@ def print_report(report: dict[str, Any], out: Any = sys.stdout) -> None:
     print(
         f"Live run: {meta['conversations']} conversations / {meta['user_turns']} user turns, "
         f"model {meta['model']} ({meta['server']}), temperature 0, max_tokens {meta['max_tokens']}, "
-        f"{meta['wall_seconds'] / 60:.1f} min",
+        f"{meta['wall_seconds'] / 60:.1f} min, revision {meta.get('revision', 'unknown')}",
         file=out,
     )
     rows = [
@@ -209,6 +220,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "max_tokens": args.max_tokens,
             "wall_seconds": time.monotonic() - began,
             "command": " ".join(["python", "benchmarks/live.py", *sys.argv[1:]]),
+            "revision": revision(),
         },
         "original_version": original_version,
         "goals": [g.to_json() for g in goals],
