@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from live_scoring import ConversationOutcome, Goal
-from original_env import BASELINES, DriverSession, installed_version
+from original_env import BASELINES, BaselineUnavailable, DriverSession, installed_version
 
 from llm_fsm import local
 from llm_fsm.fsm import FSMManager
@@ -260,15 +260,22 @@ class OriginalEngine:
 
     def play(self, conversation: ScriptConversation, goal: Goal) -> ConversationOutcome:
         outcome = ConversationOutcome(engine=self.name, label=goal.label, user_turns=len(conversation.turns))
-        answer = self.session.request(
-            {
-                "op": "live",
-                "definition_path": self._definition_for(conversation.script.definition_path),
-                "user_turns": [t.spec.user for t in conversation.turns],
-                "initial_context": conversation.initial_context,
-                "litellm": self.litellm,
-            }
-        )
+        job = {
+            "op": "live",
+            "definition_path": self._definition_for(conversation.script.definition_path),
+            "user_turns": [t.spec.user for t in conversation.turns],
+            "initial_context": conversation.initial_context,
+            "litellm": self.litellm,
+        }
+        try:
+            answer = self.session.request(job)
+        except BaselineUnavailable as exc:
+            # the driver process died (or hung past its timeout): a failed conversation, then a fresh driver
+            outcome.error = f"driver: {exc}"[:600]
+            self.session.__exit__(None, None, None)
+            self.session = DriverSession(BASELINES["original"], timeout=self.session.timeout)
+            self.session.__enter__()
+            return outcome.judge(goal)
         add_costs(outcome, (answer.get("opening") or {}).get("calls") or [])
         for turn in answer["turns"]:
             if "skipped" in turn:
