@@ -14,6 +14,7 @@ import copy
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from llm_fsm.context import is_empty
 from llm_fsm.definitions import FlowDeclaration, FSMDefinition
 from llm_fsm.errors import FlowError
 from llm_fsm.flows import depth, find_paused, pop_flow, push_flow, resume_flow
@@ -65,7 +66,7 @@ class FlowStack(RuleBasedStateMachine):
         if mode == "call":
             self.paused_snapshots[before_id] = (before_state, before_data)
         assert self.instance.current_state == "ask" and self.instance.flow_name == name
-        expected_inputs = {"a": before_data["a"]} if inputs and before_data.get("a") not in (None, "") else {}
+        expected_inputs = {"a": before_data["a"]} if inputs and not is_empty(before_data.get("a")) else {}
         assert self.instance.context.data == expected_inputs, "a sub-flow sees only its inputs"
 
     @precondition(lambda self: self.instance.flow_stack)
@@ -77,7 +78,7 @@ class FlowStack(RuleBasedStateMachine):
         state, data = self.paused_snapshots.pop(self.instance.flow_id)
         expected = dict(data)
         if status == "completed":
-            outputs = {parent: child_data[child] for parent, child in mapping.items() if child_data.get(child) not in (None, "")}
+            outputs = {parent: child_data[child] for parent, child in mapping.items() if not is_empty(child_data.get(child))}
             assert finished.outputs == outputs
             expected.update(outputs)
         else:
