@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import fnmatch
 import json
 import os
@@ -236,6 +237,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def rescore(path: str) -> dict[str, Any]:
+    """A saved report judged again by the current success rule, without running any model."""
+    report = json.loads(Path(path).read_text(encoding="utf-8"))
+    goals = {g.label: g for g in (goal_for(c) for c in conversations(None, None))}
+    fields = {f.name for f in dataclasses.fields(ConversationOutcome)}
+    for engine in report["engines"].values():
+        outcomes = []
+        for saved in engine["conversations"]:
+            outcome = ConversationOutcome(**{k: v for k, v in saved.items() if k in fields})
+            outcomes.append(outcome.judge(goals[outcome.label]))
+        engine["summary"] = summarise(outcomes)
+        engine["conversations"] = [o.to_json() for o in outcomes]
+    report["goals"] = [goals[c["label"]].to_json() for c in next(iter(report["engines"].values()))["conversations"]]
+    if "ours" in report["engines"] and "original" in report["engines"]:
+        original_rate = report["engines"]["original"]["summary"]["success_rate"]
+        ours_rate = report["engines"]["ours"]["summary"]["success_rate"]
+        report["success_ratio"] = ours_rate / original_rate if original_rate else None
+    return report
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=None, help="play only the first N conversations")
@@ -253,12 +274,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="use the usual llm_fsm cache home (and any server already running there) instead of a private one",
     )
     parser.add_argument("--keep-server", action="store_true", help="leave the server running at the end")
+    parser.add_argument("--rescore", metavar="REPORT", default=None, help="judge a saved --save report again; runs no model")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    report = run(args)
+    report = rescore(args.rescore) if args.rescore else run(args)
     if args.save:
         Path(args.save).write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
     if args.json:

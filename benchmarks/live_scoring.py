@@ -6,9 +6,12 @@ stack, the exact reply). A live comparison must judge only the outcome both
 engines are built to produce, so a conversation succeeds when:
 
 1. **the final state is right**: after the last user turn the conversation is
-   in the state the script's last turn expects, and has ended (or not) when
-   that turn says ``ended``. "Ended" means our engine's ``ended`` flag, and for
-   the original its ``is_conversation_ended`` (a state without transitions);
+   in the last state the script expects (the last turn's ``state``, or, when
+   the last turn names none, the latest one an earlier turn names: a user who
+   declines at the read-back must not end up ``booked``), and has ended (or
+   not) when the last turn says ``ended``. "Ended" means our engine's
+   ``ended`` flag, and for the original its ``is_conversation_ended`` (a state
+   without transitions);
 2. **the collected data is right**: every context key the script expects
    after *any* turn holds the value of its *latest* expectation (a later
    ``size: large`` overrides an earlier ``size: medium``; an early
@@ -54,12 +57,13 @@ def _show_expectation(value: Any) -> Any:
 
 def goal_for(conversation: ScriptConversation) -> Goal:
     last = conversation.turns[-1].spec.expect
+    state = next((t.spec.expect.state for t in reversed(conversation.turns) if t.spec.expect.state is not None), None)
     context: dict[str, Any] = {}
     for turn in conversation.turns:
         for key, expected in (turn.spec.expect.context or {}).items():
             context.pop(key, None)  # keep the order of the latest expectation
             context[key] = expected
-    return Goal(label=f"{conversation.script.stem}: {conversation.name}", state=last.state, ended=last.ended, context=context)
+    return Goal(label=f"{conversation.script.stem}: {conversation.name}", state=state, ended=last.ended, context=context)
 
 
 def data_problems(goal: Goal, data: Mapping[str, Any]) -> list[str]:

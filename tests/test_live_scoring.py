@@ -81,3 +81,15 @@ def test_values_are_compared_as_json_so_a_number_is_not_its_string() -> None:
     target = scoring.goal_for(script.conversations[0])
     assert scoring.data_problems(target, {"age": 34}) == []
     assert scoring.data_problems(target, {"age": "34"}) != []
+
+
+def test_without_a_state_on_the_last_turn_the_latest_expected_state_still_holds() -> None:
+    script = parse_script(
+        "definition: ../simple_greeting.yaml\nturns:\n"
+        "  - user: a\n    expect: {state: greeting}\n"
+        "  - user: b\n    expect: {ended: true}\n",
+        file=ROOT / "definitions" / "conversations" / "z.conv.yaml",
+    )
+    target = scoring.goal_for(script.conversations[0])
+    assert (target.state, target.ended) == ("greeting", True)
+    assert scoring.state_problems(target, "farewell", True) != []
