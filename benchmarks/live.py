@@ -44,10 +44,10 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "baseline"))
 
-from live_engines import OriginalEngine, OursEngine, private_home, shared_server  # noqa: E402
-from live_scoring import ConversationOutcome, Goal, goal_for  # noqa: E402
+from live_engines import OriginalEngine, OursEngine, private_home, shared_server
+from live_scoring import ConversationOutcome, goal_for
 
-from llm_fsm.scripts import ScriptConversation, load_script  # noqa: E402
+from llm_fsm.scripts import ScriptConversation, load_script
 
 TARGET = 1.5
 DEFAULT_MAX_TOKENS = 400
@@ -137,7 +137,7 @@ def print_report(report: dict[str, Any], out: Any = sys.stdout) -> None:
     engines = [e for e in ENGINES if e in report["engines"]]
     labels = {"ours": "ours", "original": f"original {report.get('original_version') or ''}".strip()}
     width = max(len(r[0]) for r in rows) + 2
-    print("", file=out)
+    print(file=out)
     print("".ljust(width) + "".join(labels[e].rjust(16) for e in engines), file=out)
     for label, key, fmt in rows:
         cells = []

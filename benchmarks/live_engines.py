@@ -21,12 +21,16 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
-
 from live_scoring import ConversationOutcome, Goal
-from original_env import BASELINES, BaselineUnavailable, DriverSession, installed_version
+from original_env import (
+    BASELINES,
+    BaselineUnavailable,
+    DriverSession,
+    installed_version,
+)
 
 from llm_fsm import local
 from llm_fsm.fsm import FSMManager
@@ -190,7 +194,7 @@ class OursEngine:
             conversation_id, _ = manager.start_conversation(
                 str(conversation.script.definition_path), conversation.initial_context
             )
-        except Exception as exc:  # any failure ends the conversation: recorded, not raised
+        except Exception as exc:  # noqa: BLE001 - any failure ends the conversation: recorded, not raised
             outcome.error = f"opening: {type(exc).__name__}: {exc}"[:600]
             add_costs(outcome, self.counter.take())
             return outcome.judge(goal)
@@ -201,7 +205,7 @@ class OursEngine:
             started = time.perf_counter()
             try:
                 manager.process_message(conversation_id, turn.spec.user)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a failed turn is a result, not a crash of the benchmark
                 outcome.error = f"turn {turn.index}: {type(exc).__name__}: {exc}"[:600]
                 outcome.turns_failed += 1
             outcome.turn_seconds.append(time.perf_counter() - started)
@@ -240,7 +244,7 @@ class OriginalEngine:
         self.version: str | None = None
         self._converted: dict[Path, str] = {}
 
-    def __enter__(self) -> "OriginalEngine":
+    def __enter__(self) -> Self:
         self.session.__enter__()
         self.version = installed_version(BASELINES["original"])
         return self

@@ -29,7 +29,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from llm_fsm.context import _MISSING, get_path, has_value  # _MISSING: what get_path returns for "no such key"
+from llm_fsm.context import (  # _MISSING: what get_path returns for "no such key"
+    _MISSING,
+    get_path,
+    has_value,
+)
 from llm_fsm.script_runner import match, same_value
 from llm_fsm.scripts import Matcher, ScriptConversation
 
@@ -129,7 +133,7 @@ class ConversationOutcome:
     """How many context keys the script expects (see ``data_problems``)."""
     turns_failed: int = 0
 
-    def judge(self, goal: Goal) -> "ConversationOutcome":
+    def judge(self, goal: Goal) -> ConversationOutcome:
         self.state_problems = state_problems(goal, self.final_state, self.ended)
         self.data_problems = data_problems(goal, self.data)
         self.checks = len(goal.context)

@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from llm_fsm.scripts import parse_script  # noqa: E402
+from llm_fsm.scripts import parse_script
 
 scoring = importlib.import_module("live_scoring")
 
@@ -33,12 +33,12 @@ conversations:
 """
 
 
-def goal() -> "scoring.Goal":
+def goal() -> scoring.Goal:
     script = parse_script(SCRIPT, file=ROOT / "definitions" / "conversations" / "x.conv.yaml")
     return scoring.goal_for(script.conversations[0])
 
 
-def outcome(**fields: object) -> "scoring.ConversationOutcome":
+def outcome(**fields: object) -> scoring.ConversationOutcome:
     base = {"engine": "ours", "label": "x", "final_state": "farewell", "ended": True,
             "data": {"size": "large", "name": "Ana"}}
     base.update(fields)
