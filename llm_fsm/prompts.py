@@ -21,6 +21,7 @@ from typing import Any
 
 from .context import _MISSING, get_path
 from .definitions import FSMDefinition, State
+from .response_parsing import PLACEHOLDER_KEY, PLACEHOLDER_MESSAGE, PLACEHOLDER_STATE, PLACEHOLDER_VALUE
 from .runtime import DEFAULT_MAX_HISTORY_SIZE, FSMInstance
 
 OPENING_MESSAGE = "(The conversation has just started. Greet the user and begin with the current purpose.)"
@@ -41,8 +42,8 @@ _TRANSITION_RULES = (
 _RESPONSE = "Reply with one JSON object only:"
 
 _RESPONSE_FORMAT = (
-    '{"intent":"continue","transition":{"target_state":"STATE","context_update":{"KEY":"VALUE"}},'
-    '"message":"REPLY"}'
+    f'{{"intent":"continue","transition":{{"target_state":"{PLACEHOLDER_STATE}",'
+    f'"context_update":{{"{PLACEHOLDER_KEY}":"{PLACEHOLDER_VALUE}"}}}},"message":"{PLACEHOLDER_MESSAGE}"}}'
 )
 
 _INTENT_HELP = {

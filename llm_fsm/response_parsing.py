@@ -33,6 +33,15 @@ MAX_CANDIDATE_STARTS = 500
 """How many ``{`` positions the scanner tries before giving up; bounds the work on hostile text."""
 
 MESSAGE_KEYS = ("message", "response", "reply")
+
+PLACEHOLDER_KEY, PLACEHOLDER_VALUE, PLACEHOLDER_STATE, PLACEHOLDER_MESSAGE = "KEY", "VALUE", "STATE", "REPLY"
+"""The placeholders of the reply example in the prompt (``prompts.py`` builds it from these).
+
+Small models copy examples word for word; a reply whose message is a placeholder
+is re-asked (the user must never read "REPLY") and placeholder entries of
+``context_update`` are dropped (an email of "VALUE" is not an email)."""
+
+_PLACEHOLDERS = frozenset({PLACEHOLDER_KEY, PLACEHOLDER_VALUE, PLACEHOLDER_STATE, PLACEHOLDER_MESSAGE})
 """Names a model may give the user-facing text; the first present wins."""
 
 _DEFAULT_VALUE_DEPTH = 2
@@ -478,6 +487,9 @@ def _message(obj: dict[str, Any], problems: list[str]) -> str | None:
     if not isinstance(value, str) or not value.strip():
         problems.append(f'"{key}" must be a non-empty string, got {_describe(value)}')
         return None
+    if value.strip() in _PLACEHOLDERS:
+        problems.append(f'"{key}" is the example\'s placeholder {value.strip()!r}; write the actual reply to the user')
+        return None
     return value
 
 
@@ -520,7 +532,9 @@ def _transition(obj: dict[str, Any], problems: list[str]) -> tuple[str | None, d
     if raw_update is None:
         update = {}
     elif isinstance(raw_update, dict):
-        update = raw_update
+        update = {
+            k: v for k, v in raw_update.items() if k not in _PLACEHOLDERS and not (isinstance(v, str) and v in _PLACEHOLDERS)
+        }
     else:
         problems.append(
             f'"context_update" must be an object of key: value pairs, got {_describe(raw_update)}'

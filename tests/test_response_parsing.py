@@ -409,3 +409,13 @@ def test_closing_a_lean_schema_bounds_it_again_for_small_models():
 
     closed = closed_schema(response_json_schema(["ask"], intents=["continue"], bounded=False), ["name"])
     assert closed["properties"]["message"]["maxLength"] == 300 and "$defs" in closed
+
+
+def test_a_message_copied_from_the_format_example_is_refused_so_the_model_is_asked_again():
+    with pytest.raises(MalformedOutputError, match="placeholder"):
+        parse_llm_output(text_of(reply("a", message="REPLY")))
+
+
+def test_placeholder_entries_of_the_context_update_are_dropped():
+    response = parse_llm_output(text_of(reply("a", {"KEY": "VALUE", "email": "VALUE", "name": "Ada"})))
+    assert response.transition.context_update == {"name": "Ada"}
