@@ -35,7 +35,7 @@ from llm_fsm.errors import (
     MalformedOutputError,
 )
 from llm_fsm.response_parsing import allowed_targets_from_schema, closed_schema, parse_llm_output
-from llm_fsm.runtime import LLMRequest, LLMResponse
+from llm_fsm.runtime import LLMRequest, LLMResponse, LLMResult  # LLMResult re-exported: its historical home
 
 logger = logging.getLogger(__name__)
 
@@ -52,21 +52,6 @@ ResponseFormatMode = Literal["auto", "json_schema", "json_object", "schema_objec
 _MODES: tuple[str, ...] = get_args(ResponseFormatMode)
 _DOWNGRADE = {"json_schema": "json_object", "schema_object": "json_object", "json_object": "none"}
 _ECHO_LIMIT = 2_000  # characters of a bad reply sent back to the model when re-asking
-
-
-@dataclass(frozen=True)
-class LLMResult:
-    """One ``complete`` call: the reply and what it took to get it (for the turn's explain record)."""
-
-    response: LLMResponse
-    attempts: int = 1
-    raw_outputs: tuple[str, ...] = ()
-    problems: tuple[str, ...] = ()
-    """Why each rejected attempt was rejected, in order (``attempts - 1`` entries)."""
-    response_format: str = "none"
-    """The structured-output mode actually used ('user' when the caller set ``response_format`` itself)."""
-    usage: Mapping[str, int] = field(default_factory=dict)
-    """Token counts summed over all attempts, when the provider reports them."""
 
 
 class LLMInterface(ABC):

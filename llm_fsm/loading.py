@@ -25,7 +25,7 @@ from typing import Any
 
 from .definitions import FSMDefinition
 from .documents import ParsedDocument, parse_text
-from .errors import DefinitionError, DefinitionNotFoundError
+from .errors import DefinitionError, DefinitionNotFoundError, LocatedError
 from .lint import Diagnostic, lint_document
 
 logger = logging.getLogger(__name__)
@@ -81,22 +81,34 @@ def resolve_definition_path(id_or_path: PathLike, search_path: Iterable[PathLike
 def read_document(path: PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedDocument:
     """Read and parse one file (JSON or YAML by suffix) under a size cap."""
     name = os.fspath(path)
-    raw = _read_bytes(Path(name), name, max_bytes)
+    raw = read_capped(name, max_bytes=max_bytes)
     return parse_text(raw, file=name)
 
 
-def _read_bytes(path: Path, name: str, max_bytes: int) -> bytes:
+def read_capped(
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int,
+    what: str = "definition",
+    error: type[LocatedError] = DefinitionError,
+    not_found: type[LocatedError] = DefinitionNotFoundError,
+) -> bytes:
+    """A file's bytes, refusing more than ``max_bytes``; every failure is a located error naming the file.
+
+    Shared by definitions and conversation scripts (which pass ``ScriptError``).
+    """
+    name = os.fspath(path)
     try:
-        with path.open("rb") as handle:
+        with open(name, "rb") as handle:
             raw = handle.read(max_bytes + 1)
     except FileNotFoundError:
-        raise DefinitionNotFoundError("file not found", file=name) from None
+        raise not_found("file not found", file=name) from None
     except IsADirectoryError:
-        raise DefinitionNotFoundError("is a directory, not a definition file", file=name) from None
+        raise not_found(f"is a directory, not a {what} file", file=name) from None
     except OSError as exc:
-        raise DefinitionError(f"cannot read: {exc.strerror or exc}", file=name) from None
+        raise error(f"cannot read: {exc.strerror or exc}", file=name) from None
     if len(raw) > max_bytes:
-        raise DefinitionError(f"larger than the {max_bytes:,}-byte limit for definitions", file=name)
+        raise error(f"larger than the {max_bytes:,}-byte limit for {what}s", file=name)
     return raw
 
 
@@ -181,7 +193,7 @@ class DefinitionCache:
         if entry is not None and entry.signature == signature and not entry.racy:
             return entry.definition
         read_at = time.time_ns()
-        raw = _read_bytes(path, name, max_bytes)
+        raw = read_capped(name, max_bytes=max_bytes)
         digest = hashlib.sha256(raw).hexdigest()
         racy = read_at - stat.st_mtime_ns < _RACY_NS
         if entry is not None and entry.digest == digest:

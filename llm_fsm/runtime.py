@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -163,6 +165,25 @@ class LLMResponse(_Data):
     reasoning: str | None = None
     intent: Intent = "continue"
     flow: str | None = None
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    """One model call as the engine sees it: the reply and what it took to get it (for the explain record).
+
+    Lives with the other runtime data (not in ``llm.py``) so the pure turn logic
+    can name it without importing the LLM edge.
+    """
+
+    response: LLMResponse
+    attempts: int = 1
+    raw_outputs: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    """Why each rejected attempt was rejected, in order (``attempts - 1`` entries)."""
+    response_format: str = "none"
+    """The structured-output mode actually used ('user' when the caller set ``response_format`` itself)."""
+    usage: Mapping[str, int] = field(default_factory=dict)
+    """Token counts summed over all attempts, when the provider reports them."""
 
 
 # --- explain records -------------------------------------------------------------
@@ -404,6 +425,7 @@ __all__ = [
     "LLMCallRecord",
     "LLMRequest",
     "LLMResponse",
+    "LLMResult",
     "StateTransition",
     "TraceEvent",
     "TransitionEvaluation",

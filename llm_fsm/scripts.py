@@ -26,6 +26,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from .documents import ParsedDocument, format_path, parse_text
 from .errors import DefinitionError, ScriptError
+from .loading import read_capped
 from .runtime import Intent, VerdictKind
 
 SCRIPT_SUFFIXES = (".conv.yaml", ".conv.yml", ".conv.json")
@@ -365,17 +366,7 @@ def _conversations(script: Script) -> Iterator[ScriptConversation]:
 def load_script(path: str | os.PathLike[str], *, max_bytes: int = MAX_SCRIPT_BYTES) -> Script:
     """Read a script file; every failure is a located ``ScriptError``."""
     name = os.fspath(path)
-    try:
-        with open(name, "rb") as handle:
-            raw = handle.read(max_bytes + 1)
-    except FileNotFoundError:
-        raise ScriptError("file not found", file=name) from None
-    except IsADirectoryError:
-        raise ScriptError("is a directory, not a script", file=name) from None
-    except OSError as exc:
-        raise ScriptError(f"cannot read: {exc.strerror or exc}", file=name) from None
-    if len(raw) > max_bytes:
-        raise ScriptError(f"larger than the {max_bytes:,}-byte limit for scripts", file=name)
+    raw = read_capped(name, max_bytes=max_bytes, what="script", error=ScriptError, not_found=ScriptError)
     return parse_script(raw, file=name)
 
 

@@ -20,7 +20,6 @@ from .definitions import FlowDeclaration, FSMDefinition, State
 from .flows import find_paused, pop_flow, push_flow, resume_flow
 from .errors import DefinitionError, FlowError, InvalidTransitionError
 from .hooks import HookEvent, make_event
-from .llm import LLMResult
 from .prompts import OPENING_MESSAGE, PromptBuilder
 from .response_parsing import response_json_schema
 from .runtime import (
@@ -33,6 +32,7 @@ from .runtime import (
     FSMInstance,
     LLMCallRecord,
     LLMRequest,
+    LLMResult,
     TraceEvent,
     TransitionEvaluation,
     TurnRecord,
