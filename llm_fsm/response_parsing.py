@@ -208,7 +208,12 @@ def _flat_value_defs(max_string_chars: int, max_items: int) -> dict[str, Any]:
 
 
 def closed_schema(
-    schema: dict[str, Any], context_keys: Sequence[str], *, max_message_chars: int = 300, max_string_chars: int = 120
+    schema: dict[str, Any],
+    context_keys: Sequence[str],
+    *,
+    max_message_chars: int = 300,
+    max_string_chars: int = 120,
+    max_items: int = 8,
 ) -> dict[str, Any]:
     """The same reply schema with ``context_update`` closed to ``context_keys`` and a short message.
 
@@ -216,7 +221,10 @@ def closed_schema(
     engine sends the open schema and the keys that matter in the state; the
     LLM edge closes it only for models that need it. Values are short (names,
     emails, dates): a 120-character bound stops a looping model well before
-    ``max_tokens`` cuts the JSON off (measured with SmolLM2-135M).
+    ``max_tokens`` cuts the JSON off (measured with SmolLM2-135M). Lists are
+    short for the same reason: a slot a user fills in conversation holds a
+    few items, and SmolLM2 at temperature 0 repeated one value until the
+    old bound of 20, spending tokens the message then lacked.
     """
     properties = schema.get("properties", {})
     intents = (properties.get("intent") or {}).get("enum")
@@ -228,6 +236,7 @@ def closed_schema(
         context_keys=list(context_keys),
         max_message_chars=max_message_chars,
         max_string_chars=max_string_chars,
+        max_items=max_items,
     )
 
 

@@ -411,6 +411,15 @@ def test_closing_a_lean_schema_bounds_it_again_for_small_models():
     assert closed["properties"]["message"]["maxLength"] == 300 and "$defs" in closed
 
 
+def test_a_closed_schema_keeps_lists_short_so_a_looping_model_stops_early():
+    from llm_fsm.response_parsing import closed_schema
+
+    closed = closed_schema(response_json_schema(["ask"], bounded=False), ["slots"])
+    jsonschema.validate(reply("ask", {"slots": ["9:00"] * 8}), closed)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(reply("ask", {"slots": ["9:00"] * 9}), closed)
+
+
 def test_a_message_copied_from_the_format_example_is_refused_so_the_model_is_asked_again():
     with pytest.raises(MalformedOutputError, match="placeholder"):
         parse_llm_output(text_of(reply("a", message="REPLY")))
