@@ -73,6 +73,10 @@ class _ScriptedFake:
     subtracted from both anyway.
     """
 
+    sends_reply_schema = True
+    """Like ``LiteLLMInterface`` on a schema-capable provider (OpenAI, Gemini, llama-server): the
+    reply schema goes as ``response_format``, so our prompts carry no format example."""
+
     def __init__(self) -> None:
         self.reply: dict[str, Any] | None = None
         self.requests: list[dict[str, Any] | None] = []

@@ -337,7 +337,9 @@ class FSMManager:
     ) -> Generator[Any, Any, tuple[str, str]]:
         definition = yield LoadDefinition(fsm_id)
         instance = self._new_instance(fsm_id, definition, user_id, room_id)
-        outcome = yield from run_opening(definition, instance, self.prompt_builder, self.config, initial_context)
+        outcome = yield from run_opening(
+            definition, instance, self.prompt_builder, self.config, initial_context, schema_sent=self._schema_sent()
+        )
         yield SaveConversation(instance, None)
         return instance.conversation_id, outcome.reply
 
@@ -364,6 +366,14 @@ class FSMManager:
 
     # --- turns ---------------------------------------------------------------------
 
+    def _schema_sent(self) -> bool:
+        """Whether the LLM interface sends the reply schema itself; prompts then show no format example.
+
+        Asked on every turn: an interface may fall back to plain JSON mode when a
+        provider rejects schemas, and from then on the prompt must show the shape.
+        """
+        return bool(getattr(self.llm_interface, "sends_reply_schema", False))
+
     def _check_message(self, message: Any) -> str:
         if not isinstance(message, str):
             raise TypeError(f"message must be a string, not {type(message).__name__}")
@@ -385,7 +395,10 @@ class FSMManager:
             if instance.ended:
                 raise ConversationEndedError(f"conversation {instance.conversation_id} has ended ({instance.status})")
             definition = self._checked(instance, (yield LoadDefinition(instance.fsm_id)))
-            outcome = yield from run_turn(definition, instance, message, self.prompt_builder, self.config, message_id=message_id)
+            outcome = yield from run_turn(
+                definition, instance, message, self.prompt_builder, self.config,
+                message_id=message_id, schema_sent=self._schema_sent(),
+            )
             try:
                 yield SaveConversation(instance, expected)
             except ConcurrentUpdateError:

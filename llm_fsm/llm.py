@@ -50,6 +50,9 @@ ResponseFormatMode = Literal["auto", "json_schema", "json_object", "schema_objec
 """
 
 _MODES: tuple[str, ...] = get_args(ResponseFormatMode)
+_SCHEMA_MODES = ("json_schema", "schema_object")
+"""Modes in which the reply schema itself reaches the model."""
+
 _DOWNGRADE = {"json_schema": "json_object", "schema_object": "json_object", "json_object": "none"}
 _ECHO_LIMIT = 2_000  # characters of a bad reply sent back to the model when re-asking
 
@@ -78,6 +81,16 @@ class LLMInterface(ABC):
 
     async def acomplete(self, request: LLMRequest) -> LLMResult:
         return LLMResult(response=await self.asend_request(request))
+
+    @property
+    def sends_reply_schema(self) -> bool:
+        """True when every call hands the model ``request.response_schema`` (structured output).
+
+        The engine then leaves the format example out of the prompt: the model
+        reads the shape from the schema. An interface that sends only the
+        system prompt keeps the default, and its prompts show the example.
+        """
+        return False
 
 
 class _Secret:
@@ -247,6 +260,27 @@ class LiteLLMInterface(LLMInterface):
         )
 
     # --- structured output ---------------------------------------------------------
+
+    @property
+    def sends_reply_schema(self) -> bool:
+        """Whether the next call carries the reply schema (``json_schema`` or ``schema_object``).
+
+        Answered without I/O for ``local`` models (their servers always take a
+        schema, and asking must not start one); other models are looked up in
+        litellm's table once, as the first call would. After a provider rejects
+        schemas the answer turns False, and prompts show the format again.
+        """
+        if "response_format" in self._kwargs:
+            return False
+        if self.response_format_mode != "auto":
+            return self.response_format_mode in _SCHEMA_MODES
+        if not self.enable_json_validation:
+            return False
+        if self._auto_mode is not None:
+            return self._auto_mode in _SCHEMA_MODES
+        if _is_local_name(self.model):
+            return self._route is None or self._route.mode in _SCHEMA_MODES
+        return self._detect_mode() in _SCHEMA_MODES
 
     def effective_mode(self, request: LLMRequest) -> str:
         """The structured-output mode the next call for ``request`` will use."""

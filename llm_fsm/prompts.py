@@ -41,6 +41,13 @@ _TRANSITION_RULES = (
 
 _RESPONSE = "Reply with one JSON object only:"
 
+_RESPONSE_BY_SCHEMA = "Reply with one JSON object following the response schema."
+"""The response section when the reply schema travels as the provider's ``response_format``.
+
+The model then reads the shape from the schema, so a format example would say
+it twice: ~30 tokens a call that OpenAI bills on top of the schema, and a
+literal that small models copy word for word (SmolLM2 answered ``"REPLY"``)."""
+
 _RESPONSE_FORMAT = (
     f'{{"intent":"continue","transition":{{"target_state":"{PLACEHOLDER_STATE}",'
     f'"context_update":{{"{PLACEHOLDER_KEY}":"{PLACEHOLDER_VALUE}"}}}},"message":"{PLACEHOLDER_MESSAGE}"}}'
@@ -137,8 +144,13 @@ class PromptBuilder:
         *,
         definition: FSMDefinition | None = None,
         engine_decision: str | None = None,
+        schema_sent: bool = False,
     ) -> str:
-        """The prompt for ``state``. ``engine_decision`` explains a verdict the reply must reflect."""
+        """The prompt for ``state``. ``engine_decision`` explains a verdict the reply must reflect.
+
+        ``schema_sent``: the LLM edge sends the reply schema as ``response_format``,
+        so the response section names it instead of showing an example.
+        """
         persona = instance.persona or (definition.persona if definition else None)
         paused = tuple(frame.flow_name for frame in instance.flow_stack)
         key = (type(self), definition.content_hash if definition else None, state.id, persona, paused)
@@ -165,7 +177,7 @@ class PromptBuilder:
             _section("current_context", escape_json(visible_context) if visible_context else None),
             _section("conversation_history", escape_json(self.history_for_prompt(instance)) if instance.context.conversation.exchanges else None),
             _section("engine_decision", escape_text(engine_decision) if engine_decision else None),
-            _TAIL,
+            _TAIL_BY_SCHEMA if schema_sent else _TAIL,
         ]
         return "\n".join(s for s in sections if s)
 
@@ -212,9 +224,9 @@ _HEADS: dict[tuple[object, ...], str] = {}
 """The part of the prompt before the context, per (builder class, definition hash, state, persona,
 paused flows): pure text of the definition, so it is built once per process and shared."""
 
-_TAIL = f"<response>\n{_RESPONSE}\n<response_format>{_RESPONSE_FORMAT}</response_format>\n</response>\n" + (
-    f"<instructions>{_INSTRUCTIONS}</instructions>\n</fsm>"
-)
+_CLOSING = f"<instructions>{_INSTRUCTIONS}</instructions>\n</fsm>"
+_TAIL = f"<response>\n{_RESPONSE}\n<response_format>{_RESPONSE_FORMAT}</response_format>\n</response>\n{_CLOSING}"
+_TAIL_BY_SCHEMA = f"<response>{_RESPONSE_BY_SCHEMA}</response>\n{_CLOSING}"
 
 
 __all__ = ["OPENING_MESSAGE", "PromptBuilder", "escape_json", "escape_text"]

@@ -161,7 +161,9 @@ def _lean_schema(
         "required": ["target_state", "context_update"],
         "additionalProperties": False,
     }
-    properties["message"] = {"type": "string", "minLength": 1}
+    # no minLength: hosted models are only guided by a non-strict schema, and the parser refuses an
+    # empty message anyway; each keyword is billed as prompt tokens on every call
+    properties["message"] = {"type": "string"}
     return {
         "type": "object",
         "properties": properties,

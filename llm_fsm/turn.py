@@ -172,8 +172,11 @@ def _request(
     *,
     note: str | None = None,
     allow_moves: bool = True,
+    schema_sent: bool = False,
 ) -> LLMRequest:
-    prompt = builder.build_system_prompt(instance, state, definition=definition, engine_decision=note)
+    prompt = builder.build_system_prompt(
+        instance, state, definition=definition, engine_decision=note, schema_sent=schema_sent
+    )
     targets = _allowed_targets(state) if allow_moves else [state.id]
     schema = _schema(
         tuple(targets),
@@ -217,15 +220,23 @@ def run_opening(
     builder: PromptBuilder,
     config: EngineConfig,
     initial_context: Any = None,
+    *,
+    schema_sent: bool = False,
 ) -> TurnGenerator:
-    """Create-time work: initial context, ``on_start``, and the model's opening message."""
+    """Create-time work: initial context, ``on_start``, and the model's opening message.
+
+    ``schema_sent`` (here and in ``run_turn``): the LLM interface sends the reply
+    schema as ``response_format``, so prompts need no format example.
+    """
     changes = _apply_application(instance, initial_context, config, "initial_context")
     _trace(instance, config, "start", state=instance.current_state, fsm_id=instance.fsm_id)
     additions = yield _hook("on_start", instance)
     changes += _apply_application(instance, additions, config, "on_start")
     state = definition.get_state(instance.current_state)
     result: LLMResult = yield CallLLM(
-        _request(builder, definition, instance, state, OPENING_MESSAGE, "opening", allow_moves=False)
+        _request(
+            builder, definition, instance, state, OPENING_MESSAGE, "opening", allow_moves=False, schema_sent=schema_sent
+        )
     )
     reply = result.response.message
     instance.context.conversation.add_assistant_message(reply)
@@ -431,6 +442,7 @@ def run_turn(
     config: EngineConfig,
     *,
     message_id: str | None = None,
+    schema_sent: bool = False,
 ) -> TurnGenerator:
     """One user message: understand, update, decide, reply. Mutates ``instance`` (a disposable copy).
 
@@ -446,7 +458,9 @@ def run_turn(
 
     changes = _apply_application(instance, (yield _hook("before_llm", instance, message=message)), config, "before_llm")
 
-    result: LLMResult = yield CallLLM(_request(builder, definition, instance, state, message, "turn"))
+    result: LLMResult = yield CallLLM(
+        _request(builder, definition, instance, state, message, "turn", schema_sent=schema_sent)
+    )
     calls.append(LLMCallRecord(purpose="turn", attempts=result.attempts))
     response = result.response
     proposal = response.transition.target_state or None
@@ -510,7 +524,10 @@ def run_turn(
         # The model wrote its reply for a situation the engine did not accept: ask again for
         # the state actually reached, so the user never reads a reply meant for another state.
         regenerated: LLMResult = yield CallLLM(
-            _request(builder, active, instance, new_state, message, "regenerate", note=note, allow_moves=False)
+            _request(
+                builder, active, instance, new_state, message, "regenerate",
+                note=note, allow_moves=False, schema_sent=schema_sent,
+            )
         )
         calls.append(LLMCallRecord(purpose="regenerate", attempts=regenerated.attempts))
         reply = regenerated.response.message

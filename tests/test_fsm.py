@@ -15,6 +15,7 @@ from llm_fsm.errors import (
     MessageTooLargeError,
     TurnNotFoundError,
 )
+from llm_fsm.definitions import FSMDefinition
 from llm_fsm.fsm import FSMManager
 from llm_fsm.testing import FunctionLLM, ScriptedLLM
 
@@ -347,3 +348,28 @@ def test_requests_name_the_keys_that_matter_in_the_state():
     fsm.process_message(cid, "hm")
     assert llm.requests[1].context_keys == ["name", "account_id"]
     assert llm.requests[2].context_keys == ["email", "account_id", "name"]
+
+
+class _SchemaSendingLLM(ScriptedLLM):
+    """A scripted model whose interface, like LiteLLMInterface on OpenAI, sends the reply schema itself."""
+
+    sends_reply_schema = True
+
+
+def test_prompts_show_the_format_example_when_the_interface_sends_no_schema():
+    fsm, llm = manager([reply("ask_name", "Hi"), reply("ask_email", "Thanks", name="Ada")])
+    cid, _ = fsm.start_conversation("form")
+    fsm.process_message(cid, "I'm Ada")
+    assert all("<response_format>" in request.system_prompt for request in llm.requests)
+
+
+def test_prompts_leave_the_format_to_the_schema_when_the_interface_sends_it():
+    # opening, a refused move (no name given), and the regenerated reply: three prompts
+    llm = _SchemaSendingLLM([reply("ask_name", "Hi"), reply("ask_email", "Thanks"), reply("ask_name", "Your name?")])
+    fsm = FSMManager(fsm_loader=lambda _id: FSMDefinition.model_validate(FORM), llm_interface=llm)
+    cid, _ = fsm.start_conversation("form")
+    fsm.process_message(cid, "hello")
+    assert [r.purpose for r in llm.requests] == ["opening", "turn", "regenerate"]
+    for request in llm.requests:
+        assert "<response_format>" not in request.system_prompt
+        assert "response schema" in request.system_prompt and request.response_schema

@@ -276,6 +276,40 @@ def test_unknown_models_get_no_response_format_rather_than_an_error():
     assert interface.effective_mode(make_request()) == "none"
 
 
+def _schema_was_sent(sent: dict[str, Any]) -> bool:
+    fmt = sent.get("response_format") or {}
+    return "schema" in fmt or "json_schema" in fmt
+
+
+@pytest.mark.parametrize(
+    "model, kwargs",
+    [
+        ("gpt-4o", {}),
+        ("ollama/llama3", {}),
+        ("openai/local", {"response_format_mode": "schema_object"}),
+        ("openai/local", {"response_format_mode": "json_object"}),
+        ("gpt-4o", {"enable_json_validation": False}),
+        ("gpt-4o", {"response_format_mode": "none"}),
+        ("gpt-4o", {"response_format": {"type": "json_object"}}),
+        ("openai/totally-unknown-model", {}),
+    ],
+)
+def test_sends_reply_schema_says_exactly_whether_the_call_carries_the_schema(calls, model, kwargs):
+    interface = LiteLLMInterface(model, mock_response=VALID, **kwargs)
+    promised = interface.sends_reply_schema
+    interface.send_request(make_request())
+    assert promised == _schema_was_sent(calls[-1])
+
+
+def test_after_a_step_down_the_schema_is_no_longer_promised(sequence):
+    rejection = litellm.BadRequestError(message="json_schema is not supported", model="gpt-4o", llm_provider="openai")
+    sequence(rejection, VALID)
+    interface = LiteLLMInterface("gpt-4o")
+    assert interface.sends_reply_schema
+    interface.complete(make_request())
+    assert not interface.sends_reply_schema
+
+
 def test_auto_mode_steps_down_when_the_provider_rejects_json_schema(sequence):
     rejection = litellm.BadRequestError(
         message="response_format of type json_schema is not supported", model="gpt-4o", llm_provider="openai"
@@ -449,6 +483,21 @@ def test_local_model_names_are_resolved_lazily_once_to_the_local_server(fake_loc
         "openai/smollm2", "http://127.0.0.1:8999/v1", "local-server-key-123"
     )
     assert sent["response_format"]["type"] == "json_object" and "schema" in sent["response_format"]
+
+
+def test_local_models_promise_the_schema_without_starting_a_server(fake_local_server, calls):
+    interface = LiteLLMInterface("local", mock_response=VALID)
+    assert interface.sends_reply_schema and fake_local_server == []
+    interface.send_request(make_request())
+    assert interface.sends_reply_schema and _schema_was_sent(calls[0])
+
+
+def test_the_base_interface_promises_no_schema_so_its_prompts_show_the_format():
+    class Minimal(LLMInterface):
+        def send_request(self, request: LLMRequest) -> LLMResponse:
+            raise NotImplementedError
+
+    assert Minimal().sends_reply_schema is False
 
 
 def test_explicit_arguments_win_over_what_the_local_server_suggests(fake_local_server, calls):

@@ -94,6 +94,27 @@ def test_long_messages_are_cut_in_the_prompt():
     assert "x" * 101 not in prompt and "x" * 100 in prompt
 
 
+def test_the_response_section_shows_the_reply_format_when_no_schema_is_sent():
+    prompt = build(instance())
+    example = json.loads(re.search(r"<response_format>(.*?)</response_format>", prompt, re.S).group(1))
+    assert set(example) == {"intent", "transition", "message"}
+
+
+def test_when_the_schema_is_sent_the_response_section_names_it_instead_of_an_example():
+    prompt = build(instance(), schema_sent=True)
+    response = re.search(r"<response>(.*?)</response>", prompt, re.S).group(1)
+    assert "schema" in response and "<response_format>" not in prompt
+    assert '"message"' not in prompt  # nothing a small model could copy as its reply
+
+
+def test_a_schema_sent_prompt_is_shorter_and_otherwise_identical():
+    inst = instance({"name": "Ann"}, [{"user": "hi"}, {"assistant": "hello"}])
+    with_example, by_schema = build(inst), build(inst, schema_sent=True)
+    assert len(by_schema) < len(with_example)
+    assert with_example.split("<response>")[0] == by_schema.split("<response>")[0]
+    assert with_example.split("</response>")[1] == by_schema.split("</response>")[1]
+
+
 def test_the_engine_decision_is_shown_when_given():
     prompt = build(instance(), engine_decision="stays: missing email")
     assert "<engine_decision>stays: missing email</engine_decision>" in prompt
