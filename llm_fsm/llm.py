@@ -34,7 +34,13 @@ from llm_fsm.errors import (
     LLMResponseError,
     MalformedOutputError,
 )
-from llm_fsm.response_parsing import allowed_targets_from_schema, closed_schema, parse_llm_output
+from llm_fsm.response_parsing import (
+    CORRECTION_MESSAGE,
+    CORRECTION_STATE,
+    allowed_targets_from_schema,
+    closed_schema,
+    parse_llm_output,
+)
 from llm_fsm.runtime import LLMRequest, LLMResponse, LLMResult  # LLMResult re-exported: its historical home
 
 logger = logging.getLogger(__name__)
@@ -514,16 +520,22 @@ class _Exchange:
             )
         echoed = output.text if len(output.text) <= _ECHO_LIMIT else output.text[:_ECHO_LIMIT] + "…"
         self.messages.append({"role": "assistant", "content": echoed or "(empty reply)"})
-        self.messages.append({"role": "user", "content": correction_message(problem)})
+        self.messages.append({"role": "user", "content": correction_message(problem, show_shape=mode not in _SCHEMA_MODES)})
         return None
 
 
-def correction_message(problem: str) -> str:
-    """What the model is told after an invalid reply: the problem, then the shape once more."""
+def correction_message(problem: str, *, show_shape: bool = True) -> str:
+    """What the model is told after an invalid reply: the problem, then the shape once more.
+
+    The shape is left out when the call carries the reply schema: the model has
+    it already, and small models copy a shown shape's placeholders.
+    """
+    if not show_shape:
+        return f"Your reply was not valid: {problem}. Reply again with only the JSON object of the response schema."
     return (
         f"Your reply was not valid: {problem}. Reply again with only the JSON object, no other text: "
-        '{"transition": {"target_state": "<state id>", "context_update": {}}, '
-        '"message": "<your reply to the user>"}'
+        f'{{"transition": {{"target_state": "{CORRECTION_STATE}", "context_update": {{}}}}, '
+        f'"message": "{CORRECTION_MESSAGE}"}}'
     )
 
 

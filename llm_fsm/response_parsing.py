@@ -41,7 +41,13 @@ Small models copy examples word for word; a reply whose message is a placeholder
 is re-asked (the user must never read "REPLY") and placeholder entries of
 ``context_update`` are dropped (an email of "VALUE" is not an email)."""
 
-_PLACEHOLDERS = frozenset({PLACEHOLDER_KEY, PLACEHOLDER_VALUE, PLACEHOLDER_STATE, PLACEHOLDER_MESSAGE})
+CORRECTION_STATE, CORRECTION_MESSAGE = "<state id>", "<your reply to the user>"
+"""The placeholders of the reply shape shown again after an invalid reply (``llm.correction_message``):
+refused and dropped like the prompt's, since a model that copied once copies again."""
+
+_PLACEHOLDERS = frozenset(
+    {PLACEHOLDER_KEY, PLACEHOLDER_VALUE, PLACEHOLDER_STATE, PLACEHOLDER_MESSAGE, CORRECTION_STATE, CORRECTION_MESSAGE}
+)
 """Names a model may give the user-facing text; the first present wins."""
 
 _DEFAULT_VALUE_DEPTH = 2

@@ -172,6 +172,19 @@ def test_reask_shows_the_model_its_bad_reply_and_the_validation_error(sequence):
     assert '"context_update" must be an object' in second[3]["content"]
 
 
+def test_reask_under_a_schema_names_the_schema_instead_of_showing_a_shape_to_copy(sequence):
+    seen = sequence("Hello there!", VALID)
+    LiteLLMInterface("gpt-4o").send_request(make_request())
+    correction = seen[1]["messages"][-1]["content"]
+    assert "response schema" in correction and "<your reply" not in correction
+
+
+def test_reask_in_json_mode_shows_the_shape_once_more(sequence):
+    seen = sequence("Hello there!", VALID)
+    LiteLLMInterface("ollama/llama3").send_request(make_request())
+    assert '"target_state"' in seen[1]["messages"][-1]["content"]
+
+
 def test_proposal_outside_the_schema_enum_is_left_for_the_engine_to_reject(sequence):
     seen = sequence(reply_text("billing"))
     result = LiteLLMInterface("gpt-4o").complete(make_request(["greeting", "collect_email"]))

@@ -428,3 +428,11 @@ def test_a_message_copied_from_the_format_example_is_refused_so_the_model_is_ask
 def test_placeholder_entries_of_the_context_update_are_dropped():
     response = parse_llm_output(text_of(reply("a", {"KEY": "VALUE", "email": "VALUE", "name": "Ada"})))
     assert response.transition.context_update == {"name": "Ada"}
+
+
+def test_a_message_copied_from_the_correction_shape_is_refused_too():
+    from llm_fsm.llm import correction_message
+
+    shown = json.loads(correction_message("bad", show_shape=True).split("no other text: ", 1)[1])
+    with pytest.raises(MalformedOutputError, match="placeholder"):
+        parse_llm_output(text_of(reply("a", message=shown["message"])))
