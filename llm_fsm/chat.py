@@ -45,6 +45,11 @@ class _PromptEcho:
         result = self.complete(request)
         return getattr(result, "response", result)
 
+    @property
+    def sends_reply_schema(self) -> bool:
+        """The wrapped model's answer: the prompt shown must be the prompt it is sent."""
+        return bool(getattr(self._inner, "sends_reply_schema", False))
+
 
 def make_llm(model: str | None, *, temperature: float | None = None, **kwargs: Any) -> Any:
     """A LiteLLMInterface for ``model`` (or ``$LLM_FSM_MODEL``); keys come from the environment as litellm reads them."""

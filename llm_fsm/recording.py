@@ -92,6 +92,11 @@ class Recorder(LLMInterface):
         self.turn = index
         set_turn(self.inner, index)
 
+    @property
+    def sends_reply_schema(self) -> bool:
+        """The wrapped model's answer, so a recorded run sends the prompts an unrecorded one would."""
+        return bool(getattr(self.inner, "sends_reply_schema", False))
+
     def send_request(self, request: LLMRequest) -> LLMResponse:
         return self.complete(request).response
 

@@ -56,6 +56,18 @@ def test_chat_reads_from_the_terminal_and_can_show_the_prompt(scripted, store):
     assert "Bye Ann!" in result.output
 
 
+def test_the_prompt_shown_is_the_one_sent_to_a_model_that_takes_the_schema(monkeypatch, store):
+    class SchemaModel(ScriptedLLM):
+        sends_reply_schema = True
+
+    llm = SchemaModel([reply("greeting", "Hi! Your name?"), reply("farewell", "Bye Ann!", name="Ann")])
+    monkeypatch.setattr(chat, "make_llm", lambda model, **kw: llm)
+    result = run("chat", GREETING, "--model", "x", "--store", store, "--show-prompt", input="I'm Ann\n")
+    assert result.exit_code == 0, result.output
+    assert "following the response schema" in result.output and "<response_format>" not in result.output
+    assert all("<response_format>" not in request.system_prompt for request in llm.requests)
+
+
 def test_chat_resume_continues_a_stored_conversation(scripted, store):
     scripted(reply("greeting", "Hi! Your name?"))
     first = run("chat", GREETING, "--model", "x", "--store", store, input="")

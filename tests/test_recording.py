@@ -49,3 +49,11 @@ def test_replaying_a_recording_retraces_the_recorded_route(answers) -> None:
     replayed = run_conversation(conversation, definition, ReplayModel(recording))
     assert compare(recording, replayed) == []
     assert [t.reply for t in replayed.turns] == [t.reply for t in live.turns]
+
+
+def test_a_recorder_reports_the_wrapped_models_schema_channel_so_recorded_prompts_are_the_real_ones() -> None:
+    class SchemaModel(FunctionLLM):
+        sends_reply_schema = True
+
+    assert Recorder(SchemaModel(lambda request: None)).sends_reply_schema is True
+    assert Recorder(FunctionLLM(lambda request: None)).sends_reply_schema is False
