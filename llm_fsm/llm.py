@@ -278,15 +278,12 @@ class LiteLLMInterface(LLMInterface):
         """
         if "response_format" in self._kwargs:
             return False
-        if self.response_format_mode != "auto":
-            return self.response_format_mode in _SCHEMA_MODES
-        if not self.enable_json_validation:
-            return False
-        if self._auto_mode is not None:
-            return self._auto_mode in _SCHEMA_MODES
-        if _is_local_name(self.model):
-            return self._route is None or self._route.mode in _SCHEMA_MODES
-        return self._detect_mode() in _SCHEMA_MODES
+        if self._route is None and _is_local_name(self.model):
+            # llm_fsm.local routes always name a schema mode; knowing that spares starting a server here
+            route_mode = "json_schema" if self.response_format_mode == "auto" else self.response_format_mode
+        else:
+            route_mode = self._resolved().mode
+        return self._mode_for(route_mode) in _SCHEMA_MODES
 
     def effective_mode(self, request: LLMRequest) -> str:
         """The structured-output mode the next call for ``request`` will use."""
@@ -295,11 +292,7 @@ class LiteLLMInterface(LLMInterface):
     def _format_for(self, request: LLMRequest) -> tuple[str, dict[str, Any] | None]:
         if "response_format" in self._kwargs:
             return "user", None
-        mode: str = self._resolved().mode
-        if self.response_format_mode == "auto" and not self.enable_json_validation:
-            mode = "none"
-        elif mode == "auto":
-            mode = self._detect_mode()
+        mode = self._mode_for(self._resolved().mode)
         schema = request.response_schema
         if schema and _is_local_name(self.model) and request.context_keys is not None:
             # Small local models need the schema closed to the state's keys, or they invent keys and
@@ -317,6 +310,12 @@ class LiteLLMInterface(LLMInterface):
         if mode == "json_object":
             return mode, {"type": "json_object"}
         return "none", None
+
+    def _mode_for(self, route_mode: str) -> str:
+        """The mode calls use on a route: auto is looked up (and may have stepped down), unless validation is off."""
+        if self.response_format_mode == "auto" and not self.enable_json_validation:
+            return "none"
+        return self._detect_mode() if route_mode == "auto" else route_mode
 
     def _detect_mode(self) -> str:
         """Ask litellm's model table what the model accepts; unknown models get the safest answer."""
