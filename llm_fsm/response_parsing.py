@@ -33,6 +33,7 @@ MAX_CANDIDATE_STARTS = 500
 """How many ``{`` positions the scanner tries before giving up; bounds the work on hostile text."""
 
 MESSAGE_KEYS = ("message", "response", "reply")
+"""Names a model may give the user-facing text; the first present wins."""
 
 PLACEHOLDER_KEY, PLACEHOLDER_VALUE, PLACEHOLDER_STATE, PLACEHOLDER_MESSAGE = "KEY", "VALUE", "STATE", "REPLY"
 """The placeholders of the reply example in the prompt (``prompts.py`` builds it from these).
@@ -48,7 +49,6 @@ refused and dropped like the prompt's, since a model that copied once copies aga
 _PLACEHOLDERS = frozenset(
     {PLACEHOLDER_KEY, PLACEHOLDER_VALUE, PLACEHOLDER_STATE, PLACEHOLDER_MESSAGE, CORRECTION_STATE, CORRECTION_MESSAGE}
 )
-"""Names a model may give the user-facing text; the first present wins."""
 
 _DEFAULT_VALUE_DEPTH = 2
 
