@@ -41,8 +41,9 @@ from llm_fsm import local  # noqa: E402
 from llm_fsm.errors import FSMError  # noqa: E402
 from llm_fsm.loading import load_fsm_definition  # noqa: E402
 from llm_fsm.prompts import PromptBuilder  # noqa: E402
-from llm_fsm.response_parsing import response_json_schema  # noqa: E402
+from llm_fsm.response_parsing import closed_schema  # noqa: E402
 from llm_fsm.runtime import FSMInstance  # noqa: E402
+from llm_fsm.turn import CallLLM, EngineConfig, run_turn  # noqa: E402
 
 DEFINITION = ROOT / "definitions" / "personal_information_collection.json"
 STATE = "collect_email"
@@ -80,9 +81,14 @@ LONG_HISTORY = [
 
 
 def engine_prompt(history: list[tuple[str, str]] = HISTORY) -> tuple[str, dict[str, Any]]:
-    """The system prompt and reply schema the engine itself would send in this state."""
+    """The system prompt and reply schema the engine itself sends a local model in this state.
+
+    Taken from the engine's own turn (``run_turn`` up to its model call), not rebuilt
+    here, so this benchmark measures what users' conversations send: the prompt for
+    an interface that sends the schema, and the schema closed to the state's keys as
+    ``LiteLLMInterface`` closes it for ``local`` models.
+    """
     definition = load_fsm_definition(str(DEFINITION))
-    state = definition.states[STATE]
     instance = FSMInstance(fsm_id=definition.name, current_state=STATE)
     instance.context.data.update({"name": "Robin Alvarez-Whitfield"})
     for role, text in history:
@@ -90,9 +96,15 @@ def engine_prompt(history: list[tuple[str, str]] = HISTORY) -> tuple[str, dict[s
             instance.context.conversation.add_user_message(text)
         else:
             instance.context.conversation.add_assistant_message(text)
-    prompt = PromptBuilder(max_history_size=len(history)).build_system_prompt(instance, state, definition=definition)
-    targets = [STATE, *(t.target_state for t in state.transitions)]
-    return prompt, response_json_schema(targets, max_message_chars=400, max_string_chars=120)
+    builder = PromptBuilder(max_history_size=len(history))
+    turn = run_turn(definition, instance, USERS[0][0], builder, EngineConfig(), schema_sent=True)
+    effect = next(turn)
+    while not isinstance(effect, CallLLM):  # hook calls: no hooks here
+        effect = turn.send(None)
+    request = effect.request
+    turn.close()
+    assert request.response_schema is not None and request.context_keys is not None
+    return request.system_prompt, closed_schema(request.response_schema, request.context_keys)
 
 
 def rss_mib(pid: int) -> float:
