@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from llm_fsm.definitions import FSMDefinition
 from llm_fsm.errors import (
     ConversationEndedError,
     ConversationNotFoundError,
@@ -15,7 +16,6 @@ from llm_fsm.errors import (
     MessageTooLargeError,
     TurnNotFoundError,
 )
-from llm_fsm.definitions import FSMDefinition
 from llm_fsm.fsm import FSMManager
 from llm_fsm.testing import FunctionLLM, ScriptedLLM
 
