@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from .errors import FSMError, LLMConfigurationError
+from .errors import FSMError
 from .script_runner import ConversationResult, TurnResult
 from .suite import SuiteReport, run_suite
 
@@ -167,10 +167,7 @@ def test_command(
     """
     try:
         code = _run(paths, model, temperature, junit_path, min_coverage, record_dir, replay_dir, show_coverage, match, verbose)
-    except LLMConfigurationError as exc:
-        click.echo(f"error: {exc}", err=True)
-        code = EXIT_UNREADABLE
-    except FSMError as exc:
+    except FSMError as exc:  # incl. LLMConfigurationError: a model that cannot be reached or set up
         click.echo(f"error: {exc}", err=True)
         code = EXIT_UNREADABLE
     except OSError as exc:
