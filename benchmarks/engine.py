@@ -85,7 +85,7 @@ class _ScriptedFake:
         self.record = False
 
     def send_request(self, request: Any) -> Any:
-        from llm_fsm.runtime import LLMResponse, StateTransition
+        from llm_fsm.engine._records import LLMResponse, StateTransition
 
         started = time.perf_counter()
         canned = self.reply
@@ -157,7 +157,7 @@ class OursRunner:
         import importlib.metadata as metadata
 
         import llm_fsm
-        from llm_fsm.fsm import FSMManager
+        from llm_fsm.manager import FSMManager
 
         self._manager_class = FSMManager
         self.scenario = {

@@ -19,7 +19,7 @@ from typing import Any
 
 from json_logic import jsonLogic
 
-from llm_fsm.logic import compile_logic
+from llm_fsm.logic._rules import compile_logic
 
 RULE = {
     "and": [

@@ -25,8 +25,8 @@ import json
 import time
 from typing import Any
 
-from llm_fsm.documents import parse_text
-from llm_fsm.lint import lint_data, lint_document
+from llm_fsm.definition._documents import parse_text
+from llm_fsm.lint._linter import lint_data, lint_document
 
 
 def generate(states: int, branches: int) -> dict[str, Any]:

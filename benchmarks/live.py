@@ -47,7 +47,7 @@ sys.path.insert(0, str(HERE / "baseline"))
 from live_engines import OriginalEngine, OursEngine, private_home, shared_server
 from live_scoring import ConversationOutcome, goal_for
 
-from llm_fsm.scripts import ScriptConversation, load_script
+from llm_fsm.scripting._scripts import ScriptConversation, load_script
 
 TARGET = 1.5
 DEFAULT_MAX_TOKENS = 400

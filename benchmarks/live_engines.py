@@ -33,9 +33,9 @@ from original_env import (
 )
 
 from llm_fsm import local
-from llm_fsm.fsm import FSMManager
-from llm_fsm.llm import LiteLLMInterface
-from llm_fsm.scripts import ScriptConversation
+from llm_fsm.llm._litellm import LiteLLMInterface
+from llm_fsm.manager import FSMManager
+from llm_fsm.scripting._scripts import ScriptConversation
 
 # --- the server, shared by both engines ------------------------------------------------------
 

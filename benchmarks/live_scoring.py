@@ -29,13 +29,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from llm_fsm.context import (  # _MISSING: what get_path returns for "no such key"
-    _MISSING,
-    get_path,
-    has_value,
-)
-from llm_fsm.script_runner import match, same_value
-from llm_fsm.scripts import Matcher, ScriptConversation
+from llm_fsm.engine._context import _MISSING, get_path, has_value
+from llm_fsm.scripting._runner import match, same_value
+from llm_fsm.scripting._scripts import Matcher, ScriptConversation
 
 
 @dataclass(frozen=True)

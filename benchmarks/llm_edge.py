@@ -31,10 +31,11 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llm_fsm.errors import MalformedOutputError  # noqa: E402
-from llm_fsm.llm import LiteLLMInterface  # noqa: E402
-from llm_fsm.response_parsing import parse_llm_output, response_json_schema  # noqa: E402
-from llm_fsm.runtime import LLMRequest, LLMResponse, StateTransition  # noqa: E402
+from llm_fsm.engine._records import LLMRequest, LLMResponse, StateTransition
+from llm_fsm.engine._reply_schema import response_json_schema
+from llm_fsm.errors import MalformedOutputError
+from llm_fsm.llm._litellm import LiteLLMInterface
+from llm_fsm.llm._parsing import parse_llm_output
 
 TARGETS = ["ask_name", "ask_email", "confirm"]
 REPLY = {

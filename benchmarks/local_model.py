@@ -37,13 +37,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from llm_fsm import local  # noqa: E402
-from llm_fsm.errors import FSMError  # noqa: E402
-from llm_fsm.loading import load_fsm_definition  # noqa: E402
-from llm_fsm.prompts import PromptBuilder  # noqa: E402
-from llm_fsm.response_parsing import closed_schema  # noqa: E402
-from llm_fsm.runtime import FSMInstance  # noqa: E402
-from llm_fsm.turn import CallLLM, EngineConfig, run_turn  # noqa: E402
+from llm_fsm.local import _catalogue, _server
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._prompts import PromptBuilder
+from llm_fsm.engine._reply_schema import closed_schema
+from llm_fsm.engine._turn import CallLLM, EngineConfig, run_turn
+from llm_fsm.errors import FSMError
+from llm_fsm.loading import load_fsm_definition
 
 DEFINITION = ROOT / "definitions" / "personal_information_collection.json"
 STATE = "collect_email"
@@ -143,14 +143,14 @@ def ask(kwargs: dict[str, Any], prompt: str, schema: dict[str, Any], user: str) 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="smollm2", choices=sorted(local.MODELS))
+    parser.add_argument("--model", default="smollm2", choices=sorted(_catalogue.MODELS))
     parser.add_argument("--warm-runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON only")
     args = parser.parse_args()
 
-    real_home = local.home_dir()
-    binary = local.server_binary_path(real_home)
+    real_home = _catalogue.home_dir()
+    binary = _catalogue.server_binary_path(real_home)
     if not binary.is_file():
         print(f"llama-server is not built in {real_home}: run `llm-fsm local setup` first", file=sys.stderr)
         return 2
@@ -158,15 +158,15 @@ def main() -> int:
     long_prompt = engine_prompt(LONG_HISTORY)
     with tempfile.TemporaryDirectory(prefix="llm_fsm_bench_") as tmp:
         home = Path(tmp)
-        private = local.server_binary_path(home)
+        private = _catalogue.server_binary_path(home)
         private.parent.mkdir(parents=True)
         private.symlink_to(binary)
         try:
             began = time.perf_counter()
-            state = local.start(args.model, home=home, threads=args.threads)
+            state = _server.start(args.model, home=home, threads=args.threads)
             start_s = time.perf_counter() - began
             rss_loaded = rss_mib(state.pid)
-            kwargs = local.litellm_kwargs_for(state)
+            kwargs = _server.litellm_kwargs_for(state)
             timings: dict[str, dict[str, Any]] = {}
             for name, (text, reply_schema) in (("engine", (prompt, schema)), ("long", long_prompt)):
                 cold_s, _, tokens = ask(kwargs, text, reply_schema, USERS[0][0])
@@ -190,11 +190,11 @@ def main() -> int:
             print(f"error: {error}", file=sys.stderr)
             return 1
         finally:
-            local.stop(home=home)
+            _server.stop(home=home)
     figures = {
         "model": args.model,
         "runtime": state.runtime,
-        "threads": args.threads or local.default_threads(),
+        "threads": args.threads or _server.default_threads(),
         "start_s": round(start_s, 2),
         **{f"{name}_{key}": value for name, values in timings.items() for key, value in values.items()},
         "rss_loaded_mib": round(rss_loaded, 1),

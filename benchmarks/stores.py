@@ -34,9 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llm_fsm.runtime import (
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._records import (
     ContextChange,
-    FSMInstance,
     LLMCallRecord,
     TraceEvent,
     TransitionEvaluation,

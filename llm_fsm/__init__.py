@@ -5,115 +5,140 @@ engine asks any LLM for a reply, the data it extracted and the transition it
 proposes, and decides itself — against JsonLogic conditions and priorities —
 whether the transition may happen.
 
-Importing this package does no I/O, adds no log handlers and does not import
+Importing this package does no I/O and loads nothing but this file: each public name is
+imported on first use, so ``import llm_fsm.logic`` does not load the engine, pydantic models
+or the manager. It adds no log handlers and does not import
 litellm or redis: those load only when a model is called or a Redis store opened.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
+from typing import TYPE_CHECKING, Any
 
-from .context import apply_update
-from .definitions import FSMDefinition, State, Transition, TransitionCondition
-from .errors import (
-    ConcurrentUpdateError,
-    ContextError,
-    ContextTooLargeError,
-    ConversationEndedError,
-    ConversationNotFoundError,
-    DefinitionChangedError,
-    DefinitionError,
-    DefinitionNotFoundError,
-    FSMError,
-    HookError,
-    InvalidTransitionError,
-    LLMConfigurationError,
-    LLMResponseError,
-    LogicBudgetError,
-    LogicError,
-    MessageTooLargeError,
-    RecordTooLargeError,
-    StateNotFoundError,
-    StoreCorruptedError,
-    StoreError,
-    StoreUnavailableError,
-    TurnNotFoundError,
-)
-from .fsm import FSMManager
-from .hooks import HookEvent, Hooks
-from .llm import LiteLLMInterface, LLMInterface, LLMResult
-from .loading import load_fsm_definition
-from .logic import compile_logic, evaluate_logic
-from .prompts import PromptBuilder
-from .runtime import (
-    Conversation,
-    FSMContext,
-    FSMInstance,
-    LLMRequest,
-    LLMResponse,
-    StateTransition,
-    TraceEvent,
-    TurnRecord,
-    Verdict,
-)
-from .stores import ConversationStore, open_store
-from .transitions import decide
-from .turn import EngineConfig
+if TYPE_CHECKING:
+    from llm_fsm.definition._model import (
+        FSMDefinition,
+        State,
+        Transition,
+        TransitionCondition,
+    )
+    from llm_fsm.engine._context import apply_update
+    from llm_fsm.engine._hooks import HookEvent, Hooks
+    from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
+    from llm_fsm.engine._prompts import PromptBuilder
+    from llm_fsm.engine._records import (
+        LLMRequest,
+        LLMResponse,
+        LLMResult,
+        StateTransition,
+        TraceEvent,
+        TurnRecord,
+        Verdict,
+    )
+    from llm_fsm.engine._transitions import decide
+    from llm_fsm.engine._turn import EngineConfig
+    from llm_fsm.errors import (
+        ConcurrentUpdateError,
+        ContextError,
+        ContextTooLargeError,
+        ConversationEndedError,
+        ConversationNotFoundError,
+        DefinitionChangedError,
+        DefinitionError,
+        DefinitionNotFoundError,
+        FSMError,
+        HookError,
+        InvalidTransitionError,
+        LLMConfigurationError,
+        LLMResponseError,
+        LogicBudgetError,
+        LogicError,
+        MessageTooLargeError,
+        RecordTooLargeError,
+        StateNotFoundError,
+        StoreCorruptedError,
+        StoreError,
+        StoreUnavailableError,
+        TurnNotFoundError,
+    )
+    from llm_fsm.llm._interface import LLMInterface
+    from llm_fsm.llm._litellm import LiteLLMInterface
+    from llm_fsm.loading import load_fsm_definition
+    from llm_fsm.logic._rules import compile_logic, evaluate_logic
+    from llm_fsm.manager import FSMManager
+    from llm_fsm.stores import ConversationStore, open_store
+
+_EXPORTS: dict[str, str] = {
+    "ConcurrentUpdateError": "llm_fsm.errors",
+    "ContextError": "llm_fsm.errors",
+    "ContextTooLargeError": "llm_fsm.errors",
+    "Conversation": "llm_fsm.engine._instance",
+    "ConversationEndedError": "llm_fsm.errors",
+    "ConversationNotFoundError": "llm_fsm.errors",
+    "ConversationStore": "llm_fsm.stores",
+    "DefinitionChangedError": "llm_fsm.errors",
+    "DefinitionError": "llm_fsm.errors",
+    "DefinitionNotFoundError": "llm_fsm.errors",
+    "EngineConfig": "llm_fsm.engine._turn",
+    "FSMContext": "llm_fsm.engine._instance",
+    "FSMDefinition": "llm_fsm.definition._model",
+    "FSMError": "llm_fsm.errors",
+    "FSMInstance": "llm_fsm.engine._instance",
+    "FSMManager": "llm_fsm.manager",
+    "HookError": "llm_fsm.errors",
+    "HookEvent": "llm_fsm.engine._hooks",
+    "Hooks": "llm_fsm.engine._hooks",
+    "InvalidTransitionError": "llm_fsm.errors",
+    "LLMConfigurationError": "llm_fsm.errors",
+    "LLMInterface": "llm_fsm.llm._interface",
+    "LLMRequest": "llm_fsm.engine._records",
+    "LLMResponse": "llm_fsm.engine._records",
+    "LLMResponseError": "llm_fsm.errors",
+    "LLMResult": "llm_fsm.engine._records",
+    "LiteLLMInterface": "llm_fsm.llm._litellm",
+    "LogicBudgetError": "llm_fsm.errors",
+    "LogicError": "llm_fsm.errors",
+    "MessageTooLargeError": "llm_fsm.errors",
+    "PromptBuilder": "llm_fsm.engine._prompts",
+    "RecordTooLargeError": "llm_fsm.errors",
+    "State": "llm_fsm.definition._model",
+    "StateNotFoundError": "llm_fsm.errors",
+    "StateTransition": "llm_fsm.engine._records",
+    "StoreCorruptedError": "llm_fsm.errors",
+    "StoreError": "llm_fsm.errors",
+    "StoreUnavailableError": "llm_fsm.errors",
+    "TraceEvent": "llm_fsm.engine._records",
+    "Transition": "llm_fsm.definition._model",
+    "TransitionCondition": "llm_fsm.definition._model",
+    "TurnNotFoundError": "llm_fsm.errors",
+    "TurnRecord": "llm_fsm.engine._records",
+    "Verdict": "llm_fsm.engine._records",
+    "apply_update": "llm_fsm.engine._context",
+    "compile_logic": "llm_fsm.logic._rules",
+    "decide": "llm_fsm.engine._transitions",
+    "evaluate_logic": "llm_fsm.logic._rules",
+    "load_fsm_definition": "llm_fsm.loading",
+    "open_store": "llm_fsm.stores",
+}
+"""Public name -> the module that defines it; imported on first access (PEP 562)."""
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ConcurrentUpdateError",
-    "ContextError",
-    "ContextTooLargeError",
-    "Conversation",
-    "ConversationEndedError",
-    "ConversationNotFoundError",
-    "ConversationStore",
-    "DefinitionChangedError",
-    "DefinitionError",
-    "DefinitionNotFoundError",
-    "EngineConfig",
-    "FSMContext",
-    "FSMDefinition",
-    "FSMError",
-    "FSMInstance",
-    "FSMManager",
-    "HookError",
-    "HookEvent",
-    "Hooks",
-    "InvalidTransitionError",
-    "LLMConfigurationError",
-    "LLMInterface",
-    "LLMRequest",
-    "LLMResponse",
-    "LLMResponseError",
-    "LLMResult",
-    "LiteLLMInterface",
-    "LogicBudgetError",
-    "LogicError",
-    "MessageTooLargeError",
-    "PromptBuilder",
-    "RecordTooLargeError",
-    "State",
-    "StateNotFoundError",
-    "StateTransition",
-    "StoreCorruptedError",
-    "StoreError",
-    "StoreUnavailableError",
-    "TraceEvent",
-    "Transition",
-    "TransitionCondition",
-    "TurnNotFoundError",
-    "TurnRecord",
-    "Verdict",
-    "__version__",
-    "apply_update",
-    "compile_logic",
-    "decide",
-    "evaluate_logic",
-    "load_fsm_definition",
-    "open_store",
-]
+__all__ = [*sorted(_EXPORTS), "__version__"]  # noqa: PLE0604
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .definitions import FSMDefinition
-from .documents import ParsedDocument, parse_text
-from .errors import DefinitionError, DefinitionNotFoundError, LocatedError
-from .lint import Diagnostic, lint_document
+from llm_fsm.definition._documents import ParsedDocument, parse_text
+from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.errors import DefinitionError, DefinitionNotFoundError, LocatedError
+from llm_fsm.lint._linter import lint_document
+from llm_fsm.lint._rules import Diagnostic
 
 logger = logging.getLogger(__name__)
 

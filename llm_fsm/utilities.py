@@ -6,6 +6,10 @@ implementation lives in ``llm_fsm.loading``.
 
 from __future__ import annotations
 
-from .loading import clear_definition_cache, load_fsm_definition, resolve_definition_path
+from llm_fsm.loading import (
+    clear_definition_cache,
+    load_fsm_definition,
+    resolve_definition_path,
+)
 
 __all__ = ["clear_definition_cache", "load_fsm_definition", "resolve_definition_path"]

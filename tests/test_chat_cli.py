@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from llm_fsm import chat
-from llm_fsm.cli import main
-from llm_fsm.testing import ScriptedLLM
+from llm_fsm.cli import chat as chat
+from llm_fsm.cli._app import main
+from llm_fsm.llm.fakes import ScriptedLLM
 
 GREETING = str(Path(__file__).resolve().parents[1] / "definitions" / "simple_greeting.yaml")
 

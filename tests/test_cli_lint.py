@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from llm_fsm.cli import fsm_lint, iter_definition_files, main
+from llm_fsm.cli._app import main
+from llm_fsm.cli.lint import fsm_lint, iter_definition_files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -220,7 +221,7 @@ def test_an_unexpected_failure_is_one_line_and_exit_2(tmp_path: Path, monkeypatc
     def explode(doc: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(llm_fsm.lint, "lint_document", explode)
+    monkeypatch.setattr(llm_fsm.lint._linter, "lint_document", explode)
     result = CliRunner().invoke(main, ["lint", str(write(tmp_path, "ok.json", good()))])
     assert result.exit_code == 2
     assert "unexpected RuntimeError: boom" in result.output

@@ -1,9 +1,10 @@
 """Applying context updates: ownership, corrections, emptiness, size."""
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from llm_fsm.context import apply_update, context_size, get_path, has_value
+from llm_fsm.engine._context import apply_update, context_size, get_path, has_value
 from llm_fsm.errors import ContextError, ContextTooLargeError
 
 

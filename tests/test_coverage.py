@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from llm_fsm.coverage import CoverageReport, DefinitionCoverage
-from llm_fsm.definitions import FSMDefinition
+from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.loading import read_document
-from llm_fsm.suite import run_suite
+from llm_fsm.scripting._coverage import CoverageReport, DefinitionCoverage
+from llm_fsm.scripting._suite import run_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_fsm.documents import parse_text
-from llm_fsm.lint import lint_document
+from llm_fsm.definition._documents import parse_text
+from llm_fsm.lint._linter import lint_document
 
 DEFINITIONS_DIR = Path(__file__).resolve().parents[1] / "definitions"
 SEED_ROUTER = "customer_support_router.json"

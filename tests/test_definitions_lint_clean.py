@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from llm_fsm.cli import main
-from llm_fsm.lint import Severity, lint_document
+from llm_fsm.cli._app import main
+from llm_fsm.lint._linter import lint_document
+from llm_fsm.lint._rules import Severity
 from llm_fsm.loading import load_fsm_definition, read_document
 
 DEFINITIONS = Path(__file__).resolve().parent.parent / "definitions"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from llm_fsm.definitions import FSMDefinition
+from llm_fsm.definition._model import FSMDefinition
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFINITIONS_DIR = REPO_ROOT / "definitions"

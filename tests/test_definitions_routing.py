@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from llm_fsm.definitions import FSMDefinition
-from llm_fsm.transitions import decide
+from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.engine._transitions import decide
 
 DEFINITIONS_DIR = Path(__file__).resolve().parents[1] / "definitions"
 

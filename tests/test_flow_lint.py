@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_fsm.definitions import FlowDeclaration, FSMDefinition
+from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
 from llm_fsm.errors import DefinitionError, DefinitionNotFoundError
-from llm_fsm.flow_lint import lint_flows
-from llm_fsm.lint import RULES_BY_CODE, Diagnostic
+from llm_fsm.lint._flows import lint_flows
+from llm_fsm.lint._rules import RULES_BY_CODE, Diagnostic
 from llm_fsm.loading import attach_source, load_fsm_definition, resolve_flow_reference
 
 # --- building blocks -----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Arbitrary sequences of push, pop, cancel, resume and digression keep the flow stack consistent.
 
-A hypothesis state machine drives the pure operations of ``llm_fsm.flows`` on one
+A hypothesis state machine drives the pure operations of ``llm_fsm.engine._flows`` on one
 instance and checks after every step: flow ids are unique, every paused flow's
 data and state are exactly what they were when it was paused, the depth limit
 holds, the archive is bounded and holds no data, and a completed flow hands back
@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import copy
 
-from hypothesis import settings, strategies as st
+from hypothesis import settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from llm_fsm.context import is_empty
-from llm_fsm.definitions import FlowDeclaration, FSMDefinition
+from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
+from llm_fsm.engine._context import is_empty
+from llm_fsm.engine._flows import depth, find_paused, pop_flow, push_flow, resume_flow
+from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import FlowError
-from llm_fsm.flows import depth, find_paused, pop_flow, push_flow, resume_flow
-from llm_fsm.runtime import FSMInstance
 
 MAX_DEPTH = 4
 MAX_COMPLETED = 3

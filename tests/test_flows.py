@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_fsm.fsm import FSMManager
-from llm_fsm.testing import ScriptedLLM
+from llm_fsm.llm.fakes import ScriptedLLM
+from llm_fsm.manager import FSMManager
 
 BOOKING = str(Path(__file__).resolve().parents[1] / "definitions" / "flight_booking.yaml")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_fsm.definitions import FSMDefinition
+from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.errors import (
     ConversationEndedError,
     ConversationNotFoundError,
@@ -16,8 +16,8 @@ from llm_fsm.errors import (
     MessageTooLargeError,
     TurnNotFoundError,
 )
-from llm_fsm.fsm import FSMManager
-from llm_fsm.testing import FunctionLLM, ScriptedLLM
+from llm_fsm.llm.fakes import FunctionLLM, ScriptedLLM
+from llm_fsm.manager import FSMManager
 
 ROUTER = str(Path(__file__).resolve().parents[1] / "definitions" / "customer_support_router.json")
 
@@ -50,7 +50,7 @@ def reply(target, message="ok", **update):
 
 def manager(replies, **kwargs):
     llm = ScriptedLLM(replies)
-    return FSMManager(fsm_loader=lambda _id: __import__("llm_fsm.definitions", fromlist=["x"]).FSMDefinition.model_validate(FORM),
+    return FSMManager(fsm_loader=lambda _id: __import__("llm_fsm.definition", fromlist=["x"]).FSMDefinition.model_validate(FORM),
                       llm_interface=llm, **kwargs), llm
 
 
@@ -233,7 +233,7 @@ def test_four_threads_on_one_conversation_each_get_the_reply_to_their_own_messag
     def echo(request):
         return {"transition": {"target_state": "ask_name", "context_update": {}}, "message": f"re: {request.user_message}"}
 
-    from llm_fsm.definitions import FSMDefinition
+    from llm_fsm.definition._model import FSMDefinition
 
     fsm = FSMManager(fsm_loader=lambda _: FSMDefinition.model_validate(FORM), llm_interface=FunctionLLM(echo))
     cid, _ = fsm.start_conversation("form")
@@ -318,7 +318,7 @@ def test_router_resolved_issue_leads_to_feedback_and_end():
 def test_a_turn_in_progress_keeps_its_conversation_locked_even_through_garbage_collection():
     import gc
 
-    from llm_fsm.definitions import FSMDefinition
+    from llm_fsm.definition._model import FSMDefinition
 
     entered, release = threading.Event(), threading.Event()
 

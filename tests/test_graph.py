@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from llm_fsm.definitions import FSMDefinition
-from llm_fsm.graph import (
+from llm_fsm.definition._graph import (
     Edge,
     can_reach,
     graph_from_definition,
@@ -17,6 +16,7 @@ from llm_fsm.graph import (
     summarize_condition,
     terminal_states,
 )
+from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.renderers import RENDERERS, dot, mermaid, render, text
 
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from llm_fsm.context import has_value
-from llm_fsm.definitions import FSMDefinition
+from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.engine._context import has_value
 from llm_fsm.errors import LLMResponseError
-from llm_fsm.fsm import FSMManager
-from llm_fsm.testing import FunctionLLM
+from llm_fsm.llm.fakes import FunctionLLM
+from llm_fsm.manager import FSMManager
 
 KEYS = ["name", "email", "age", "plan.tier", "_secret", "account"]
 INJECTIONS = [
@@ -123,10 +124,10 @@ def test_no_model_output_breaks_the_invariant(definition, data):
     def as_reply(request):
         out = hostile(request)
         if isinstance(out, str):
-            from llm_fsm.response_parsing import parse_llm_output
+            from llm_fsm.llm._parsing import parse_llm_output
 
             return parse_llm_output(out)
-        from llm_fsm.response_parsing import response_from_object
+        from llm_fsm.llm._parsing import response_from_object
 
         return response_from_object(out)
 

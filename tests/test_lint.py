@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from llm_fsm.documents import parse_text
-from llm_fsm.lint import RULES, RULES_BY_CODE, Diagnostic, Severity, lint_data, lint_document, risky_missing_reads
+from llm_fsm.definition._documents import parse_text
+from llm_fsm.lint._linter import lint_data, lint_document
+from llm_fsm.lint._missing_reads import risky_missing_reads
+from llm_fsm.lint._rules import RULES, RULES_BY_CODE, Diagnostic, Severity
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -441,8 +443,8 @@ def test_a_confirmation_over_declared_transitions_is_clean() -> None:
 
 
 def test_a_loaded_model_can_be_linted_and_keeps_its_unknown_fields() -> None:
-    from llm_fsm.definitions import FSMDefinition
-    from llm_fsm.lint import lint_definition
+    from llm_fsm.definition._model import FSMDefinition
+    from llm_fsm.lint._linter import lint_definition
 
     doc = base()
     doc["states"]["orphan"] = state("orphan", "end")

@@ -10,10 +10,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llm_fsm.documents import format_path, parse_json, parse_text, parse_yaml
+from llm_fsm.definition._documents import (
+    format_path,
+    parse_json,
+    parse_text,
+    parse_yaml,
+)
+from llm_fsm.definition._graph import can_reach, graph_from_document, reachable_from
 from llm_fsm.errors import DefinitionError
-from llm_fsm.graph import can_reach, graph_from_document, reachable_from
-from llm_fsm.lint import lint_data, lint_document
+from llm_fsm.lint._linter import lint_data, lint_document
 from llm_fsm.loading import read_document
 
 ROOT = Path(__file__).resolve().parent.parent

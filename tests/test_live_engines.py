@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks" / "baseline"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from llm_fsm.scripts import parse_script
+from llm_fsm.scripting._scripts import parse_script
 
 engines = importlib.import_module("live_engines")
 scoring = importlib.import_module("live_scoring")

@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from llm_fsm.scripts import parse_script
+from llm_fsm.scripting._scripts import parse_script
 
 scoring = importlib.import_module("live_scoring")
 

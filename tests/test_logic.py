@@ -10,18 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_fsm import logic
+from llm_fsm.logic import _coercions, _rules
 from llm_fsm.errors import FSMError, LogicBudgetError, LogicError
-from llm_fsm.logic import (
-    SUPPORTED_OPERATORS,
-    CompiledRule,
-    GuardResult,
-    LogicIssue,
-    check_logic,
-    compile_logic,
-    evaluate_logic,
-    truthy,
-)
+from llm_fsm.logic._checks import check_logic
+from llm_fsm.logic._coercions import truthy
+from llm_fsm.logic._rules import CompiledRule, compile_logic, evaluate_logic
+from llm_fsm.logic._spec import SUPPORTED_OPERATORS, GuardResult, LogicIssue
 
 
 def ev(rule, data=None):
@@ -316,7 +310,7 @@ def test_cat_formats_values_like_javascript(value, text):
 
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_number_formatting_round_trips(x):
-    assert float(logic._num_to_str(x)) == x
+    assert float(_coercions._num_to_str(x)) == x
 
 
 @pytest.mark.parametrize(
@@ -611,14 +605,14 @@ def test_budget_errors_are_logic_errors():
 
 def test_evaluate_logic_compiles_each_distinct_rule_once(monkeypatch):
     calls = []
-    real = logic.compile_logic
+    real = _rules.compile_logic
 
     def counting(rule, **kwargs):
         calls.append(rule)
         return real(rule, **kwargs)
 
-    monkeypatch.setattr(logic, "compile_logic", counting)
-    logic._cache.clear()
+    monkeypatch.setattr(_rules, "compile_logic", counting)
+    _rules._cache.clear()
     assert evaluate_logic({"+": [{"var": "a"}, 1]}, {"a": 1}) == 2
     assert evaluate_logic({"+": [{"var": "a"}, 1]}, {"a": 5}) == 6
     assert evaluate_logic({"==": [1, {"var": "a"}]}, {"a": 1}) is True

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from llm_fsm.errors import LogicError
-from llm_fsm.logic import check_logic, compile_logic, evaluate_logic
+from llm_fsm.logic._checks import check_logic
+from llm_fsm.logic._rules import compile_logic, evaluate_logic
 
 DATA = Path(__file__).parent / "data" / "jsonlogic"
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from json_logic import jsonLogic
 
 from llm_fsm.errors import LogicError
-from llm_fsm.logic import compile_logic
+from llm_fsm.logic._rules import compile_logic
 
 # --------------------------------------------------------------------------- data
 

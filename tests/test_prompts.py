@@ -3,11 +3,12 @@
 import json
 import re
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from llm_fsm.definitions import FSMDefinition
-from llm_fsm.prompts import PromptBuilder, escape_json, escape_text
-from llm_fsm.runtime import Conversation, FSMContext, FSMInstance
+from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
+from llm_fsm.engine._prompts import PromptBuilder, escape_json, escape_text
 
 TAG = re.compile(r"</?[a-z_]+>")
 

@@ -7,11 +7,16 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from llm_fsm.llm.fakes import FunctionLLM
 from llm_fsm.loading import load_fsm_definition
-from llm_fsm.recording import Recorder, ReplayModel, compare, recording_document
-from llm_fsm.script_runner import run_conversation
-from llm_fsm.scripts import parse_script
-from llm_fsm.testing import FunctionLLM
+from llm_fsm.scripting._recording import (
+    Recorder,
+    ReplayModel,
+    compare,
+    recording_document,
+)
+from llm_fsm.scripting._runner import run_conversation
+from llm_fsm.scripting._scripts import parse_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFINITION = ROOT / "definitions" / "coffee_order.yaml"

@@ -10,16 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llm_fsm.errors import LLMResponseError, MalformedOutputError
-from llm_fsm.response_parsing import (
+from llm_fsm.engine._records import LLMResponse, StateTransition
+from llm_fsm.engine._reply_schema import (
     MAX_OUTPUT_CHARS,
     STAY,
     allowed_targets_from_schema,
-    parse_llm_output,
-    response_from_object,
     response_json_schema,
 )
-from llm_fsm.runtime import LLMResponse, StateTransition
+from llm_fsm.errors import LLMResponseError, MalformedOutputError
+from llm_fsm.llm._parsing import parse_llm_output, response_from_object
 
 
 def reply(target: str = "collect_email", update: dict | None = None, message: str = "Thanks!", **extra) -> dict:
@@ -382,7 +381,7 @@ def test_a_valid_reply_embedded_in_brace_free_garbage_is_found_intact(before, af
 
 
 def test_a_closed_schema_keeps_targets_intents_and_flows_and_allows_only_the_given_keys():
-    from llm_fsm.response_parsing import closed_schema
+    from llm_fsm.engine._reply_schema import closed_schema
 
     open_schema = response_json_schema(["ask", "done"], intents=["continue", "cancel"], flows=["check"])
     closed = closed_schema(open_schema, ["name", "email"])
@@ -405,14 +404,14 @@ def test_the_lean_schema_has_the_same_shape_and_enums_without_bounds():
 
 
 def test_closing_a_lean_schema_bounds_it_again_for_small_models():
-    from llm_fsm.response_parsing import closed_schema
+    from llm_fsm.engine._reply_schema import closed_schema
 
     closed = closed_schema(response_json_schema(["ask"], intents=["continue"], bounded=False), ["name"])
     assert closed["properties"]["message"]["maxLength"] == 300 and "$defs" in closed
 
 
 def test_a_closed_schema_keeps_lists_short_so_a_looping_model_stops_early():
-    from llm_fsm.response_parsing import closed_schema
+    from llm_fsm.engine._reply_schema import closed_schema
 
     closed = closed_schema(response_json_schema(["ask"], bounded=False), ["slots"])
     jsonschema.validate(reply("ask", {"slots": ["9:00"] * 8}), closed)
@@ -431,7 +430,7 @@ def test_placeholder_entries_of_the_context_update_are_dropped():
 
 
 def test_a_message_copied_from_the_correction_shape_is_refused_too():
-    from llm_fsm.llm import correction_message
+    from llm_fsm.llm._litellm import correction_message
 
     shown = json.loads(correction_message("bad", show_shape=True).split("no other text: ", 1)[1])
     with pytest.raises(MalformedOutputError, match="placeholder"):

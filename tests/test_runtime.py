@@ -1,13 +1,8 @@
 """Runtime models: copies a turn can change freely, and JSON round trips."""
 
-from llm_fsm.runtime import (
-    Conversation,
-    FlowFrame,
-    FSMContext,
-    FSMInstance,
-    TraceEvent,
-    copy_json,
-)
+from llm_fsm.engine._data import copy_json
+from llm_fsm.engine._instance import Conversation, FlowFrame, FSMContext, FSMInstance
+from llm_fsm.engine._records import TraceEvent
 
 
 def instance() -> FSMInstance:

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from llm_fsm.definitions import SCHEMA_ID, FSMDefinition
-from llm_fsm.lint import validation_problems
+from llm_fsm.definition._model import SCHEMA_ID, FSMDefinition
+from llm_fsm.definition._schema import DIALECT, SCHEMA_PATH, build_schema, render_schema
+from llm_fsm.lint._support import validation_problems
 from llm_fsm.loading import read_document
-from llm_fsm.schema import DIALECT, SCHEMA_PATH, build_schema, render_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFINITION_FILES = sorted(
@@ -97,7 +97,7 @@ KNOWN_GOOD = [
 
 
 def test_committed_schema_equals_freshly_generated_schema() -> None:
-    assert SCHEMA_PATH.read_text(encoding="utf-8") == render_schema(), "run: python -m llm_fsm.schema"
+    assert SCHEMA_PATH.read_text(encoding="utf-8") == render_schema(), "run: python -m llm_fsm.cli.schema"
 
 
 def test_schema_declares_the_2020_12_dialect_and_our_id() -> None:
@@ -271,7 +271,7 @@ LOCATIONS = {
     "condition": ["states", "a", "transitions", 0, "conditions", 0],
 }
 def _field_probes() -> list[tuple[str, str, Any]]:
-    from llm_fsm.definitions import State, Transition, TransitionCondition
+    from llm_fsm.definition._model import State, Transition, TransitionCondition
 
     models = {"definition": FSMDefinition, "state": State, "transition": Transition, "condition": TransitionCondition}
     return [

@@ -6,15 +6,18 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from llm_fsm.errors import ScriptError
-from llm_fsm.loading import load_fsm_definition
-from llm_fsm.runtime import FSMInstance
-from llm_fsm.script_runner import ScriptedConversationModel, check_expectations, run_conversation, same_value
-from llm_fsm.scripts import Expectation, discover, load_script, parse_script
-
 from form_yaml import FORM
 
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.errors import ScriptError
+from llm_fsm.loading import load_fsm_definition
+from llm_fsm.scripting._runner import (
+    ScriptedConversationModel,
+    check_expectations,
+    run_conversation,
+    same_value,
+)
+from llm_fsm.scripting._scripts import Expectation, discover, load_script, parse_script
 
 
 @pytest.fixture()

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from llm_fsm.recording import recording_name
-from llm_fsm.runtime import LLMRequest
-from llm_fsm.suite import run_suite
-from llm_fsm.test_cli import test_command as llm_fsm_test
-from llm_fsm.testing import FunctionLLM
-
 from form_yaml import FORM
+
+from llm_fsm.cli.test import test_command as llm_fsm_test
+from llm_fsm.engine._records import LLMRequest
+from llm_fsm.llm.fakes import FunctionLLM
+from llm_fsm.scripting._recording import recording_name
+from llm_fsm.scripting._suite import run_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -246,7 +245,7 @@ def test_replay_cannot_be_combined_with_a_live_model(folder: Path, tmp_path: Pat
 
 
 def test_recording_names_come_from_the_script_and_the_conversation(folder: Path) -> None:
-    from llm_fsm.scripts import load_script
+    from llm_fsm.scripting._scripts import load_script
 
     script = load_script(folder / "form.conv.yaml")
     assert [recording_name(c) for c in script.conversations] == ["form--00-happy-path.json", "form--01-small-talk-first.json"]
@@ -262,7 +261,7 @@ def test_recording_and_replaying_the_shipped_scripts_gives_the_same_routes(tmp_p
 
 
 def test_a_live_model_answers_instead_of_the_scripts_and_the_expectations_still_apply(folder: Path, monkeypatch) -> None:
-    import llm_fsm.chat
+    import llm_fsm.cli.chat
 
     asked: list[str | None] = []
 
@@ -270,7 +269,7 @@ def test_a_live_model_answers_instead_of_the_scripts_and_the_expectations_still_
         asked.append(model)
         return FunctionLLM(live_model)
 
-    monkeypatch.setattr(llm_fsm.chat, "make_llm", fake_make_llm)
+    monkeypatch.setattr(llm_fsm.cli.chat, "make_llm", fake_make_llm)
     (folder / "form.conv.yaml").write_text(SCRIPT.replace("Thanks Ann, your email?", "SCRIPTED"), encoding="utf-8")
     result = invoke(folder, "--model", "some-model", "-v")
     assert result.exit_code == 0, result.output
@@ -279,13 +278,14 @@ def test_a_live_model_answers_instead_of_the_scripts_and_the_expectations_still_
 
 
 def test_a_model_that_is_not_configured_stops_the_run_with_exit_two(folder: Path, monkeypatch) -> None:
-    import llm_fsm.chat
+    import llm_fsm.cli.chat
+
     from llm_fsm.errors import LLMConfigurationError
 
     def refuse(request):
         raise LLMConfigurationError("no API key for some-model")
 
-    monkeypatch.setattr(llm_fsm.chat, "make_llm", lambda model, **kwargs: FunctionLLM(refuse))
+    monkeypatch.setattr(llm_fsm.cli.chat, "make_llm", lambda model, **kwargs: FunctionLLM(refuse))
     result = invoke(folder, "--model", "some-model")
     assert result.exit_code == 2
     assert "error: no API key for some-model" in result.output

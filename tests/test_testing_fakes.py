@@ -7,10 +7,15 @@ import json
 
 import pytest
 
-from llm_fsm.errors import LLMProviderError, LLMResponseError, LLMScriptExhaustedError, MalformedOutputError
-from llm_fsm.response_parsing import response_json_schema
-from llm_fsm.runtime import LLMRequest, LLMResponse, StateTransition
-from llm_fsm.testing import FunctionLLM, ScriptedLLM
+from llm_fsm.engine._records import LLMRequest, LLMResponse, StateTransition
+from llm_fsm.engine._reply_schema import response_json_schema
+from llm_fsm.errors import (
+    LLMProviderError,
+    LLMResponseError,
+    LLMScriptExhaustedError,
+    MalformedOutputError,
+)
+from llm_fsm.llm.fakes import FunctionLLM, ScriptedLLM
 
 
 def request(message: str = "hi", targets: list[str] | None = None) -> LLMRequest:

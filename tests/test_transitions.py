@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_fsm.definitions import FSMDefinition
-from llm_fsm.transitions import decide, validate_transition
+from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.engine._transitions import decide, validate_transition
 
 ROUTER = Path(__file__).resolve().parents[1] / "definitions" / "customer_support_router.json"
 

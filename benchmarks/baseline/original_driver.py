@@ -48,7 +48,13 @@ def _load_original():
         import importlib.metadata as metadata
 
         import llm_fsm
-        from llm_fsm import FSMManager, LLMInterface, LLMResponse, StateTransition, load_fsm_definition
+        from llm_fsm import (
+            FSMManager,
+            LLMInterface,
+            LLMResponse,
+            StateTransition,
+            load_fsm_definition,
+        )
     except Exception as exc:  # the venv is broken or holds the wrong package
         _fail("cannot import the original llm_fsm: %r" % (exc,))
     module_file = os.path.abspath(llm_fsm.__file__)
@@ -75,7 +81,7 @@ def live_conversation(job, FSMManager, load_fsm_definition):
     conversation stops at the first exception, which is recorded.
     """
     import llm_fsm.llm as original_llm
-    from llm_fsm.llm import LiteLLMInterface
+    from llm_fsm.llm._litellm import LiteLLMInterface
 
     calls = []
     real_completion = original_llm.completion

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..graph import Graph
-from . import dot, mermaid, text
-from ._labels import edge_label_lines
+from llm_fsm.definition._graph import Graph
+from llm_fsm.renderers import dot, mermaid, text
+from llm_fsm.renderers._labels import edge_label_lines
 
 RENDERERS: dict[str, Callable[[Graph], str]] = {
     "mermaid": mermaid.render,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..graph import Edge
+from llm_fsm.definition._graph import Edge
 
 
 def edge_label_lines(edge: Edge) -> list[str]:

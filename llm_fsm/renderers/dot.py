@@ -8,8 +8,8 @@ with a double border; undeclared targets dashed and red.
 
 from __future__ import annotations
 
-from ..graph import Graph
-from ._labels import edge_label_lines
+from llm_fsm.definition._graph import Graph
+from llm_fsm.renderers._labels import edge_label_lines
 
 
 def quote(text: str) -> str:

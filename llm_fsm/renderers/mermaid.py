@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 
-from ..graph import Graph
-from ._labels import edge_label_lines
+from llm_fsm.definition._graph import Graph
+from llm_fsm.renderers._labels import edge_label_lines
 
 _ENTITIES = {
     '"': "#quot;",

@@ -6,8 +6,8 @@ shown escaped (``\\n``) so one state always takes one line.
 
 from __future__ import annotations
 
-from ..graph import Graph
-from ._labels import edge_label_lines
+from llm_fsm.definition._graph import Graph
+from llm_fsm.renderers._labels import edge_label_lines
 
 
 def clean(text: str) -> str:

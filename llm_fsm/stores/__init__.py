@@ -25,12 +25,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import StoreError
-from .base import AsyncStoreMixin, ConversationStore, ConversationSummary
-from .codec import DEFAULT_MAX_RECORD_BYTES, REDIS_MAX_CONTEXT_BYTES, REDIS_MAX_RECORD_BYTES
-from .files import FileStore
-from .memory import MemoryStore
-from .sqlite import SQLiteStore, default_sqlite_path
+from llm_fsm.errors import StoreError
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationStore, ConversationSummary
+from llm_fsm.stores.codec import (
+    DEFAULT_MAX_RECORD_BYTES,
+    REDIS_MAX_CONTEXT_BYTES,
+    REDIS_MAX_RECORD_BYTES,
+)
+from llm_fsm.stores.files import FileStore
+from llm_fsm.stores.memory import MemoryStore
+from llm_fsm.stores.sqlite import SQLiteStore, default_sqlite_path
 
 
 def _flag(text: str) -> bool:
@@ -72,7 +76,9 @@ def default_store_url() -> str:
     return "sqlite:///" + os.path.abspath(default_sqlite_path()).lstrip("/")
 
 
-def open_store(url_or_store: str | ConversationStore | None = None, **options: Any) -> ConversationStore:
+def open_store(
+    url_or_store: str | ConversationStore | None = None, **options: Any
+) -> ConversationStore:
     """A store for ``url_or_store``; a store object is returned as it is, ``None`` means the default SQLite file."""
     if url_or_store is None:
         url_or_store = default_store_url()
@@ -81,7 +87,9 @@ def open_store(url_or_store: str | ConversationStore | None = None, **options: A
             if options:
                 raise StoreError("options cannot be applied to an already opened store")
             return url_or_store
-        raise StoreError(f"expected a store URL or a ConversationStore, got {type(url_or_store).__name__}")
+        raise StoreError(
+            f"expected a store URL or a ConversationStore, got {type(url_or_store).__name__}"
+        )
     url = url_or_store.strip()
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
@@ -92,23 +100,41 @@ def open_store(url_or_store: str | ConversationStore | None = None, **options: A
     rest, query_options, passthrough = _split_query(rest, url)
     merged = {**query_options, **options}
     if scheme == "memory":
-        return MemoryStore(**_only(merged, scheme, "max_record_bytes", "max_context_bytes"))
+        return MemoryStore(
+            **_only(merged, scheme, "max_record_bytes", "max_context_bytes")
+        )
     if scheme == "sqlite":
         path = _path(rest) if rest else str(default_sqlite_path())
         if path in ("/:memory:", ":memory:"):
             path = ":memory:"
         return SQLiteStore(
-            path, **_only(merged, scheme, "timeout", "synchronous", "max_record_bytes", "max_context_bytes")
+            path,
+            **_only(
+                merged,
+                scheme,
+                "timeout",
+                "synchronous",
+                "max_record_bytes",
+                "max_context_bytes",
+            ),
         )
     if scheme == "file":
         if not rest:
             raise StoreError(f"{url!r} names no directory; use file:///path/to/dir")
         return FileStore(
             _path(rest),
-            **_only(merged, scheme, "archive_part_size", "fsync", "indent", "max_record_bytes", "max_context_bytes"),
+            **_only(
+                merged,
+                scheme,
+                "archive_part_size",
+                "fsync",
+                "indent",
+                "max_record_bytes",
+                "max_context_bytes",
+            ),
         )
     if scheme in ("redis", "rediss", "unix"):
-        from .redis import FallbackStore, RedisStore  # noqa: PLC0415 - redis-py stays unimported until asked for
+        from llm_fsm.stores.redis import FallbackStore, RedisStore
 
         fallback = bool(merged.pop("fallback_to_memory", False))
         redis_url = urlunsplit(urlsplit(url)._replace(query=urlencode(passthrough)))
@@ -120,7 +146,9 @@ def open_store(url_or_store: str | ConversationStore | None = None, **options: A
     )
 
 
-def _split_query(rest: str, url: str) -> tuple[str, dict[str, Any], list[tuple[str, str]]]:
+def _split_query(
+    rest: str, url: str
+) -> tuple[str, dict[str, Any], list[tuple[str, str]]]:
     path, _, query = rest.partition("?")
     ours: dict[str, Any] = {}
     passthrough: list[tuple[str, str]] = []
@@ -132,14 +160,18 @@ def _split_query(rest: str, url: str) -> tuple[str, dict[str, Any], list[tuple[s
         try:
             ours[key] = convert(value)
         except ValueError as exc:
-            raise StoreError(f"store URL {url!r}: option {key}={value!r} is invalid: {exc}") from exc
+            raise StoreError(
+                f"store URL {url!r}: option {key}={value!r} is invalid: {exc}"
+            ) from exc
     return path, ours, passthrough
 
 
 def _only(options: dict[str, Any], scheme: str, *allowed: str) -> dict[str, Any]:
     unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise StoreError(f"{scheme}:// stores take {', '.join(allowed)}; not {', '.join(unknown)}")
+        raise StoreError(
+            f"{scheme}:// stores take {', '.join(allowed)}; not {', '.join(unknown)}"
+        )
     return options
 
 

@@ -15,7 +15,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..runtime import FSMInstance
+from llm_fsm.engine._instance import FSMInstance
 
 
 @dataclass(frozen=True)

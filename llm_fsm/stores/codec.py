@@ -14,9 +14,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import ConversationNotFoundError, RecordTooLargeError, StoreCorruptedError
-from ..runtime import FSMInstance
-from .base import ConversationSummary
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.errors import (
+    ConversationNotFoundError,
+    RecordTooLargeError,
+    StoreCorruptedError,
+)
+from llm_fsm.stores.base import ConversationSummary
 
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024
 """Record cap of the embedded stores: large enough never to bite a sane conversation, small enough to stop a runaway one."""

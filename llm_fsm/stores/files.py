@@ -51,10 +51,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from ..errors import ConcurrentUpdateError, StoreCorruptedError, StoreError, StoreUnavailableError
-from ..runtime import FSMInstance
-from .base import AsyncStoreMixin, ConversationSummary
-from .codec import (
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.errors import (
+    ConcurrentUpdateError,
+    StoreCorruptedError,
+    StoreError,
+    StoreUnavailableError,
+)
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary
+from llm_fsm.stores.codec import (
     DEFAULT_MAX_RECORD_BYTES,
     SizeLimits,
     committed,

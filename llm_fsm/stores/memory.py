@@ -12,10 +12,17 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..errors import ConcurrentUpdateError
-from ..runtime import FSMInstance
-from .base import AsyncStoreMixin, ConversationSummary
-from .codec import SizeLimits, check_limits, new_version, not_found, owned_by, summary_of
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.errors import ConcurrentUpdateError
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary
+from llm_fsm.stores.codec import (
+    SizeLimits,
+    check_limits,
+    new_version,
+    not_found,
+    owned_by,
+    summary_of,
+)
 
 
 @dataclass

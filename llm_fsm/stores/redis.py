@@ -34,10 +34,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ..errors import ConcurrentUpdateError, ConversationNotFoundError, StoreError, StoreUnavailableError
-from ..runtime import FSMInstance
-from .base import AsyncStoreMixin, ConversationSummary
-from .codec import (
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.errors import (
+    ConcurrentUpdateError,
+    ConversationNotFoundError,
+    StoreError,
+    StoreUnavailableError,
+)
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary
+from llm_fsm.stores.codec import (
     REDIS_MAX_CONTEXT_BYTES,
     REDIS_MAX_RECORD_BYTES,
     SizeLimits,
@@ -48,7 +53,7 @@ from .codec import (
     encode_message,
     not_found,
 )
-from .memory import MemoryStore
+from llm_fsm.stores.memory import MemoryStore
 
 logger = logging.getLogger(__name__)
 

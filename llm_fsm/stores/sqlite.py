@@ -25,10 +25,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import ConcurrentUpdateError, StoreCorruptedError, StoreError, StoreUnavailableError
-from ..runtime import FSMInstance
-from .base import AsyncStoreMixin, ConversationSummary
-from .codec import (
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.errors import (
+    ConcurrentUpdateError,
+    StoreCorruptedError,
+    StoreError,
+    StoreUnavailableError,
+)
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary
+from llm_fsm.stores.codec import (
     DEFAULT_MAX_RECORD_BYTES,
     SizeLimits,
     committed,

@@ -13,8 +13,8 @@ import sys
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from llm_fsm.fsm import FSMManager  # noqa: E402
-from llm_fsm.testing import FunctionLLM  # noqa: E402
+from llm_fsm.llm.fakes import FunctionLLM
+from llm_fsm.manager import FSMManager
 
 
 def echo(request):

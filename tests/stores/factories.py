@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import time
 
-from llm_fsm.runtime import (
+from llm_fsm.engine._instance import FlowFrame, FSMInstance
+from llm_fsm.engine._records import (
     ConditionResult,
     ContextChange,
-    FlowFrame,
-    FSMInstance,
     LLMCallRecord,
     TraceEvent,
     TransitionEvaluation,

@@ -10,10 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from llm_fsm.errors import ConversationNotFoundError, DefinitionChangedError, StoreUnavailableError
-from llm_fsm.fsm import FSMManager
+from llm_fsm.errors import (
+    ConversationNotFoundError,
+    DefinitionChangedError,
+    StoreUnavailableError,
+)
+from llm_fsm.llm.fakes import FunctionLLM, ScriptedLLM
+from llm_fsm.manager import FSMManager
 from llm_fsm.stores import open_store
-from llm_fsm.testing import FunctionLLM, ScriptedLLM
 
 REPO = Path(__file__).resolve().parents[2]
 GREETING = REPO / "definitions" / "simple_greeting.yaml"

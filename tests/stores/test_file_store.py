@@ -10,8 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_fsm.errors import ConversationNotFoundError, StoreCorruptedError, StoreUnavailableError
-from llm_fsm.runtime import FSMInstance
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.errors import (
+    ConversationNotFoundError,
+    StoreCorruptedError,
+    StoreUnavailableError,
+)
 from llm_fsm.stores import FileStore, open_store
 from llm_fsm.stores.files import segment, unsegment
 

@@ -12,6 +12,7 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import (
     ConcurrentUpdateError,
     ConversationNotFoundError,
@@ -19,9 +20,13 @@ from llm_fsm.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from llm_fsm.runtime import FSMInstance
 from llm_fsm.stores import open_store
-from llm_fsm.stores.redis import DEFAULT_TTL_SECONDS, FallbackStore, RedisStore, key_part
+from llm_fsm.stores.redis import (
+    DEFAULT_TTL_SECONDS,
+    FallbackStore,
+    RedisStore,
+    key_part,
+)
 
 from .factories import plain_instance, rich_instance
 from .redis_server import RedisServer, free_port

@@ -9,8 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from llm_fsm.errors import ConcurrentUpdateError, StoreCorruptedError, StoreError, StoreUnavailableError
-from llm_fsm.stores import SQLiteStore, default_sqlite_path, default_store_url, open_store
+from llm_fsm.errors import (
+    ConcurrentUpdateError,
+    StoreCorruptedError,
+    StoreError,
+    StoreUnavailableError,
+)
+from llm_fsm.stores import (
+    SQLiteStore,
+    default_sqlite_path,
+    default_store_url,
+    open_store,
+)
 from llm_fsm.stores.sqlite import SCHEMA_VERSION
 
 from .factories import plain_instance, rich_instance

@@ -75,7 +75,7 @@ def official_cases() -> list[tuple[str, Any, Any, Any]]:
 
 
 def compat_cases() -> list[CompatCase]:
-    from llm_fsm.logic import SUPPORTED_OPERATORS
+    from llm_fsm.logic._spec import SUPPORTED_OPERATORS
 
     cases = []
     for name in json.loads((SUITES / "index.json").read_text(encoding="utf-8")):
@@ -128,7 +128,7 @@ def same_json(got: Any, want: Any, decimal: bool = False) -> bool:
 def run(case: CompatCase) -> tuple[str, str]:
     """('pass' | 'fail', detail) for one case under the rules in the module docstring."""
     from llm_fsm.errors import LogicError
-    from llm_fsm.logic import compile_logic
+    from llm_fsm.logic._rules import compile_logic
 
     if case.unsupported:
         try:

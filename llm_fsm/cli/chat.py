@@ -1,0 +1,314 @@
+"""``llm-fsm chat`` and ``llm-fsm run``: conversations from the terminal.
+
+An I/O edge like the rest of the CLI: it builds an ``FSMManager`` on the
+default SQLite store (so ``--resume ID`` continues a conversation in a later
+process), prints each reply with the state it left the conversation in, and —
+on request — why the engine decided what it did and the prompt it sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+import click
+
+from llm_fsm.engine._records import LLMRequest, TurnRecord
+from llm_fsm.errors import (
+    ConversationEndedError,
+    FSMError,
+    LLMConfigurationError,
+    LLMResponseError,
+)
+
+MODEL_ENV = "LLM_FSM_MODEL"
+STORE_ENV = "LLM_FSM_STORE"
+
+
+def _store_url(store: str | None) -> str | None:
+    """``--store``, else ``$LLM_FSM_STORE``, else None (the default SQLite file)."""
+    return store or os.environ.get(STORE_ENV) or None
+
+
+class _PromptEcho:
+    """Wraps an LLM interface to show every system prompt before it is sent (``--show-prompt``)."""
+
+    def __init__(self, inner: Any, echo: Any) -> None:
+        self._inner = inner
+        self._echo = echo
+
+    def complete(self, request: LLMRequest) -> Any:
+        self._echo(click.style(f"--- system prompt ({request.purpose}) ---", dim=True))
+        self._echo(request.system_prompt)
+        self._echo(click.style("--- end of prompt ---", dim=True))
+        complete = getattr(self._inner, "complete", None)
+        return complete(request) if callable(complete) else self._inner.send_request(request)
+
+    def send_request(self, request: LLMRequest) -> Any:
+        result = self.complete(request)
+        return getattr(result, "response", result)
+
+    @property
+    def sends_reply_schema(self) -> bool:
+        """The wrapped model's answer: the prompt shown must be the prompt it is sent."""
+        return bool(getattr(self._inner, "sends_reply_schema", False))
+
+
+def make_llm(model: str | None, *, temperature: float | None = None, **kwargs: Any) -> Any:
+    """A LiteLLMInterface for ``model`` (or ``$LLM_FSM_MODEL``); keys come from the environment as litellm reads them."""
+    from llm_fsm.llm._litellm import LiteLLMInterface
+
+    model = model or os.environ.get(MODEL_ENV)
+    if not model:
+        raise LLMConfigurationError(
+            f"no model configured: pass --model (e.g. gpt-4o-mini, anthropic/claude-3-5-haiku-latest, "
+            f"ollama/llama3.2, local) or set {MODEL_ENV}"
+        )
+    if temperature is not None:
+        kwargs["temperature"] = temperature
+    return LiteLLMInterface(model=model, **kwargs)
+
+
+def describe_turn(record: TurnRecord) -> str:
+    """One line: where the turn left the conversation, and why."""
+    verdict = record.verdict
+    if record.state_before == record.state_after:
+        where = f"[{record.state_after}]"
+    else:
+        where = f"[{record.state_before} → {record.state_after}]"
+    return f"{where} {verdict.kind}: {verdict.reason}"
+
+
+def explain_text(record: TurnRecord) -> str:
+    """The explain record as indented JSON, for people."""
+    return json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False)
+
+
+def _manager(model: str | None, store: str | None, temperature: float | None, show_prompt: bool) -> Any:
+    from llm_fsm.manager import FSMManager
+    from llm_fsm.stores import open_store
+
+    llm = make_llm(model, temperature=temperature)
+    if show_prompt:
+        llm = _PromptEcho(llm, click.echo)
+    return FSMManager(llm_interface=llm, store=open_store(_store_url(store)))
+
+
+def _print_turn(manager: Any, conversation_id: str, reply: str, *, explain: bool, quiet: bool) -> None:
+    click.echo(click.style("assistant: ", fg="green") + reply)
+    if quiet:
+        return
+    record = manager.explain(conversation_id)
+    click.echo(click.style(describe_turn(record), dim=True))
+    if explain:
+        click.echo(explain_text(record))
+
+
+def chat_loop(
+    definition: str,
+    *,
+    model: str | None,
+    store: str | None,
+    resume: str | None,
+    explain: bool,
+    show_prompt: bool,
+    temperature: float | None,
+    messages: Iterable[str] | None = None,
+    quiet: bool = False,
+) -> str:
+    """Run a conversation: interactive when ``messages`` is None. Returns the conversation id."""
+    manager = _manager(model, store, temperature, show_prompt)
+    if resume:
+        conversation_id = resume
+        state = manager.get_current_state(conversation_id)
+        click.echo(click.style(f"resuming {conversation_id} in state {state}", dim=True))
+    else:
+        conversation_id, opening = manager.start_conversation(definition)
+        click.echo(click.style(f"conversation {conversation_id} (resume with --resume {conversation_id})", dim=True))
+        click.echo(click.style("assistant: ", fg="green") + opening)
+    source = iter(messages) if messages is not None else None
+    while not manager.is_conversation_ended(conversation_id):
+        if source is None:
+            try:
+                message = click.prompt(click.style("you", fg="cyan"), prompt_suffix=": ")
+            except (click.Abort, EOFError):
+                click.echo()
+                break
+        else:
+            message = next(source, None)
+            if message is None:
+                break
+            click.echo(click.style("you: ", fg="cyan") + message)
+        try:
+            reply = manager.process_message(conversation_id, message)
+        except LLMResponseError as exc:
+            click.echo(click.style(f"(the model's answer could not be used: {exc}; nothing was changed — try again)", fg="yellow"))
+            continue
+        except ConversationEndedError:
+            break
+        _print_turn(manager, conversation_id, reply, explain=explain, quiet=quiet)
+    if manager.is_conversation_ended(conversation_id):
+        click.echo(click.style(f"conversation ended in state {manager.get_current_state(conversation_id)}", dim=True))
+        click.echo(json.dumps(manager.get_conversation_data(conversation_id), ensure_ascii=False))
+    return conversation_id
+
+
+_model_option = click.option("--model", "-m", help=f"litellm model name, or 'local' (default: ${MODEL_ENV}).")
+_store_option = click.option(
+    "--store", help="Store URL: sqlite:///path.db, memory://, redis://host:port/db, file:///dir "
+    "(default: $LLM_FSM_STORE, else the user's conversations.db)."
+)
+
+
+@click.command("chat")
+@click.argument("definition")
+@_model_option
+@_store_option
+@click.option("--resume", metavar="ID", help="Continue a stored conversation instead of starting one.")
+@click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
+@click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
+@click.option("--temperature", type=float, default=None)
+def chat_command(definition: str, model: str | None, store: str | None, resume: str | None, explain: bool, show_prompt: bool, temperature: float | None) -> None:
+    """Talk to a definition in the terminal.
+
+    Shows the state after each turn and why the engine moved (or did not).
+    Keys are read from the environment the way litellm reads them
+    (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...).
+
+    \b
+    Example:
+      llm-fsm chat definitions/personal_information_collection.json --model gpt-4o-mini
+      llm-fsm chat definitions/simple_greeting.yaml --model local --explain
+      llm-fsm chat definitions/simple_greeting.yaml --resume 6f1c…
+    """
+    _run_guarded(lambda: chat_loop(definition, model=model, store=store, resume=resume, explain=explain, show_prompt=show_prompt, temperature=temperature))
+
+
+@click.command("run")
+@click.argument("definition")
+@_model_option
+@_store_option
+@click.option("--input", "input_file", type=click.File("r", encoding="utf-8"), required=True, help="One user message per line ('-' for stdin).")
+@click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
+@click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
+@click.option("--temperature", type=float, default=None)
+def run_command(definition: str, model: str | None, store: str | None, input_file: TextIO, explain: bool, show_prompt: bool, temperature: float | None) -> None:
+    """Play user messages from a file against a definition, without a terminal.
+
+    Blank lines are skipped. Stops when the conversation ends or the input does.
+
+    \b
+    Example:
+      llm-fsm run definitions/simple_greeting.yaml --model gpt-4o-mini --input messages.txt
+    """
+    messages = [line.rstrip("\n") for line in input_file if line.strip()]
+    _run_guarded(lambda: chat_loop(definition, model=model, store=store, resume=None, explain=explain, show_prompt=show_prompt, temperature=temperature, messages=messages))
+
+
+@click.command("explain")
+@click.argument("conversation_id")
+@click.option("--turn", type=int, default=-1, show_default=True, help="Turn index (1-based), or negative from the end.")
+@_store_option
+def explain_command(conversation_id: str, turn: int, store: str | None) -> None:
+    """Show why the engine decided what it did in one turn of a stored conversation.
+
+    \b
+    Example:
+      llm-fsm explain 6f1c2a3e-… --turn 3
+    """
+    from llm_fsm.manager import FSMManager
+    from llm_fsm.stores import open_store
+
+    def show() -> None:
+        manager = FSMManager(store=open_store(_store_url(store)))
+        click.echo(explain_text(manager.explain(conversation_id, turn)))
+
+    _run_guarded(show)
+
+
+@click.command("trace")
+@click.argument("conversation_id")
+@_store_option
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def trace_command(conversation_id: str, store: str | None, output_format: str) -> None:
+    """Show the audit trail of a stored conversation: every turn, update, transition, push, pop, cancel, rejection, digression.
+
+    \b
+    Example:
+      llm-fsm trace 6f1c2a3e-…
+      llm-fsm trace 6f1c2a3e-… --format json --store sqlite:///conversations.db
+    """
+    from llm_fsm.manager import FSMManager
+    from llm_fsm.stores import open_store
+
+    def show() -> None:
+        manager = FSMManager(store=open_store(_store_url(store)))
+        instance = manager.get_instance(conversation_id)
+        if output_format == "json":
+            click.echo(json.dumps([e.model_dump(mode="json") for e in instance.trace], indent=2, ensure_ascii=False))
+            return
+        click.echo(f"conversation {instance.conversation_id}: {instance.status}, state {instance.current_state}, stack {instance.stack}")
+        for line in trace_lines(instance.trace):
+            click.echo(line)
+
+    _run_guarded(show)
+
+
+def trace_lines(trace: Iterable[Any]) -> list[str]:
+    """One line per trace event: time, event, and its data as key=value."""
+    import datetime
+
+    lines = []
+    for event in trace:
+        when = datetime.datetime.fromtimestamp(event.timestamp, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        details = " ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in event.data.items())
+        lines.append(f"{when}  {event.event:<15} {details}")
+    return lines
+
+
+@click.command("conversations")
+@_store_option
+@click.option("--user", "user_id", default=None, help="Only this user's conversations.")
+@click.option("--room", "room_id", default=None, help="Only this room's conversations.")
+def conversations_command(store: str | None, user_id: str | None, room_id: str | None) -> None:
+    """List stored conversations, newest first.
+
+    \b
+    Example:
+      llm-fsm conversations
+      llm-fsm conversations --store redis://localhost:6379/0 --user alice
+    """
+    from llm_fsm.stores import open_store
+
+    def show() -> None:
+        for summary in open_store(_store_url(store)).list(user_id=user_id, room_id=room_id):
+            click.echo(f"{summary.conversation_id}  {summary.status:<9} {summary.current_state:<24} {summary.fsm_id}")
+
+    _run_guarded(show)
+
+
+def _run_guarded(action: Any) -> None:
+    """Typed errors become a one-line message and exit 1 (configuration) or 2 (input)."""
+    try:
+        action()
+    except LLMConfigurationError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from None
+    except FSMError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(1) from None
+
+
+__all__ = [
+    "chat_command",
+    "chat_loop",
+    "conversations_command",
+    "describe_turn",
+    "explain_command",
+    "make_llm",
+    "run_command",
+    "trace_command",
+    "trace_lines",
+]

@@ -1,0 +1,54 @@
+"""``llm-fsm graph``: a definition drawn as Mermaid, DOT or text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from llm_fsm.cli._app import EXIT_UNREADABLE, _fail, main
+from llm_fsm.errors import DefinitionError
+
+# --- graph ---------------------------------------------------------------------------
+
+
+@main.command("graph")
+@click.argument("definition")
+@click.option(
+    "--format", "output_format", type=click.Choice(["mermaid", "dot", "text"]), default="mermaid", show_default=True,
+    help="Diagram format.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write to this file instead of standard output.")
+@click.pass_context
+def graph_command(ctx: click.Context, definition: str, output_format: str, output: str | None) -> None:
+    """Draw a definition's states and transitions.
+
+    DEFINITION is a file or an id looked up in ./, ./definitions and
+    $LLM_FSM_DEFINITIONS. Edges show the transition, its conditions and its
+    priority; the initial state and terminal states are marked. A file that
+    parses but does not validate is still drawn (undeclared targets dashed).
+
+    \b
+    Example:
+        llm-fsm graph definitions/coffee_order.yaml --format mermaid
+        llm-fsm graph coffee_order --format dot | dot -Tsvg > coffee.svg
+    """
+    from llm_fsm.definition._graph import graph_from_document
+    from llm_fsm.loading import read_document, resolve_definition_path
+    from llm_fsm.renderers import render
+
+    try:
+        doc = read_document(resolve_definition_path(definition))
+    except DefinitionError as exc:
+        _fail(str(exc).splitlines()[0])
+        ctx.exit(EXIT_UNREADABLE)
+    if not isinstance(doc.data, dict):
+        _fail(f"{definition}: the top level must be an object")
+        ctx.exit(EXIT_UNREADABLE)
+    text = render(graph_from_document(doc.data), output_format)
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=False)

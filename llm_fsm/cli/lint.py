@@ -1,0 +1,253 @@
+"""``fsm-lint`` and ``llm-fsm lint``: definition files checked, findings printed as text or JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from llm_fsm.cli._app import (
+    EXIT_CLEAN,
+    EXIT_FINDINGS,
+    EXIT_UNREADABLE,
+    LINT_SUFFIXES,
+    SKIP_SUFFIXES,
+    GuardedCommand,
+    _fail,
+    main,
+)
+from llm_fsm.errors import DefinitionError
+
+# --- lint ----------------------------------------------------------------------------
+
+
+def iter_definition_files(paths: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    """(path, exists) for every file to lint: files as given, directories searched recursively
+    for *.json, *.yaml and *.yml (conversation scripts ``*.conv.yaml`` skipped), sorted."""
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file() and p.name.lower().endswith(LINT_SUFFIXES) and not p.name.lower().endswith(SKIP_SUFFIXES)
+            )
+            for p in found:
+                yield str(p), True
+        else:
+            yield raw, path.exists()
+
+def lint_paths(paths: Sequence[str], *, max_bytes: int | None = None) -> tuple[list[Any], int, int]:
+    """Lint every file, and the sub-flows each one declares; returns (diagnostics, files checked, unreadable files).
+
+    A sub-flow finding belongs to the file that declares the flow, so when a
+    parent and its sub-flow are both linted it is found twice: it is printed once.
+    """
+    from llm_fsm.lint._flows import lint_flows
+    from llm_fsm.lint._linter import lint_document
+    from llm_fsm.lint._rules import make_diagnostic
+    from llm_fsm.loading import DEFAULT_MAX_BYTES, read_document
+
+    files = list(iter_definition_files(paths))
+    flow_files = _FlowFiles({_real(name): name for name, exists in files if exists}, max_bytes or DEFAULT_MAX_BYTES)
+    diagnostics: list[Any] = []
+    seen: set[tuple[Any, ...]] = set()
+    checked = unreadable = 0
+    for name, exists in files:
+        checked += 1
+        try:
+            if not exists:
+                raise DefinitionError("file not found", file=name)
+            doc = read_document(name, max_bytes=max_bytes or DEFAULT_MAX_BYTES)
+        except DefinitionError as exc:
+            unreadable += 1
+            diagnostics.append(
+                make_diagnostic(
+                    "unreadable-input", exc.message, file=name, path=exc.path or "$", line=exc.line,
+                    hint=_unreadable_hint(exc.message),
+                )
+            )
+            continue
+        result = lint_document(doc)
+        diagnostics.extend(result.diagnostics)
+        if result.definition is None:
+            continue
+        loadable = not any(d.blocks_loading or d.code == "FSM099" for d in result.diagnostics)
+        root = flow_files.root(doc, result.definition, loadable=loadable)
+        for diagnostic in lint_flows(root, flow_files, line_for=flow_files.line_for):
+            key = (diagnostic.code, _real(diagnostic.file) if diagnostic.file else None, diagnostic.path, diagnostic.message)
+            if key not in seen:
+                seen.add(key)
+                diagnostics.append(diagnostic)
+    return diagnostics, checked, unreadable
+
+def _real(name: str) -> str:
+    return os.path.realpath(name)
+
+class _FlowFiles:
+    """fsm-lint's sub-flow resolver: looks where the engine looks, loads each file once per run.
+
+    Files are keyed by their real path and named as the user named them on the
+    command line when they were among the files given (so a finding reads the
+    same whichever root led to it), else relative to the working directory.
+    A file that fails to load is remembered as its error.
+    """
+
+    def __init__(self, names: dict[str, str], max_bytes: int) -> None:
+        from llm_fsm.definition._documents import ParsedDocument
+        from llm_fsm.definition._model import FSMDefinition
+
+        self.names = names
+        self.max_bytes = max_bytes
+        self.loaded: dict[str, FSMDefinition | DefinitionError] = {}
+        self.documents: dict[str, ParsedDocument] = {}
+
+    def root(self, doc: Any, definition: Any, *, loadable: bool) -> Any:
+        """The definition to walk from; a loadable root is shared with later references to its file."""
+        from llm_fsm.loading import attach_source
+
+        real = _real(doc.file)
+        cached = self.loaded.get(real)
+        if cached is not None and not isinstance(cached, DefinitionError):
+            return cached
+        attach_source(definition, doc.file)
+        self.documents[doc.file] = doc
+        if loadable:  # the engine could not load a file with blocking errors; references to it must say so
+            self.loaded[real] = definition
+        return definition
+
+    def __call__(self, declaration: Any, parent: Any) -> Any:
+        from llm_fsm.loading import (
+            definition_from_document,
+            read_document,
+            resolve_definition_path,
+            resolve_flow_reference,
+        )
+
+        path = resolve_definition_path(resolve_flow_reference(declaration.definition, parent.source))
+        real = _real(str(path))
+        cached = self.loaded.get(real)
+        if isinstance(cached, DefinitionError):
+            raise cached
+        if cached is not None:
+            return cached
+        name = self.names.get(real) or _display_name(str(path))
+        try:
+            doc = read_document(name, max_bytes=self.max_bytes)
+            definition = definition_from_document(doc)
+        except DefinitionError as exc:
+            self.loaded[real] = exc
+            raise
+        self.loaded[real] = definition
+        self.documents[name] = doc
+        return definition
+
+    def line_for(self, definition: Any, parts: Any) -> int | None:
+        doc = self.documents.get(definition.source or "")
+        return doc.line_for(parts) if doc is not None else None
+
+def _display_name(path: str) -> str:
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return path if relative.startswith("..") else relative
+
+def _unreadable_hint(message: str) -> str | None:
+    if "UTF-8" in message:
+        return "re-save the file with UTF-8 encoding"
+    if "limit" in message:
+        return "definitions are small; split the file or raise --max-bytes"
+    if "alias" in message:
+        return "YAML anchors and aliases are refused to prevent alias bombs"
+    return None
+
+def format_text(diagnostic: Any) -> str:
+    where = diagnostic.file or "<data>"
+    if diagnostic.line:
+        where += f":{diagnostic.line}"
+    text = f"{where}: {diagnostic.severity.value} {diagnostic.code} {diagnostic.name} at {diagnostic.path}: {diagnostic.message}"
+    if diagnostic.hint:
+        text += f"\n    hint: {diagnostic.hint}"
+    return text
+
+def _lint_command_body(paths: Sequence[str], output_format: str, strict: bool, max_bytes: int | None) -> int:
+    from llm_fsm.lint._rules import Severity
+
+    diagnostics, checked, unreadable = lint_paths(paths, max_bytes=max_bytes)
+    if not checked:  # only empty directories: almost certainly a wrong path
+        _fail(f"no definition files (*.json, *.yaml, *.yml) found in: {', '.join(paths)}")
+        return EXIT_UNREADABLE
+    counts = {s: sum(1 for d in diagnostics if d.severity is s) for s in Severity}
+    if unreadable:
+        status = EXIT_UNREADABLE
+    elif counts[Severity.ERROR] or (strict and counts[Severity.WARNING]):
+        status = EXIT_FINDINGS
+    else:
+        status = EXIT_CLEAN
+    summary = {
+        "files": checked,
+        "unreadable": unreadable,
+        "errors": counts[Severity.ERROR],
+        "warnings": counts[Severity.WARNING],
+        "info": counts[Severity.INFO],
+        "exit_code": status,
+    }
+    if output_format == "json":
+        click.echo(json.dumps({"diagnostics": [d.to_dict() for d in diagnostics], "summary": summary}, indent=2))
+    else:
+        for diagnostic in diagnostics:
+            click.echo(format_text(diagnostic))
+        click.echo(
+            f"{checked} file(s) checked: {summary['errors']} error(s), {summary['warnings']} warning(s)"
+            + (f", {unreadable} unreadable" if unreadable else "")
+        )
+    return status
+
+_LINT_HELP = """Check FSM definition files: schema, graph, conditions.
+
+    PATHS are files or directories; directories are searched recursively for
+    *.json, *.yaml and *.yml (conversation scripts *.conv.yaml are skipped).
+
+    Exit status: 0 clean, 1 errors found (or warnings with --strict),
+    2 usage error or a file that cannot be read or parsed.
+
+    \b
+    Example:
+        {prog} definitions/
+        {prog} --strict --format json booking.yaml
+"""
+
+def _lint_options(func: Any) -> Any:
+    func = click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=True))(func)
+    func = click.option(
+        "--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+        help="Output format.",
+    )(func)
+    func = click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")(func)
+    func = click.option(
+        "--max-bytes", type=click.IntRange(min=1), default=None, help="Refuse files larger than this (default 5 MB)."
+    )(func)
+    return func
+
+@main.command("lint", help=_LINT_HELP.format(prog="llm-fsm lint"))
+@_lint_options
+@click.pass_context
+def lint_command(ctx: click.Context, paths: tuple[str, ...], output_format: str, strict: bool, max_bytes: int | None) -> None:
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes))
+
+@click.command("fsm-lint", cls=GuardedCommand, help=_LINT_HELP.format(prog="fsm-lint"),
+               context_settings={"help_option_names": ["-h", "--help"]})
+@_lint_options
+@click.pass_context
+def fsm_lint(ctx: click.Context, paths: tuple[str, ...], output_format: str, strict: bool, max_bytes: int | None) -> None:
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes))
+
+def lint_main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``fsm-lint`` console script."""
+    fsm_lint.main(args=list(argv) if argv is not None else None, prog_name="fsm-lint")

@@ -1,0 +1,49 @@
+"""The definition language as data: the model of an FSM file, documents (text to data with positions), the neutral graph, the JSON Schema.
+
+Pure: no file system, no model, no store. Reading files is ``llm_fsm.loading``'s job.
+"""
+
+from __future__ import annotations
+
+from llm_fsm.definition._documents import ParsedDocument, Path, format_path, parse_text
+from llm_fsm.definition._graph import (
+    Edge,
+    Graph,
+    Node,
+    graph_from_definition,
+    graph_from_document,
+)
+from llm_fsm.definition._model import (
+    SCHEMA_ID,
+    SUPPORTED_VERSIONS,
+    Confirmation,
+    FSMDefinition,
+    FlowDeclaration,
+    State,
+    Transition,
+    TransitionCondition,
+)
+from llm_fsm.definition._schema import SCHEMA_PATH, build_schema, render_schema
+
+__all__ = [
+    "Confirmation",
+    "Edge",
+    "FSMDefinition",
+    "FlowDeclaration",
+    "Graph",
+    "Node",
+    "ParsedDocument",
+    "Path",
+    "SCHEMA_ID",
+    "SCHEMA_PATH",
+    "SUPPORTED_VERSIONS",
+    "State",
+    "Transition",
+    "TransitionCondition",
+    "build_schema",
+    "format_path",
+    "graph_from_definition",
+    "graph_from_document",
+    "parse_text",
+    "render_schema",
+]

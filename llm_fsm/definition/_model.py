@@ -1,0 +1,298 @@
+"""The definition language: what an FSM file is.
+
+These pydantic models are the single source of truth for the format. The JSON
+Schema in ``schemas/fsm_definition.schema.json`` is generated from them (and a
+test keeps the two equal), so every ``description=`` below is what an editor
+shows while an author types.
+
+Unknown fields are kept, not rejected: files written for the original LLM-FSM
+carry fields it ignored (``function_handlers``), and ``fsm-lint`` reports them
+as warnings rather than refusing the file.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
+
+from llm_fsm.errors import StateNotFoundError
+from llm_fsm.logic._guards import Guard, compile_guard
+
+SUPPORTED_VERSIONS = ("3.0",)
+DEFAULT_PRIORITY = 100
+
+#: JSON Schema dialect and id of the generated schema
+SCHEMA_ID = "https://llm-fsm.dev/schemas/fsm_definition.schema.json"
+
+
+def _json_integer(value: Any) -> Any:
+    # Lax int would take "5" and true; JSON Schema's integer does not, and the two must agree.
+    if isinstance(value, (bool, str)):
+        raise ValueError("must be an integer")
+    return value
+
+
+#: an integer as JSON Schema means it: 5 and 5.0, never "5" or true
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True, validate_default=False)
+
+    @property
+    def unknown_fields(self) -> dict[str, Any]:
+        """Fields the format does not define (kept so old files load; lint warns)."""
+        return dict(self.__pydantic_extra__ or {})
+
+
+class TransitionCondition(_Model):
+    """One condition of a transition; all conditions of a transition must hold."""
+
+    description: str = Field(description="What this condition means, for people and for the model.")
+    requires_context_keys: list[str] | None = Field(
+        default=None,
+        description=(
+            "Context keys (dot paths allowed) that must be present and neither null nor empty "
+            "for the condition to hold."
+        ),
+    )
+    logic: Any = Field(
+        default=None,
+        description=(
+            "A JsonLogic rule evaluated against the context; the condition holds when it is truthy. "
+            "Each and/or clause that reads a context key missing without a default is false."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _compile(self) -> "TransitionCondition":
+        # Compiled once at load time: unknown operators fail here, not at run time.
+        if self.logic is not None:
+            self.__dict__["compiled"] = compile_guard(self.logic)
+        return self
+
+    @functools.cached_property
+    def compiled(self) -> Guard | None:
+        """The rule compiled at load time into a guard (see ``llm_fsm.logic``), or None without logic.
+
+        A cached property, not a private attribute: pydantic's private-attribute
+        lookup costs microseconds, and guards are read on every turn.
+        """
+        return compile_guard(self.logic) if self.logic is not None else None
+
+
+class Transition(_Model):
+    """A declared way out of a state. Only declared transitions can ever happen."""
+
+    target_state: str = Field(description="Id of the state this transition leads to.")
+    description: str = Field(description="When this transition should be taken; shown to the model.")
+    conditions: list[TransitionCondition] | None = Field(
+        default=None,
+        description=(
+            "Conditions that must all hold. A transition with conditions is guarded: it fires on its "
+            "own when they hold. Without conditions it is a judgment transition only the model can choose."
+        ),
+    )
+    priority: int = Field(
+        default=DEFAULT_PRIORITY,
+        description="Lower numbers win when several transitions are eligible (default 100).",
+    )
+
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _integer_priority(cls, value: Any) -> Any:
+        # Lax int would take "5" and true; the JSON Schema says integer, and the two must agree.
+        if isinstance(value, (bool, str)):
+            raise ValueError("priority must be an integer")
+        return value
+
+    @property
+    def is_guarded(self) -> bool:
+        return bool(self.conditions)
+
+
+class FlowDeclaration(_Model):
+    """A sub-flow this state (or, at the top level, every state) may start.
+
+    ``call`` pauses the current flow and resumes it where it was when the
+    sub-flow reaches a terminal state; ``link`` hands the conversation over and
+    never returns. The model asks for it by name; the engine decides, as for
+    transitions.
+    """
+
+    name: str = Field(description="Name the model uses to ask for this sub-flow.")
+    definition: str = Field(
+        description="Definition id or path of the sub-flow; a relative path is resolved from this file's folder."
+    )
+    mode: Literal["call", "link"] = Field(default="call", description="call: returns here when done; link: hands over.")
+    description: str = Field(description="When this sub-flow should be started; shown to the model.")
+    inputs: dict[str, str] | None = Field(
+        default=None, description="Sub-flow key ← this flow's key: context the sub-flow starts with."
+    )
+    outputs: dict[str, str] | None = Field(
+        default=None, description="This flow's key ← sub-flow key: results copied back when the sub-flow completes."
+    )
+    conditions: list[TransitionCondition] | None = Field(
+        default=None, description="Conditions that must hold for the sub-flow to start (as for transitions)."
+    )
+
+
+class Confirmation(_Model):
+    """Marks a state as a confirmation step: the user says yes, no, or changes a value."""
+
+    keys: list[str] | None = Field(
+        default=None, description="Keys read back to the user for confirmation (default: every collected key)."
+    )
+    on_yes: str = Field(description="State to move to when the user confirms; must be a declared transition.")
+    on_no: str | None = Field(
+        default=None,
+        description=(
+            'What a plain "no" does: "cancel" cancels the flow, a state id takes that declared transition, '
+            "null stays and asks what to change."
+        ),
+    )
+
+
+class State(_Model):
+    """A step of the conversation: what it is for, what to collect, where it may go."""
+
+    id: str = Field(description="Unique state id; must equal the key of this state in `states`.")
+    description: str = Field(description="What this state is.")
+    purpose: str = Field(description="What the assistant should achieve in this state.")
+    transitions: list[Transition] = Field(
+        default_factory=list,
+        description="Declared transitions out of this state. None means the state is terminal.",
+        json_schema_extra={"type": ["array", "null"]},  # null is read as [] (see _null_transitions)
+    )
+    required_context_keys: list[str] | None = Field(
+        default=None,
+        description="Keys the assistant should collect from the user in this state.",
+    )
+    instructions: str | None = Field(default=None, description="Extra instructions for the model in this state.")
+    example_dialogue: list[dict[str, str]] | None = Field(
+        default=None,
+        description='Example exchanges, e.g. [{"user": "hi"}, {"assistant": "Hello! What is your name?"}].',
+    )
+    knowledge: str | None = Field(
+        default=None, description="Facts the assistant may use to answer side questions in this state."
+    )
+    flows: list[FlowDeclaration] | None = Field(
+        default=None, description="Sub-flows the model may start from this state."
+    )
+    confirmation: Confirmation | None = Field(
+        default=None, description="Makes this state a confirmation step (yes / no / change a value)."
+    )
+
+    @field_validator("transitions", mode="before")
+    @classmethod
+    def _null_transitions(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+    @property
+    def is_terminal(self) -> bool:
+        """A terminal state has no outgoing transitions (a self-loop is not terminal)."""
+        return not self.transitions
+
+
+class FSMDefinition(_Model):
+    """A whole conversation: its states, where it starts, and who the assistant is."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+        json_schema_extra={"$id": SCHEMA_ID},
+    )
+
+    name: str = Field(description="Name of this FSM.")
+    description: str = Field(description="What this conversation does.")
+    initial_state: str = Field(description="Id of the state every conversation starts in.")
+    version: str = Field(default="3.0", description='Format version; "3.0" is supported.')
+    persona: str | None = Field(default=None, description="Who the assistant is and how it speaks.")
+    states: dict[str, State] = Field(description="All states, keyed by their id.")
+    application_context_keys: list[str] | None = Field(
+        default=None,
+        description=(
+            "Context keys the application provides (initial_context or hooks) rather than the user. "
+            "Conditions may read them without any state collecting them."
+        ),
+    )
+    protected_context_keys: list[str] | None = Field(
+        default=None,
+        description=(
+            "Context keys only the application may set; the model's updates to them are dropped "
+            "and recorded. Also counted as provided by the application."
+        ),
+    )
+
+    knowledge: str | None = Field(
+        default=None, description="Facts (an FAQ) the assistant may use to answer side questions in any state."
+    )
+    flows: list[FlowDeclaration] | None = Field(
+        default=None, description="Sub-flows the model may start from any state of this definition."
+    )
+    cancellable: StrictBool = Field(
+        default=True, description="Whether the user can cancel this flow (a sub-flow pops; the root ends as cancelled)."
+    )
+    max_consecutive_digressions: JsonInt = Field(
+        default=3, ge=0, description="Side questions answered in a row before the assistant steers back."
+    )
+
+    _source: str | None = PrivateAttr(default=None)
+
+    def flows_for(self, state_id: str) -> list[FlowDeclaration]:
+        """Sub-flows startable from ``state_id``: the state's own, then the definition-wide ones."""
+        state = self.states.get(state_id)
+        return [*((state.flows or []) if state else []), *(self.flows or [])]
+
+    @property
+    def source(self) -> str | None:
+        """The file this definition was loaded from, when it came from a file (for relative sub-flow paths)."""
+        return self._source
+
+    def get_state(self, state_id: str) -> State:
+        """The state with this id; raises StateNotFoundError when it is not declared."""
+        try:
+            return self.states[state_id]
+        except KeyError:
+            raise StateNotFoundError(f"state {state_id!r} is not declared in FSM {self.name!r}") from None
+
+    @functools.cached_property
+    def content_hash(self) -> str:
+        """A stable hash of the definition, saved with each conversation to detect edits.
+
+        Cached on first use (definitions are not edited in place after loading; a
+        changed file is loaded as a new object).
+        """
+        canonical = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    @property
+    def provided_context_keys(self) -> set[str]:
+        """Keys the application promises to provide."""
+        return set(self.application_context_keys or ()) | set(self.protected_context_keys or ())
+
+
+__all__ = [
+    "Confirmation",
+    "DEFAULT_PRIORITY",
+    "FlowDeclaration",
+    "FSMDefinition",
+    "SCHEMA_ID",
+    "SUPPORTED_VERSIONS",
+    "State",
+    "Transition",
+    "TransitionCondition",
+]

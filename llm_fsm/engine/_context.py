@@ -1,0 +1,204 @@
+"""Applying a context update: who may write which key, and what counts as collected.
+
+The model's ``context_update`` is untrusted. This module turns it into a list of
+``ContextChange`` records, each either applied or dropped with a reason, so the
+explain record shows exactly what happened to every key. The rules:
+
+- Dot paths nest: ``{"issue.description": "x"}`` and ``{"issue": {"description": "x"}}``
+  both set ``data["issue"]["description"]``; nested updates merge, they never wipe
+  sibling keys.
+- Corrections overwrite: a new non-empty value replaces the collected one.
+- Empty values (``None``, ``""``, ``[]``, ``{}``) from the model are ignored: weak
+  models emit ``"email": null`` for every key they did not find, and that must not
+  erase what the user already gave. (The application can remove keys.)
+- Keys starting with ``_`` belong to the engine, and a definition's
+  ``protected_context_keys`` belong to the application: the model cannot write them.
+- The context has a size cap (compact JSON bytes). A model update that would pass it
+  is dropped key by key and recorded; an application update that would pass it
+  raises ``ContextTooLargeError``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Literal
+
+from llm_fsm.engine._records import ContextChange
+from llm_fsm.errors import ContextError, ContextTooLargeError
+
+Source = Literal["model", "application"]
+
+_MISSING = object()
+
+
+def is_empty(value: Any) -> bool:
+    """What does not count as collected: absent, null, or an empty string/list/object."""
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    if isinstance(value, (list, dict, tuple)):
+        return len(value) == 0
+    return False
+
+
+def get_path(data: Mapping[str, Any], path: str) -> Any:
+    """The value at a dot path, or ``_MISSING``. A literal dotted key wins over nesting."""
+    if path in data:
+        return data[path]
+    current: Any = data
+    for part in path.split("."):
+        if isinstance(current, Mapping) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+            current = current[int(part)]
+        else:
+            return _MISSING
+    return current
+
+
+def has_value(data: Mapping[str, Any], path: str) -> bool:
+    """True when the key is present and not empty: the meaning of 'collected'."""
+    value = get_path(data, path)
+    return value is not _MISSING and not is_empty(value)
+
+
+def missing_keys(data: Mapping[str, Any], paths: Iterable[str]) -> list[str]:
+    return [p for p in paths if not has_value(data, p)]
+
+
+def flatten_update(update: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Leaf (dot path, value) pairs of an update; an empty dict is a leaf (an empty value)."""
+    for key, value in update.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping) and value:
+            yield from flatten_update(value, path)
+        else:
+            yield path, value
+
+
+def _valid_path(path: str) -> bool:
+    return bool(path) and all(part.strip() for part in path.split("."))
+
+
+def _is_protected(path: str, protected: Iterable[str]) -> bool:
+    first = path.split(".", 1)[0]
+    if first.startswith("_"):
+        return True
+    for key in protected:
+        if path == key or path.startswith(key + ".") or key.startswith(path + "."):
+            return True
+    return False
+
+
+def _set_path(data: dict[str, Any], path: str, value: Any) -> Any:
+    """Set a nested value, creating or replacing non-dict parents; returns the previous value."""
+    parts = path.split(".")
+    current = data
+    for part in parts[:-1]:
+        child = current.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            current[part] = child
+        current = child
+    previous = current.get(parts[-1], _MISSING)
+    current[parts[-1]] = value
+    return previous
+
+
+def _delete_path(data: dict[str, Any], path: str) -> Any:
+    parts = path.split(".")
+    current: Any = data
+    for part in parts[:-1]:
+        current = current.get(part) if isinstance(current, dict) else None
+        if not isinstance(current, dict):
+            return _MISSING
+    if isinstance(current, dict):
+        return current.pop(parts[-1], _MISSING)
+    return _MISSING
+
+
+def context_size(data: Mapping[str, Any]) -> int:
+    """Bytes of the context as compact JSON: the measure the size cap uses."""
+    return len(json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str).encode())
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def apply_update(
+    data: dict[str, Any],
+    update: Any,
+    *,
+    source: Source,
+    protected: Iterable[str] = (),
+    max_bytes: int | None = None,
+) -> list[ContextChange]:
+    """Apply ``update`` to ``data`` in place and return what happened to every key.
+
+    For ``source="application"`` every key may be written, empty values remove
+    keys, and breaking the size cap raises. For ``source="model"`` the ownership
+    and emptiness rules of this module apply and nothing raises.
+    """
+    if update is None:
+        return []
+    if not isinstance(update, Mapping):
+        if source == "application":
+            raise ContextError(f"a context update must be a mapping, not {type(update).__name__}")
+        return [ContextChange(key="*", value=None, applied=False, reason="update is not an object")]
+
+    protected = tuple(protected)
+    changes: list[ContextChange] = []
+    for path, value in flatten_update(update):
+        if not _valid_path(path):
+            changes.append(ContextChange(key=path, value=value, applied=False, reason="invalid key"))
+            continue
+        if source == "model":
+            if _is_protected(path, protected):
+                changes.append(ContextChange(key=path, value=value, applied=False, reason="protected key"))
+                continue
+            if is_empty(value):
+                changes.append(ContextChange(key=path, value=value, applied=False, reason="empty value ignored"))
+                continue
+            if not _jsonable(value):
+                changes.append(ContextChange(key=path, value=None, applied=False, reason="not JSON"))
+                continue
+        elif value is None:
+            previous = _delete_path(data, path)
+            if previous is not _MISSING:
+                changes.append(ContextChange(key=path, previous=previous, applied=True, reason="removed"))
+            continue
+
+        previous = get_path(data, path) if "." in path else data.get(path, _MISSING)
+        if previous is not _MISSING and previous == value:
+            continue
+        _set_path(data, path, value)
+        if max_bytes is not None and context_size(data) > max_bytes:
+            # Undo this key only: earlier keys of the same update stay applied.
+            if previous is _MISSING:
+                _delete_path(data, path)
+            else:
+                _set_path(data, path, previous)
+            if source == "application":
+                raise ContextTooLargeError(
+                    f"context would exceed {max_bytes} bytes after setting {path!r}; "
+                    "store large data outside the conversation and keep a reference in the context"
+                )
+            changes.append(ContextChange(key=path, value=None, applied=False, reason=f"context size cap ({max_bytes} bytes)"))
+            continue
+        reason = "set" if previous is _MISSING or is_empty(previous) else "corrected"
+        changes.append(
+            ContextChange(
+                key=path, value=value, previous=None if previous is _MISSING else previous, applied=True, reason=reason
+            )
+        )
+    return changes
+
+
+__all__ = ["apply_update", "context_size", "flatten_update", "get_path", "has_value", "is_empty", "missing_keys"]

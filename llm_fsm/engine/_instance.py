@@ -1,0 +1,176 @@
+"""A running conversation as data: the instance, its context, flow frames and the summary stores list.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import Field
+
+from llm_fsm.engine._data import (
+    DEFAULT_MAX_HISTORY_SIZE,
+    DEFAULT_MAX_MESSAGE_LENGTH,
+    ConversationStatus,
+    _Data,
+    _replace,
+    copy_json,
+    new_conversation_id,
+    now,
+)
+from llm_fsm.engine._records import TraceEvent, TurnRecord
+
+# --- the seed's runtime models ---------------------------------------------------
+
+
+class Conversation(_Data):
+    """The transcript. ``exchanges`` holds one dict per message: ``{"user": text}`` or ``{"assistant": text}``."""
+
+    exchanges: list[dict[str, str]] = Field(default_factory=list)
+    max_history_size: int = DEFAULT_MAX_HISTORY_SIZE
+    max_message_length: int = DEFAULT_MAX_MESSAGE_LENGTH
+    archived_messages: int = Field(
+        default=0, description="Messages moved out of `exchanges` into the store's archive."
+    )
+
+    def add_user_message(self, text: str) -> None:
+        self.exchanges.append({"user": text})
+
+    def add_assistant_message(self, text: str) -> None:
+        self.exchanges.append({"assistant": text})
+
+    def window(self, size: int | None = None) -> list[tuple[str, str]]:
+        """The last ``size`` (default ``max_history_size``) exchanges as (role, text), each cut to ``max_message_length``."""
+        keep = (self.max_history_size if size is None else size) * 2
+        recent = self.exchanges[-keep:] if keep > 0 else []
+        out: list[tuple[str, str]] = []
+        for entry in recent:
+            for role, text in entry.items():
+                if len(text) > self.max_message_length:
+                    text = text[: self.max_message_length] + "…"
+                out.append((role, text))
+        return out
+
+class FSMContext(_Data):
+    """What the conversation knows: collected data, transcript, and metadata for the application."""
+
+    data: dict[str, Any] = Field(default_factory=dict)
+    conversation: Conversation = Field(default_factory=Conversation)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+# --- the flow stack ------------------------------------------------------------------
+
+FlowStatus = Literal["active", "paused", "completed", "cancelled", "linked"]
+
+class FlowFrame(_Data):
+    """One flow instance: the root conversation or a sub-flow, with its own id and its own data."""
+
+    flow_id: str
+    flow_name: str = Field(description="The declared name (the root uses its definition's name).")
+    fsm_id: str = Field(description="Definition id or path this flow runs.")
+    definition_hash: str | None = None
+    current_state: str
+    data: dict[str, Any] = Field(default_factory=dict, description="This flow's data while it is paused or archived.")
+    status: FlowStatus = "paused"
+    mode: Literal["root", "call", "link"] = "root"
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    output_mapping: dict[str, str] = Field(default_factory=dict, description="Parent key ← this flow's key.")
+    started_at: float = Field(default_factory=now)
+    paused_at: float | None = None
+    completed_at: float | None = None
+    reason: str | None = None
+
+def new_flow_id(name: str) -> str:
+    """``<name>_<8 hex>``: readable in traces, unique per instance."""
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)[:40] or "flow"
+    return f"{safe}_{uuid.uuid4().hex[:8]}"
+
+# --- the instance -----------------------------------------------------------------
+
+
+class FSMInstance(_Data):
+    """One running conversation of a definition: everything a store saves."""
+
+    fsm_id: str
+    current_state: str
+    context: FSMContext = Field(default_factory=FSMContext)
+    persona: str | None = None
+
+    conversation_id: str = Field(default_factory=new_conversation_id)
+    user_id: str | None = None
+    room_id: str | None = None
+    definition_hash: str | None = Field(default=None, description="Hash of the definition the conversation started on.")
+    status: ConversationStatus = "active"
+    version: int = Field(default=0, description="Bumped on every save; stores compare-and-set on it.")
+    created_at: float = Field(default_factory=now)
+    updated_at: float = Field(default_factory=now)
+    turn_count: int = 0
+    turns: list[TurnRecord] = Field(default_factory=list)
+    processed_messages: dict[str, str] = Field(
+        default_factory=dict, description="message_id → reply, so a retried message is answered once."
+    )
+    trace: list[TraceEvent] = Field(default_factory=list)
+    flow_id: str = Field(default="root", description="Id of the active flow instance.")
+    flow_name: str | None = Field(default=None, description="Name of the active flow (the root's is its definition's name).")
+    flow_mode: Literal["root", "call", "link"] = "root"
+    flow_started_at: float = Field(default_factory=now)
+    flow_output_mapping: dict[str, str] = Field(
+        default_factory=dict, description="Parent key ← key of the active sub-flow, applied when it completes."
+    )
+    flow_stack: list[FlowFrame] = Field(
+        default_factory=list, description="Paused flows below the active one, bottom (the root) first."
+    )
+    completed_flows: list[FlowFrame] = Field(
+        default_factory=list, description="Archive of completed and cancelled flows, with their outputs."
+    )
+    consecutive_digressions: int = 0
+    archive_outbox: list[dict[str, str]] = Field(
+        default_factory=list,
+        description=(
+            "Messages pruned from the live transcript this turn. The store appends them to the "
+            "conversation's archive on save and empties this list, so no message is silently dropped."
+        ),
+    )
+
+    @property
+    def ended(self) -> bool:
+        return self.status != "active"
+
+    @property
+    def root_fsm_id(self) -> str:
+        """The definition the conversation started on, whichever flow is active now."""
+        return self.flow_stack[0].fsm_id if self.flow_stack else self.fsm_id
+
+    @property
+    def stack(self) -> list[str]:
+        """Names of the sub-flows above the root, oldest first; ``[]`` when the root flow is active."""
+        if not self.flow_stack:
+            return []
+        return [frame.flow_name for frame in self.flow_stack[1:]] + [self.flow_name or self.fsm_id]
+
+    def copy_for_turn(self) -> "FSMInstance":
+        """A copy that can be changed freely without touching this instance.
+
+        Cheaper than a deep copy, which matters because it happens on every
+        load and save of the memory store: what a turn changes (the context data,
+        the lists it appends to, the paused flows) is copied, while records
+        already written — turn records, trace events, archived flows, transcript
+        messages — are shared, because nothing changes them once written.
+        """
+        context = self.context
+        return _replace(
+            self,
+            context=_replace(
+                context,
+                data=copy_json(context.data),
+                conversation=_replace(context.conversation, exchanges=list(context.conversation.exchanges)),
+                metadata=copy_json(context.metadata),
+            ),
+            turns=list(self.turns),
+            trace=list(self.trace),
+            processed_messages=dict(self.processed_messages),
+            flow_stack=[_replace(f, data=copy_json(f.data)) for f in self.flow_stack],
+            completed_flows=list(self.completed_flows),
+            flow_output_mapping=dict(self.flow_output_mapping),
+            archive_outbox=list(self.archive_outbox),
+        )

@@ -1,0 +1,167 @@
+"""What one turn exchanged with the model and what it decided: requests, responses, evaluations, verdicts, turn records and trace events.
+
+Plain data, kept so that every decision can be explained afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field
+
+from llm_fsm.engine._data import _Data, now
+
+
+class StateTransition(_Data):
+    """What the model proposes: where to go, and what it extracted from the message."""
+
+    target_state: str
+    context_update: dict[str, Any] = Field(default_factory=dict)
+
+class LLMRequest(_Data):
+    """One call to a model."""
+
+    system_prompt: str
+    user_message: str
+    context: dict[str, Any] | None = None
+    response_schema: dict[str, Any] | None = Field(
+        default=None, description="JSON Schema the reply must follow (structured output)."
+    )
+    purpose: Literal["turn", "opening", "regenerate"] = "turn"
+    context_keys: list[str] | None = Field(
+        default=None,
+        description=(
+            "Keys that matter in this state (to collect, read by its conditions, or already collected). "
+            "An LLM edge may close the reply schema to them for small models."
+        ),
+    )
+
+Intent = Literal["continue", "digression", "cancel", "start_flow", "resume_flow", "confirm", "deny"]
+
+class LLMResponse(_Data):
+    """The model's answer, parsed.
+
+    ``intent`` is the model's reading of the message (the one understanding step
+    every message goes through): ``continue`` (answers the current step, the
+    default), ``digression`` (a side question), ``cancel``, ``start_flow`` /
+    ``resume_flow`` (with ``flow``), ``confirm`` / ``deny`` in a confirmation step.
+    """
+
+    transition: StateTransition
+    message: str
+    reasoning: str | None = None
+    intent: Intent = "continue"
+    flow: str | None = None
+
+@dataclass(frozen=True)
+class LLMResult:
+    """One model call as the engine sees it: the reply and what it took to get it (for the explain record).
+
+    Lives with the other runtime data (not in ``llm_fsm.llm``) so the pure turn logic
+    can name it without importing the LLM edge.
+    """
+
+    response: LLMResponse
+    attempts: int = 1
+    raw_outputs: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    """Why each rejected attempt was rejected, in order (``attempts - 1`` entries)."""
+    response_format: str = "none"
+    """The structured-output mode actually used ('user' when the caller set ``response_format`` itself)."""
+    usage: Mapping[str, int] = field(default_factory=dict)
+    """Token counts summed over all attempts, when the provider reports them."""
+
+# --- explain records -------------------------------------------------------------
+
+
+class ConditionResult(_Data):
+    """How one condition evaluated against the context after the turn's update."""
+
+    description: str
+    missing_keys: list[str] = Field(default_factory=list, description="requires_context_keys absent, null or empty.")
+    logic_value: Any = None
+    logic_missing_vars: list[str] = Field(default_factory=list, description="Variables the rule read that were missing.")
+    error: str | None = None
+    holds: bool
+
+class TransitionEvaluation(_Data):
+    """One declared transition, considered."""
+
+    index: int = Field(default=0, description="Position in the state's `transitions` list.")
+    target_state: str
+    priority: int
+    guarded: bool
+    conditions: list[ConditionResult] = Field(default_factory=list)
+    eligible: bool
+
+VerdictKind = Literal[
+    "proposal_accepted",  # the model's eligible proposal stands
+    "guarded_override",  # a guarded transition of strictly higher priority beat the proposal
+    "guarded_fallback",  # the proposal was stay or ineligible; an eligible guarded transition fired
+    "stay",  # nothing moved
+    "stay_rejected",  # the model proposed a move (or a flow action) that is not allowed; stayed
+    "digression",  # a side question was answered; state and stack unchanged
+    "flow_started",  # a declared sub-flow was pushed (call) or handed over to (link)
+    "flow_resumed",  # a paused flow was brought back to the top of the stack
+    "flow_cancelled",  # the active sub-flow was cancelled; the one below resumed
+    "flow_completed",  # the active sub-flow reached a terminal state; the one below resumed
+    "conversation_cancelled",  # the root flow was cancelled: the conversation ended as cancelled
+]
+
+class Verdict(_Data):
+    """What the engine decided, and why, in words a person can read."""
+
+    kind: VerdictKind
+    target_state: str
+    reason: str
+    transition_index: int | None = Field(
+        default=None, description="Index, in the state's `transitions`, of the transition taken (None when staying)."
+    )
+
+    @property
+    def moved(self) -> bool:
+        """A transition inside the active flow was taken."""
+        return self.kind in ("proposal_accepted", "guarded_override", "guarded_fallback")
+
+class ContextChange(_Data):
+    """One key of a context update and what happened to it."""
+
+    key: str
+    value: Any = None
+    previous: Any = None
+    applied: bool
+    reason: str = Field(description="'set', 'corrected', 'removed', or why it was dropped.")
+
+class LLMCallRecord(_Data):
+    purpose: str
+    attempts: int = 1
+    error: str | None = None
+
+class TurnRecord(_Data):
+    """Everything one turn did, so any decision can be explained afterwards."""
+
+    index: int
+    message_id: str | None = None
+    user_message: str
+    intent: str = "continue"
+    state_before: str
+    state_after: str
+    flow_before: str = "root"
+    flow_after: str = "root"
+    proposal: str | None = Field(default=None, description="Target state the model proposed.")
+    context_changes: list[ContextChange] = Field(default_factory=list)
+    evaluations: list[TransitionEvaluation] = Field(default_factory=list)
+    verdict: Verdict
+    llm_calls: list[LLMCallRecord] = Field(default_factory=list)
+    reply: str
+    started_at: float
+    finished_at: float
+
+class TraceEvent(_Data):
+    """One entry of the audit trail."""
+
+    event: str
+    timestamp: float = Field(default_factory=now)
+    data: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,195 @@
+"""The decision: which transition, if any, a turn takes.
+
+The model proposes; this module decides. Pure functions over a definition, a
+state and the context *after* the turn's update. The invariant every caller
+relies on: the verdict is either the current state, or the target of a
+transition declared from the current state whose conditions all hold.
+
+The rule (README, "How the engine decides"):
+
+1. Eligible = declared transitions whose conditions hold. A transition with
+   conditions is *guarded*; one without is a *judgment* transition that only the
+   model can choose.
+2. The model's proposal stands if it is eligible, unless an eligible guarded
+   transition has a strictly higher priority (lower number): that one wins.
+3. If the proposal is to stay, or is not eligible, the highest-priority eligible
+   guarded transition fires (conditions met means move on, even with a weak
+   model); if there is none, the conversation stays.
+
+Ties between equal priorities go to the transition declared first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from llm_fsm.definition._model import (
+    FSMDefinition,
+    State,
+    Transition,
+    TransitionCondition,
+)
+from llm_fsm.engine._context import missing_keys
+from llm_fsm.engine._records import ConditionResult, TransitionEvaluation, Verdict
+from llm_fsm.errors import FSMError
+
+
+def evaluate_condition(condition: TransitionCondition, data: Mapping[str, Any]) -> ConditionResult:
+    """Does one condition hold? Never raises: a rule that fails to evaluate does not hold."""
+    missing = missing_keys(data, condition.requires_context_keys or ())
+    logic_value: Any = None
+    missing_vars: list[str] = []
+    error: str | None = None
+    logic_holds = True
+    rule = condition.compiled
+    if rule is not None:
+        try:
+            guard = rule.evaluate_guard(data)
+        except FSMError as exc:  # budget exceeded and similar: fail closed
+            error = str(exc)
+            logic_holds = False
+        else:
+            logic_value = guard.value
+            missing_vars = list(guard.missing_vars)
+            logic_holds = guard.holds
+    return ConditionResult(
+        description=condition.description,
+        missing_keys=missing,
+        logic_value=logic_value,
+        logic_missing_vars=missing_vars,
+        error=error,
+        holds=not missing and logic_holds,
+    )
+
+
+def evaluate_transition(
+    definition: FSMDefinition, transition: Transition, data: Mapping[str, Any], index: int = 0
+) -> TransitionEvaluation:
+    results = [evaluate_condition(c, data) for c in transition.conditions or ()]
+    declared_target = transition.target_state in definition.states
+    return TransitionEvaluation(
+        index=index,
+        target_state=transition.target_state,
+        priority=transition.priority,
+        guarded=transition.is_guarded,
+        conditions=results,
+        eligible=declared_target and all(r.holds for r in results),
+    )
+
+
+def evaluate_transitions(
+    definition: FSMDefinition, state: State, data: Mapping[str, Any]
+) -> list[TransitionEvaluation]:
+    """Every declared transition of ``state``, evaluated against ``data``, in declaration order."""
+    return [evaluate_transition(definition, t, data, i) for i, t in enumerate(state.transitions)]
+
+
+def _best(evaluations: list[TransitionEvaluation]) -> TransitionEvaluation | None:
+    # min() keeps the first of equal keys: ties go to the transition declared first.
+    return min(evaluations, key=lambda e: e.priority) if evaluations else None
+
+
+def _why_not(evaluation: TransitionEvaluation | None, target: str) -> str:
+    if evaluation is None:
+        return f"no transition to {target!r} is declared from this state"
+    failed = []
+    for c in evaluation.conditions:
+        if c.holds:
+            continue
+        detail = []
+        if c.missing_keys:
+            detail.append("missing " + ", ".join(c.missing_keys))
+        if c.logic_missing_vars:
+            detail.append("rule reads missing " + ", ".join(c.logic_missing_vars))
+        if c.error:
+            detail.append(c.error)
+        elif not c.missing_keys and not c.logic_missing_vars:
+            detail.append("rule is false")
+        failed.append(f"'{c.description}' ({'; '.join(detail)})")
+    if not failed:
+        return f"target state {target!r} is not declared in the definition"
+    return "condition not met: " + ", ".join(failed)
+
+
+def decide(
+    definition: FSMDefinition,
+    current_state: str,
+    data: Mapping[str, Any],
+    proposal: str | None,
+) -> tuple[Verdict, list[TransitionEvaluation]]:
+    """Apply the decision rule. ``proposal`` None, empty, or the current state means 'stay'."""
+    state = definition.get_state(current_state)
+    evaluations = evaluate_transitions(definition, state, data)
+    best_guarded = _best([e for e in evaluations if e.guarded and e.eligible])
+    wants_move = bool(proposal) and proposal != current_state
+
+    if wants_move:
+        to_proposal = [e for e in evaluations if e.target_state == proposal]
+        chosen = _best([e for e in to_proposal if e.eligible])
+        if chosen is not None:
+            if best_guarded is not None and best_guarded.priority < chosen.priority:
+                return (
+                    Verdict(
+                        kind="guarded_override",
+                        target_state=best_guarded.target_state,
+                        reason=(
+                            f"proposal {proposal!r} (priority {chosen.priority}) was eligible, but guarded "
+                            f"transition to {best_guarded.target_state!r} has higher priority ({best_guarded.priority})"
+                        ),
+                        transition_index=best_guarded.index,
+                    ),
+                    evaluations,
+                )
+            return (
+                Verdict(
+                    kind="proposal_accepted",
+                    target_state=proposal,
+                    reason=f"proposal {proposal!r} is eligible",
+                    transition_index=chosen.index,
+                ),
+                evaluations,
+            )
+        rejection = f"proposal {proposal!r} rejected: {_why_not(_best(to_proposal), proposal)}"
+    else:
+        rejection = "model proposed to stay"
+
+    if best_guarded is not None:
+        return (
+            Verdict(
+                kind="guarded_fallback",
+                target_state=best_guarded.target_state,
+                reason=f"{rejection}; guarded transition to {best_guarded.target_state!r} holds "
+                f"(priority {best_guarded.priority})",
+                transition_index=best_guarded.index,
+            ),
+            evaluations,
+        )
+    return (
+        Verdict(
+            kind="stay_rejected" if wants_move else "stay",
+            target_state=current_state,
+            reason=f"{rejection}; no guarded transition holds" if wants_move else "model proposed to stay; no guarded transition holds",
+        ),
+        evaluations,
+    )
+
+
+def validate_transition(
+    definition: FSMDefinition, current_state: str, target_state: str, data: Mapping[str, Any]
+) -> tuple[bool, str | None]:
+    """Could the conversation move from ``current_state`` to ``target_state`` now? (the seed's API)"""
+    if target_state not in definition.states:
+        return False, f"target state {target_state!r} is not declared in the definition"
+    if target_state == current_state:
+        return True, None
+    state = definition.get_state(current_state)
+    to_target = [
+        evaluate_transition(definition, t, data, i) for i, t in enumerate(state.transitions) if t.target_state == target_state
+    ]
+    if any(e.eligible for e in to_target):
+        return True, None
+    return False, _why_not(_best(to_target), target_state)
+
+
+__all__ = ["decide", "evaluate_condition", "evaluate_transition", "evaluate_transitions", "validate_transition"]

@@ -1,0 +1,588 @@
+"""One turn, and the opening of a conversation, as pure generators.
+
+The turn logic is written once, as a generator that *yields* the effects it
+needs (an LLM call, a hook call) and receives their results. ``llm_fsm.manager`` drives
+it synchronously or asynchronously; this module never does I/O, never reads
+the clock except for timestamps, and works on an instance the driver may
+throw away: if anything raises, nothing of the turn is kept, and the user's
+message is not left dangling in the history.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_fsm.definition._model import FlowDeclaration, FSMDefinition, State
+from llm_fsm.engine._context import apply_update
+from llm_fsm.engine._data import (
+    DEFAULT_MAX_COMPLETED_FLOWS,
+    DEFAULT_MAX_CONTEXT_BYTES,
+    DEFAULT_MAX_FLOW_DEPTH,
+    DEFAULT_MAX_STORED_MESSAGES,
+    DEFAULT_MAX_TURN_RECORDS,
+    now,
+)
+from llm_fsm.engine._flows import find_paused, pop_flow, push_flow, resume_flow
+from llm_fsm.engine._hooks import HookEvent, make_event
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._prompts import OPENING_MESSAGE, PromptBuilder
+from llm_fsm.engine._records import (
+    ContextChange,
+    LLMCallRecord,
+    LLMRequest,
+    LLMResult,
+    TraceEvent,
+    TransitionEvaluation,
+    TurnRecord,
+    Verdict,
+)
+from llm_fsm.engine._reply_schema import response_json_schema
+from llm_fsm.engine._transitions import decide, evaluate_condition
+from llm_fsm.errors import DefinitionError, FlowError, InvalidTransitionError
+
+DEFAULT_MAX_TRACE_EVENTS = 100
+DEFAULT_MAX_PROCESSED_MESSAGE_IDS = 100
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Limits and policies of the engine; the defaults are the documented ones."""
+
+    max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES
+    max_turn_records: int = DEFAULT_MAX_TURN_RECORDS
+    max_stored_messages: int = DEFAULT_MAX_STORED_MESSAGES
+    max_trace_events: int = DEFAULT_MAX_TRACE_EVENTS
+    max_processed_message_ids: int = DEFAULT_MAX_PROCESSED_MESSAGE_IDS
+    max_completed_flows: int = DEFAULT_MAX_COMPLETED_FLOWS
+    max_flow_depth: int = DEFAULT_MAX_FLOW_DEPTH
+    strict: bool = False
+    """Raise InvalidTransitionError when the model proposes a transition that is refused."""
+
+
+# --- effects the drivers perform ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallLLM:
+    request: LLMRequest
+
+
+@dataclass(frozen=True)
+class CallHook:
+    """Call the application's hooks named ``name``; the event is built only if there are any."""
+
+    name: str
+    make_event: Callable[[], HookEvent]
+
+
+@dataclass(frozen=True)
+class LoadFlow:
+    """Resolve a declared sub-flow's definition; the driver answers ``(fsm_id, FSMDefinition)``."""
+
+    declaration: FlowDeclaration
+    parent: FSMDefinition
+
+
+@dataclass(frozen=True)
+class LoadDefinition:
+    """Load the definition of a flow being resumed; the driver answers an ``FSMDefinition``."""
+
+    fsm_id: str
+
+
+@dataclass
+class TurnOutcome:
+    reply: str
+    record: TurnRecord | None = None
+    changes: list[ContextChange] = field(default_factory=list)
+
+
+Effect = CallLLM | CallHook | LoadFlow | LoadDefinition
+TurnGenerator = Generator[Effect, Any, TurnOutcome]
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def _allowed_targets(state: State) -> list[str]:
+    targets = [state.id]
+    for t in state.transitions:
+        if t.target_state not in targets:
+            targets.append(t.target_state)
+    return targets
+
+
+def _trace(instance: FSMInstance, config: EngineConfig, event: str, **data: Any) -> None:
+    instance.trace.append(TraceEvent(event=event, data=data))
+    if len(instance.trace) > config.max_trace_events:
+        del instance.trace[: len(instance.trace) - config.max_trace_events]
+
+
+def _hook(name: str, instance: FSMInstance, **fields: Any) -> CallHook:
+    # The event (with its copy of the context) is built by the driver only when hooks are
+    # registered for this name, so a turn without hooks pays nothing for them.
+    data, conversation_id, fsm_id, state = instance.context.data, instance.conversation_id, instance.fsm_id, instance.current_state
+    return CallHook(
+        name,
+        lambda: make_event(name, data=data, conversation_id=conversation_id, fsm_id=fsm_id, state=state, **fields),
+    )
+
+
+def _apply_application(
+    instance: FSMInstance, additions: Any, config: EngineConfig, hook: str
+) -> list[ContextChange]:
+    if not additions:
+        return []
+    changes = apply_update(instance.context.data, additions, source="application", max_bytes=config.max_context_bytes)
+    if changes:
+        _trace(instance, config, "context_update", source=f"application:{hook}", keys=[c.key for c in changes])
+    return changes
+
+
+def _prune_transcript(instance: FSMInstance, config: EngineConfig) -> None:
+    """Keep the stored transcript bounded; the overflow goes to the store's archive, not the void."""
+    exchanges = instance.context.conversation.exchanges
+    overflow = len(exchanges) - config.max_stored_messages
+    if overflow > 0:
+        instance.archive_outbox.extend(exchanges[:overflow])
+        del exchanges[:overflow]
+        instance.context.conversation.archived_messages += overflow
+
+
+def _decision_note(verdict: Verdict, state: State) -> str:
+    if not verdict.moved:
+        return (
+            f"The conversation stays in state {state.id!r}: {verdict.reason}. Do not say that you are moving on; "
+            "answer the user's last message for this state and ask for what is still needed."
+        )
+    return (
+        f"The conversation has just moved to state {state.id!r} ({verdict.reason}). "
+        "Answer the user's last message as the first message of this state."
+    )
+
+
+def _request(
+    builder: PromptBuilder,
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    state: State,
+    message: str,
+    purpose: str,
+    *,
+    note: str | None = None,
+    allow_moves: bool = True,
+    schema_sent: bool = False,
+) -> LLMRequest:
+    prompt = builder.build_system_prompt(
+        instance, state, definition=definition, engine_decision=note, schema_sent=schema_sent
+    )
+    targets = _allowed_targets(state) if allow_moves else [state.id]
+    schema = _schema(
+        tuple(targets),
+        tuple(builder.intents_for(definition, instance, state)) if allow_moves else None,
+        tuple(builder.flow_names_for(definition, instance, state)) if allow_moves else None,
+    )
+    return LLMRequest(
+        system_prompt=prompt,
+        user_message=message,
+        response_schema=schema,
+        purpose=purpose,  # type: ignore[arg-type]
+        context_keys=_context_keys(state, instance) if allow_moves else [],
+    )
+
+
+def _context_keys(state: State, instance: FSMInstance) -> list[str]:
+    """What the model may usefully write in this state: keys to collect, keys its conditions need, and
+    keys already collected (so a correction of any of them is possible)."""
+    keys: list[str] = list(state.required_context_keys or ())
+    for transition in state.transitions:
+        for condition in transition.conditions or ():
+            keys += condition.requires_context_keys or ()
+            if condition.compiled is not None:
+                keys += sorted(condition.compiled.reads)
+    keys += [k for k in instance.context.data if not str(k).startswith("_")]
+    return list(dict.fromkeys(keys))
+
+
+@functools.lru_cache(maxsize=512)
+def _schema(targets: tuple[str, ...], intents: tuple[str, ...] | None, flows: tuple[str, ...] | None) -> dict[str, Any]:
+    """Reply schemas depend only on the state's options, so each is built once (and shared: do not mutate)."""
+    return response_json_schema(list(targets), intents=intents, flows=flows, bounded=False)
+
+
+# --- the opening -----------------------------------------------------------------------
+
+
+def run_opening(
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    builder: PromptBuilder,
+    config: EngineConfig,
+    initial_context: Any = None,
+    *,
+    schema_sent: bool = False,
+) -> TurnGenerator:
+    """Create-time work: initial context, ``on_start``, and the model's opening message.
+
+    ``schema_sent`` (here and in ``run_turn``): the LLM interface sends the reply
+    schema as ``response_format``, so prompts need no format example.
+    """
+    changes = _apply_application(instance, initial_context, config, "initial_context")
+    _trace(instance, config, "start", state=instance.current_state, fsm_id=instance.fsm_id)
+    additions = yield _hook("on_start", instance)
+    changes += _apply_application(instance, additions, config, "on_start")
+    state = definition.get_state(instance.current_state)
+    result: LLMResult = yield CallLLM(
+        _request(
+            builder, definition, instance, state, OPENING_MESSAGE, "opening", allow_moves=False, schema_sent=schema_sent
+        )
+    )
+    reply = result.response.message
+    instance.context.conversation.add_assistant_message(reply)
+    if state.is_terminal:
+        instance.status = "ended"
+        _trace(instance, config, "end", state=state.id, reason="initial state is terminal")
+    instance.updated_at = now()
+    return TurnOutcome(reply=reply, changes=changes)
+
+
+# --- a turn ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Decision:
+    """What the intent step decided: the verdict, and a note when the reply must be regenerated."""
+
+    verdict: Verdict
+    evaluations: list[TransitionEvaluation] = field(default_factory=list)
+    note: str | None = None
+    definition: FSMDefinition | None = None
+    """The active flow's definition after the decision, when a flow operation changed it."""
+
+
+def _stay_rejected(state_id: str, reason: str) -> Verdict:
+    return Verdict(kind="stay_rejected", target_state=state_id, reason=reason)
+
+
+def _decide_transition(
+    definition: FSMDefinition, state_id: str, data: dict[str, Any], proposal: str | None
+) -> _Decision:
+    verdict, evaluations = decide(definition, state_id, data, proposal)
+    moved_elsewhere = verdict.target_state != (proposal or state_id)
+    note = None
+    if verdict.kind in ("guarded_override", "guarded_fallback", "stay_rejected") or moved_elsewhere:
+        note = _decision_note(verdict, definition.get_state(verdict.target_state))
+    return _Decision(verdict, evaluations, note)
+
+
+def _cancel(
+    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state_before: str
+) -> Generator[Effect, Any, _Decision]:
+    if not definition.cancellable:
+        verdict = _stay_rejected(state_before, f"flow {instance.flow_name or definition.name!r} cannot be cancelled")
+        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    if not instance.flow_stack:
+        instance.status = "cancelled"
+        _trace(instance, config, "cancel", flow=instance.flow_id, state=state_before, scope="conversation")
+        verdict = Verdict(kind="conversation_cancelled", target_state=state_before, reason="the user cancelled the conversation")
+        return _Decision(verdict)
+    finished, _ = pop_flow(instance, "cancelled", reason="cancelled by the user", max_completed=config.max_completed_flows)
+    _trace(instance, config, "cancel", flow=finished.flow_id, name=finished.flow_name, state=state_before, resumed=instance.flow_id)
+    parent = yield LoadDefinition(instance.fsm_id)
+    verdict = Verdict(
+        kind="flow_cancelled",
+        target_state=instance.current_state,
+        reason=f"sub-flow {finished.flow_name!r} cancelled by the user; {instance.flow_name or parent.name!r} resumed",
+    )
+    note = (
+        f"The user cancelled {finished.flow_name!r}. Confirm that in one short sentence, then repeat the question "
+        "of the current state."
+    )
+    return _Decision(verdict, note=note, definition=parent)
+
+
+def _start_flow(
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    config: EngineConfig,
+    state_before: str,
+    name: str | None,
+) -> Generator[Effect, Any, _Decision]:
+    declared = {d.name: d for d in reversed(definition.flows_for(state_before))}
+    declaration = declared.get(name or "")
+    if declaration is None:
+        verdict = _stay_rejected(state_before, f"no sub-flow named {name!r} is declared in state {state_before!r}")
+        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    results = [evaluate_condition(c, instance.context.data) for c in declaration.conditions or ()]
+    if not all(r.holds for r in results):
+        failed = ", ".join(f"'{r.description}'" for r in results if not r.holds)
+        verdict = _stay_rejected(state_before, f"sub-flow {name!r} refused: condition not met: {failed}")
+        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    try:
+        child_id, child = yield LoadFlow(declaration, definition)
+    except DefinitionError as exc:
+        verdict = _stay_rejected(state_before, f"sub-flow {name!r} could not be loaded: {exc.message}")
+        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    parent_flow = instance.flow_id
+    try:
+        inputs = push_flow(
+            instance, declaration, child, child_id,
+            max_depth=config.max_flow_depth, reason=f"user asked for {declaration.name}",
+            max_completed=config.max_completed_flows,
+        )
+    except FlowError as exc:
+        verdict = _stay_rejected(state_before, str(exc))
+        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    _trace(
+        instance, config, "push" if declaration.mode == "call" else "link",
+        flow=instance.flow_id, name=declaration.name, parent=parent_flow, inputs=[c.key for c in inputs],
+    )
+    verdict = Verdict(
+        kind="flow_started",
+        target_state=instance.current_state,
+        reason=f"declared sub-flow {declaration.name!r} started ({declaration.mode})",
+    )
+    note = f"The user asked for {declaration.name!r}, which has just started. Begin it with the current state's purpose."
+    return _Decision(verdict, note=note, definition=child)
+
+
+def _resume(
+    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state_before: str, name: str | None
+) -> Generator[Effect, Any, _Decision]:
+    index = find_paused(instance, name)
+    if index is None:
+        verdict = _stay_rejected(state_before, f"no paused flow named {name!r}")
+        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    cancelled = resume_flow(instance, index, reason=f"user resumed {name}", max_completed=config.max_completed_flows)
+    _trace(instance, config, "resume", flow=instance.flow_id, cancelled=[f.flow_id for f in cancelled])
+    resumed = yield LoadDefinition(instance.fsm_id)
+    verdict = Verdict(
+        kind="flow_resumed",
+        target_state=instance.current_state,
+        reason=f"paused flow {name!r} resumed; {len(cancelled)} flow(s) above it cancelled",
+    )
+    note = "The user went back to this task. Continue it where it was paused: repeat the current state's question."
+    return _Decision(verdict, note=note, definition=resumed)
+
+
+def _confirmation(
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    config: EngineConfig,
+    state: State,
+    intent: str,
+    proposal: str | None,
+    corrected: bool,
+) -> Generator[Effect, Any, _Decision]:
+    confirmation = state.confirmation
+    assert confirmation is not None
+    if intent == "confirm":
+        return _decide_transition(definition, state.id, instance.context.data, confirmation.on_yes)
+    if corrected:
+        verdict = Verdict(kind="stay", target_state=state.id, reason="values changed during confirmation; confirming again")
+        note = None if not proposal or proposal == state.id else _decision_note(verdict, state)
+        return _Decision(verdict, note=note)
+    if confirmation.on_no == "cancel":
+        return (yield from _cancel(definition, instance, config, state.id))
+    if confirmation.on_no:
+        return _decide_transition(definition, state.id, instance.context.data, confirmation.on_no)
+    verdict = Verdict(kind="stay", target_state=state.id, reason="the user said no; asking what to change")
+    return _Decision(verdict, note=None if not proposal or proposal == state.id else _decision_note(verdict, state))
+
+
+def _digression(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state: State) -> _Decision:
+    instance.consecutive_digressions += 1
+    count = instance.consecutive_digressions
+    _trace(instance, config, "digression", state=state.id, count=count)
+    verdict = Verdict(kind="digression", target_state=state.id, reason=f"side question ({count} in a row); state and stack unchanged")
+    note = None
+    if count > definition.max_consecutive_digressions:
+        note = (
+            f"The user has asked {count} side questions in a row. Answer in one sentence at most if you can, "
+            "then steer back to the current purpose and repeat its question."
+        )
+    return _Decision(verdict, note=note)
+
+
+def _complete_finished_flows(
+    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig
+) -> Generator[Effect, Any, tuple[FSMDefinition, list[ContextChange], str | None]]:
+    """While the active sub-flow sits in a terminal state, pop it and hand its outputs to its parent.
+
+    The resumed parent then gets one decision with no proposal: its guarded transitions
+    may fire on the outputs (conditions met means move on), nothing else can move it.
+    """
+    changes: list[ContextChange] = []
+    note = None
+    while instance.flow_stack and definition.get_state(instance.current_state).is_terminal:
+        finished, outputs = pop_flow(instance, "completed", reason="reached a terminal state", max_completed=config.max_completed_flows)
+        changes += outputs
+        _trace(instance, config, "pop", flow=finished.flow_id, name=finished.flow_name, outputs=sorted(finished.outputs), resumed=instance.flow_id)
+        if outputs:
+            _trace(instance, config, "context_update", source=f"sub-flow:{finished.flow_name}", keys=[c.key for c in outputs])
+        definition = yield LoadDefinition(instance.fsm_id)
+        verdict, _ = decide(definition, instance.current_state, instance.context.data, None)
+        if verdict.moved:
+            _trace(instance, config, "transition", source=instance.current_state, target=verdict.target_state, kind=verdict.kind, reason=verdict.reason)
+            instance.current_state = verdict.target_state
+        note = (
+            f"The sub-flow {finished.flow_name!r} has just finished"
+            + (f" with results {sorted(finished.outputs)}" if finished.outputs else "")
+            + ". Tell the user the outcome in one sentence and continue with the current state's purpose."
+        )
+    return definition, changes, note
+
+
+def run_turn(
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    message: str,
+    builder: PromptBuilder,
+    config: EngineConfig,
+    *,
+    message_id: str | None = None,
+    schema_sent: bool = False,
+) -> TurnGenerator:
+    """One user message: understand, update, decide, reply. Mutates ``instance`` (a disposable copy).
+
+    Every message goes through the same understanding call; the model's ``intent``
+    then routes it (digression, cancel, sub-flow start or resume, confirmation,
+    or an ordinary step), and each route obeys the same invariant as transitions.
+    """
+    started = now()
+    state_before = instance.current_state
+    flow_before = instance.flow_id
+    state = definition.get_state(state_before)
+    calls: list[LLMCallRecord] = []
+
+    changes = _apply_application(instance, (yield _hook("before_llm", instance, message=message)), config, "before_llm")
+
+    result: LLMResult = yield CallLLM(
+        _request(builder, definition, instance, state, message, "turn", schema_sent=schema_sent)
+    )
+    calls.append(LLMCallRecord(purpose="turn", attempts=result.attempts))
+    response = result.response
+    proposal = response.transition.target_state or None
+    intent = response.intent
+
+    model_changes = apply_update(
+        instance.context.data,
+        response.transition.context_update,
+        source="model",
+        protected=definition.protected_context_keys or (),
+        max_bytes=config.max_context_bytes,
+    )
+    changes += model_changes
+    if model_changes:
+        _trace(
+            instance, config, "context_update", source="model",
+            applied=[c.key for c in model_changes if c.applied],
+            dropped={c.key: c.reason for c in model_changes if not c.applied},
+        )
+    additions = yield _hook("after_context_update", instance, message=message)
+    changes += _apply_application(instance, additions, config, "after_context_update")
+    if intent != "digression":
+        instance.consecutive_digressions = 0
+
+    if intent == "digression":
+        decision = _digression(definition, instance, config, state)
+    elif intent == "cancel":
+        decision = yield from _cancel(definition, instance, config, state_before)
+    elif intent == "start_flow":
+        decision = yield from _start_flow(definition, instance, config, state_before, response.flow)
+    elif intent == "resume_flow":
+        decision = yield from _resume(definition, instance, config, state_before, response.flow)
+    elif state.confirmation is not None and intent in ("confirm", "deny"):
+        corrected = any(c.applied for c in model_changes)
+        decision = yield from _confirmation(definition, instance, config, state, intent, proposal, corrected)
+    else:
+        decision = _decide_transition(definition, state_before, instance.context.data, proposal)
+
+    verdict = decision.verdict
+    if config.strict and verdict.kind == "stay_rejected":
+        raise InvalidTransitionError(verdict.reason, explanation=decision.evaluations)
+    active = decision.definition or definition
+    note = decision.note
+
+    if verdict.moved:
+        instance.current_state = verdict.target_state
+        _trace(instance, config, "transition", source=state_before, target=verdict.target_state, kind=verdict.kind, reason=verdict.reason)
+        additions = yield _hook("on_transition", instance, message=message, previous_state=state_before, verdict=verdict)
+        changes += _apply_application(instance, additions, config, "on_transition")
+    elif verdict.kind == "stay_rejected":
+        _trace(instance, config, "rejection", proposal=proposal, intent=intent, reason=verdict.reason)
+
+    if instance.status == "active":
+        active, output_changes, completion_note = yield from _complete_finished_flows(active, instance, config)
+        changes += output_changes
+        note = completion_note or note
+
+    reply = response.message
+    new_state = active.get_state(instance.current_state)
+    if note is not None and instance.status == "active":
+        # The model wrote its reply for a situation the engine did not accept: ask again for
+        # the state actually reached, so the user never reads a reply meant for another state.
+        regenerated: LLMResult = yield CallLLM(
+            _request(
+                builder, active, instance, new_state, message, "regenerate",
+                note=note, allow_moves=False, schema_sent=schema_sent,
+            )
+        )
+        calls.append(LLMCallRecord(purpose="regenerate", attempts=regenerated.attempts))
+        reply = regenerated.response.message
+
+    if new_state.is_terminal and instance.status == "active":
+        instance.status = "ended"
+        _trace(instance, config, "end", state=new_state.id)
+    if instance.status != "active":
+        additions = yield _hook("on_end", instance, message=message, previous_state=state_before, verdict=verdict)
+        changes += _apply_application(instance, additions, config, "on_end")
+
+    conversation = instance.context.conversation
+    conversation.add_user_message(message)
+    conversation.add_assistant_message(reply)
+    _prune_transcript(instance, config)
+
+    instance.turn_count += 1
+    record = TurnRecord(
+        index=instance.turn_count,
+        message_id=message_id,
+        user_message=message,
+        intent=intent,
+        state_before=state_before,
+        state_after=instance.current_state,
+        flow_before=flow_before,
+        flow_after=instance.flow_id,
+        proposal=proposal,
+        context_changes=changes,
+        evaluations=decision.evaluations,
+        verdict=verdict,
+        llm_calls=calls,
+        reply=reply,
+        started_at=started,
+        finished_at=now(),
+    )
+    instance.turns.append(record)
+    if len(instance.turns) > config.max_turn_records:
+        del instance.turns[: len(instance.turns) - config.max_turn_records]
+    if message_id is not None:
+        instance.processed_messages[message_id] = reply
+        while len(instance.processed_messages) > config.max_processed_message_ids:
+            instance.processed_messages.pop(next(iter(instance.processed_messages)))
+    instance.updated_at = record.finished_at
+    return TurnOutcome(reply=reply, record=record, changes=changes)
+
+
+__all__ = [
+    "CallHook",
+    "CallLLM",
+    "EngineConfig",
+    "LoadDefinition",
+    "LoadFlow",
+    "TurnOutcome",
+    "run_opening",
+    "run_turn",
+]

@@ -1,0 +1,30 @@
+"""Diagnostics with stable codes: one document's schema, graph and conditions, and sub-flows across files.
+
+The loader refuses a definition only for the findings marked ``blocks_loading``; the rest are fsm-lint's business.
+"""
+
+from __future__ import annotations
+
+from llm_fsm.lint._flows import lint_flows
+from llm_fsm.lint._linter import lint_data, lint_definition, lint_document
+from llm_fsm.lint._rules import (
+    RULES,
+    RULES_BY_CODE,
+    Diagnostic,
+    LintResult,
+    Rule,
+    Severity,
+)
+
+__all__ = [
+    "Diagnostic",
+    "LintResult",
+    "RULES",
+    "RULES_BY_CODE",
+    "Rule",
+    "Severity",
+    "lint_data",
+    "lint_definition",
+    "lint_document",
+    "lint_flows",
+]

@@ -1,0 +1,107 @@
+"""Helpers shared by the checks: JSON type names, did-you-mean, key prefixes and the keys a state covers.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from llm_fsm.definition._documents import Path, format_path
+from llm_fsm.definition._model import (
+    Confirmation,
+    FlowDeclaration,
+    FSMDefinition,
+    State,
+    Transition,
+    TransitionCondition,
+)
+from llm_fsm.errors import LogicError
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+_KNOWN_FIELDS: dict[str, frozenset[str]] = {
+    "definition": frozenset(FSMDefinition.model_fields),
+    "state": frozenset(State.model_fields),
+    "transition": frozenset(Transition.model_fields),
+    "condition": frozenset(TransitionCondition.model_fields),
+    "flow": frozenset(FlowDeclaration.model_fields),
+    "confirmation": frozenset(Confirmation.model_fields),
+}
+
+#: fields the original LLM-FSM accepted and ignored; worth a specific hint
+_LEGACY_FIELDS = {"function_handlers": "the original LLM-FSM ignored it too; hooks are registered in code here"}
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+def _did_you_mean(word: str, options: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1)
+    return f"did you mean {close[0]!r}?" if close else ""
+
+def _prefixes(key: str) -> Iterator[str]:
+    """``a.b.c`` → ``a``, ``a.b`` (proper ancestors)."""
+    parts = key.split(".")
+    for end in range(1, len(parts)):
+        yield ".".join(parts[:end])
+
+class KeyCover:
+    """Answers "is this dot path provided?" with the two-way prefix rule, in O(len(key))."""
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self.keys = {k for k in keys if k}
+        self.ancestors = {p for k in self.keys for p in _prefixes(k)}
+
+    def covers(self, key: str) -> bool:
+        if key in self.keys or key in self.ancestors:
+            return True
+        return any(p in self.keys for p in _prefixes(key))
+
+    def guarantees(self, key: str) -> bool:
+        """Requiring ``key`` or a field below it guarantees ``key`` is present (an ancestor does not)."""
+        return key in self.keys or key in self.ancestors
+
+def validation_problems(exc: ValidationError) -> list[tuple[Path, str, LogicError | None]]:
+    """Pydantic errors as (path, message, logic error) without pydantic's wording leaking types."""
+    problems: list[tuple[Path, str, LogicError | None]] = []
+    for error in exc.errors(include_url=False):
+        loc = tuple(error.get("loc", ()))
+        message = str(error.get("msg", "invalid"))
+        if loc and loc[-1] == "[key]":
+            loc = loc[:-1]
+            message = "keys must be strings"
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, LogicError):
+            problems.append((loc, cause.message, cause))
+            continue
+        if message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        if error.get("type", "").endswith("_type") or error.get("type") in ("model_type", "dict_type", "list_type"):
+            message = f"{message} (got {_json_type(error.get('input'))})"
+        problems.append((loc, message, None))
+    return problems
+
+def _logic_subpath(condition_path: Path, logic_path: str) -> str:
+    """Join a condition's path with a LogicError/LogicIssue path such as ``$.and[0]``."""
+    base = format_path((*condition_path, "logic"))
+    if logic_path.startswith("$"):
+        return base + logic_path[1:]
+    return base + ("." + logic_path if logic_path else "")

@@ -1,0 +1,69 @@
+"""The one interface the engine's drivers call: a request in, an ``LLMResult`` out, sync and async.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from typing import Literal, get_args
+
+from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult
+
+logger = logging.getLogger(__name__)
+
+ResponseFormatMode = Literal["auto", "json_schema", "json_object", "schema_object", "none"]
+
+"""How structured output is requested.
+
+- ``json_schema``: ``{"type": "json_schema", "json_schema": {...}}`` (OpenAI, Gemini, Anthropic via litellm, Ollama ≥ 0.5).
+- ``json_object``: plain JSON mode; the schema is only in the prompt.
+- ``schema_object``: ``{"type": "json_object", "schema": {...}}``, for llama-cpp-python's server.
+- ``none``: no ``response_format``; the prompt alone asks for JSON.
+- ``auto``: the best one litellm says the model supports.
+"""
+
+_MODES: tuple[str, ...] = get_args(ResponseFormatMode)
+
+_SCHEMA_MODES = ("json_schema", "schema_object")
+
+"""Modes in which the reply schema itself reaches the model."""
+
+_DOWNGRADE = {"json_schema": "json_object", "schema_object": "json_object", "json_object": "none"}
+
+_ECHO_LIMIT = 2_000  # characters of a bad reply sent back to the model when re-asking
+
+class LLMInterface(ABC):
+    """What the engine needs from a model: one request in, one parsed reply out.
+
+    Implementers override ``send_request``; they may also override
+    ``asend_request`` (the default runs ``send_request`` in a worker thread)
+    and ``complete``/``acomplete`` when they can report more than the reply
+    (attempts, raw outputs). The engine calls ``complete`` so every
+    implementation gets an explain record, however little it knows.
+    """
+
+    @abstractmethod
+    def send_request(self, request: LLMRequest) -> LLMResponse:
+        """The model's parsed reply; raises ``LLMResponseError`` (or a child) when there is none."""
+
+    async def asend_request(self, request: LLMRequest) -> LLMResponse:
+        """Async twin; a thread keeps a blocking implementation from stalling the event loop."""
+        return await asyncio.to_thread(self.send_request, request)
+
+    def complete(self, request: LLMRequest) -> LLMResult:
+        """``send_request`` plus how it went; override to report retries."""
+        return LLMResult(response=self.send_request(request))
+
+    async def acomplete(self, request: LLMRequest) -> LLMResult:
+        return LLMResult(response=await self.asend_request(request))
+
+    @property
+    def sends_reply_schema(self) -> bool:
+        """True when every call hands the model ``request.response_schema`` (structured output).
+
+        The engine then leaves the format example out of the prompt: the model
+        reads the shape from the schema. An interface that sends only the
+        system prompt keeps the default, and its prompts show the example.
+        """
+        return False

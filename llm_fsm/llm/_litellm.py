@@ -1,0 +1,557 @@
+"""The litellm edge: provider calls, structured-output modes with downgrade, re-asks on malformed replies, local models.
+
+litellm is imported on first use, never at package import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult
+from llm_fsm.engine._reply_schema import (
+    CORRECTION_MESSAGE,
+    CORRECTION_STATE,
+    allowed_targets_from_schema,
+    closed_schema,
+)
+from llm_fsm.errors import (
+    FSMError,
+    LLMConfigurationError,
+    LLMProviderError,
+    MalformedOutputError,
+)
+from llm_fsm.llm._interface import (
+    _DOWNGRADE,
+    _ECHO_LIMIT,
+    _MODES,
+    _SCHEMA_MODES,
+    LLMInterface,
+    ResponseFormatMode,
+    logger,
+)
+from llm_fsm.llm._parsing import parse_llm_output
+
+
+class _Secret:
+    """A value that never shows itself in repr, str, logs or ``vars()`` dumps."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+    __str__ = __repr__
+
+def _litellm() -> Any:
+    """Import litellm on first use and quieten it; it must not print into our users' terminals.
+
+    litellm fetches its model price list from the network at import unless told
+    to use the copy it ships; offline machines then wait for retries. We use the
+    shipped copy unless the user chose otherwise.
+    """
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        import litellm
+    except ImportError as exc:  # pragma: no cover - litellm is a declared dependency
+        raise LLMConfigurationError(
+            "litellm is not installed; install it with `pip install litellm`"
+        ) from exc
+    litellm.suppress_debug_info = True
+    return litellm
+
+class LiteLLMInterface(LLMInterface):
+    """Any litellm-supported model, with structured output, re-asking and typed errors.
+
+    ``kwargs`` go to ``litellm.completion`` on every call (``temperature``,
+    ``max_tokens``, ``api_base``, ``timeout``, ``num_retries`` for provider-level
+    retries, ``mock_response`` for tests ...). A ``response_format`` in kwargs
+    replaces ours. ``max_retries`` counts extra attempts after a malformed reply.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        enable_json_validation: bool = True,
+        max_retries: int = 2,
+        *,
+        response_format_mode: ResponseFormatMode = "auto",
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise LLMConfigurationError(
+                "a model name is required, e.g. 'gpt-4o-mini', 'anthropic/claude-3-5-haiku-latest' "
+                "or 'ollama/llama3.2'"
+            )
+        if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
+            raise LLMConfigurationError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        if response_format_mode not in _MODES:
+            raise LLMConfigurationError(
+                f"response_format_mode must be one of {', '.join(_MODES)}; got {response_format_mode!r}"
+            )
+        if api_key is not None and not isinstance(api_key, str):
+            raise LLMConfigurationError("api_key must be a string")
+        self.model = model.strip()
+        self._api_key = _Secret(api_key) if api_key else None
+        self.enable_json_validation = enable_json_validation
+        self.max_retries = max_retries
+        self.response_format_mode: ResponseFormatMode = response_format_mode
+        self._kwargs = dict(kwargs)
+        self._auto_mode: str | None = None  # detected once, lowered if the provider rejects it
+        self._route: _Route | None = None  # where calls really go; resolved on first use
+        self._route_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(model={self.model!r}, "
+            f"api_key={'<set>' if self._api_key else None}, "
+            f"response_format_mode={self.response_format_mode!r}, max_retries={self.max_retries}, "
+            f"options={sorted(self._kwargs)})"
+        )
+
+    # --- the public calls ----------------------------------------------------------
+
+    def send_request(self, request: LLMRequest) -> LLMResponse:
+        return self.complete(request).response
+
+    async def asend_request(self, request: LLMRequest) -> LLMResponse:
+        return (await self.acomplete(request)).response
+
+    def complete(self, request: LLMRequest) -> LLMResult:
+        litellm = _litellm()
+        exchange = _Exchange(request, self.max_retries)
+        while True:
+            mode, fmt = self._format_for(request)
+            try:
+                raw = _output_of(litellm.completion(**self._call_kwargs(exchange.messages, fmt)))
+            except Exception as exc:  # litellm raises many unrelated types; all become ours
+                if self._downgrade_after(mode, exc):
+                    continue
+                raise self._translate(exc, exchange.raw_outputs) from None
+            result = exchange.accept(raw, mode)
+            if result is not None:
+                return result
+
+    async def acomplete(self, request: LLMRequest) -> LLMResult:
+        litellm = _litellm()
+        if self._route is None:  # may start a local server: not on the event loop
+            await asyncio.to_thread(self._resolved)
+        exchange = _Exchange(request, self.max_retries)
+        while True:
+            mode, fmt = self._format_for(request)
+            try:
+                reply = await litellm.acompletion(**self._call_kwargs(exchange.messages, fmt))
+                raw = _output_of(reply)
+            except Exception as exc:
+                if self._downgrade_after(mode, exc):
+                    continue
+                raise self._translate(exc, exchange.raw_outputs) from None
+            result = exchange.accept(raw, mode)
+            if result is not None:
+                return result
+
+    # --- where calls go ------------------------------------------------------------
+
+    def _resolved(self) -> _Route:
+        """The litellm model, extra kwargs, key and format mode actually used, resolved once.
+
+        Resolution is lazy because ``local`` names may start a model server:
+        constructing an interface must stay cheap and free of side effects.
+        """
+        if self._route is None:
+            with self._route_lock:
+                if self._route is None:
+                    self._route = self._make_route()
+        return self._route
+
+    def _make_route(self) -> _Route:
+        if not _is_local_name(self.model):
+            return _Route(self.model, {}, self._api_key, self.response_format_mode)
+        from llm_fsm.local import _server
+
+        try:
+            resolved = dict(_server.local_litellm_kwargs(self.model))
+        except FSMError:
+            raise
+        except Exception as exc:  # a server that would not start, a missing binary ...
+            raise LLMConfigurationError(
+                f"{self.model}: the local model could not be started ({type(exc).__name__}: {exc}); "
+                "see `llm-fsm local --help`"
+            ) from None
+        model = str(resolved.pop("model"))
+        key = resolved.pop("api_key", None)
+        mode = resolved.pop("response_format_mode", "auto")
+        extra = {name: value for name, value in resolved.items() if name not in self._kwargs}
+        # what the caller passed explicitly wins over what the local server suggests
+        return _Route(
+            model=model,
+            kwargs=extra,
+            api_key=self._api_key or (_Secret(key) if isinstance(key, str) and key else None),
+            mode=self.response_format_mode if self.response_format_mode != "auto" else mode,
+        )
+
+    # --- structured output ---------------------------------------------------------
+
+    @property
+    def sends_reply_schema(self) -> bool:
+        """Whether the next call carries the reply schema (``json_schema`` or ``schema_object``).
+
+        Answered without I/O for ``local`` models (their servers always take a
+        schema, and asking must not start one); other models are looked up in
+        litellm's table once, as the first call would. After a provider rejects
+        schemas the answer turns False, and prompts show the format again.
+        """
+        if "response_format" in self._kwargs:
+            return False
+        if self._route is None and _is_local_name(self.model):
+            # llm_fsm.local routes always name a schema mode; knowing that spares starting a server here
+            route_mode = "json_schema" if self.response_format_mode == "auto" else self.response_format_mode
+        else:
+            route_mode = self._resolved().mode
+        return self._mode_for(route_mode) in _SCHEMA_MODES
+
+    def effective_mode(self, request: LLMRequest) -> str:
+        """The structured-output mode the next call for ``request`` will use."""
+        return self._format_for(request)[0]
+
+    def _format_for(self, request: LLMRequest) -> tuple[str, dict[str, Any] | None]:
+        if "response_format" in self._kwargs:
+            return "user", None
+        mode = self._mode_for(self._resolved().mode)
+        schema = request.response_schema
+        if schema and _is_local_name(self.model) and request.context_keys is not None:
+            # Small local models need the schema closed to the state's keys, or they invent keys and
+            # nest objects until the token limit (docs/local-model.md).
+            schema = closed_schema(schema, request.context_keys)
+        if mode in ("json_schema", "schema_object") and not schema:
+            mode = "json_object"
+        if mode == "json_schema":
+            return mode, {
+                "type": "json_schema",
+                "json_schema": {"name": "fsm_response", "schema": schema, "strict": False},
+            }
+        if mode == "schema_object":
+            return mode, {"type": "json_object", "schema": schema}
+        if mode == "json_object":
+            return mode, {"type": "json_object"}
+        return "none", None
+
+    def _mode_for(self, route_mode: str) -> str:
+        """The mode calls use on a route: auto is looked up (and may have stepped down), unless validation is off."""
+        if self.response_format_mode == "auto" and not self.enable_json_validation:
+            return "none"
+        return self._detect_mode() if route_mode == "auto" else route_mode
+
+    def _detect_mode(self) -> str:
+        """Ask litellm's model table what the model accepts; unknown models get the safest answer."""
+        if self._auto_mode is not None:
+            return self._auto_mode
+        litellm = _litellm()
+        target = self._resolved().model
+        provider = self._kwargs.get("custom_llm_provider")
+        mode = "none"
+        try:
+            if litellm.supports_response_schema(model=target, custom_llm_provider=provider):
+                mode = "json_schema"
+        except Exception:  # unknown model or provider: litellm raises instead of answering
+            pass
+        if mode == "none":
+            try:
+                params = litellm.get_supported_openai_params(model=target, custom_llm_provider=provider)
+            except Exception:
+                params = None
+            if params and "response_format" in params:
+                mode = "json_object"
+        self._auto_mode = mode
+        logger.debug("structured output for %s: %s", self.model, mode)
+        return mode
+
+    def _downgrade_after(self, mode: str, exc: Exception) -> bool:
+        """After a provider rejected our auto-chosen response_format, use a weaker one from now on.
+
+        Only for auto mode: a mode the user chose explicitly is theirs to change.
+        Returns True when the call should simply be made again.
+        """
+        if self._resolved().mode != "auto" or mode not in _DOWNGRADE:
+            return False
+        if not _rejects_request_shape(exc):
+            return False
+        lower = _DOWNGRADE[mode]
+        logger.warning(
+            "%s rejected response_format %s (%s); using %s from now on",
+            self.model, mode, type(exc).__name__, lower,
+        )
+        self._auto_mode = lower
+        return True
+
+    # --- the call ------------------------------------------------------------------
+
+    def _call_kwargs(self, messages: list[dict[str, str]], fmt: dict[str, Any] | None) -> dict[str, Any]:
+        route = self._resolved()
+        kwargs = {**route.kwargs, **self._kwargs}
+        kwargs["model"] = route.model
+        kwargs["messages"] = messages
+        if route.api_key is not None:
+            kwargs["api_key"] = route.api_key.reveal()
+        if fmt is not None:
+            kwargs["response_format"] = fmt
+        return kwargs
+
+    def _secrets(self) -> list[str]:
+        secrets = [self._api_key.reveal()] if self._api_key else []
+        route = self._route
+        if route is not None and route.api_key is not None:
+            secrets.append(route.api_key.reveal())
+        for name, value in self._kwargs.items():
+            lowered = name.lower()
+            if isinstance(value, str) and len(value) >= 6 and any(
+                word in lowered for word in ("key", "token", "secret", "password")
+            ):
+                secrets.append(value)
+        return secrets
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets():
+            text = text.replace(secret, "***")
+        return text
+
+    def _translate(self, exc: Exception, raw_outputs: list[str]) -> FSMError:
+        """A provider failure as one of our errors, with a message a person can act on."""
+        if isinstance(exc, FSMError):
+            return exc
+        name = type(exc).__name__
+        detail = self._redact(" ".join(str(exc).split()))[:500]
+        lowered = detail.lower()
+        errors = _litellm_exceptions()
+
+        def is_a(*names: str) -> bool:
+            return any(isinstance(exc, cls) for cls in (getattr(errors, n, None) for n in names) if cls)
+
+        if _is_local_name(self.model) and (is_a("APIConnectionError") or isinstance(exc, ConnectionError)):
+            with self._route_lock:
+                self._route = None  # the local server may have stopped: resolve (and restart) next time
+        if is_a("AuthenticationError", "PermissionDeniedError"):
+            return LLMConfigurationError(
+                f"{self.model}: the provider refused the credentials ({name}). Check the api_key "
+                f"you passed or the provider's environment variable. Provider said: {detail}"
+            )
+        if is_a("LiteLLMUnknownProvider") or "llm provider not provided" in lowered:
+            return LLMConfigurationError(
+                f"{self.model}: litellm does not know which provider serves this model. Prefix it "
+                "with the provider, e.g. 'openai/...', 'anthropic/...', 'ollama/...'."
+            )
+        if is_a("NotFoundError"):
+            return LLMConfigurationError(
+                f"{self.model}: the provider does not know this model ({name}). Provider said: {detail}"
+            )
+        if _looks_like_missing_key(lowered):
+            return LLMConfigurationError(
+                f"{self.model}: no API key. Pass api_key=... or set the provider's environment "
+                f"variable (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY). Provider said: {detail}"
+            )
+        if is_a("ContextWindowExceededError"):
+            message = f"{self.model}: the prompt is longer than the model's context window"
+            retryable = False
+        elif is_a("ContentPolicyViolationError"):
+            message = f"{self.model}: the provider refused the content (content policy)"
+            retryable = False
+        elif is_a("RateLimitError"):
+            message = f"{self.model}: rate limited by the provider; try again later"
+            retryable = True
+        elif is_a("Timeout") or isinstance(exc, TimeoutError):
+            message = f"{self.model}: the provider did not answer in time"
+            retryable = True
+        elif is_a("APIConnectionError") or isinstance(exc, ConnectionError):
+            message = f"{self.model}: could not reach the provider (check api_base and the network)"
+            retryable = True
+        elif is_a("ServiceUnavailableError", "InternalServerError", "BadGatewayError"):
+            message = f"{self.model}: the provider failed ({name}); try again later"
+            retryable = True
+        else:
+            message = f"{self.model}: the provider call failed ({name})"
+            retryable = False
+        return LLMProviderError(
+            f"{message}. Provider said: {detail}" if detail else message,
+            provider_error=name,
+            retryable=retryable,
+            raw_outputs=list(raw_outputs),
+        )
+
+@dataclass(frozen=True)
+class _Route:
+    model: str
+    kwargs: dict[str, Any]
+    api_key: _Secret | None
+    mode: str
+
+def _is_local_name(model: str) -> bool:
+    """``local`` and ``local/<model>`` name a model served on this machine by ``llm_fsm.local``."""
+    return model == "local" or model.startswith("local/")
+
+# --- one request's attempts (shared by the sync and async loops) ----------------------
+
+
+class _Exchange:
+    """The messages of one request and its attempts so far; decides when to re-ask and when to give up."""
+
+    def __init__(self, request: LLMRequest, max_retries: int) -> None:
+        self.request = request
+        self.max_attempts = 1 + max_retries
+        self.allowed_targets = allowed_targets_from_schema(request.response_schema)
+        self.messages: list[dict[str, str]] = [
+            {"role": "system", "content": request.system_prompt},
+            {"role": "user", "content": request.user_message},
+        ]
+        self.raw_outputs: list[str] = []
+        self.problems: list[str] = []
+        self.usage: dict[str, int] = {}
+        self.started = time.monotonic()
+
+    def accept(self, output: _Output, mode: str) -> LLMResult | None:
+        """The result if this output is valid; ``None`` to re-ask; raises when attempts are spent."""
+        self.raw_outputs.append(output.text)
+        for key, value in output.usage.items():
+            self.usage[key] = self.usage.get(key, 0) + value
+        try:
+            # undeclared proposals go to the engine, which rejects them and records why
+            response = parse_llm_output(output.text, self.allowed_targets, strict_targets=False)
+        except MalformedOutputError as exc:
+            problem = exc.problem
+            if output.finish_reason == "length":
+                problem = f"the reply was cut off at the length limit ({problem}); keep the message shorter"
+        else:
+            return LLMResult(
+                response=response,
+                attempts=len(self.raw_outputs),
+                raw_outputs=tuple(self.raw_outputs),
+                problems=tuple(self.problems),
+                response_format=mode,
+                usage=dict(self.usage),
+            )
+        self.problems.append(problem)
+        attempt = len(self.raw_outputs)
+        logger.info(
+            "invalid model reply (%s, attempt %d of %d): %s",
+            self.request.purpose, attempt, self.max_attempts, problem,
+        )
+        if attempt >= self.max_attempts:
+            raise MalformedOutputError(
+                f"the model's reply was not valid after {attempt} attempt(s): {problem}",
+                raw_outputs=list(self.raw_outputs),
+            )
+        echoed = output.text if len(output.text) <= _ECHO_LIMIT else output.text[:_ECHO_LIMIT] + "…"
+        self.messages.append({"role": "assistant", "content": echoed or "(empty reply)"})
+        self.messages.append({"role": "user", "content": correction_message(problem, show_shape=mode not in _SCHEMA_MODES)})
+        return None
+
+def correction_message(problem: str, *, show_shape: bool = True) -> str:
+    """What the model is told after an invalid reply: the problem, then the shape once more.
+
+    The shape is left out when the call carries the reply schema: the model has
+    it already, and small models copy a shown shape's placeholders.
+    """
+    if not show_shape:
+        return f"Your reply was not valid: {problem}. Reply again with only the JSON object of the response schema."
+    return (
+        f"Your reply was not valid: {problem}. Reply again with only the JSON object, no other text: "
+        f'{{"transition": {{"target_state": "{CORRECTION_STATE}", "context_update": {{}}}}, '
+        f'"message": "{CORRECTION_MESSAGE}"}}'
+    )
+
+@dataclass(frozen=True)
+class _Output:
+    text: str
+    finish_reason: str | None = None
+    usage: Mapping[str, int] = field(default_factory=dict)
+
+def _output_of(reply: Any) -> _Output:
+    """The text of a litellm reply, wherever the provider put it (content, content parts, a tool call)."""
+    choices = getattr(reply, "choices", None) or []
+    if not choices:
+        return _Output(text="")
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    content: Any = getattr(message, "content", None)
+    if isinstance(content, list):  # content parts
+        content = "".join(
+            part.get("text", "") if isinstance(part, dict) else str(getattr(part, "text", ""))
+            for part in content
+        )
+    if not content:
+        tool_calls = getattr(message, "tool_calls", None) or []
+        if tool_calls:
+            function = getattr(tool_calls[0], "function", None)
+            content = getattr(function, "arguments", None)
+    usage: dict[str, int] = {}
+    reported = getattr(reply, "usage", None)
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = getattr(reported, key, None)
+        if isinstance(value, int):
+            usage[key] = value
+    return _Output(
+        text=content if isinstance(content, str) else "",
+        finish_reason=getattr(choice, "finish_reason", None),
+        usage=usage,
+    )
+
+def _litellm_exceptions() -> Any:
+    return _litellm().exceptions
+
+_SHAPE_ERRORS = (
+    "BadRequestError",
+    "UnsupportedParamsError",
+    "UnprocessableEntityError",
+    "InternalServerError",
+)
+
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar")
+
+def _rejects_request_shape(exc: Exception) -> bool:
+    """Did the provider refuse our ``response_format`` (as opposed to credentials, size or content)?
+
+    Only errors that name the format count, so an unrelated bad request is
+    reported at once instead of silently weakening structured output. Some
+    servers answer an unsupported format with a 500, so server errors count too.
+    """
+    errors = _litellm_exceptions()
+    not_shape = tuple(
+        cls
+        for cls in (
+            getattr(errors, n, None)
+            for n in ("ContextWindowExceededError", "ContentPolicyViolationError", "LiteLLMUnknownProvider")
+        )
+        if cls
+    )
+    if not_shape and isinstance(exc, not_shape):
+        return False
+    text = str(exc).lower()
+    if _looks_like_missing_key(text) or "llm provider not provided" in text:
+        return False
+    if not any(word in text for word in _FORMAT_WORDS):
+        return False
+    return any(isinstance(exc, cls) for cls in (getattr(errors, n, None) for n in _SHAPE_ERRORS) if cls)
+
+def _looks_like_missing_key(lowered: str) -> bool:
+    return any(
+        phrase in lowered
+        for phrase in (
+            "missing credentials",
+            "api_key client option must be set",
+            "no api key",
+            "api key not found",
+            "missing api key",
+            "api_key is required",
+        )
+    )

@@ -1,0 +1,148 @@
+"""Stand-in models for testing FSMs without a provider, a key or a network.
+
+``ScriptedLLM`` answers from a list, in order, and remembers what it was
+asked, so a test can drive a conversation turn by turn and then check the
+prompts the engine built. ``FunctionLLM`` computes each reply from the request,
+for behaviour that depends on the prompt. Both parse replies with the same
+rules as a real model, so a malformed scripted reply fails the same way.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, Union
+
+from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult
+from llm_fsm.engine._reply_schema import allowed_targets_from_schema
+from llm_fsm.errors import LLMScriptExhaustedError, MalformedOutputError
+from llm_fsm.llm._interface import LLMInterface
+from llm_fsm.llm._parsing import parse_llm_output, response_from_object
+
+Reply = Union[LLMResponse, dict, str, BaseException]
+"""A scripted reply: a response, a reply object, raw model text (parsed), or an error to raise."""
+
+
+def to_response(reply: Any, request: LLMRequest | None = None) -> LLMResponse:
+    """Turn a scripted reply into an ``LLMResponse`` exactly as the real edge would."""
+    allowed = allowed_targets_from_schema(request.response_schema) if request is not None else None
+    if isinstance(reply, LLMResponse):
+        return reply
+    if isinstance(reply, dict):
+        try:
+            return response_from_object(reply, allowed, strict_targets=False)
+        except MalformedOutputError as exc:
+            exc.raw_outputs = [repr(reply)]
+            raise
+    if isinstance(reply, str):
+        return parse_llm_output(reply, allowed, strict_targets=False)
+    raise TypeError(
+        f"a scripted reply must be an LLMResponse, a dict, a string or an exception; got {type(reply).__name__}"
+    )
+
+
+class ScriptedLLM(LLMInterface):
+    """Replies from a script, in order; records every request in ``requests``.
+
+    With ``max_retries`` > 0 a reply that fails to parse consumes the next
+    scripted reply as the answer to the re-ask, like ``LiteLLMInterface`` does,
+    so tests can exercise recovery and the attempt counts in explain records.
+    An exception in the script is raised when its turn comes (a provider failure).
+    """
+
+    def __init__(self, replies: Iterable[Reply], *, max_retries: int = 0) -> None:
+        self._replies: deque[Reply] = deque(replies)
+        self.max_retries = max_retries
+        self.requests: list[LLMRequest] = []
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ScriptedLLM(remaining={self.remaining}, requests={len(self.requests)})"
+
+    @property
+    def remaining(self) -> int:
+        """Replies not yet used; a finished test can assert this is 0."""
+        return len(self._replies)
+
+    def send_request(self, request: LLMRequest) -> LLMResponse:
+        return self.complete(request).response
+
+    async def asend_request(self, request: LLMRequest) -> LLMResponse:
+        return self.complete(request).response
+
+    async def acomplete(self, request: LLMRequest) -> LLMResult:
+        return self.complete(request)
+
+    def complete(self, request: LLMRequest) -> LLMResult:
+        with self._lock:
+            self.requests.append(request)
+            raw_outputs: list[str] = []
+            problems: list[str] = []
+            while True:
+                reply = self._next(len(self.requests))
+                if isinstance(reply, BaseException):
+                    raise reply
+                raw_outputs.append(reply if isinstance(reply, str) else repr(reply))
+                try:
+                    response = to_response(reply, request)
+                except MalformedOutputError as exc:
+                    problems.append(exc.problem)
+                    if len(raw_outputs) > self.max_retries:
+                        exc.raw_outputs = list(raw_outputs)
+                        raise
+                    continue
+                return LLMResult(
+                    response=response,
+                    attempts=len(raw_outputs),
+                    raw_outputs=tuple(raw_outputs),
+                    problems=tuple(problems),
+                    response_format="scripted",
+                )
+
+    def _next(self, request_number: int) -> Reply:
+        if not self._replies:
+            raise LLMScriptExhaustedError(
+                f"ScriptedLLM ran out of replies at request {request_number}; "
+                "the script needs one reply per model call (openings and re-asks included)"
+            )
+        return self._replies.popleft()
+
+
+class FunctionLLM(LLMInterface):
+    """Replies computed by ``fn(request)``, which returns an ``LLMResponse``, a dict or raw text.
+
+    ``fn`` may be ``async``; the async calls then await it without a thread.
+    Requests are recorded in ``requests`` as with ``ScriptedLLM``.
+    """
+
+    def __init__(self, fn: Callable[[LLMRequest], Any]) -> None:
+        self.fn = fn
+        self.requests: list[LLMRequest] = []
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"FunctionLLM({getattr(self.fn, '__qualname__', repr(self.fn))})"
+
+    def send_request(self, request: LLMRequest) -> LLMResponse:
+        with self._lock:
+            self.requests.append(request)
+        reply = self.fn(request)
+        if inspect.isawaitable(reply):
+            close = getattr(reply, "close", None)
+            if close is not None:
+                close()  # never awaited: close it so Python does not warn
+            raise TypeError("FunctionLLM: an async function can only be used through asend_request/acomplete")
+        return to_response(reply, request)
+
+    async def asend_request(self, request: LLMRequest) -> LLMResponse:
+        with self._lock:
+            self.requests.append(request)
+        reply = self.fn(request)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        return to_response(reply, request)
+
+
+__all__ = ["FunctionLLM", "Reply", "ScriptedLLM", "to_response"]

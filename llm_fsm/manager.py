@@ -1,0 +1,562 @@
+"""FSMManager: runs conversations turn by turn, with any LLM, on any store.
+
+This is the I/O edge of the engine. It loads a conversation from its store,
+drives the pure turn generator (``llm_fsm.engine``) — performing the LLM and hook
+calls it asks for — and saves the result with compare-and-set. A turn either
+lands whole or not at all: if the model's output cannot be used, a hook fails,
+or another worker saved first and retries run out, the stored conversation is
+exactly what it was.
+
+Turns on one conversation are serialised by a lock per conversation (threads
+and asyncio share it); different conversations run concurrently. Across
+processes the store's version check does the same job: the losing worker
+reloads and runs its turn again on the new version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
+from llm_fsm.engine._data import (
+    DEFAULT_MAX_CONTEXT_BYTES,
+    DEFAULT_MAX_HISTORY_SIZE,
+    DEFAULT_MAX_MESSAGE_LENGTH,
+)
+from llm_fsm.engine._hooks import HookFunction, Hooks, run_async, run_sync
+from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
+from llm_fsm.engine._prompts import PromptBuilder
+from llm_fsm.engine._records import (
+    LLMRequest,
+    LLMResponse,
+    LLMResult,
+    TraceEvent,
+    TurnRecord,
+)
+from llm_fsm.engine._transitions import validate_transition as _validate_transition
+from llm_fsm.engine._turn import (
+    CallHook,
+    CallLLM,
+    EngineConfig,
+    LoadDefinition,
+    LoadFlow,
+    run_opening,
+    run_turn,
+)
+from llm_fsm.errors import (
+    ConcurrentUpdateError,
+    ConversationEndedError,
+    DefinitionChangedError,
+    DefinitionError,
+    FSMError,
+    LLMConfigurationError,
+    LLMResponseError,
+    MessageTooLargeError,
+    StateNotFoundError,
+)
+from llm_fsm.loading import load_fsm_definition
+from llm_fsm.stores import ConversationStore, open_store
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_INPUT_CHARS = 20_000
+"""A user message longer than this is refused with MessageTooLargeError before any model call."""
+
+DefinitionPolicy = Literal["continue", "error"]
+
+
+@dataclass(frozen=True)
+class LoadConversation:
+    """Effect: load a conversation from the store."""
+
+    conversation_id: str
+    user_id: str | None
+    room_id: str | None
+
+
+@dataclass(frozen=True)
+class SaveConversation:
+    """Effect: save with compare-and-set (``expected_version`` None: create)."""
+
+    instance: FSMInstance
+    expected_version: int | None
+
+
+_RECOVERABLE = (DefinitionError, ConcurrentUpdateError)
+"""Errors thrown back into a generator, which handles them; everything else reaches the caller."""
+
+_T = TypeVar("_T")
+
+
+class _ConversationLock:
+    """A lock per conversation id, shared by threads and coroutines; freed when nobody holds it.
+
+    The registry keeps these weakly, so whoever takes the lock must keep a
+    reference to the holder until it releases it; otherwise the holder can be
+    collected mid-turn and a second thread would get a fresh, unrelated lock.
+    """
+
+    __slots__ = ("lock", "__weakref__")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+class FSMManager:
+    """Starts conversations and processes their messages (the seed's API, plus stores and async)."""
+
+    def __init__(
+        self,
+        fsm_loader: Callable[[str], FSMDefinition] = load_fsm_definition,
+        llm_interface: Any = None,
+        prompt_builder: PromptBuilder | None = None,
+        max_history_size: int = DEFAULT_MAX_HISTORY_SIZE,
+        max_message_length: int = DEFAULT_MAX_MESSAGE_LENGTH,
+        *,
+        store: ConversationStore | str | None = None,
+        strict: bool = False,
+        max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
+        max_input_chars: int = DEFAULT_MAX_INPUT_CHARS,
+        max_save_retries: int = 3,
+        on_definition_change: DefinitionPolicy = "continue",
+        hooks: Mapping[str, HookFunction | list[HookFunction]] | None = None,
+        config: EngineConfig | None = None,
+        definition_recheck_seconds: float = 1.0,
+    ) -> None:
+        self.fsm_loader = fsm_loader
+        self.llm_interface = llm_interface
+        self.prompt_builder = prompt_builder or PromptBuilder(max_history_size=max_history_size)
+        self.max_history_size = max_history_size
+        self.max_message_length = max_message_length
+        self.max_input_chars = max_input_chars
+        self.max_save_retries = max_save_retries
+        self.on_definition_change = on_definition_change
+        self.config = config or EngineConfig(max_context_bytes=max_context_bytes, strict=strict)
+        self.store: ConversationStore = open_store(store if store is not None else "memory://")
+        self.hooks = Hooks()
+        for name, functions in (hooks or {}).items():
+            for function in functions if isinstance(functions, list) else [functions]:
+                self.hooks.register(name, function)
+        self.definition_recheck_seconds = definition_recheck_seconds
+        self._definitions: dict[str, tuple[FSMDefinition, float]] = {}
+        self._locks: weakref.WeakValueDictionary[str, _ConversationLock] = weakref.WeakValueDictionary()
+        self._locks_guard = threading.Lock()
+
+    # --- configuration ------------------------------------------------------------
+
+    def add_hook(self, name: str, function: HookFunction) -> HookFunction:
+        """Register an application hook (see ``llm_fsm.engine.HookEvent``); usable as a decorator factory's target."""
+        return self.hooks.register(name, function)
+
+    def _lock_for(self, conversation_id: str) -> _ConversationLock:
+        with self._locks_guard:
+            lock = self._locks.get(conversation_id)
+            if lock is None:
+                lock = _ConversationLock()
+                self._locks[conversation_id] = lock
+            return lock
+
+    # --- definitions ---------------------------------------------------------------
+
+    def _load_definition(self, fsm_id: str) -> FSMDefinition:
+        """The definition for ``fsm_id``, asking the loader again at most every ``definition_recheck_seconds``.
+
+        The default loader notices edited files itself; this keeps a conversation's
+        turns from paying for a path resolution and a stat call each time.
+        """
+        if isinstance(fsm_id, FSMDefinition):
+            return fsm_id
+        cached = self._definitions.get(fsm_id)
+        moment = time.monotonic()
+        if cached is not None and moment - cached[1] < self.definition_recheck_seconds:
+            return cached[0]
+        definition = self.fsm_loader(fsm_id)
+        self._definitions[fsm_id] = (definition, moment)
+        return definition
+
+    def get_definition(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMDefinition:
+        return self._definition_for(self._load(conversation_id, user_id, room_id))
+
+    def _definition_for(self, instance: FSMInstance) -> FSMDefinition:
+        return self._checked(instance, self._load_definition(instance.fsm_id))
+
+    def _checked(self, instance: FSMInstance, definition: FSMDefinition) -> FSMDefinition:
+        """The definition, if the conversation may run on it (see ``on_definition_change``)."""
+        if instance.definition_hash and definition.content_hash != instance.definition_hash:
+            if self.on_definition_change == "error":
+                raise DefinitionChangedError(
+                    f"definition {instance.fsm_id!r} changed since conversation {instance.conversation_id} started "
+                    f"(hash {instance.definition_hash} → {definition.content_hash})"
+                )
+            if instance.current_state not in definition.states:
+                raise DefinitionChangedError(
+                    f"definition {instance.fsm_id!r} changed and no longer declares state {instance.current_state!r}, "
+                    f"where conversation {instance.conversation_id} is"
+                )
+            logger.warning("definition %s changed since conversation %s started; continuing", instance.fsm_id, instance.conversation_id)
+        return definition
+
+    # --- LLM and hook effects ------------------------------------------------------
+
+    def _llm(self) -> Any:
+        if self.llm_interface is None:
+            raise LLMConfigurationError("FSMManager has no llm_interface; pass e.g. LiteLLMInterface(model=...)")
+        return self.llm_interface
+
+    @staticmethod
+    def _as_result(value: Any) -> LLMResult:
+        """Interfaces may return an LLMResult (with attempts) or just the response (the seed's API)."""
+        if isinstance(value, LLMResult):
+            return value
+        return LLMResult(response=_as_response(value))
+
+    def _call_llm(self, request: LLMRequest) -> LLMResult:
+        llm = self._llm()
+        try:
+            complete = getattr(llm, "complete", None)
+            return self._as_result(complete(request) if callable(complete) else llm.send_request(request))
+        except (LLMResponseError, LLMConfigurationError):
+            raise
+        except FSMError:
+            raise
+        except Exception as exc:  # a custom interface's own failure: typed, with the cause kept
+            raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
+
+    async def _acall_llm(self, request: LLMRequest) -> LLMResult:
+        llm = self._llm()
+        try:
+            acomplete = getattr(llm, "acomplete", None)
+            if callable(acomplete):
+                return self._as_result(await acomplete(request))
+            asend = getattr(llm, "asend_request", None)
+            if callable(asend):
+                return self._as_result(await asend(request))
+            return await asyncio.to_thread(self._call_llm, request)
+        except (LLMResponseError, LLMConfigurationError):
+            raise
+        except FSMError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
+
+    def _resolve_flow(self, declaration: FlowDeclaration, parent: FSMDefinition) -> tuple[str, FSMDefinition]:
+        """A sub-flow's definition: a relative path is looked up next to the parent's file first."""
+        reference = declaration.definition
+        if parent.source and not os.path.isabs(reference):
+            candidate = os.path.join(os.path.dirname(parent.source), reference)
+            if os.path.exists(candidate):
+                reference = candidate
+        return reference, self._load_definition(reference)
+
+    def _perform(self, effect: Any) -> Any:
+        """The synchronous effects other than the LLM and hook calls."""
+        if isinstance(effect, LoadConversation):
+            return self.store.load(effect.conversation_id, user_id=effect.user_id, room_id=effect.room_id)
+        if isinstance(effect, SaveConversation):
+            return self.store.save(effect.instance, expected_version=effect.expected_version)
+        if isinstance(effect, LoadFlow):
+            return self._resolve_flow(effect.declaration, effect.parent)
+        if isinstance(effect, LoadDefinition):
+            return self._load_definition(effect.fsm_id)
+        raise TypeError(f"unknown effect {effect!r}")  # pragma: no cover - the generators yield only known effects
+
+    async def _aperform(self, effect: Any) -> Any:
+        if isinstance(effect, LoadConversation):
+            return await self.store.aload(effect.conversation_id, user_id=effect.user_id, room_id=effect.room_id)  # type: ignore[attr-defined]
+        if isinstance(effect, SaveConversation):
+            return await self.store.asave(effect.instance, expected_version=effect.expected_version)  # type: ignore[attr-defined]
+        return await asyncio.to_thread(self._perform, effect)
+
+    def _drive(self, generator: Generator[Any, Any, _T]) -> _T:
+        """Run one of the engine's generators, performing the effects it yields synchronously.
+
+        Errors the generator is written to handle (a sub-flow that cannot load, a
+        save that lost the compare-and-set) are thrown back into it; any other
+        error ends it and reaches the caller.
+        """
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = generator.throw(error) if error is not None else generator.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, error = None, None
+            try:
+                if isinstance(effect, CallLLM):
+                    value = self._call_llm(effect.request)
+                elif isinstance(effect, CallHook):
+                    functions = self.hooks.get(effect.name)
+                    value = run_sync(effect.name, functions, effect.make_event()) if functions else None
+                else:
+                    value = self._perform(effect)
+            except _RECOVERABLE as exc:
+                error = exc
+
+    async def _adrive(self, generator: Generator[Any, Any, _T]) -> _T:
+        """The asynchronous twin of ``_drive``: same generators, awaited effects."""
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = generator.throw(error) if error is not None else generator.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, error = None, None
+            try:
+                if isinstance(effect, CallLLM):
+                    value = await self._acall_llm(effect.request)
+                elif isinstance(effect, CallHook):
+                    functions = self.hooks.get(effect.name)
+                    value = await run_async(effect.name, functions, effect.make_event()) if functions else None
+                else:
+                    value = await self._aperform(effect)
+            except _RECOVERABLE as exc:
+                error = exc
+
+    # --- starting ------------------------------------------------------------------
+
+    def _new_instance(self, fsm_id: Any, definition: FSMDefinition, user_id: str | None, room_id: str | None) -> FSMInstance:
+        if definition.initial_state not in definition.states:
+            raise StateNotFoundError(f"initial state {definition.initial_state!r} is not declared in FSM {definition.name!r}")
+        return FSMInstance(
+            fsm_id=fsm_id if isinstance(fsm_id, str) else definition.name,
+            current_state=definition.initial_state,
+            context=FSMContext(
+                conversation=Conversation(max_history_size=self.max_history_size, max_message_length=self.max_message_length)
+            ),
+            persona=definition.persona,
+            flow_name=definition.name,
+            user_id=user_id,
+            room_id=room_id,
+            definition_hash=definition.content_hash,
+        )
+
+    def _starting(
+        self, fsm_id: Any, initial_context: Mapping[str, Any] | None, user_id: str | None, room_id: str | None
+    ) -> Generator[Any, Any, tuple[str, str]]:
+        definition = yield LoadDefinition(fsm_id)
+        instance = self._new_instance(fsm_id, definition, user_id, room_id)
+        outcome = yield from run_opening(
+            definition, instance, self.prompt_builder, self.config, initial_context, schema_sent=self._schema_sent()
+        )
+        yield SaveConversation(instance, None)
+        return instance.conversation_id, outcome.reply
+
+    def start_conversation(
+        self,
+        fsm_id: str,
+        initial_context: Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> tuple[str, str]:
+        """Create a conversation and return ``(conversation_id, opening message)``."""
+        return self._drive(self._starting(fsm_id, initial_context, user_id, room_id))
+
+    async def astart_conversation(
+        self,
+        fsm_id: str,
+        initial_context: Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> tuple[str, str]:
+        return await self._adrive(self._starting(fsm_id, initial_context, user_id, room_id))
+
+    # --- turns ---------------------------------------------------------------------
+
+    def _schema_sent(self) -> bool:
+        """Whether the LLM interface sends the reply schema itself; prompts then show no format example.
+
+        Asked on every turn: an interface may fall back to plain JSON mode when a
+        provider rejects schemas, and from then on the prompt must show the shape.
+        """
+        return bool(getattr(self.llm_interface, "sends_reply_schema", False))
+
+    def _check_message(self, message: Any) -> str:
+        if not isinstance(message, str):
+            raise TypeError(f"message must be a string, not {type(message).__name__}")
+        if len(message) > self.max_input_chars:
+            raise MessageTooLargeError(
+                f"message has {len(message)} characters; the limit is {self.max_input_chars} (max_input_chars)"
+            )
+        return message
+
+    def _turn(
+        self, conversation_id: str, message: str, message_id: str | None, user_id: str | None, room_id: str | None
+    ) -> Generator[Any, Any, str]:
+        """Load, run the turn, save with compare-and-set; on a lost race, run it again on the new version."""
+        for attempt in range(self.max_save_retries + 1):
+            instance = yield LoadConversation(conversation_id, user_id, room_id)
+            expected = instance.version
+            if message_id is not None and message_id in instance.processed_messages:
+                return instance.processed_messages[message_id]  # a retried delivery: answered once
+            if instance.ended:
+                raise ConversationEndedError(f"conversation {instance.conversation_id} has ended ({instance.status})")
+            definition = self._checked(instance, (yield LoadDefinition(instance.fsm_id)))
+            outcome = yield from run_turn(
+                definition, instance, message, self.prompt_builder, self.config,
+                message_id=message_id, schema_sent=self._schema_sent(),
+            )
+            try:
+                yield SaveConversation(instance, expected)
+            except ConcurrentUpdateError:
+                if attempt == self.max_save_retries:
+                    raise
+                logger.info("conversation %s changed under us; running the turn again", conversation_id)
+                continue
+            return outcome.reply
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def process_message(
+        self,
+        conversation_id: str,
+        message: str,
+        message_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> str:
+        """Run one turn and return the reply. A repeated ``message_id`` returns the stored reply."""
+        message = self._check_message(message)
+        holder = self._lock_for(conversation_id)  # keep a reference: the registry holds locks weakly
+        with holder.lock:
+            return self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
+
+    async def aprocess_message(
+        self,
+        conversation_id: str,
+        message: str,
+        message_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> str:
+        message = self._check_message(message)
+        holder = self._lock_for(conversation_id)
+        await asyncio.to_thread(holder.lock.acquire)
+        try:
+            return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
+        finally:
+            holder.lock.release()
+
+    # --- reading and ending ---------------------------------------------------------
+
+    def _load(self, conversation_id: str, user_id: str | None, room_id: str | None) -> FSMInstance:
+        return self.store.load(conversation_id, user_id=user_id, room_id=room_id)
+
+    def get_instance(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
+        """The stored conversation (a copy: changing it changes nothing)."""
+        return self._load(conversation_id, user_id, room_id)
+
+    def is_conversation_ended(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        return self._load(conversation_id, user_id, room_id).ended
+
+    def get_conversation_data(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> dict[str, Any]:
+        """The context data collected so far (a copy)."""
+        return self._load(conversation_id, user_id, room_id).context.data
+
+    def get_current_state(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> str:
+        return self._load(conversation_id, user_id, room_id).current_state
+
+    def get_conversation_history(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+        """The full transcript, including messages the store archived."""
+        return self.store.transcript(conversation_id, user_id=user_id, room_id=room_id)
+
+    def explain(self, conversation_id: str, turn: int = -1, *, user_id: str | None = None, room_id: str | None = None) -> TurnRecord:
+        """The record of one turn: ``turn=-1`` is the last, a positive number is the turn's index (1-based)."""
+        from llm_fsm.errors import TurnNotFoundError
+
+        records = self._load(conversation_id, user_id, room_id).turns
+        if turn < 0:
+            if -turn > len(records):
+                raise TurnNotFoundError(f"conversation {conversation_id} keeps {len(records)} turn records; {turn} is out of range")
+            return records[turn]
+        for record in records:
+            if record.index == turn:
+                return record
+        raise TurnNotFoundError(f"turn {turn} of conversation {conversation_id} is not kept (only the last {len(records)} are)")
+
+    def get_trace(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[TraceEvent]:
+        return self._load(conversation_id, user_id, room_id).trace
+
+    def validate_transition(
+        self, instance: FSMInstance, target_state: str, conversation_id: str | None = None
+    ) -> tuple[bool, str | None]:
+        """Could ``instance`` move to ``target_state`` now? ``(True, None)`` or ``(False, why)``."""
+        definition = self._load_definition(instance.fsm_id)
+        valid, why = _validate_transition(definition, instance.current_state, target_state, instance.context.data)
+        if not valid:
+            logger.info("transition %s → %s refused%s: %s", instance.current_state, target_state,
+                        f" in {conversation_id}" if conversation_id else "", why)
+        return valid, why
+
+    def _mutate(self, conversation_id: str, user_id: str | None, room_id: str | None, change: Callable[[FSMInstance], None]) -> FSMInstance:
+        """An application change outside a turn (end, update_context), with the same locking and retries."""
+
+        def mutation() -> Generator[Any, Any, FSMInstance]:
+            for attempt in range(self.max_save_retries + 1):
+                instance = yield LoadConversation(conversation_id, user_id, room_id)
+                expected = instance.version
+                change(instance)
+                try:
+                    yield SaveConversation(instance, expected)
+                except ConcurrentUpdateError:
+                    if attempt == self.max_save_retries:
+                        raise
+                    continue
+                return instance
+            raise AssertionError("unreachable")  # pragma: no cover
+
+        holder = self._lock_for(conversation_id)  # keep a reference: the registry holds locks weakly
+        with holder.lock:
+            return self._drive(mutation())
+
+    def end_conversation(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> None:
+        """Mark the conversation ended; its data stays readable until deleted."""
+
+        def end(instance: FSMInstance) -> None:
+            if instance.status == "active":
+                instance.status = "ended"
+                instance.trace.append(TraceEvent(event="end", data={"state": instance.current_state, "reason": "ended by the application"}))
+
+        self._mutate(conversation_id, user_id, room_id, end)
+
+    def update_context(
+        self, conversation_id: str, updates: Mapping[str, Any], *, user_id: str | None = None, room_id: str | None = None
+    ) -> dict[str, Any]:
+        """Set context keys as the application (protected keys allowed; ``None`` removes a key)."""
+        from llm_fsm.engine._context import apply_update
+
+        def update(instance: FSMInstance) -> None:
+            changes = apply_update(instance.context.data, updates, source="application", max_bytes=self.config.max_context_bytes)
+            instance.trace.append(TraceEvent(event="context_update", data={"source": "application", "keys": [c.key for c in changes]}))
+
+        return self._mutate(conversation_id, user_id, room_id, update).context.data
+
+    def delete_conversation(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        return self.store.delete(conversation_id, user_id=user_id, room_id=room_id)
+
+    def list_conversations(self, *, user_id: str | None = None, room_id: str | None = None) -> list[Any]:
+        return self.store.list(user_id=user_id, room_id=room_id)
+
+
+def _as_response(value: Any) -> LLMResponse:
+    if isinstance(value, LLMResponse):
+        return value
+    try:
+        return LLMResponse.model_validate(value)
+    except Exception as exc:  # noqa: BLE001
+        raise LLMResponseError(f"LLM interface returned {type(value).__name__}, not an LLMResponse: {exc}") from exc
+
+
+__all__ = ["DEFAULT_MAX_INPUT_CHARS", "FSMManager"]
