@@ -178,7 +178,9 @@ class OursRunner:
             "logging": "stdlib logging, no handlers configured (library default)",
         }
 
-    def _run(self, turn_list: list[dict[str, Any]], capture: set[int]) -> tuple[float, list[dict[str, Any]], dict[str, Any]]:
+    def _run(
+        self, turn_list: list[dict[str, Any]], capture: set[int]
+    ) -> tuple[float, list[dict[str, Any]], dict[str, Any]]:
         fake = _ScriptedFake()
         manager = self._manager_class(llm_interface=fake)
         fake.reply = self.scenario["opening"]
@@ -223,7 +225,9 @@ def measure(
     affects every engine alike. Returns the raw records per engine.
     """
     setup = dict(scenario.to_job(), op="setup", short_turns=scenario.short_length)
-    raw: dict[str, dict[str, Any]] = {name: dict(engine.request(setup), short_runs_engine_ms=[]) for name, engine in engines.items()}
+    raw: dict[str, dict[str, Any]] = {
+        name: dict(engine.request(setup), short_runs_engine_ms=[]) for name, engine in engines.items()
+    }
     for name, engine in engines.items():
         engine.request({"op": "timing", "runs": 0, "warmup": warmup})
     names = list(engines)
@@ -307,7 +311,11 @@ def compare(ours: dict[str, Any] | None, original: dict[str, Any] | None, last_t
     if ours and original:
         o_ms = original["overhead_ms"]["form_turns_mean_of_medians"]
         u_ms = ours["overhead_ms"]["form_turns_mean_of_medians"]
-        out["overhead_ratio"] = {"value": u_ms / o_ms, "target": f"<= {TARGET_OVERHEAD_RATIO}", "met": u_ms / o_ms <= TARGET_OVERHEAD_RATIO}
+        out["overhead_ratio"] = {
+            "value": u_ms / o_ms,
+            "target": f"<= {TARGET_OVERHEAD_RATIO}",
+            "met": u_ms / o_ms <= TARGET_OVERHEAD_RATIO,
+        }
         o_best = original["overhead_ms"]["form_turns_mean_of_minima"]
         u_best = ours["overhead_ms"]["form_turns_mean_of_minima"]
         out["overhead_ratio_best_of_runs"] = {"value": u_best / o_best}
@@ -358,7 +366,10 @@ def _print_table(sides: list[tuple[str, dict[str, Any]]], last: int) -> None:
     row("overhead ms/turn (form)", [f"{s['overhead_ms']['form_turns_mean_of_medians']:.3f}" for _, s in sides])
     row("  best of runs", [f"{s['overhead_ms']['form_turns_mean_of_minima']:.3f}" for _, s in sides])
     row(f"overhead ms/turn (1..{last:,})", [f"{s['overhead_ms']['long_run_mean']:.3f}" for _, s in sides])
-    row(f"overhead ms/turn (last {min(100, last)})", [f"{s['overhead_ms']['long_run_last_100_mean']:.3f}" for _, s in sides])
+    row(
+        f"overhead ms/turn (last {min(100, last)})",
+        [f"{s['overhead_ms']['long_run_last_100_mean']:.3f}" for _, s in sides],
+    )
     row("model calls per turn", [f"{s['calls_per_turn_mean']:.2f}" for _, s in sides])
     for turn in sorted({t for t in (0, 1, 10, 100, last) if t <= last}):
         label = "prompt tokens, opening" if turn == 0 else f"prompt tokens, turn {turn:,}"
@@ -367,7 +378,10 @@ def _print_table(sides: list[tuple[str, dict[str, Any]]], last: int) -> None:
             entry = s["prompt_tokens"].get(str(turn))
             values.append(_fmt(entry["total"]) if entry else "—")
         row(label, values)
-    row("growth, tokens per turn", [f"{s['growth_tokens_per_turn']:+.1f}" if s["growth_tokens_per_turn"] is not None else "—" for _, s in sides])
+    row(
+        "growth, tokens per turn",
+        [f"{s['growth_tokens_per_turn']:+.1f}" if s["growth_tokens_per_turn"] is not None else "—" for _, s in sides],
+    )
     row("followed the script", ["yes" if s["followed_script"] else f"NO ({s['final_state']})" for _, s in sides])
     print()
     print("prompt growth (o200k tokens per turn, at turn n):")
@@ -428,18 +442,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Engine overhead and prompt tokens: ours beside llm-fsm 0.1.1.")
     parser.add_argument("--turns-long", type=int, default=1000, help="user turns in the long run (default 1000)")
     parser.add_argument("--timing-runs", type=int, default=30, help="timed runs of the 10 form turns (default 30)")
-    parser.add_argument("--rounds", type=int, default=6, help="alternating timing rounds the runs are split into (default 6)")
+    parser.add_argument(
+        "--rounds", type=int, default=6, help="alternating timing rounds the runs are split into (default 6)"
+    )
     parser.add_argument("--quick", action="store_true", help="100-turn long run, 5 timing runs")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     parser.add_argument("--no-original", action="store_true", help="measure our engine only")
     parser.add_argument("--no-ours", action="store_true", help="measure the original only")
-    parser.add_argument("--definition", type=Path, default=None, help="FSM file (default: the personal-information form)")
+    parser.add_argument(
+        "--definition", type=Path, default=None, help="FSM file (default: the personal-information form)"
+    )
     args = parser.parse_args(argv)
 
     turns_long = 100 if args.quick and args.turns_long == 1000 else args.turns_long
     timing_runs = 5 if args.quick else args.timing_runs
-    scenario = build_scenario(turns_long) if args.definition is None else build_scenario(turns_long, args.definition.resolve())
-    capture_at = [n for n in CAPTURE_POINTS if n <= turns_long] + ([turns_long] if turns_long not in CAPTURE_POINTS else [])
+    scenario = (
+        build_scenario(turns_long) if args.definition is None else build_scenario(turns_long, args.definition.resolve())
+    )
+    capture_at = [n for n in CAPTURE_POINTS if n <= turns_long] + (
+        [turns_long] if turns_long not in CAPTURE_POINTS else []
+    )
     rounds = max(1, min(args.rounds, timing_runs))
     timing_runs = max(1, timing_runs // rounds) * rounds
 

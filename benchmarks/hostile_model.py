@@ -27,7 +27,10 @@ def main() -> int:
     started = time.perf_counter()
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_hostile_model.py"],
-        cwd=REPO, env=env, capture_output=True, text=True,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     elapsed = time.perf_counter() - started
     held = result.returncode == 0

@@ -70,8 +70,12 @@ def conversations(pattern: str | None, limit: int | None) -> list[ScriptConversa
 def revision() -> str:
     """The commit measured, and whether llm_fsm/ had uncommitted changes (figures move with the prompts)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "llm_fsm"], cwd=ROOT, capture_output=True, text=True, check=True)
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "llm_fsm"], cwd=ROOT, capture_output=True, text=True, check=True
+        )
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head.stdout.strip() + (" (llm_fsm/ modified)" if dirty.stdout.strip() else "")
@@ -160,9 +164,12 @@ def print_report(report: dict[str, Any], out: Any = sys.stdout) -> None:
             wins = report["engines"]["ours"]["summary"]["successes"]
             verdict = (
                 f"met only formally (the original succeeded in none, ours in {wins}: too few to call a win)"
-                if wins else "MISSED (neither engine succeeded)"
+                if wins
+                else "MISSED (neither engine succeeded)"
             )
-            print(f"\nsuccess-rate ratio ours/original: n/a ({ours:.0%} vs 0%), target ≥ {TARGET}×: {verdict}", file=out)
+            print(
+                f"\nsuccess-rate ratio ours/original: n/a ({ours:.0%} vs 0%), target ≥ {TARGET}×: {verdict}", file=out
+            )
         else:
             verdict = "met" if ratio is not None and ratio >= TARGET else "MISSED"
             print(f"\nsuccess-rate ratio ours/original: {ratio:.2f}×, target ≥ {TARGET}×: {verdict}", file=out)
@@ -195,7 +202,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             runners["ours"] = OursEngine(args.model, common)
             stack.callback(runners["ours"].close)
         if "original" in engines:
-            runners["original"] = stack.enter_context(OriginalEngine(server, common, Path(stack.enter_context(tempfile.TemporaryDirectory()))))
+            runners["original"] = stack.enter_context(
+                OriginalEngine(server, common, Path(stack.enter_context(tempfile.TemporaryDirectory())))
+            )
         for index, (conversation, goal) in enumerate(zip(chosen, goals)):
             # ABBA order per conversation: a machine that gets busier slows both engines alike
             order = engines if index % 2 == 0 else list(reversed(engines))
@@ -206,7 +215,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     print(
                         f"[{time.monotonic() - began:6.0f}s] {engine:8} {goal.label[:60]:60} "
                         f"{'PASS' if outcome.success else 'fail'} state={outcome.final_state} "
-                        f"calls={outcome.calls} " + " ".join((("error=" + outcome.error) if outcome.error else outcome.reason).split())[:160],
+                        f"calls={outcome.calls} "
+                        + " ".join((("error=" + outcome.error) if outcome.error else outcome.reason).split())[:160],
                         file=sys.stderr,
                         flush=True,
                     )
@@ -263,18 +273,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--definitions", default=None, help="glob on the script or definition name, e.g. 'coffee*'")
     parser.add_argument("--engines", default="ours,original", help="comma-separated: ours,original")
     parser.add_argument("--model", default="local", help="local model name (local, local/smollm2, local/gemma3)")
-    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="generation bound, the same for both")
+    parser.add_argument(
+        "--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="generation bound, the same for both"
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model call")
     parser.add_argument("--threads", type=int, default=None, help="llama-server threads (default: half the CPUs)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--save", default=None, help="also write the JSON report to this file")
     parser.add_argument("--quiet", dest="progress", action="store_false", help="no per-conversation progress on stderr")
     parser.add_argument(
-        "--shared-home", action="store_true",
+        "--shared-home",
+        action="store_true",
         help="use the usual llm_fsm cache home (and any server already running there) instead of a private one",
     )
     parser.add_argument("--keep-server", action="store_true", help="leave the server running at the end")
-    parser.add_argument("--rescore", metavar="REPORT", default=None, help="judge a saved --save report again; runs no model")
+    parser.add_argument(
+        "--rescore", metavar="REPORT", default=None, help="judge a saved --save report again; runs no model"
+    )
     return parser.parse_args(argv)
 
 

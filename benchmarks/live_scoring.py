@@ -63,7 +63,9 @@ def goal_for(conversation: ScriptConversation) -> Goal:
         for key, expected in (turn.spec.expect.context or {}).items():
             context.pop(key, None)  # keep the order of the latest expectation
             context[key] = expected
-    return Goal(label=f"{conversation.script.stem}: {conversation.name}", state=state, ended=last.ended, context=context)
+    return Goal(
+        label=f"{conversation.script.stem}: {conversation.name}", state=state, ended=last.ended, context=context
+    )
 
 
 def data_problems(goal: Goal, data: Mapping[str, Any]) -> list[str]:
@@ -74,7 +76,9 @@ def data_problems(goal: Goal, data: Mapping[str, Any]) -> list[str]:
         if isinstance(expected, Matcher):
             problem = match(expected, value, collected=has_value(data, key))
         else:
-            problem = None if value is not _MISSING and same_value(value, expected) else f"expected {json.dumps(expected)}"
+            problem = (
+                None if value is not _MISSING and same_value(value, expected) else f"expected {json.dumps(expected)}"
+            )
         if problem:
             shown = "(missing)" if value is _MISSING else json.dumps(value, ensure_ascii=False, default=str)[:80]
             problems.append(f"{key}: {problem}, got {shown}")

@@ -122,7 +122,9 @@ def main() -> None:
 
     litellm.suppress_debug_info = True
     request = LLMRequest(
-        system_prompt="<task>collect a name</task>", user_message="I'm Ada", response_schema=response_json_schema(TARGETS)
+        system_prompt="<task>collect a name</task>",
+        user_message="I'm Ada",
+        response_schema=response_json_schema(TARGETS),
     )
     messages = [{"role": "system", "content": request.system_prompt}, {"role": "user", "content": request.user_message}]
     interface = LiteLLMInterface("gpt-4o", mock_response=CLEAN)

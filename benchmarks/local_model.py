@@ -37,13 +37,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from llm_fsm.local import _catalogue, _server
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._reply_schema import closed_schema
 from llm_fsm.engine._turn import CallLLM, EngineConfig, run_turn
 from llm_fsm.errors import FSMError
 from llm_fsm.loading import load_fsm_definition
+from llm_fsm.local import _catalogue, _server
 
 DEFINITION = ROOT / "definitions" / "personal_information_collection.json"
 STATE = "collect_email"
@@ -72,10 +72,15 @@ USERS = [
 
 
 LONG_HISTORY = [
-    (role, f"{text} " + " ".join(
-        f"(Side note {i}: the community centre is open on weekdays, the garden club meets on Thursdays "
-        f"and the library lends tools as well as books.)" for i in range(1, 4)
-    ))
+    (
+        role,
+        f"{text} "
+        + " ".join(
+            f"(Side note {i}: the community centre is open on weekdays, the garden club meets on Thursdays "
+            f"and the library lends tools as well as books.)"
+            for i in range(1, 4)
+        ),
+    )
     for role, text in HISTORY
 ]
 

@@ -50,9 +50,18 @@ HISTORY_TURNS = 10
 
 def realistic_instance() -> FSMInstance:
     """About ten turns in: context, transcript, turn records and trace filled in like the engine would."""
-    instance = FSMInstance(fsm_id="personal_information_collection", current_state="collect", user_id="u42", room_id="web")
-    instance.context.data.update({"name": "Ada Lovelace", "email": "ada@example.org", "age": 36, "city": "London",
-                                  "interests": ["mathematics", "engines", "poetry"]})
+    instance = FSMInstance(
+        fsm_id="personal_information_collection", current_state="collect", user_id="u42", room_id="web"
+    )
+    instance.context.data.update(
+        {
+            "name": "Ada Lovelace",
+            "email": "ada@example.org",
+            "age": 36,
+            "city": "London",
+            "interests": ["mathematics", "engines", "poetry"],
+        }
+    )
     start = time.time() - 600
     for i in range(HISTORY_TURNS):
         _add_turn(instance, i, start + i)
@@ -65,12 +74,23 @@ def _add_turn(instance: FSMInstance, i: int, at: float) -> None:
     reply = f"Thank you. I have noted that (turn {i}). Could you tell me a little more about yourself?"
     instance.context.conversation.add_user_message(user)
     instance.context.conversation.add_assistant_message(reply)
-    instance.turns.append(TurnRecord(
-        index=i, message_id=f"m{i}", user_message=user, state_before="collect", state_after="collect",
-        proposal="collect", context_changes=[ContextChange(key="city", value="London", applied=True, reason="set")],
-        evaluations=[TransitionEvaluation(target_state="summary", priority=100, guarded=True, eligible=False)],
-        verdict=Verdict(kind="stay", target_state="collect", reason="conditions for summary do not hold"),
-        llm_calls=[LLMCallRecord(purpose="turn")], reply=reply, started_at=at, finished_at=at + 0.8))
+    instance.turns.append(
+        TurnRecord(
+            index=i,
+            message_id=f"m{i}",
+            user_message=user,
+            state_before="collect",
+            state_after="collect",
+            proposal="collect",
+            context_changes=[ContextChange(key="city", value="London", applied=True, reason="set")],
+            evaluations=[TransitionEvaluation(target_state="summary", priority=100, guarded=True, eligible=False)],
+            verdict=Verdict(kind="stay", target_state="collect", reason="conditions for summary do not hold"),
+            llm_calls=[LLMCallRecord(purpose="turn")],
+            reply=reply,
+            started_at=at,
+            finished_at=at + 0.8,
+        )
+    )
     instance.processed_messages[f"m{i}"] = reply
     instance.trace.append(TraceEvent(event="turn", timestamp=at, data={"index": i, "state": "collect"}))
 
@@ -145,8 +165,22 @@ class _Redis:
             self.port = s.getsockname()[1]
         binary = shutil.which("redis-server")
         assert binary
-        self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--dir", self.dir], stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.dir,
+            ],
+            stdout=subprocess.DEVNULL,
+        )
         for _ in range(500):
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
@@ -207,10 +241,21 @@ def main(argv: list[str] | None = None) -> int:
 
     base = overhead["memory://"]
     if args.json:
-        print(json.dumps({"per_turn_us": overhead, "ratio_to_memory": {k: v / base for k, v in overhead.items()},
-                          "turns_per_second": throughput, "notes": notes}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "per_turn_us": overhead,
+                    "ratio_to_memory": {k: v / base for k, v in overhead.items()},
+                    "turns_per_second": throughput,
+                    "notes": notes,
+                },
+                indent=2,
+            )
+        )
         return 0
-    print(f"Store overhead per turn (load + save, ~{HISTORY_TURNS} turns of history, median of {repeats} x {turns} turns)")
+    print(
+        f"Store overhead per turn (load + save, ~{HISTORY_TURNS} turns of history, median of {repeats} x {turns} turns)"
+    )
     print(f"{'store':<38}{'µs/turn':>12}{'x memory':>12}")
     for name, us in overhead.items():
         print(f"{name:<38}{us:>12.0f}{us / base:>12.1f}")

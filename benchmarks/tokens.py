@@ -283,7 +283,9 @@ def section_tokens(prompt: str, count: Callable[[str], int] = tokens_util.count_
     return counts
 
 
-def schema_part_tokens(schema: dict[str, Any], count: Callable[[str], int] = tokens_util.count_tokens) -> dict[str, int]:
+def schema_part_tokens(
+    schema: dict[str, Any], count: Callable[[str], int] = tokens_util.count_tokens
+) -> dict[str, int]:
     """Tokens of a reply schema by part: each top-level property, ``$defs``, and the rest (keys, braces, required)."""
     parts: dict[str, int] = {}
     for key, value in (schema.get("properties") or {}).items():
@@ -311,7 +313,9 @@ def sections_at(
         row["reply schema (response_format)"] = parts["schema"]
         if request.get("response_schema"):
             row.update({f"  schema: {k}": v for k, v in schema_part_tokens(request["response_schema"]).items()})
-        row["completion"] = tokens_util.count_tokens(completion_text(engine, replies[turn], turn, scenario.short_length))
+        row["completion"] = tokens_util.count_tokens(
+            completion_text(engine, replies[turn], turn, scenario.short_length)
+        )
         row["total with schema"] = parts["total"] + row["completion"]
         out[str(turn)] = row
     return out
@@ -384,7 +388,9 @@ def measure(scenario: Scenario, *, with_original: bool, with_ours: bool, section
                 "final_state": raw["long"]["states"][-1],
                 "form": summarise(rows[1 : form_turns + 1], form_turns),
                 "with_opening": summarise(rows[: form_turns + 1], form_turns),
-                "per_turn": [dict(asdict(r), prompt=r.prompt, total=r.total, total_with_schema=r.total_with_schema) for r in rows],
+                "per_turn": [
+                    dict(asdict(r), prompt=r.prompt, total=r.total, total_with_schema=r.total_with_schema) for r in rows
+                ],
             }
             if sections:
                 per_turn = sections_at(name, raw["captured"], scenario, range(1, form_turns + 1))
@@ -451,9 +457,7 @@ def print_tables(result: dict[str, Any]) -> None:
             entry = comparison[key]
             vs_original = f"  {entry['vs_original']:.3f}× the original" if "vs_original" in entry else ""
             verdict = "met" if entry["met"] else "MISSED"
-            print(
-                f"  {label:<28} {entry['ours']:>7,}  {entry['vs_fsm_llm_0_5']:.3f}× 9,827{vs_original}  {verdict}"
-            )
+            print(f"  {label:<28} {entry['ours']:>7,}  {entry['vs_fsm_llm_0_5']:.3f}× 9,827{vs_original}  {verdict}")
         calibration = comparison.get("calibration_original_vs_issue")
         if calibration:
             print(
@@ -518,11 +522,17 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     last = result["turns"]
     for label, values, style in lines:
         xs = list(range(1, len(values) + 1))
-        ax.plot(xs, values, label=f"{label}: {values[9]:,} at turn 10, {values[-1]:,} at turn {last:,}", linewidth=1.8, **style)
+        ax.plot(
+            xs,
+            values,
+            label=f"{label}: {values[9]:,} at turn 10, {values[-1]:,} at turn {last:,}",
+            linewidth=1.8,
+            **style,
+        )
     form_turns = result["form_turns"]
     ax.axvline(form_turns, color="0.55", linewidth=0.8, linestyle=":")
     ax.annotate(
-        f"← form ends (turn {form_turns}); then \"read it back\nonce more\" turns in the same state",
+        f'← form ends (turn {form_turns}); then "read it back\nonce more" turns in the same state',
         xy=(form_turns, _label_height(lines, form_turns, ax.get_ylim()[1])),
         xytext=(4, 0),
         textcoords="offset points",
@@ -568,7 +578,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=f"user turns to run (default 10, or {DEFAULT_PLOT_TURNS} with --plot); the table always covers the form",
     )
-    parser.add_argument("--sections", action="store_true", help="also split each engine's prompt by XML section at turns 1 and 10")
+    parser.add_argument(
+        "--sections", action="store_true", help="also split each engine's prompt by XML section at turns 1 and 10"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
     parser.add_argument("--no-original", action="store_true", help="measure our engine only (no venv)")
     args = parser.parse_args(argv)

@@ -182,7 +182,9 @@ class FSMManager:
         self._definitions[fsm_id] = (definition, moment)
         return definition
 
-    def get_definition(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMDefinition:
+    def get_definition(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> FSMDefinition:
         return self._definition_for(self._load(conversation_id, user_id, room_id))
 
     def _definition_for(self, instance: FSMInstance) -> FSMDefinition:
@@ -201,7 +203,11 @@ class FSMManager:
                     f"definition {instance.fsm_id!r} changed and no longer declares state {instance.current_state!r}, "
                     f"where conversation {instance.conversation_id} is"
                 )
-            logger.warning("definition %s changed since conversation %s started; continuing", instance.fsm_id, instance.conversation_id)
+            logger.warning(
+                "definition %s changed since conversation %s started; continuing",
+                instance.fsm_id,
+                instance.conversation_id,
+            )
         return definition
 
     # --- LLM and hook effects ------------------------------------------------------
@@ -324,14 +330,20 @@ class FSMManager:
 
     # --- starting ------------------------------------------------------------------
 
-    def _new_instance(self, fsm_id: Any, definition: FSMDefinition, user_id: str | None, room_id: str | None) -> FSMInstance:
+    def _new_instance(
+        self, fsm_id: Any, definition: FSMDefinition, user_id: str | None, room_id: str | None
+    ) -> FSMInstance:
         if definition.initial_state not in definition.states:
-            raise StateNotFoundError(f"initial state {definition.initial_state!r} is not declared in FSM {definition.name!r}")
+            raise StateNotFoundError(
+                f"initial state {definition.initial_state!r} is not declared in FSM {definition.name!r}"
+            )
         return FSMInstance(
             fsm_id=fsm_id if isinstance(fsm_id, str) else definition.name,
             current_state=definition.initial_state,
             context=FSMContext(
-                conversation=Conversation(max_history_size=self.max_history_size, max_message_length=self.max_message_length)
+                conversation=Conversation(
+                    max_history_size=self.max_history_size, max_message_length=self.max_message_length
+                )
             ),
             persona=definition.persona,
             flow_name=definition.name,
@@ -404,8 +416,13 @@ class FSMManager:
                 raise ConversationEndedError(f"conversation {instance.conversation_id} has ended ({instance.status})")
             definition = self._checked(instance, (yield LoadDefinition(instance.fsm_id)))
             outcome = yield from run_turn(
-                definition, instance, message, self.prompt_builder, self.config,
-                message_id=message_id, schema_sent=self._schema_sent(),
+                definition,
+                instance,
+                message,
+                self.prompt_builder,
+                self.config,
+                message_id=message_id,
+                schema_sent=self._schema_sent(),
             )
             try:
                 yield SaveConversation(instance, expected)
@@ -454,39 +471,55 @@ class FSMManager:
     def _load(self, conversation_id: str, user_id: str | None, room_id: str | None) -> FSMInstance:
         return self.store.load(conversation_id, user_id=user_id, room_id=room_id)
 
-    def get_instance(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
+    def get_instance(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> FSMInstance:
         """The stored conversation (a copy: changing it changes nothing)."""
         return self._load(conversation_id, user_id, room_id)
 
-    def is_conversation_ended(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+    def is_conversation_ended(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> bool:
         return self._load(conversation_id, user_id, room_id).ended
 
-    def get_conversation_data(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> dict[str, Any]:
+    def get_conversation_data(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> dict[str, Any]:
         """The context data collected so far (a copy)."""
         return self._load(conversation_id, user_id, room_id).context.data
 
     def get_current_state(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> str:
         return self._load(conversation_id, user_id, room_id).current_state
 
-    def get_conversation_history(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+    def get_conversation_history(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> list[dict[str, str]]:
         """The full transcript, including messages the store archived."""
         return self.store.transcript(conversation_id, user_id=user_id, room_id=room_id)
 
-    def explain(self, conversation_id: str, turn: int = -1, *, user_id: str | None = None, room_id: str | None = None) -> TurnRecord:
+    def explain(
+        self, conversation_id: str, turn: int = -1, *, user_id: str | None = None, room_id: str | None = None
+    ) -> TurnRecord:
         """The record of one turn: ``turn=-1`` is the last, a positive number is the turn's index (1-based)."""
         from llm_fsm.errors import TurnNotFoundError
 
         records = self._load(conversation_id, user_id, room_id).turns
         if turn < 0:
             if -turn > len(records):
-                raise TurnNotFoundError(f"conversation {conversation_id} keeps {len(records)} turn records; {turn} is out of range")
+                raise TurnNotFoundError(
+                    f"conversation {conversation_id} keeps {len(records)} turn records; {turn} is out of range"
+                )
             return records[turn]
         for record in records:
             if record.index == turn:
                 return record
-        raise TurnNotFoundError(f"turn {turn} of conversation {conversation_id} is not kept (only the last {len(records)} are)")
+        raise TurnNotFoundError(
+            f"turn {turn} of conversation {conversation_id} is not kept (only the last {len(records)} are)"
+        )
 
-    def get_trace(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[TraceEvent]:
+    def get_trace(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> list[TraceEvent]:
         return self._load(conversation_id, user_id, room_id).trace
 
     def validate_transition(
@@ -496,11 +529,18 @@ class FSMManager:
         definition = self._load_definition(instance.fsm_id)
         valid, why = _validate_transition(definition, instance.current_state, target_state, instance.context.data)
         if not valid:
-            logger.info("transition %s → %s refused%s: %s", instance.current_state, target_state,
-                        f" in {conversation_id}" if conversation_id else "", why)
+            logger.info(
+                "transition %s → %s refused%s: %s",
+                instance.current_state,
+                target_state,
+                f" in {conversation_id}" if conversation_id else "",
+                why,
+            )
         return valid, why
 
-    def _mutate(self, conversation_id: str, user_id: str | None, room_id: str | None, change: Callable[[FSMInstance], None]) -> FSMInstance:
+    def _mutate(
+        self, conversation_id: str, user_id: str | None, room_id: str | None, change: Callable[[FSMInstance], None]
+    ) -> FSMInstance:
         """An application change outside a turn (end, update_context), with the same locking and retries."""
 
         def mutation() -> Generator[Any, Any, FSMInstance]:
@@ -527,23 +567,38 @@ class FSMManager:
         def end(instance: FSMInstance) -> None:
             if instance.status == "active":
                 instance.status = "ended"
-                instance.trace.append(TraceEvent(event="end", data={"state": instance.current_state, "reason": "ended by the application"}))
+                instance.trace.append(
+                    TraceEvent(
+                        event="end", data={"state": instance.current_state, "reason": "ended by the application"}
+                    )
+                )
 
         self._mutate(conversation_id, user_id, room_id, end)
 
     def update_context(
-        self, conversation_id: str, updates: Mapping[str, Any], *, user_id: str | None = None, room_id: str | None = None
+        self,
+        conversation_id: str,
+        updates: Mapping[str, Any],
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
     ) -> dict[str, Any]:
         """Set context keys as the application (protected keys allowed; ``None`` removes a key)."""
         from llm_fsm.engine._context import apply_update
 
         def update(instance: FSMInstance) -> None:
-            changes = apply_update(instance.context.data, updates, source="application", max_bytes=self.config.max_context_bytes)
-            instance.trace.append(TraceEvent(event="context_update", data={"source": "application", "keys": [c.key for c in changes]}))
+            changes = apply_update(
+                instance.context.data, updates, source="application", max_bytes=self.config.max_context_bytes
+            )
+            instance.trace.append(
+                TraceEvent(event="context_update", data={"source": "application", "keys": [c.key for c in changes]})
+            )
 
         return self._mutate(conversation_id, user_id, room_id, update).context.data
 
-    def delete_conversation(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+    def delete_conversation(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> bool:
         return self.store.delete(conversation_id, user_id=user_id, room_id=room_id)
 
     def list_conversations(self, *, user_id: str | None = None, room_id: str | None = None) -> list[Any]:

@@ -141,7 +141,12 @@ def test_json_output_is_machine_readable(tmp_path: Path) -> None:
     assert diagnostic["file"] == str(path)
     assert isinstance(diagnostic["line"], int)
     assert payload["summary"] == {
-        "files": 1, "unreadable": 0, "errors": 1, "warnings": 0, "info": 0, "exit_code": 1,
+        "files": 1,
+        "unreadable": 0,
+        "errors": 1,
+        "warnings": 0,
+        "info": 0,
+        "exit_code": 1,
     }
 
 
@@ -175,8 +180,16 @@ HOSTILE = {
     "list.json": b"[1, 2]",
     "nulls.json": json.dumps({**good(), "states": {"start": None}}).encode(),
     "conditions-null.json": json.dumps(
-        {**good(), "states": {**good()["states"], "start": {**good()["states"]["start"], "transitions": [
-            {"target_state": "end", "description": "x", "conditions": None}]}}}
+        {
+            **good(),
+            "states": {
+                **good()["states"],
+                "start": {
+                    **good()["states"]["start"],
+                    "transitions": [{"target_state": "end", "description": "x", "conditions": None}],
+                },
+            },
+        }
     ).encode(),
     "deep.json": b"[" * 100_000 + b"]" * 100_000,
     "deep.yaml": b"[" * 100_000 + b"]" * 100_000,
@@ -232,7 +245,9 @@ def test_the_console_script_never_prints_a_traceback(tmp_path: Path) -> None:
     path = write(tmp_path, "deep.yaml", HOSTILE["deep.yaml"])
     proc = subprocess.run(
         [sys.executable, "-c", "from llm_fsm.cli import lint_main; lint_main()", str(path)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stdout + proc.stderr
@@ -280,7 +295,9 @@ def test_fsm_lint_help_shows_an_example() -> None:
 # --- graph --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("fmt", "marker"), [("mermaid", "stateDiagram-v2"), ("dot", "digraph"), ("text", "initial: start")])
+@pytest.mark.parametrize(
+    ("fmt", "marker"), [("mermaid", "stateDiagram-v2"), ("dot", "digraph"), ("text", "initial: start")]
+)
 def test_graph_renders_each_format(tmp_path: Path, fmt: str, marker: str) -> None:
     result = run("graph", str(write(tmp_path, "ok.json", good())), "--format", fmt)
     assert result.exit_code == 0
@@ -380,7 +397,9 @@ def test_a_sub_flow_that_does_not_load_fails_lint_with_its_line(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("order", ["parent-first", "child-first"])
-def test_a_sub_flow_the_engine_cannot_load_is_reported_whichever_file_is_linted_first(tmp_path: Path, order: str) -> None:
+def test_a_sub_flow_the_engine_cannot_load_is_reported_whichever_file_is_linted_first(
+    tmp_path: Path, order: str
+) -> None:
     broken = good()
     broken["states"]["start"]["transitions"][0]["target_state"] = "gone"  # blocks loading, but validates
     child = write(tmp_path, "sub.json", broken)

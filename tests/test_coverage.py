@@ -114,7 +114,10 @@ def test_the_table_shows_ratios_and_every_gap_with_file_and_line(folder: Path) -
 
 
 def test_scripts_add_up_over_one_definition(folder: Path) -> None:
-    more = SCRIPT.replace('model: {target_state: done, context_update: {email: ann@example.com}, message: "Bye"}', 'model: {target_state: gave_up, message: "Ok, bye"}')
+    more = SCRIPT.replace(
+        'model: {target_state: done, context_update: {email: ann@example.com}, message: "Bye"}',
+        'model: {target_state: gave_up, message: "Ok, bye"}',
+    )
     more = more.replace("expect: {state: done}", "expect: {state: gave_up}")
     (folder / "more.conv.yaml").write_text(more, encoding="utf-8")
     coverage = coverage_of(folder)
@@ -137,8 +140,12 @@ def test_threshold_lists_the_definitions_below_it(folder: Path) -> None:
 
 def test_a_definition_with_nothing_to_take_is_fully_covered() -> None:
     single = FSMDefinition.model_validate(
-        {"name": "One", "description": "d", "initial_state": "only",
-         "states": {"only": {"id": "only", "description": "d", "purpose": "p", "transitions": []}}}
+        {
+            "name": "One",
+            "description": "d",
+            "initial_state": "only",
+            "states": {"only": {"id": "only", "description": "d", "purpose": "p", "transitions": []}},
+        }
     )
     coverage = DefinitionCoverage.of(single, file="one.yaml")
     assert coverage.transition_percent == 100.0

@@ -33,7 +33,9 @@ def _findings(path: Path) -> list[tuple[str, str, str]]:
     return [(d.code, d.severity.value, d.message) for d in result.diagnostics]
 
 
-@pytest.mark.parametrize("path", [p for p in EXAMPLES if p.name != SEED_ROUTER], ids=lambda p: p.relative_to(DEFINITIONS_DIR).as_posix())
+@pytest.mark.parametrize(
+    "path", [p for p in EXAMPLES if p.name != SEED_ROUTER], ids=lambda p: p.relative_to(DEFINITIONS_DIR).as_posix()
+)
 def test_example_lints_without_any_finding(path: Path) -> None:
     assert _findings(path) == []
 

@@ -20,9 +20,7 @@ from llm_fsm.lint._rules import Severity
 from llm_fsm.loading import load_fsm_definition, read_document
 
 DEFINITIONS = Path(__file__).resolve().parent.parent / "definitions"
-FILES = sorted(
-    p for p in DEFINITIONS.rglob("*") if p.suffix in (".json", ".yaml", ".yml") and ".conv." not in p.name
-)
+FILES = sorted(p for p in DEFINITIONS.rglob("*") if p.suffix in (".json", ".yaml", ".yml") and ".conv." not in p.name)
 #: findings a file is known and documented (definitions/README.md) to have
 EXPECTED_WARNINGS = {
     "customer_support_router.json": {"FSM014"},

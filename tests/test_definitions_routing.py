@@ -90,7 +90,9 @@ def test_loan_waits_for_years_employed_before_deciding_a_non_decline() -> None:
 
 
 def test_loan_no_debts_recorded_as_zero_moves_on_from_the_debts_question() -> None:
-    assert _next_state(LOAN, "collect_debts", {"monthly_income": 5000, "monthly_debt_payments": 0}) == "collect_employment"
+    assert (
+        _next_state(LOAN, "collect_debts", {"monthly_income": 5000, "monthly_debt_payments": 0}) == "collect_employment"
+    )
 
 
 def test_loan_debts_question_is_not_skipped_while_debts_are_unknown() -> None:

@@ -95,7 +95,9 @@ def only(diagnostics: list[Diagnostic], code: str) -> list[Diagnostic]:
 
 def test_a_sub_flow_that_loads_returns_and_maps_real_keys_has_no_finding() -> None:
     library = Library(
-        root=definition("Root", collects=["user"], flows=[flow("check", "child", inputs={"who": "user"}, outputs={"ref": "ref"})]),
+        root=definition(
+            "Root", collects=["user"], flows=[flow("check", "child", inputs={"who": "user"}, outputs={"ref": "ref"})]
+        ),
         child=definition("Child", collects=["who", "ref"]),
     )
     assert library.lint() == []
@@ -119,7 +121,9 @@ def test_a_missing_sub_flow_is_reported_at_its_definition_field_with_the_loaders
 
 def test_a_sub_flow_that_does_not_load_is_an_error_carrying_the_loaders_location() -> None:
     def resolve(declaration: FlowDeclaration, parent: FSMDefinition) -> FSMDefinition:
-        raise DefinitionError("initial_state 'x' is not a declared state", file="bad.yaml", path="$.initial_state", line=3)
+        raise DefinitionError(
+            "initial_state 'x' is not a declared state", file="bad.yaml", path="$.initial_state", line=3
+        )
 
     root = attach_source(FSMDefinition.model_validate(definition("Root", flows=[flow("bad", "bad.yaml")])), "root.yaml")
     (finding,) = lint_flows(root, resolve)
@@ -189,7 +193,8 @@ def test_a_called_sub_flow_whose_terminal_state_is_unreachable_is_an_error() -> 
 
 def test_a_linked_sub_flow_need_not_return() -> None:
     library = Library(
-        root=definition("Root", flows=[flow("handover", "child", mode="link")]), child=definition("Child", terminal=False)
+        root=definition("Root", flows=[flow("handover", "child", mode="link")]),
+        child=definition("Child", terminal=False),
     )
     assert library.lint() == []
 
@@ -249,7 +254,8 @@ def test_a_call_without_outputs_may_link_onward_silently() -> None:
 
 def test_an_input_the_parent_never_has_is_warned_at_the_input() -> None:
     library = Library(
-        root=definition("Root", flows=[flow("c", "child", inputs={"who": "usr"})]), child=definition("Child", collects=["who"])
+        root=definition("Root", flows=[flow("c", "child", inputs={"who": "usr"})]),
+        child=definition("Child", collects=["who"]),
     )
     (finding,) = library.lint()
     assert (finding.code, finding.severity.value, finding.path) == ("FSM022", "warning", "$.flows[0].inputs.who")
@@ -299,14 +305,18 @@ def test_an_input_the_sub_flow_only_reads_in_a_condition_is_used() -> None:
     child["states"]["start"]["transitions"][0]["conditions"] = [
         {"description": "adult", "logic": {">=": [{"var": ["age", 0]}, 18]}}
     ]
-    library = Library(root=definition("Root", collects=["age"], flows=[flow("c", "child", inputs={"age": "age"})]), child=child)
+    library = Library(
+        root=definition("Root", collects=["age"], flows=[flow("c", "child", inputs={"age": "age"})]), child=child
+    )
     assert library.lint() == []
 
 
 def test_an_input_the_sub_flow_passes_on_to_its_own_sub_flow_is_used() -> None:
     library = Library(
         root=definition("Root", collects=["user"], flows=[flow("c", "child", inputs={"who": "user"})]),
-        child=definition("Child", flows=[flow("g", "grandchild", inputs={"name": "who"})], application_context_keys=["who"]),
+        child=definition(
+            "Child", flows=[flow("g", "grandchild", inputs={"name": "who"})], application_context_keys=["who"]
+        ),
         grandchild=definition("Grandchild", collects=["name"]),
     )
     assert library.lint() == []
@@ -324,7 +334,9 @@ def test_an_output_the_sub_flow_never_has_is_warned_at_the_output() -> None:
 
 def test_an_output_handed_in_by_the_same_call_is_had() -> None:
     library = Library(
-        root=definition("Root", collects=["user"], flows=[flow("c", "child", inputs={"who": "user"}, outputs={"back": "who"})]),
+        root=definition(
+            "Root", collects=["user"], flows=[flow("c", "child", inputs={"who": "user"}, outputs={"back": "who"})]
+        ),
         child=definition("Child"),
     )
     assert library.lint() == []
@@ -464,7 +476,9 @@ def _reaches(edges: list[tuple[int, int, str]], start: int, goal: int) -> bool:
 
 @settings(max_examples=60, deadline=None)
 @given(flow_graphs())
-def test_recursion_is_reported_exactly_for_calls_that_lie_on_a_cycle(graph: tuple[int, list[tuple[int, int, str]], list[bool]]) -> None:
+def test_recursion_is_reported_exactly_for_calls_that_lie_on_a_cycle(
+    graph: tuple[int, list[tuple[int, int, str]], list[bool]],
+) -> None:
     n, edges, terminal = graph
     documents = {
         f"d{i}": definition(
@@ -476,7 +490,9 @@ def test_recursion_is_reported_exactly_for_calls_that_lie_on_a_cycle(graph: tupl
     }
     findings = Library(**documents).lint("d0")
     reached = {i for i in range(n) if _reaches(edges, 0, i)}
-    expected = {f"e{k}" for k, (a, b, mode) in enumerate(edges) if a in reached and mode == "call" and _reaches(edges, b, a)}
+    expected = {
+        f"e{k}" for k, (a, b, mode) in enumerate(edges) if a in reached and mode == "call" and _reaches(edges, b, a)
+    }
     assert {d.message.split("'")[1] for d in only(findings, "FSM025")} == expected
     # no links end anywhere but in a terminal state here: a call returns iff its child has one
     if all(mode == "call" for _, _, mode in edges):
@@ -503,12 +519,18 @@ def test_a_reference_with_no_file_next_to_the_parent_is_given_to_the_loader_as_w
 
 def test_files_on_disk_resolve_relative_to_each_declaring_file(tmp_path: Path) -> None:
     (tmp_path / "flows").mkdir()
-    (tmp_path / "main.json").write_text(json.dumps(definition("Main", flows=[flow("a", "flows/a.json")])), encoding="utf-8")
-    (tmp_path / "flows" / "a.json").write_text(json.dumps(definition("A", flows=[flow("b", "b.json")])), encoding="utf-8")
+    (tmp_path / "main.json").write_text(
+        json.dumps(definition("Main", flows=[flow("a", "flows/a.json")])), encoding="utf-8"
+    )
+    (tmp_path / "flows" / "a.json").write_text(
+        json.dumps(definition("A", flows=[flow("b", "b.json")])), encoding="utf-8"
+    )
     (tmp_path / "flows" / "b.json").write_text(json.dumps(definition("B", terminal=False)), encoding="utf-8")
 
     def resolve(declaration: FlowDeclaration, parent: FSMDefinition) -> FSMDefinition:
-        return load_fsm_definition(resolve_flow_reference(declaration.definition, parent.source), search_path=[], cache=None)
+        return load_fsm_definition(
+            resolve_flow_reference(declaration.definition, parent.source), search_path=[], cache=None
+        )
 
     root = load_fsm_definition(tmp_path / "main.json", search_path=[], cache=None)
     (finding,) = lint_flows(root, resolve)

@@ -30,7 +30,12 @@ CHILD = FSMDefinition.model_validate(
         "description": "a sub-flow",
         "initial_state": "ask",
         "states": {
-            "ask": {"id": "ask", "description": "d", "purpose": "p", "transitions": [{"target_state": "done", "description": "t"}]},
+            "ask": {
+                "id": "ask",
+                "description": "d",
+                "purpose": "p",
+                "transitions": [{"target_state": "done", "description": "t"}],
+            },
             "done": {"id": "done", "description": "d", "purpose": "p", "transitions": []},
         },
     }
@@ -55,12 +60,28 @@ class FlowStack(RuleBasedStateMachine):
     @rule(name=st.sampled_from(["check", "pay"]), mode=st.sampled_from(["call", "link"]), inputs=st.booleans())
     def push(self, name, mode, inputs):
         declaration = FlowDeclaration(
-            name=name, definition="child", mode=mode, description="d",
-            inputs={"a": "a"} if inputs else None, outputs={"result": "b"},
+            name=name,
+            definition="child",
+            mode=mode,
+            description="d",
+            inputs={"a": "a"} if inputs else None,
+            outputs={"result": "b"},
         )
-        before_id, before_state, before_data = self.instance.flow_id, self.instance.current_state, copy.deepcopy(self.instance.context.data)
+        before_id, before_state, before_data = (
+            self.instance.flow_id,
+            self.instance.current_state,
+            copy.deepcopy(self.instance.context.data),
+        )
         try:
-            push_flow(self.instance, declaration, CHILD, "child", max_depth=MAX_DEPTH, reason="test", max_completed=MAX_COMPLETED)
+            push_flow(
+                self.instance,
+                declaration,
+                CHILD,
+                "child",
+                max_depth=MAX_DEPTH,
+                reason="test",
+                max_completed=MAX_COMPLETED,
+            )
         except FlowError:
             assert mode == "call" and depth(self.instance) >= MAX_DEPTH
             return
@@ -79,7 +100,9 @@ class FlowStack(RuleBasedStateMachine):
         state, data = self.paused_snapshots.pop(self.instance.flow_id)
         expected = dict(data)
         if status == "completed":
-            outputs = {parent: child_data[child] for parent, child in mapping.items() if not is_empty(child_data.get(child))}
+            outputs = {
+                parent: child_data[child] for parent, child in mapping.items() if not is_empty(child_data.get(child))
+            }
             assert finished.outputs == outputs
             expected.update(outputs)
         else:
@@ -98,7 +121,11 @@ class FlowStack(RuleBasedStateMachine):
         state, snapshot = self.paused_snapshots.pop(frame.flow_id)
         for flow_id in above:
             self.paused_snapshots.pop(flow_id)
-        assert (self.instance.flow_id, self.instance.current_state, self.instance.context.data) == (frame.flow_id, state, snapshot)
+        assert (self.instance.flow_id, self.instance.current_state, self.instance.context.data) == (
+            frame.flow_id,
+            state,
+            snapshot,
+        )
 
     @rule()
     def digression(self):

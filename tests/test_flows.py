@@ -42,7 +42,9 @@ def test_slot_value_moves_the_flow_on():
 
 @pytest.mark.parametrize("question", ["What cities do you fly to?", "help", "Why do you need my city?"])
 def test_a_digression_is_answered_without_changing_state_or_stack(question):
-    fsm, cid, llm = start(say("Oslo, London, Paris, New York. Where do you fly from?", "collect_destination", intent="digression"))
+    fsm, cid, llm = start(
+        say("Oslo, London, Paris, New York. Where do you fly from?", "collect_destination", intent="digression")
+    )
     reply = fsm.process_message(cid, question)
     assert reply.startswith("Oslo, London")
     assert fsm.get_current_state(cid) == "collect_origin"
@@ -53,7 +55,9 @@ def test_a_digression_is_answered_without_changing_state_or_stack(question):
 
 def test_too_many_digressions_in_a_row_steer_back():
     fsm, cid, llm = start(
-        say("a", intent="digression"), say("b", intent="digression"), say("c", intent="digression"),
+        say("a", intent="digression"),
+        say("b", intent="digression"),
+        say("c", intent="digression"),
         say("Let's get back to it: where do you fly from?"),
     )
     for q in ["q1", "q2", "q3"]:
@@ -93,13 +97,19 @@ def test_a_completed_sub_flow_hands_its_outputs_back_and_the_parent_resumes_wher
     assert instance.context.data == {"origin": "Oslo", "last_checked_booking": "BK-1"}
     assert reply == "BK-1 is on time. Now, where do you fly to?"
     archived = instance.completed_flows[-1]
-    assert (archived.flow_name, archived.status, archived.outputs, archived.data) == ("check_booking", "completed", {"last_checked_booking": "BK-1"}, {})
+    assert (archived.flow_name, archived.status, archived.outputs, archived.data) == (
+        "check_booking",
+        "completed",
+        {"last_checked_booking": "BK-1"},
+        {},
+    )
 
 
 def test_sub_flow_data_is_its_own_and_the_parents_data_stays_intact():
     fsm, cid, _ = start(
         say("Sure, where to?", "collect_destination", origin="Oslo"),
-        say("ok", intent="start_flow", flow="check_booking"), say("Reference?"),
+        say("ok", intent="start_flow", flow="check_booking"),
+        say("Reference?"),
     )
     fsm.process_message(cid, "Oslo")
     fsm.process_message(cid, "check my booking")
@@ -110,8 +120,10 @@ def test_sub_flow_data_is_its_own_and_the_parents_data_stays_intact():
 
 def test_cancel_pops_the_sub_flow_and_the_parent_repeats_its_question():
     fsm, cid, _ = start(
-        say("ok", intent="start_flow", flow="check_booking"), say("Reference?"),
-        say("Cancelled.", intent="cancel"), say("No problem. Where do you fly from?"),
+        say("ok", intent="start_flow", flow="check_booking"),
+        say("Reference?"),
+        say("Cancelled.", intent="cancel"),
+        say("No problem. Where do you fly from?"),
     )
     fsm.process_message(cid, "check my booking")
     reply = fsm.process_message(cid, "never mind")
@@ -131,8 +143,10 @@ def test_cancel_at_the_bottom_ends_the_conversation_as_cancelled():
 
 def test_resume_goes_back_to_a_paused_flow_cancelling_what_is_above():
     fsm, cid, _ = start(
-        say("ok", intent="start_flow", flow="check_booking"), say("Reference?"),
-        say("Back to booking.", intent="resume_flow", flow="Flight Booking"), say("Where do you fly from?"),
+        say("ok", intent="start_flow", flow="check_booking"),
+        say("Reference?"),
+        say("Back to booking.", intent="resume_flow", flow="Flight Booking"),
+        say("Where do you fly from?"),
     )
     fsm.process_message(cid, "check my booking")
     fsm.process_message(cid, "go back to booking")
@@ -149,7 +163,9 @@ def test_the_model_cannot_start_an_undeclared_sub_flow():
 
 
 def test_the_flow_depth_limit_refuses_another_push():
-    fsm, cid, _ = start(say("ok", intent="start_flow", flow="check_booking"), say("Where do you fly from?"), max_context_bytes=10_000)
+    fsm, cid, _ = start(
+        say("ok", intent="start_flow", flow="check_booking"), say("Where do you fly from?"), max_context_bytes=10_000
+    )
     fsm.config = fsm.config.__class__(max_flow_depth=1)
     fsm.process_message(cid, "check my booking")
     assert fsm.get_instance(cid).stack == []
@@ -186,7 +202,9 @@ def test_confirmation_no_cancels_as_declared():
 
 
 def test_confirmation_change_overwrites_the_value_and_confirms_again():
-    fsm, cid, _ = _to_confirmation(say("Oslo to London on May 3, right?", "confirm", intent="deny", destination="London"))
+    fsm, cid, _ = _to_confirmation(
+        say("Oslo to London on May 3, right?", "confirm", intent="deny", destination="London")
+    )
     _play_to_confirmation(fsm, cid)
     reply = fsm.process_message(cid, "change the destination to London")
     assert fsm.get_current_state(cid) == "confirm"
@@ -210,8 +228,10 @@ def test_a_correction_in_a_later_state_overwrites_the_earlier_value():
 def test_every_event_is_in_the_trace_with_a_timestamp():
     fsm, cid, _ = start(
         say("q", intent="digression"),
-        say("ok", intent="start_flow", flow="check_booking"), say("Reference?"),
-        say("Cancelled.", intent="cancel"), say("Where do you fly from?"),
+        say("ok", intent="start_flow", flow="check_booking"),
+        say("Reference?"),
+        say("Cancelled.", intent="cancel"),
+        say("Where do you fly from?"),
     )
     for text in ["what cities?", "check booking", "never mind"]:
         fsm.process_message(cid, text)

@@ -28,16 +28,30 @@ FORM = {
     "protected_context_keys": ["account_id"],
     "states": {
         "ask_name": {
-            "id": "ask_name", "description": "ask name", "purpose": "get the name",
+            "id": "ask_name",
+            "description": "ask name",
+            "purpose": "get the name",
             "required_context_keys": ["name"],
-            "transitions": [{"target_state": "ask_email", "description": "name given",
-                             "conditions": [{"description": "name known", "requires_context_keys": ["name"]}]}],
+            "transitions": [
+                {
+                    "target_state": "ask_email",
+                    "description": "name given",
+                    "conditions": [{"description": "name known", "requires_context_keys": ["name"]}],
+                }
+            ],
         },
         "ask_email": {
-            "id": "ask_email", "description": "ask email", "purpose": "get the email",
+            "id": "ask_email",
+            "description": "ask email",
+            "purpose": "get the email",
             "required_context_keys": ["email"],
-            "transitions": [{"target_state": "done", "description": "email given",
-                             "conditions": [{"description": "email known", "requires_context_keys": ["email"]}]}],
+            "transitions": [
+                {
+                    "target_state": "done",
+                    "description": "email given",
+                    "conditions": [{"description": "email known", "requires_context_keys": ["email"]}],
+                }
+            ],
         },
         "done": {"id": "done", "description": "done", "purpose": "thank the user", "transitions": []},
     },
@@ -50,8 +64,11 @@ def reply(target, message="ok", **update):
 
 def manager(replies, **kwargs):
     llm = ScriptedLLM(replies)
-    return FSMManager(fsm_loader=lambda _id: __import__("llm_fsm.definition", fromlist=["x"]).FSMDefinition.model_validate(FORM),
-                      llm_interface=llm, **kwargs), llm
+    return FSMManager(
+        fsm_loader=lambda _id: __import__("llm_fsm.definition", fromlist=["x"]).FSMDefinition.model_validate(FORM),
+        llm_interface=llm,
+        **kwargs,
+    ), llm
 
 
 def test_start_returns_an_id_and_the_opening_message():
@@ -71,7 +88,9 @@ def test_a_turn_that_satisfies_the_guard_moves_on_with_one_llm_call():
 
 
 def test_a_refused_transition_does_not_return_the_models_lie():
-    fsm, llm = manager([reply("ask_name"), reply("ask_email", "Great, moving on!"), reply("ask_name", "What is your name?")])
+    fsm, llm = manager(
+        [reply("ask_name"), reply("ask_email", "Great, moving on!"), reply("ask_name", "What is your name?")]
+    )
     cid, _ = fsm.start_conversation("form")
     answer = fsm.process_message(cid, "hello")
     assert answer == "What is your name?"
@@ -81,7 +100,9 @@ def test_a_refused_transition_does_not_return_the_models_lie():
 
 
 def test_guarded_transition_fires_when_the_model_stays_and_the_reply_is_regenerated_for_the_new_state():
-    fsm, llm = manager([reply("ask_name"), reply("ask_name", "Your name?", name="Ann"), reply("ask_email", "Your email, Ann?")])
+    fsm, llm = manager(
+        [reply("ask_name"), reply("ask_name", "Your name?", name="Ann"), reply("ask_email", "Your email, Ann?")]
+    )
     cid, _ = fsm.start_conversation("form")
     assert fsm.process_message(cid, "Ann") == "Your email, Ann?"
     assert fsm.get_current_state(cid) == "ask_email"
@@ -231,7 +252,10 @@ def test_async_api_runs_a_whole_conversation():
 
 def test_four_threads_on_one_conversation_each_get_the_reply_to_their_own_message():
     def echo(request):
-        return {"transition": {"target_state": "ask_name", "context_update": {}}, "message": f"re: {request.user_message}"}
+        return {
+            "transition": {"target_state": "ask_name", "context_update": {}},
+            "message": f"re: {request.user_message}",
+        }
 
     from llm_fsm.definition._model import FSMDefinition
 
@@ -265,13 +289,15 @@ def router_manager(replies):
 
 
 def test_router_premium_customer_with_billing_issue_reaches_billing():
-    fsm = router_manager([
-        reply("greeting", "Welcome!"),
-        reply("greeting", "Let me route you."),            # model stays; guard fires
-        reply("premium_support", "Premium here. What's wrong?"),  # regenerated for premium_support
-        reply("general_resolution", "Sorry!", **{"issue": {"description": "wrong charge on my bill"}}),
-        reply("billing_issues", "Billing team here."),     # regenerated: billing overrides by priority
-    ])
+    fsm = router_manager(
+        [
+            reply("greeting", "Welcome!"),
+            reply("greeting", "Let me route you."),  # model stays; guard fires
+            reply("premium_support", "Premium here. What's wrong?"),  # regenerated for premium_support
+            reply("general_resolution", "Sorry!", **{"issue": {"description": "wrong charge on my bill"}}),
+            reply("billing_issues", "Billing team here."),  # regenerated: billing overrides by priority
+        ]
+    )
     cid, _ = fsm.start_conversation(ROUTER, {"customer": {"tier": "premium"}})
     fsm.process_message(cid, "hello")
     assert fsm.get_current_state(cid) == "premium_support"
@@ -280,15 +306,17 @@ def test_router_premium_customer_with_billing_issue_reaches_billing():
 
 
 def test_router_standard_customer_unresolved_issue_is_escalated():
-    fsm = router_manager([
-        reply("greeting", "Welcome!"),
-        reply("standard_support", "Standard support. What's up?"),
-        reply("general_resolution", "Let's fix it", **{"issue": {"description": "app crashes"}}),
-        reply("resolution_confirmation", "Did that fix it?"),
-        reply("feedback", "Great!", **{"issue": {"resolved": False}}),   # refused: not resolved
-        reply("resolution_confirmation", "Sorry it is not fixed."),
-        reply("escalation", "Escalating now."),
-    ])
+    fsm = router_manager(
+        [
+            reply("greeting", "Welcome!"),
+            reply("standard_support", "Standard support. What's up?"),
+            reply("general_resolution", "Let's fix it", **{"issue": {"description": "app crashes"}}),
+            reply("resolution_confirmation", "Did that fix it?"),
+            reply("feedback", "Great!", **{"issue": {"resolved": False}}),  # refused: not resolved
+            reply("resolution_confirmation", "Sorry it is not fixed."),
+            reply("escalation", "Escalating now."),
+        ]
+    )
     cid, _ = fsm.start_conversation(ROUTER, {"customer": {"tier": "standard", "lifetime_value": 100}})
     fsm.process_message(cid, "hi")
     fsm.process_message(cid, "the app crashes")
@@ -300,14 +328,16 @@ def test_router_standard_customer_unresolved_issue_is_escalated():
 
 
 def test_router_resolved_issue_leads_to_feedback_and_end():
-    fsm = router_manager([
-        reply("greeting", "Welcome!"),
-        reply("standard_support", "How can I help?"),
-        reply("general_resolution", "Fixing", **{"issue": {"description": "password reset"}}),
-        reply("resolution_confirmation", "Resolved?"),
-        reply("feedback", "Rate us?", **{"issue": {"resolved": True}}),
-        reply("end", "Thanks!", **{"feedback": {"rating": 5}}),
-    ])
+    fsm = router_manager(
+        [
+            reply("greeting", "Welcome!"),
+            reply("standard_support", "How can I help?"),
+            reply("general_resolution", "Fixing", **{"issue": {"description": "password reset"}}),
+            reply("resolution_confirmation", "Resolved?"),
+            reply("feedback", "Rate us?", **{"issue": {"resolved": True}}),
+            reply("end", "Thanks!", **{"feedback": {"rating": 5}}),
+        ]
+    )
     cid, _ = fsm.start_conversation(ROUTER, {"customer": {"tier": "standard"}})
     for text in ["hi", "password reset", "ok", "yes, fixed", "5 stars"]:
         fsm.process_message(cid, text)

@@ -74,7 +74,17 @@ def test_undeclared_targets_become_undeclared_nodes() -> None:
     assert list(terminal_states(graph)) == []
 
 
-@pytest.mark.parametrize("junk", [None, [], "x", {"states": "x"}, {"states": {"a": 5}}, {"states": {"a": {"transitions": [1, {"target_state": 2}]}}}])
+@pytest.mark.parametrize(
+    "junk",
+    [
+        None,
+        [],
+        "x",
+        {"states": "x"},
+        {"states": {"a": 5}},
+        {"states": {"a": {"transitions": [1, {"target_state": 2}]}}},
+    ],
+)
 def test_malformed_documents_give_a_partial_graph_not_an_error(junk: Any) -> None:
     graph = graph_from_document(junk)
     assert graph.edges == []

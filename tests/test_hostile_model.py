@@ -39,7 +39,11 @@ LOGIC = [
 ]
 
 json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12)
-json_value = st.recursive(json_leaf, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(KEYS + ["x"]), c, max_size=3), max_leaves=8)
+json_value = st.recursive(
+    json_leaf,
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(KEYS + ["x"]), c, max_size=3),
+    max_leaves=8,
+)
 
 
 @st.composite
@@ -73,10 +77,24 @@ def definitions(draw) -> FSMDefinition:
     if draw(st.booleans()):
         # the sub-flow is this same definition (the test's loader returns it for any id): recursion
         # is bounded only by the engine's depth limit
-        flows = [{"name": "again", "definition": "gen", "description": "start over", "outputs": {"name": "name"}, "inputs": {"email": "email"}}]
+        flows = [
+            {
+                "name": "again",
+                "definition": "gen",
+                "description": "start over",
+                "outputs": {"name": "name"},
+                "inputs": {"email": "email"},
+            }
+        ]
     return FSMDefinition.model_validate(
-        {"name": "gen", "description": "generated", "initial_state": "s0", "states": states,
-         "protected_context_keys": ["account"], "flows": flows}
+        {
+            "name": "gen",
+            "description": "generated",
+            "initial_state": "s0",
+            "states": states,
+            "protected_context_keys": ["account"],
+            "flows": flows,
+        }
     )
 
 
@@ -85,10 +103,16 @@ def model_outputs(ids):
     reply = st.fixed_dictionaries(
         {
             "transition": st.fixed_dictionaries(
-                {"target_state": target | st.none(), "context_update": st.dictionaries(st.sampled_from(KEYS + ["x"]), json_value, max_size=4) | json_value}
+                {
+                    "target_state": target | st.none(),
+                    "context_update": st.dictionaries(st.sampled_from(KEYS + ["x"]), json_value, max_size=4)
+                    | json_value,
+                }
             ),
             "message": st.text(max_size=30) | st.sampled_from(INJECTIONS),
-            "intent": st.sampled_from(["continue", "digression", "cancel", "start_flow", "resume_flow", "confirm", "deny", "???"]),
+            "intent": st.sampled_from(
+                ["continue", "digression", "cancel", "start_flow", "resume_flow", "confirm", "deny", "???"]
+            ),
             "flow": st.sampled_from(["again", "gen", "nope", ""]) | st.none(),
         }
     )
@@ -110,7 +134,11 @@ def allowed(definition, before, after, data) -> bool:
     return any(t.target_state == after and conditions_hold(t, data) for t in definition.states[before].transitions)
 
 
-@settings(max_examples=int(os.environ.get("HOSTILE_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("HOSTILE_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(definition=definitions(), data=st.data())
 def test_no_model_output_breaks_the_invariant(definition, data):
     outputs = model_outputs(list(definition.states))
@@ -163,7 +191,10 @@ def check_stack(definition, before, after):
     for frame in after.flow_stack:
         assert frame.status == "paused"
         if frame.flow_id in paused_before:
-            assert frame.data == paused_before[frame.flow_id].data and frame.current_state == paused_before[frame.flow_id].current_state
+            assert (
+                frame.data == paused_before[frame.flow_id].data
+                and frame.current_state == paused_before[frame.flow_id].current_state
+            )
         else:  # pushed this turn: it is the flow that was active, paused where it was
             assert frame.flow_id == before.flow_id and frame.current_state == before.current_state
     if after.flow_id != before.flow_id and after.flow_id in paused_before:

@@ -405,8 +405,12 @@ def test_diagnostics_serialise_to_plain_json_types() -> None:
 def test_conditions_of_sub_flows_are_checked_like_transition_conditions() -> None:
     doc = base()
     doc["flows"] = [
-        {"name": "f", "definition": "f.yaml", "description": "d",
-         "conditions": [{"description": "c", "logic": {"bogus": [1]}}]}
+        {
+            "name": "f",
+            "definition": "f.yaml",
+            "description": "d",
+            "conditions": [{"description": "c", "logic": {"bogus": [1]}}],
+        }
     ]
     (finding,) = only(doc, "FSM012")
     assert finding.path == "$.flows[0].conditions[0].logic.bogus"
@@ -415,8 +419,12 @@ def test_conditions_of_sub_flows_are_checked_like_transition_conditions() -> Non
 def test_a_sub_flow_condition_reading_an_unprovided_key_is_warned() -> None:
     doc = base()
     doc["states"]["start"]["flows"] = [
-        {"name": "f", "definition": "f.yaml", "description": "d",
-         "conditions": [{"description": "c", "logic": {"==": [{"var": "plan"}, "x"]}}]}
+        {
+            "name": "f",
+            "definition": "f.yaml",
+            "description": "d",
+            "conditions": [{"description": "c", "logic": {"==": [{"var": "plan"}, "x"]}}],
+        }
     ]
     (finding,) = only(doc, "FSM014")
     assert finding.path == "$.states.start.flows[0].conditions[0].logic"

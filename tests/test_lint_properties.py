@@ -35,8 +35,21 @@ json_values = st.recursive(
 )
 # values shaped like parts of a definition, so mutations hit the interesting code
 FIELD_NAMES = st.sampled_from(
-    ["states", "initial_state", "transitions", "target_state", "conditions", "logic", "priority",
-     "requires_context_keys", "required_context_keys", "id", "version", "application_context_keys", "x"]
+    [
+        "states",
+        "initial_state",
+        "transitions",
+        "target_state",
+        "conditions",
+        "logic",
+        "priority",
+        "requires_context_keys",
+        "required_context_keys",
+        "id",
+        "version",
+        "application_context_keys",
+        "x",
+    ]
 )
 logic_like = st.recursive(
     st.sampled_from([None, 0, 18, "a", True, {"var": "age"}, {"var": ["age", 1]}, {"var": ""}]),

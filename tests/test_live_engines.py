@@ -28,7 +28,9 @@ engines = importlib.import_module("live_engines")
 scoring = importlib.import_module("live_scoring")
 original_env = importlib.import_module("original_env")
 
-REPLY = json.dumps({"transition": {"target_state": "farewell", "context_update": {"name": "Priya"}}, "message": "Bye, Priya!"})
+REPLY = json.dumps(
+    {"transition": {"target_state": "farewell", "context_update": {"name": "Priya"}}, "message": "Bye, Priya!"}
+)
 SCRIPT = """
 definition: ../simple_greeting.yaml
 turns:
@@ -63,10 +65,14 @@ def test_the_call_counter_leaves_litellm_as_it_found_it() -> None:
     assert litellm.completion is before
 
 
-@pytest.mark.skipif(not original_env.is_ready(original_env.BASELINES["original"]), reason="the original's venv is not built")
+@pytest.mark.skipif(
+    not original_env.is_ready(original_env.BASELINES["original"]), reason="the original's venv is not built"
+)
 def test_the_original_plays_the_same_turns_through_its_own_litellm_interface(tmp_path: Path) -> None:
     played = conversation()
-    server = engines.Server(model="mock", kwargs={"model": "openai/mock", "api_base": None, "api_key": "not-used"}, label="mock")
+    server = engines.Server(
+        model="mock", kwargs={"model": "openai/mock", "api_base": None, "api_key": "not-used"}, label="mock"
+    )
     options = {k: v for k, v in OPTIONS.items() if k != "api_key"}
     with engines.OriginalEngine(server, options, tmp_path) as engine:
         outcome = engine.play(played, scoring.goal_for(played))

@@ -39,8 +39,13 @@ def goal() -> scoring.Goal:
 
 
 def outcome(**fields: object) -> scoring.ConversationOutcome:
-    base = {"engine": "ours", "label": "x", "final_state": "farewell", "ended": True,
-            "data": {"size": "large", "name": "Ana"}}
+    base = {
+        "engine": "ours",
+        "label": "x",
+        "final_state": "farewell",
+        "ended": True,
+        "data": {"size": "large", "name": "Ana"},
+    }
     base.update(fields)
     return scoring.ConversationOutcome(**base).judge(goal())  # type: ignore[arg-type]
 

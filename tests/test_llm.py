@@ -44,7 +44,9 @@ VALID = reply_text(name="Ada")
 
 def make_request(targets: list[str] | None = ["greeting", "collect_email"], purpose: str = "turn") -> LLMRequest:
     schema = response_json_schema(targets) if targets is not None else None
-    return LLMRequest(system_prompt="<task>collect a name</task>", user_message="I'm Ada", response_schema=schema, purpose=purpose)
+    return LLMRequest(
+        system_prompt="<task>collect a name</task>", user_message="I'm Ada", response_schema=schema, purpose=purpose
+    )
 
 
 @pytest.fixture
@@ -117,7 +119,10 @@ def test_valid_json_reply_becomes_an_llm_response():
 
 def test_reply_in_code_fences_is_parsed():
     text = "```json\n" + VALID + "\n```"
-    assert LiteLLMInterface("gpt-4o", mock_response=text).send_request(make_request()).transition.target_state == "collect_email"
+    assert (
+        LiteLLMInterface("gpt-4o", mock_response=text).send_request(make_request()).transition.target_state
+        == "collect_email"
+    )
 
 
 def test_first_valid_of_two_objects_is_used_when_the_first_is_invalid():
@@ -146,7 +151,9 @@ def test_messages_are_the_system_prompt_then_the_user_message(calls):
 
 
 def test_extra_keyword_arguments_are_passed_to_litellm(calls):
-    LiteLLMInterface("gpt-4o", mock_response=VALID, temperature=0, max_tokens=321, api_base="http://localhost:1").send_request(make_request())
+    LiteLLMInterface(
+        "gpt-4o", mock_response=VALID, temperature=0, max_tokens=321, api_base="http://localhost:1"
+    ).send_request(make_request())
     assert (calls[0]["temperature"], calls[0]["max_tokens"], calls[0]["api_base"]) == (0, 321, "http://localhost:1")
 
 
@@ -195,7 +202,9 @@ def test_proposal_outside_the_schema_enum_is_left_for_the_engine_to_reject(seque
 
 def test_proposal_differing_only_in_case_is_normalised_to_the_declared_state():
     interface = LiteLLMInterface("gpt-4o", mock_response=reply_text(" Collect_Email"))
-    assert interface.send_request(make_request(["greeting", "collect_email"])).transition.target_state == "collect_email"
+    assert (
+        interface.send_request(make_request(["greeting", "collect_email"])).transition.target_state == "collect_email"
+    )
 
 
 def test_exhausted_retries_raise_llm_response_error_with_every_raw_output(sequence):
@@ -368,7 +377,10 @@ def test_rate_limit_is_a_retryable_provider_error():
     [
         (litellm.exceptions.Timeout(message="slow", model="gpt-4o", llm_provider="openai"), True),
         (litellm.exceptions.APIConnectionError(message="refused", model="gpt-4o", llm_provider="openai"), True),
-        (litellm.exceptions.ContextWindowExceededError(message="too long", model="gpt-4o", llm_provider="openai"), False),
+        (
+            litellm.exceptions.ContextWindowExceededError(message="too long", model="gpt-4o", llm_provider="openai"),
+            False,
+        ),
         (RuntimeError("something inside litellm broke"), False),
     ],
 )
@@ -469,7 +481,7 @@ def test_importing_the_module_does_not_import_litellm():
 @pytest.fixture
 def fake_local_server(monkeypatch):
     """Stand in for llm_fsm.local: count resolutions instead of starting a llama server."""
-    from llm_fsm.local import _catalogue, _server
+    from llm_fsm.local import _server
 
     resolutions: list[str] = []
 
@@ -494,7 +506,9 @@ def test_local_model_names_are_resolved_lazily_once_to_the_local_server(fake_loc
     assert fake_local_server == ["local"]
     sent = calls[0]
     assert (sent["model"], sent["api_base"], sent["api_key"]) == (
-        "openai/smollm2", "http://127.0.0.1:8999/v1", "local-server-key-123"
+        "openai/smollm2",
+        "http://127.0.0.1:8999/v1",
+        "local-server-key-123",
     )
     assert sent["response_format"]["type"] == "json_object" and "schema" in sent["response_format"]
 
@@ -545,7 +559,7 @@ def test_async_calls_resolve_local_names_too(fake_local_server):
 
 
 def test_a_local_server_that_cannot_start_is_a_configuration_error(monkeypatch):
-    from llm_fsm.local import _catalogue, _server
+    from llm_fsm.local import _server
 
     def broken(name: str) -> dict[str, Any]:
         raise OSError("llama-server binary not found")

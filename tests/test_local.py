@@ -24,9 +24,9 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_fsm.local import _build, _catalogue, _server
 from llm_fsm.cli.local import local_group
 from llm_fsm.errors import FSMError, LLMConfigurationError
+from llm_fsm.local import _build, _catalogue, _server
 
 SMOLLM2 = _catalogue.MODELS["smollm2"]
 GEMMA3 = _catalogue.MODELS["gemma3"]
@@ -67,7 +67,13 @@ def no_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(
     ("name", "key"),
-    [("local", "smollm2"), ("local/smollm2", "smollm2"), ("local/gemma3", "gemma3"), ("smollm2", "smollm2"), ("local/SmolLM2", "smollm2")],
+    [
+        ("local", "smollm2"),
+        ("local/smollm2", "smollm2"),
+        ("local/gemma3", "gemma3"),
+        ("smollm2", "smollm2"),
+        ("local/SmolLM2", "smollm2"),
+    ],
 )
 def test_local_model_names_resolve_to_known_models(name: str, key: str) -> None:
     assert _catalogue.parse_local_model_name(name).key == key
@@ -111,8 +117,12 @@ def test_binary_name_carries_the_source_version_so_an_upgrade_rebuilds(tmp_path:
 
 def llama_server_argv(model: _catalogue.LocalModel = SMOLLM2) -> list[str]:
     return _server.llama_server_command(
-        Path("/c/bin/llama-server"), model, Path("/m/model.gguf"),
-        port=9001, api_key_file=Path("/c/run/key"), threads=2,
+        Path("/c/bin/llama-server"),
+        model,
+        Path("/m/model.gguf"),
+        port=9001,
+        api_key_file=Path("/c/run/key"),
+        threads=2,
     )
 
 
@@ -152,9 +162,7 @@ def test_smollm2_uses_the_chat_template_shipped_in_its_gguf() -> None:
 
 
 def test_llama_cpp_server_fallback_does_not_keep_logits_for_every_token() -> None:
-    argv = _server.llama_cpp_server_command(
-        "/py", SMOLLM2, Path("/m.gguf"), port=9002, api_key="k", threads=2
-    )
+    argv = _server.llama_cpp_server_command("/py", SMOLLM2, Path("/m.gguf"), port=9002, api_key="k", threads=2)
     assert argv[:3] == ["/py", "-m", "llama_cpp.server"]
     assert option_value(argv, "--logits_all") == "false"
     assert option_value(argv, "--n_threads") == "2"
@@ -232,8 +240,14 @@ def test_state_survives_a_round_trip_through_its_file_format(state: _server.Serv
 
 @pytest.mark.parametrize(
     "text",
-    ["", "not json", "[]", '{"pid": 1}', json.dumps({**json.loads(make_state().to_json()), "port": 0}),
-     json.dumps({**json.loads(make_state().to_json()), "runtime": "ollama"})],
+    [
+        "",
+        "not json",
+        "[]",
+        '{"pid": 1}',
+        json.dumps({**json.loads(make_state().to_json()), "port": 0}),
+        json.dumps({**json.loads(make_state().to_json()), "runtime": "ollama"}),
+    ],
 )
 def test_unreadable_state_file_means_no_known_server(tmp_path: Path, text: str) -> None:
     path = tmp_path / "server.json"
@@ -412,9 +426,7 @@ def test_resolving_without_starting_reports_that_no_server_runs(home: Path) -> N
         _server.resolve_local_model("local", home=home, start_server=False)
 
 
-def test_setup_is_idempotent_when_model_and_binary_are_present(
-    home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_setup_is_idempotent_when_model_and_binary_are_present(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_commands(*args: object, **kwargs: object) -> None:
         raise AssertionError("nothing should be downloaded or built")
 
@@ -480,7 +492,8 @@ def test_a_failing_setup_step_shows_the_tail_of_its_output(tmp_path: Path) -> No
     with pytest.raises(LLMConfigurationError, match="boom"):
         _build._run(
             [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"],
-            what="a step", log=tmp_path / "step.log",
+            what="a step",
+            log=tmp_path / "step.log",
         )
 
 

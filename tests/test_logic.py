@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_fsm.logic import _coercions, _rules
 from llm_fsm.errors import FSMError, LogicBudgetError, LogicError
+from llm_fsm.logic import _coercions, _rules
 from llm_fsm.logic._checks import check_logic
 from llm_fsm.logic._coercions import truthy
 from llm_fsm.logic._rules import CompiledRule, compile_logic, evaluate_logic
@@ -196,8 +196,21 @@ def test_objects_with_several_keys_are_literals_like_in_the_reference():
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        (0, False), (0.0, False), (math.nan, False), ("", False), (None, False), (False, False), ([], False),
-        (1, True), (-1, True), ("0", True), (" ", True), ({}, True), ([0], True), (True, True), ((), False),
+        (0, False),
+        (0.0, False),
+        (math.nan, False),
+        ("", False),
+        (None, False),
+        (False, False),
+        ([], False),
+        (1, True),
+        (-1, True),
+        ("0", True),
+        (" ", True),
+        ({}, True),
+        ([0], True),
+        (True, True),
+        ((), False),
     ],
 )
 def test_truthiness_is_javascript_with_empty_arrays_false(value, expected):
@@ -207,11 +220,26 @@ def test_truthiness_is_javascript_with_empty_arrays_false(value, expected):
 @pytest.mark.parametrize(
     ("a", "b", "expected"),
     [
-        (1, "1", True), (0, False, True), ("", 0, True), ("0", False, True), (None, None, True),
-        (None, 0, False), (None, False, False), ([1], 1, True), ([1, 2], "1,2", True), ([], 0, True),
-        ({}, "[object Object]", True), ("abc", 0, False), (1.0, 1, True), (True, "1", True),
-        (" 12 ", 12, True), ("0x10", 16, True), ("1e3", 1000, True), ("Infinity", math.inf, True),
-        ("inf", math.inf, False), ("1_000", 1000, False),
+        (1, "1", True),
+        (0, False, True),
+        ("", 0, True),
+        ("0", False, True),
+        (None, None, True),
+        (None, 0, False),
+        (None, False, False),
+        ([1], 1, True),
+        ([1, 2], "1,2", True),
+        ([], 0, True),
+        ({}, "[object Object]", True),
+        ("abc", 0, False),
+        (1.0, 1, True),
+        (True, "1", True),
+        (" 12 ", 12, True),
+        ("0x10", 16, True),
+        ("1e3", 1000, True),
+        ("Infinity", math.inf, True),
+        ("inf", math.inf, False),
+        ("1_000", 1000, False),
     ],
 )
 def test_loose_equality_coerces_like_javascript(a, b, expected):
@@ -299,9 +327,19 @@ def test_huge_products_become_floats_instead_of_growing_without_bound():
 @pytest.mark.parametrize(
     ("value", "text"),
     [
-        (1.0, "1"), (0.1 + 0.2, "0.30000000000000004"), (1e21, "1e+21"), (1e20, "100000000000000000000"),
-        (1.5e-7, "1.5e-7"), (0.000001, "0.000001"), (-0.0, "0"), (True, "true"), (None, ""), ([1, [2, None]], "1,2,"),
-        ({"a": 1}, "[object Object]"), (123456789012345680000, "123456789012345680000"), (2**70, "1.1805916207174113e+21"),
+        (1.0, "1"),
+        (0.1 + 0.2, "0.30000000000000004"),
+        (1e21, "1e+21"),
+        (1e20, "100000000000000000000"),
+        (1.5e-7, "1.5e-7"),
+        (0.000001, "0.000001"),
+        (-0.0, "0"),
+        (True, "true"),
+        (None, ""),
+        ([1, [2, None]], "1,2,"),
+        ({"a": 1}, "[object Object]"),
+        (123456789012345680000, "123456789012345680000"),
+        (2**70, "1.1805916207174113e+21"),
     ],
 )
 def test_cat_formats_values_like_javascript(value, text):
@@ -315,8 +353,14 @@ def test_number_formatting_round_trips(x):
 
 @pytest.mark.parametrize(
     ("args", "expected"),
-    [(["jsonlogic", 4], "logic"), (["jsonlogic", -5, 3], "log"), (["jsonlogic", 1, -5], "son"), ([12345, 1, 2], "23"),
-     (["abc", 10], ""), (["abc", -10, 1], "a")],
+    [
+        (["jsonlogic", 4], "logic"),
+        (["jsonlogic", -5, 3], "log"),
+        (["jsonlogic", 1, -5], "son"),
+        ([12345, 1, 2], "23"),
+        (["abc", 10], ""),
+        (["abc", -10, 1], "a"),
+    ],
 )
 def test_substr_follows_the_reference(args, expected):
     assert ev({"substr": args}) == expected
@@ -341,9 +385,16 @@ def test_in_is_substring_or_strict_array_membership(rule, expected):
 @pytest.mark.parametrize(
     ("collection", "value", "expected"),
     [
-        ("my bill", "bill", True), ("my bill", "refund", False), (["a", "b"], "b", True), ([1, 2], "1", False),
-        ({"vip": True}, "vip", True), ({"vip": True}, "gold", False), ({"1": 0}, 1, True), (None, "x", False),
-        (42, 4, False), ({"a": 1}, ["a"], False),
+        ("my bill", "bill", True),
+        ("my bill", "refund", False),
+        (["a", "b"], "b", True),
+        ([1, 2], "1", False),
+        ({"vip": True}, "vip", True),
+        ({"vip": True}, "gold", False),
+        ({"1": 0}, 1, True),
+        (None, "x", False),
+        (42, 4, False),
+        ({"a": 1}, ["a"], False),
     ],
 )
 def test_contains_checks_substring_element_or_key(collection, value, expected):
@@ -564,9 +615,7 @@ def test_nested_iteration_is_charged_for_every_inner_step():
 
 
 def test_doubling_a_string_in_reduce_exceeds_the_budget():
-    rule = compile_logic(
-        {"reduce": [{"var": "xs"}, {"cat": [{"var": "accumulator"}, {"var": "accumulator"}]}, "ab"]}
-    )
+    rule = compile_logic({"reduce": [{"var": "xs"}, {"cat": [{"var": "accumulator"}, {"var": "accumulator"}]}, "ab"]})
     with pytest.raises(LogicBudgetError):
         rule.evaluate({"xs": list(range(64))})
 
@@ -627,17 +676,52 @@ def test_evaluate_logic_rejects_bad_rules():
 
 
 def test_supported_operators_are_the_documented_set():
-    assert SUPPORTED_OPERATORS == {
-        "==", "===", "!=", "!==", ">", ">=", "<", "<=", "!", "!!", "and", "or", "if", "?:", "var", "missing",
-        "missing_some", "in", "contains", "+", "-", "*", "/", "%", "min", "max", "cat", "substr", "merge",
-        "map", "filter", "reduce", "all", "some", "none",
-    }
+    assert {
+        "==",
+        "===",
+        "!=",
+        "!==",
+        ">",
+        ">=",
+        "<",
+        "<=",
+        "!",
+        "!!",
+        "and",
+        "or",
+        "if",
+        "?:",
+        "var",
+        "missing",
+        "missing_some",
+        "in",
+        "contains",
+        "+",
+        "-",
+        "*",
+        "/",
+        "%",
+        "min",
+        "max",
+        "cat",
+        "substr",
+        "merge",
+        "map",
+        "filter",
+        "reduce",
+        "all",
+        "some",
+        "none",
+    } == SUPPORTED_OPERATORS
 
 
 # --------------------------------------------------------------------------- robustness
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**60), 2**60) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=5),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=3), children, max_size=4),
     max_leaves=12,

@@ -17,14 +17,24 @@ def test_importing_the_package_adds_no_handlers_to_the_root_logger_and_writes_no
         "import logging, os; before = list(logging.getLogger().handlers); import llm_fsm, llm_fsm.cli; "
         "print(logging.getLogger().handlers == before, sorted(os.listdir('.')))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    ).stdout.strip()
     assert out == "True []"
 
 
 def test_the_public_api_is_exported_with_all():
     import llm_fsm
 
-    for name in ("FSMManager", "FSMDefinition", "LiteLLMInterface", "load_fsm_definition", "evaluate_logic", "FSMError", "open_store"):
+    for name in (
+        "FSMManager",
+        "FSMDefinition",
+        "LiteLLMInterface",
+        "load_fsm_definition",
+        "evaluate_logic",
+        "FSMError",
+        "open_store",
+    ):
         assert name in llm_fsm.__all__ and hasattr(llm_fsm, name)
 
 

@@ -60,16 +60,35 @@ def test_sections_follow_the_seed_layout_in_order():
     prompt = build(instance({"name": "Ann"}, [{"user": "hi"}, {"assistant": "hello"}]))
     opened = [t for t in tags(prompt) if not t.startswith("</")]
     assert opened == [
-        "<task>", "<fsm>", "<current_state>", "<current_state_description>", "<current_purpose>", "<persona>",
-        "<state_instructions>", "<information_to_collect>", "<information_extraction_instructions>",
-        "<available_state_transitions>", "<transition_rules>", "<intents>", "<current_context>", "<conversation_history>",
-        "<response>", "<response_format>", "<instructions>",
+        "<task>",
+        "<fsm>",
+        "<current_state>",
+        "<current_state_description>",
+        "<current_purpose>",
+        "<persona>",
+        "<state_instructions>",
+        "<information_to_collect>",
+        "<information_extraction_instructions>",
+        "<available_state_transitions>",
+        "<transition_rules>",
+        "<intents>",
+        "<current_context>",
+        "<conversation_history>",
+        "<response>",
+        "<response_format>",
+        "<instructions>",
     ]
 
 
 def test_sections_without_content_are_left_out():
     prompt = build(instance(), state="done")
-    for absent in ("<persona_x>", "<information_to_collect>", "<available_state_transitions>", "<current_context>", "<conversation_history>"):
+    for absent in (
+        "<persona_x>",
+        "<information_to_collect>",
+        "<available_state_transitions>",
+        "<current_context>",
+        "<conversation_history>",
+    ):
         assert absent not in prompt
 
 

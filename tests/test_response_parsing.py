@@ -93,7 +93,12 @@ def test_schema_closed_to_context_keys_names_them_and_refuses_others():
 def test_schema_closed_to_context_keys_bounds_every_value_for_grammar_decoding():
     schema = response_json_schema(["a"], context_keys=["tags"], max_string_chars=10, max_items=2)
     jsonschema.validate(reply("a", {"tags": ["x", 1]}), schema)
-    for too_much in ({"tags": {"nested": "object"}}, {"tags": ["x", "y", "z"]}, {"tags": [["deep"]]}, {"tags": "z" * 11}):
+    for too_much in (
+        {"tags": {"nested": "object"}},
+        {"tags": ["x", "y", "z"]},
+        {"tags": [["deep"]]},
+        {"tags": "z" * 11},
+    ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(reply("a", too_much), schema)
 
@@ -219,7 +224,10 @@ def test_null_transition_means_no_proposal():
 
 
 def test_target_state_is_matched_case_insensitively_when_unambiguous():
-    assert parse_llm_output(text_of(reply(" Collect_Email ")), ["collect_email"]).transition.target_state == "collect_email"
+    assert (
+        parse_llm_output(text_of(reply(" Collect_Email ")), ["collect_email"]).transition.target_state
+        == "collect_email"
+    )
 
 
 def test_non_string_reasoning_is_kept_as_json_text():
@@ -288,7 +296,10 @@ def test_unknown_target_is_kept_unchanged_when_targets_are_not_strict():
 
 
 def test_case_is_normalised_even_when_targets_are_not_strict():
-    assert parse_llm_output(text_of(reply("GREETING")), ["greeting"], strict_targets=False).transition.target_state == "greeting"
+    assert (
+        parse_llm_output(text_of(reply("GREETING")), ["greeting"], strict_targets=False).transition.target_state
+        == "greeting"
+    )
 
 
 def test_ambiguous_case_insensitive_target_is_refused():
@@ -327,7 +338,11 @@ def test_response_from_object_refuses_non_objects():
 # --- properties ----------------------------------------------------------------------
 
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(10**9), 10**9), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20)
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**9), 10**9),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
 )
 json_values = st.recursive(
     json_scalars,
@@ -361,7 +376,10 @@ def test_any_text_either_parses_or_raises_malformed_output_error(text):
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
-        st.one_of(st.sampled_from(['{', '}', '"', ":", ",", "[", "]", "null", "message", "transition", "target_state"]), st.text(max_size=3)),
+        st.one_of(
+            st.sampled_from(["{", "}", '"', ":", ",", "[", "]", "null", "message", "transition", "target_state"]),
+            st.text(max_size=3),
+        ),
         max_size=60,
     ).map("".join)
 )
@@ -398,7 +416,14 @@ def test_the_lean_schema_has_the_same_shape_and_enums_without_bounds():
     jsonschema.Draft202012Validator.check_schema(lean)
     assert "$defs" not in lean and "maxLength" not in json.dumps(lean)
     assert lean["properties"]["transition"]["properties"]["target_state"]["enum"] == ["ask", "done"]
-    jsonschema.validate({"intent": "continue", "transition": {"target_state": "ask", "context_update": {"a": {"b": [1]}}}, "message": "hi"}, lean)
+    jsonschema.validate(
+        {
+            "intent": "continue",
+            "transition": {"target_state": "ask", "context_update": {"a": {"b": [1]}}},
+            "message": "hi",
+        },
+        lean,
+    )
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(reply("elsewhere"), lean)
 

@@ -54,4 +54,9 @@ def test_a_copy_for_a_turn_is_a_valid_model_that_serialises():
 def test_copy_json_copies_containers_and_shares_leaves():
     value = {"a": [1, {"b": "c"}]}
     copied = copy_json(value)
-    assert copied == value and copied is not value and copied["a"] is not value["a"] and copied["a"][1] is not value["a"][1]
+    assert (
+        copied == value
+        and copied is not value
+        and copied["a"] is not value["a"]
+        and copied["a"][1] is not value["a"][1]
+    )

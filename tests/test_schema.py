@@ -259,7 +259,11 @@ GUARDED = {
             "description": "d",
             "purpose": "p",
             "transitions": [
-                {"target_state": "a", "description": "t", "conditions": [{"description": "c", "requires_context_keys": ["k"]}]}
+                {
+                    "target_state": "a",
+                    "description": "t",
+                    "conditions": [{"description": "c", "requires_context_keys": ["k"]}],
+                }
             ],
         }
     },
@@ -270,6 +274,8 @@ LOCATIONS = {
     "transition": ["states", "a", "transitions", 0],
     "condition": ["states", "a", "transitions", 0, "conditions", 0],
 }
+
+
 def _field_probes() -> list[tuple[str, str, Any]]:
     from llm_fsm.definition._model import State, Transition, TransitionCondition
 

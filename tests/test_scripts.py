@@ -64,7 +64,9 @@ def test_a_single_conversation_script_is_named_by_its_name_key(folder: Path) -> 
 
 def test_the_definition_path_is_relative_to_the_script_not_the_working_directory(folder: Path) -> None:
     (folder / "conversations").mkdir()
-    path = write(folder, HAPPY.replace("definition: form.yaml", "definition: ../form.yaml"), "conversations/x.conv.yaml")
+    path = write(
+        folder, HAPPY.replace("definition: form.yaml", "definition: ../form.yaml"), "conversations/x.conv.yaml"
+    )
     assert load_script(path).definition_path.resolve() == (folder / "form.yaml").resolve()
 
 
@@ -156,7 +158,9 @@ def test_two_conversations_with_one_name_are_refused(folder: Path) -> None:
 
 def test_a_model_reply_needs_a_message_and_one_shape(folder: Path) -> None:
     with pytest.raises(ScriptError, match="non-empty message"):
-        parse_script("definition: form.yaml\nturns: [{user: a, model: {target_state: ask_email}}]\n", file=folder / "a.conv.yaml")
+        parse_script(
+            "definition: form.yaml\nturns: [{user: a, model: {target_state: ask_email}}]\n", file=folder / "a.conv.yaml"
+        )
     with pytest.raises(ScriptError, match="not both"):
         parse_script(
             "definition: form.yaml\nturns: [{user: a, model: {transition: {target_state: x}, target_state: y, message: m}}]\n",
@@ -188,7 +192,10 @@ def test_an_expected_state_the_definition_does_not_declare_is_pointed_out(folder
 
 def test_a_plain_string_model_answer_stays_and_says_that_message(folder: Path) -> None:
     result = run(
-        write(folder, 'definition: form.yaml\nturns: [{user: hello, model: "Your name?", expect: {state: ask_name, verdict: stay}}]\n')
+        write(
+            folder,
+            'definition: form.yaml\nturns: [{user: hello, model: "Your name?", expect: {state: ask_name, verdict: stay}}]\n',
+        )
     )
     assert result.passed
     assert result.turns[0].reply == "Your name?"
@@ -322,7 +329,7 @@ def test_a_path_that_does_not_exist_is_a_script_error(folder: Path) -> None:
     [
         (b"- just\n- a list\n", "a script is a mapping"),
         (b"definition: form.yaml\nbase: &b {user: x}\nturns: [*b]\n", "aliases"),
-        (b"definition: form.yaml\nturns: [{user: \"\xff\xfe\"}]\n", "not UTF-8"),
+        (b'definition: form.yaml\nturns: [{user: "\xff\xfe"}]\n', "not UTF-8"),
         (b"definition: form.yaml\nturns: [{user: 42}]\n", "valid string"),
         (b"", "a script is a mapping"),
     ],

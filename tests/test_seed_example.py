@@ -55,7 +55,9 @@ def test_the_seed_example_program_runs_unchanged(monkeypatch, capsys):
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(llm_fsm.llm, "LiteLLMInterface", Mocked)
-    answers = iter(["Hello", "Ada Lovelace", "ada@example.com", "+44 20 7946 0958", "36", "mathematician", "yes", "bye"])
+    answers = iter(
+        ["Hello", "Ada Lovelace", "ada@example.com", "+44 20 7946 0958", "36", "mathematician", "yes", "bye"]
+    )
     monkeypatch.setattr(builtins, "input", lambda prompt="": next(answers))
     monkeypatch.chdir(REPO)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

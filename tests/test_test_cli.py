@@ -57,7 +57,9 @@ def test_passing_scripts_print_pass_per_turn_and_exit_zero(folder: Path) -> None
 
 
 def test_a_failing_expectation_exits_one_and_shows_the_explain_record(folder: Path) -> None:
-    (folder / "form.conv.yaml").write_text(SCRIPT.replace("{state: ask_email, context: {name: Ann}}", "{state: done}"), encoding="utf-8")
+    (folder / "form.conv.yaml").write_text(
+        SCRIPT.replace("{state: ask_email, context: {name: Ann}}", "{state: done}"), encoding="utf-8"
+    )
     result = invoke(folder)
     assert result.exit_code == 1
     assert "FAIL turn 1  [ask_name → ask_email] proposal_accepted  (line 5)" in result.output
@@ -67,7 +69,9 @@ def test_a_failing_expectation_exits_one_and_shows_the_explain_record(folder: Pa
 
 
 def test_an_unreadable_script_exits_two_with_its_location_and_no_traceback(folder: Path) -> None:
-    (folder / "form.conv.yaml").write_text(SCRIPT.replace("expect: {state: ask_name}", "expect: {stat: ask_name}"), encoding="utf-8")
+    (folder / "form.conv.yaml").write_text(
+        SCRIPT.replace("expect: {state: ask_name}", "expect: {stat: ask_name}"), encoding="utf-8"
+    )
     result = invoke(folder)
     assert result.exit_code == 2
     assert "form.conv.yaml:15 $.conversations[1].turns[0].expect.stat: unknown key 'stat'" in result.output
@@ -75,14 +79,22 @@ def test_an_unreadable_script_exits_two_with_its_location_and_no_traceback(folde
 
 
 def test_an_unloadable_definition_exits_two(folder: Path) -> None:
-    (folder / "form.yaml").write_text(FORM.replace("initial_state: ask_name", "initial_state: nowhere"), encoding="utf-8")
+    (folder / "form.yaml").write_text(
+        FORM.replace("initial_state: ask_name", "initial_state: nowhere"), encoding="utf-8"
+    )
     result = invoke(folder / "form.conv.yaml")
     assert result.exit_code == 2
     assert "ERROR" in result.output and "nowhere" in result.output
 
 
 def test_min_coverage_fails_when_a_definition_is_under_the_threshold(folder: Path) -> None:
-    (folder / "form.conv.yaml").write_text(SCRIPT.replace('model: {target_state: done, context_update: {email: ann@example.com}, message: "Bye!"}', 'model: "Email please?"').replace("expect: {state: done, ended: true}", "expect: {state: ask_email}"), encoding="utf-8")
+    (folder / "form.conv.yaml").write_text(
+        SCRIPT.replace(
+            'model: {target_state: done, context_update: {email: ann@example.com}, message: "Bye!"}',
+            'model: "Email please?"',
+        ).replace("expect: {state: done, ended: true}", "expect: {state: ask_email}"),
+        encoding="utf-8",
+    )
     failed = invoke(folder, "--min-coverage", "100")
     assert failed.exit_code == 1
     assert "is 50.0% of transitions, below --min-coverage 100" in failed.output
@@ -95,7 +107,9 @@ def test_min_coverage_must_be_a_percentage(folder: Path) -> None:
 
 
 def test_junit_xml_has_one_testcase_per_conversation_and_the_failures(folder: Path, tmp_path: Path) -> None:
-    (folder / "form.conv.yaml").write_text(SCRIPT.replace("expect: {state: ask_name}", "expect: {state: done}"), encoding="utf-8")
+    (folder / "form.conv.yaml").write_text(
+        SCRIPT.replace("expect: {state: ask_name}", "expect: {state: done}"), encoding="utf-8"
+    )
     target = tmp_path / "out" / "report.xml"
     assert invoke(folder, "--junit-xml", target).exit_code == 1
     suite = ET.parse(target).getroot().find("testsuite")
@@ -123,7 +137,11 @@ def test_every_shipped_script_passes_with_full_transition_coverage() -> None:
 
 def test_every_shipped_definition_has_conversations_that_take_every_transition() -> None:
     report = run_suite([ROOT / "definitions"])
-    files = {p.resolve() for p in (ROOT / "definitions").rglob("*") if p.suffix in (".json", ".yaml") and ".conv." not in p.name}
+    files = {
+        p.resolve()
+        for p in (ROOT / "definitions").rglob("*")
+        if p.suffix in (".json", ".yaml") and ".conv." not in p.name
+    }
     assert len(files) >= 8
     assert {Path(key) for key in report.coverage.definitions} == files
     for coverage in report.coverage.definitions.values():
@@ -137,7 +155,10 @@ def test_every_shipped_definition_has_conversations_that_take_every_transition()
 
 def live_model(request: LLMRequest) -> dict:
     """A stand-in for a live model: answers from what the user said."""
-    say = lambda target, message, **update: {"transition": {"target_state": target, "context_update": update}, "message": message}  # noqa: E731
+    say = lambda target, message, **update: {
+        "transition": {"target_state": target, "context_update": update},
+        "message": message,
+    }  # noqa: E731
     if request.purpose == "opening":
         return say("", "Hello! What's your name?")
     if request.purpose == "regenerate":
@@ -151,7 +172,9 @@ def live_model(request: LLMRequest) -> dict:
 
 
 def record(folder: Path, directory: Path) -> None:
-    report = run_suite([folder / "form.conv.yaml"], llm=FunctionLLM(live_model), model_label="stand-in", record_dir=directory)
+    report = run_suite(
+        [folder / "form.conv.yaml"], llm=FunctionLLM(live_model), model_label="stand-in", record_dir=directory
+    )
     assert report.passed
     assert len(report.recordings) == 2
 
@@ -164,7 +187,10 @@ def test_record_saves_every_request_and_answer_and_the_route(folder: Path, tmp_p
     assert data["model"] == "stand-in"
     assert [(c["turn"], c["purpose"]) for c in data["calls"]] == [(0, "opening"), (1, "turn"), (2, "turn")]
     first = data["calls"][1]
-    assert first["request"]["user_message"] == "I'm Ann" and "<current_state>ask_name</current_state>" in first["request"]["system_prompt"]
+    assert (
+        first["request"]["user_message"] == "I'm Ann"
+        and "<current_state>ask_name</current_state>" in first["request"]["system_prompt"]
+    )
     assert first["request"]["response_schema"]["type"] == "object"
     assert first["answer"]["response"]["message"] == "Thanks Ann, your email?"
     assert [(s["state_before"], s["transition_index"], s["state_after"]) for s in data["path"]] == [
@@ -193,7 +219,9 @@ def test_replay_reproduces_the_recorded_routes_offline(folder: Path, tmp_path: P
 
 def test_replay_against_an_edited_definition_reports_the_divergence(folder: Path, tmp_path: Path) -> None:
     record(folder, tmp_path / "rec")
-    (folder / "form.yaml").write_text(FORM.replace('{in: ["@", {var: email}]}', '{in: [".org", {var: email}]}'), encoding="utf-8")
+    (folder / "form.yaml").write_text(
+        FORM.replace('{in: ["@", {var: email}]}', '{in: [".org", {var: email}]}'), encoding="utf-8"
+    )
     script = SCRIPT.replace("expect: {state: done, ended: true}", "expect: {}")
     (folder / "form.conv.yaml").write_text(script, encoding="utf-8")
     result = invoke(folder / "form.conv.yaml", "--replay", tmp_path / "rec")
@@ -248,19 +276,28 @@ def test_recording_names_come_from_the_script_and_the_conversation(folder: Path)
     from llm_fsm.scripting._scripts import load_script
 
     script = load_script(folder / "form.conv.yaml")
-    assert [recording_name(c) for c in script.conversations] == ["form--00-happy-path.json", "form--01-small-talk-first.json"]
+    assert [recording_name(c) for c in script.conversations] == [
+        "form--00-happy-path.json",
+        "form--01-small-talk-first.json",
+    ]
 
 
 def test_recording_and_replaying_the_shipped_scripts_gives_the_same_routes(tmp_path: Path) -> None:
     recorded = run_suite([ROOT / "definitions"], record_dir=tmp_path)
     replayed = run_suite([ROOT / "definitions"], replay_dir=tmp_path)
     assert recorded.passed and replayed.passed, [f for r in replayed.results for f in r.failures]
-    assert [[s.to_json() for s in r.path] for r in replayed.results] == [[s.to_json() for s in r.path] for r in recorded.results]
+    assert [[s.to_json() for s in r.path] for r in replayed.results] == [
+        [s.to_json() for s in r.path] for r in recorded.results
+    ]
     assert [r.opening for r in replayed.results] == [r.opening for r in recorded.results]
-    assert [[t.reply for t in r.turns] for r in replayed.results] == [[t.reply for t in r.turns] for r in recorded.results]
+    assert [[t.reply for t in r.turns] for r in replayed.results] == [
+        [t.reply for t in r.turns] for r in recorded.results
+    ]
 
 
-def test_a_live_model_answers_instead_of_the_scripts_and_the_expectations_still_apply(folder: Path, monkeypatch) -> None:
+def test_a_live_model_answers_instead_of_the_scripts_and_the_expectations_still_apply(
+    folder: Path, monkeypatch
+) -> None:
     import llm_fsm.cli.chat
 
     asked: list[str | None] = []
@@ -279,7 +316,6 @@ def test_a_live_model_answers_instead_of_the_scripts_and_the_expectations_still_
 
 def test_a_model_that_is_not_configured_stops_the_run_with_exit_two(folder: Path, monkeypatch) -> None:
     import llm_fsm.cli.chat
-
     from llm_fsm.errors import LLMConfigurationError
 
     def refuse(request):
@@ -300,7 +336,9 @@ def test_match_runs_only_the_conversations_whose_label_contains_the_text(folder:
 
 def test_replay_notes_a_changed_definition_whose_routes_did_not_change(folder: Path, tmp_path: Path) -> None:
     record(folder, tmp_path / "rec")
-    (folder / "form.yaml").write_text(FORM.replace("purpose: say goodbye", "purpose: say goodbye warmly"), encoding="utf-8")
+    (folder / "form.yaml").write_text(
+        FORM.replace("purpose: say goodbye", "purpose: say goodbye warmly"), encoding="utf-8"
+    )
     result = invoke(folder / "form.conv.yaml", "--replay", tmp_path / "rec")
     assert result.exit_code == 0, result.output
     assert "NOTE the definition changed since this conversation was recorded; the route did not" in result.output

@@ -104,7 +104,15 @@ def test_among_eligible_guarded_transitions_the_best_priority_wins_then_declarat
 
 
 def test_a_rule_reading_a_missing_key_does_not_hold():
-    d = make([{"target_state": "b", "description": "minor", "conditions": [{"description": "under 18", "logic": {"<": [{"var": "age"}, 18]}}]}])
+    d = make(
+        [
+            {
+                "target_state": "b",
+                "description": "minor",
+                "conditions": [{"description": "under 18", "logic": {"<": [{"var": "age"}, 18]}}],
+            }
+        ]
+    )
     verdict, evaluations = decide(d, "a", {}, "b")
     assert verdict.target_state == "a"
     assert evaluations[0].conditions[0].logic_missing_vars == ["age"]
@@ -143,7 +151,9 @@ def test_router_standard_customer_cannot_be_moved_to_premium_support(router):
 
 
 def test_router_standard_customer_goes_to_standard_support_when_the_model_says_so(router):
-    verdict, _ = decide(router, "greeting", {"customer": {"tier": "standard", "lifetime_value": 10}}, "standard_support")
+    verdict, _ = decide(
+        router, "greeting", {"customer": {"tier": "standard", "lifetime_value": 10}}, "standard_support"
+    )
     assert verdict.target_state == "standard_support"
 
 

@@ -160,7 +160,9 @@ def live_conversation(job, FSMManager, load_fsm_definition):
 
 
 def main():
-    metadata, module_file, FSMManager, LLMInterface, LLMResponse, StateTransition, load_fsm_definition = _load_original()
+    metadata, module_file, FSMManager, LLMInterface, LLMResponse, StateTransition, load_fsm_definition = (
+        _load_original()
+    )
 
     class ScriptedFake(LLMInterface):
         """Answers with ``self.reply`` at once; records each request and the time spent here."""
@@ -185,9 +187,7 @@ def main():
             )
             self.prompt_chars += len(request.system_prompt) + len(request.user_message)
             if self.record:
-                self.requests.append(
-                    {"system_prompt": request.system_prompt, "user_message": request.user_message}
-                )
+                self.requests.append({"system_prompt": request.system_prompt, "user_message": request.user_message})
             else:
                 self.requests.append(None)
             self.seconds += time.perf_counter() - started

@@ -169,7 +169,7 @@ class DriverSession:
         self._scratch: str | None = None
         self._stderr: Any = None
 
-    def __enter__(self) -> "DriverSession":
+    def __enter__(self) -> DriverSession:
         python = ensure_venv(self.baseline)
         # The original writes log files under ./logs at import: give it a scratch
         # directory that is thrown away afterwards, never the repository. Its

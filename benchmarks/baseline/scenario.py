@@ -100,8 +100,7 @@ FORM_TURNS: list[tuple[str, Reply]] = [
         "It should be +44 20 7946 0000.",
         reply(
             "confirmation",
-            "Updated. Ada Lovelace, ada@example.com, +44 20 7946 0000, 36, mathematician. "
-            "Is everything correct now?",
+            "Updated. Ada Lovelace, ada@example.com, +44 20 7946 0000, 36, mathematician. Is everything correct now?",
             {"phone": "+44 20 7946 0000", "confirmed": False},
             "Phone corrected; summarising again.",
         ),

@@ -1,5 +1,4 @@
-"""The click group and the error guard every command runs under (exit codes: 0 clean, 1 findings, 2 usage or unreadable input).
-"""
+"""The click group and the error guard every command runs under (exit codes: 0 clean, 1 findings, 2 usage or unreadable input)."""
 
 from __future__ import annotations
 
@@ -16,8 +15,10 @@ LINT_SUFFIXES = (".json", ".yaml", ".yml")
 #: conversation test scripts live next to definitions but are not definitions
 SKIP_SUFFIXES = (".conv.yaml", ".conv.yml", ".conv.json")
 
+
 def _fail(message: str) -> None:
     click.echo(f"error: {message}", err=True)
+
 
 class _Guarded:
     """Mixin: turn any unexpected exception into one line on stderr and exit 2."""
@@ -34,11 +35,14 @@ class _Guarded:
             _fail(f"unexpected {type(exc).__name__}: {exc}")
             ctx.exit(EXIT_UNREADABLE)
 
+
 class GuardedGroup(_Guarded, click.Group):
     pass
 
+
 class GuardedCommand(_Guarded, click.Command):
     pass
+
 
 @click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="llm_fsm", prog_name="llm-fsm")

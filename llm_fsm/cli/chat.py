@@ -144,7 +144,11 @@ def chat_loop(
         try:
             reply = manager.process_message(conversation_id, message)
         except LLMResponseError as exc:
-            click.echo(click.style(f"(the model's answer could not be used: {exc}; nothing was changed — try again)", fg="yellow"))
+            click.echo(
+                click.style(
+                    f"(the model's answer could not be used: {exc}; nothing was changed — try again)", fg="yellow"
+                )
+            )
             continue
         except ConversationEndedError:
             break
@@ -157,8 +161,9 @@ def chat_loop(
 
 _model_option = click.option("--model", "-m", help=f"litellm model name, or 'local' (default: ${MODEL_ENV}).")
 _store_option = click.option(
-    "--store", help="Store URL: sqlite:///path.db, memory://, redis://host:port/db, file:///dir "
-    "(default: $LLM_FSM_STORE, else the user's conversations.db)."
+    "--store",
+    help="Store URL: sqlite:///path.db, memory://, redis://host:port/db, file:///dir "
+    "(default: $LLM_FSM_STORE, else the user's conversations.db).",
 )
 
 
@@ -170,7 +175,15 @@ _store_option = click.option(
 @click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
 @click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
 @click.option("--temperature", type=float, default=None)
-def chat_command(definition: str, model: str | None, store: str | None, resume: str | None, explain: bool, show_prompt: bool, temperature: float | None) -> None:
+def chat_command(
+    definition: str,
+    model: str | None,
+    store: str | None,
+    resume: str | None,
+    explain: bool,
+    show_prompt: bool,
+    temperature: float | None,
+) -> None:
     """Talk to a definition in the terminal.
 
     Shows the state after each turn and why the engine moved (or did not).
@@ -183,18 +196,42 @@ def chat_command(definition: str, model: str | None, store: str | None, resume: 
       llm-fsm chat definitions/simple_greeting.yaml --model local --explain
       llm-fsm chat definitions/simple_greeting.yaml --resume 6f1c…
     """
-    _run_guarded(lambda: chat_loop(definition, model=model, store=store, resume=resume, explain=explain, show_prompt=show_prompt, temperature=temperature))
+    _run_guarded(
+        lambda: chat_loop(
+            definition,
+            model=model,
+            store=store,
+            resume=resume,
+            explain=explain,
+            show_prompt=show_prompt,
+            temperature=temperature,
+        )
+    )
 
 
 @click.command("run")
 @click.argument("definition")
 @_model_option
 @_store_option
-@click.option("--input", "input_file", type=click.File("r", encoding="utf-8"), required=True, help="One user message per line ('-' for stdin).")
+@click.option(
+    "--input",
+    "input_file",
+    type=click.File("r", encoding="utf-8"),
+    required=True,
+    help="One user message per line ('-' for stdin).",
+)
 @click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
 @click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
 @click.option("--temperature", type=float, default=None)
-def run_command(definition: str, model: str | None, store: str | None, input_file: TextIO, explain: bool, show_prompt: bool, temperature: float | None) -> None:
+def run_command(
+    definition: str,
+    model: str | None,
+    store: str | None,
+    input_file: TextIO,
+    explain: bool,
+    show_prompt: bool,
+    temperature: float | None,
+) -> None:
     """Play user messages from a file against a definition, without a terminal.
 
     Blank lines are skipped. Stops when the conversation ends or the input does.
@@ -204,7 +241,18 @@ def run_command(definition: str, model: str | None, store: str | None, input_fil
       llm-fsm run definitions/simple_greeting.yaml --model gpt-4o-mini --input messages.txt
     """
     messages = [line.rstrip("\n") for line in input_file if line.strip()]
-    _run_guarded(lambda: chat_loop(definition, model=model, store=store, resume=None, explain=explain, show_prompt=show_prompt, temperature=temperature, messages=messages))
+    _run_guarded(
+        lambda: chat_loop(
+            definition,
+            model=model,
+            store=store,
+            resume=None,
+            explain=explain,
+            show_prompt=show_prompt,
+            temperature=temperature,
+            messages=messages,
+        )
+    )
 
 
 @click.command("explain")
@@ -249,7 +297,9 @@ def trace_command(conversation_id: str, store: str | None, output_format: str) -
         if output_format == "json":
             click.echo(json.dumps([e.model_dump(mode="json") for e in instance.trace], indent=2, ensure_ascii=False))
             return
-        click.echo(f"conversation {instance.conversation_id}: {instance.status}, state {instance.current_state}, stack {instance.stack}")
+        click.echo(
+            f"conversation {instance.conversation_id}: {instance.status}, state {instance.current_state}, stack {instance.stack}"
+        )
         for line in trace_lines(instance.trace):
             click.echo(line)
 
@@ -262,7 +312,7 @@ def trace_lines(trace: Iterable[Any]) -> list[str]:
 
     lines = []
     for event in trace:
-        when = datetime.datetime.fromtimestamp(event.timestamp, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        when = datetime.datetime.fromtimestamp(event.timestamp, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
         details = " ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in event.data.items())
         lines.append(f"{when}  {event.event:<15} {details}")
     return lines

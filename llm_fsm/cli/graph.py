@@ -1,5 +1,4 @@
-"""``llm-fsm graph``: a definition drawn as Mermaid, DOT or text.
-"""
+"""``llm-fsm graph``: a definition drawn as Mermaid, DOT or text."""
 
 from __future__ import annotations
 
@@ -16,11 +15,20 @@ from llm_fsm.errors import DefinitionError
 @main.command("graph")
 @click.argument("definition")
 @click.option(
-    "--format", "output_format", type=click.Choice(["mermaid", "dot", "text"]), default="mermaid", show_default=True,
+    "--format",
+    "output_format",
+    type=click.Choice(["mermaid", "dot", "text"]),
+    default="mermaid",
+    show_default=True,
     help="Diagram format.",
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Write to this file instead of standard output.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Write to this file instead of standard output.",
+)
 @click.pass_context
 def graph_command(ctx: click.Context, definition: str, output_format: str, output: str | None) -> None:
     """Draw a definition's states and transitions.

@@ -1,5 +1,4 @@
-"""``fsm-lint`` and ``llm-fsm lint``: definition files checked, findings printed as text or JSON.
-"""
+"""``fsm-lint`` and ``llm-fsm lint``: definition files checked, findings printed as text or JSON."""
 
 from __future__ import annotations
 
@@ -42,6 +41,7 @@ def iter_definition_files(paths: Iterable[str]) -> Iterator[tuple[str, bool]]:
         else:
             yield raw, path.exists()
 
+
 def lint_paths(paths: Sequence[str], *, max_bytes: int | None = None) -> tuple[list[Any], int, int]:
     """Lint every file, and the sub-flows each one declares; returns (diagnostics, files checked, unreadable files).
 
@@ -68,7 +68,11 @@ def lint_paths(paths: Sequence[str], *, max_bytes: int | None = None) -> tuple[l
             unreadable += 1
             diagnostics.append(
                 make_diagnostic(
-                    "unreadable-input", exc.message, file=name, path=exc.path or "$", line=exc.line,
+                    "unreadable-input",
+                    exc.message,
+                    file=name,
+                    path=exc.path or "$",
+                    line=exc.line,
                     hint=_unreadable_hint(exc.message),
                 )
             )
@@ -80,14 +84,21 @@ def lint_paths(paths: Sequence[str], *, max_bytes: int | None = None) -> tuple[l
         loadable = not any(d.blocks_loading or d.code == "FSM099" for d in result.diagnostics)
         root = flow_files.root(doc, result.definition, loadable=loadable)
         for diagnostic in lint_flows(root, flow_files, line_for=flow_files.line_for):
-            key = (diagnostic.code, _real(diagnostic.file) if diagnostic.file else None, diagnostic.path, diagnostic.message)
+            key = (
+                diagnostic.code,
+                _real(diagnostic.file) if diagnostic.file else None,
+                diagnostic.path,
+                diagnostic.message,
+            )
             if key not in seen:
                 seen.add(key)
                 diagnostics.append(diagnostic)
     return diagnostics, checked, unreadable
 
+
 def _real(name: str) -> str:
     return os.path.realpath(name)
+
 
 class _FlowFiles:
     """fsm-lint's sub-flow resolver: looks where the engine looks, loads each file once per run.
@@ -151,12 +162,14 @@ class _FlowFiles:
         doc = self.documents.get(definition.source or "")
         return doc.line_for(parts) if doc is not None else None
 
+
 def _display_name(path: str) -> str:
     try:
         relative = os.path.relpath(path)
     except ValueError:  # another drive
         return path
     return path if relative.startswith("..") else relative
+
 
 def _unreadable_hint(message: str) -> str | None:
     if "UTF-8" in message:
@@ -167,6 +180,7 @@ def _unreadable_hint(message: str) -> str | None:
         return "YAML anchors and aliases are refused to prevent alias bombs"
     return None
 
+
 def format_text(diagnostic: Any) -> str:
     where = diagnostic.file or "<data>"
     if diagnostic.line:
@@ -175,6 +189,7 @@ def format_text(diagnostic: Any) -> str:
     if diagnostic.hint:
         text += f"\n    hint: {diagnostic.hint}"
     return text
+
 
 def _lint_command_body(paths: Sequence[str], output_format: str, strict: bool, max_bytes: int | None) -> int:
     from llm_fsm.lint._rules import Severity
@@ -209,6 +224,7 @@ def _lint_command_body(paths: Sequence[str], output_format: str, strict: bool, m
         )
     return status
 
+
 _LINT_HELP = """Check FSM definition files: schema, graph, conditions.
 
     PATHS are files or directories; directories are searched recursively for
@@ -223,10 +239,15 @@ _LINT_HELP = """Check FSM definition files: schema, graph, conditions.
         {prog} --strict --format json booking.yaml
 """
 
+
 def _lint_options(func: Any) -> Any:
     func = click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=True))(func)
     func = click.option(
-        "--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+        "--format",
+        "output_format",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
         help="Output format.",
     )(func)
     func = click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")(func)
@@ -235,18 +256,29 @@ def _lint_options(func: Any) -> Any:
     )(func)
     return func
 
+
 @main.command("lint", help=_LINT_HELP.format(prog="llm-fsm lint"))
 @_lint_options
 @click.pass_context
-def lint_command(ctx: click.Context, paths: tuple[str, ...], output_format: str, strict: bool, max_bytes: int | None) -> None:
+def lint_command(
+    ctx: click.Context, paths: tuple[str, ...], output_format: str, strict: bool, max_bytes: int | None
+) -> None:
     ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes))
 
-@click.command("fsm-lint", cls=GuardedCommand, help=_LINT_HELP.format(prog="fsm-lint"),
-               context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.command(
+    "fsm-lint",
+    cls=GuardedCommand,
+    help=_LINT_HELP.format(prog="fsm-lint"),
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @_lint_options
 @click.pass_context
-def fsm_lint(ctx: click.Context, paths: tuple[str, ...], output_format: str, strict: bool, max_bytes: int | None) -> None:
+def fsm_lint(
+    ctx: click.Context, paths: tuple[str, ...], output_format: str, strict: bool, max_bytes: int | None
+) -> None:
     ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes))
+
 
 def lint_main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``fsm-lint`` console script."""

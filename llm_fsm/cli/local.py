@@ -16,8 +16,8 @@ from pathlib import Path
 
 import click
 
-from llm_fsm.local import _build, _catalogue, _server
 from llm_fsm.errors import FSMError
+from llm_fsm.local import _build, _catalogue, _server
 
 MODEL_CHOICE = click.Choice(sorted(_catalogue.MODELS), case_sensitive=False)
 
@@ -54,8 +54,12 @@ def local_group() -> None:
 
 
 @local_group.command("setup")
-@click.option("--model", "models", type=MODEL_CHOICE, multiple=True, help="Model to install (repeatable; default smollm2).")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parallel compile jobs (default: CPU count).")
+@click.option(
+    "--model", "models", type=MODEL_CHOICE, multiple=True, help="Model to install (repeatable; default smollm2)."
+)
+@click.option(
+    "--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parallel compile jobs (default: CPU count)."
+)
 @click.option("--rebuild", is_flag=True, help="Build llama-server again even if it is cached.")
 @HOME_OPTION
 def setup_command(models: tuple[str, ...], jobs: int | None, rebuild: bool, home: Path | None) -> None:
@@ -84,7 +88,12 @@ def setup_command(models: tuple[str, ...], jobs: int | None, rebuild: bool, home
 @local_group.command("start")
 @click.option("--model", default=_catalogue.DEFAULT_MODEL, type=MODEL_CHOICE, show_default=True)
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="Port on 127.0.0.1 (default: a free one).")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (default: half the CPUs, at least 1; see docs/local-model.md).")
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="CPU threads (default: half the CPUs, at least 1; see docs/local-model.md).",
+)
 @click.option("--ctx-size", type=click.IntRange(min=256), default=_catalogue.DEFAULT_CTX_SIZE, show_default=True)
 @HOME_OPTION
 def start_command(model: str, port: int | None, threads: int | None, ctx_size: int, home: Path | None) -> None:
@@ -137,9 +146,7 @@ def status_command(home: Path | None) -> None:
     for item in report.models:
         where = item.model_file or "not installed"
         running = (
-            f"running, pid {item.server.pid}, http://127.0.0.1:{item.server.port}/v1"
-            if item.server
-            else "stopped"
+            f"running, pid {item.server.pid}, http://127.0.0.1:{item.server.port}/v1" if item.server else "stopped"
         )
         click.echo(f"model {item.key}: {where}; {running}")
     if not report.ready:

@@ -1,5 +1,4 @@
-"""``llm-fsm schema``: print the definition JSON Schema or check a file against it.
-"""
+"""``llm-fsm schema``: print the definition JSON Schema or check a file against it."""
 
 from __future__ import annotations
 
@@ -16,8 +15,13 @@ from llm_fsm.definition._schema import SCHEMA_PATH, render_schema
 
 
 @main.command("schema")
-@click.option("--check", "check_file", type=click.Path(dir_okay=False), default=None,
-              help="Compare this file with the generated schema; exit 1 when they differ.")
+@click.option(
+    "--check",
+    "check_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Compare this file with the generated schema; exit 1 when they differ.",
+)
 @click.pass_context
 def schema_command(ctx: click.Context, check_file: str | None) -> None:
     """Print the JSON Schema (2020-12) of definition files, generated from the models.
@@ -65,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     args.output.write_text(text, encoding="utf-8")
     print(f"wrote {args.output}")
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

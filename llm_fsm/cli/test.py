@@ -34,7 +34,11 @@ def _route(turn: TurnResult) -> str:
     record = turn.record
     if record is None:
         return f"[{turn.state}]" if turn.state else ""
-    where = f"[{record.state_before}]" if record.state_before == record.state_after else f"[{record.state_before} → {record.state_after}]"
+    where = (
+        f"[{record.state_before}]"
+        if record.state_before == record.state_after
+        else f"[{record.state_before} → {record.state_after}]"
+    )
     return f"{where} {record.verdict.kind}"
 
 
@@ -100,7 +104,9 @@ def junit_xml(report: SuiteReport) -> bytes:
         if not result.passed:
             failures += 1
             problems = [f"turn {t.turn.index}: {f}" for t in result.turns for f in t.failures] + list(result.failures)
-            failure = ET.SubElement(case, "failure", message=problems[0] if problems else "failed", type="AssertionError")
+            failure = ET.SubElement(
+                case, "failure", message=problems[0] if problems else "failed", type="AssertionError"
+            )
             failure.text = "\n".join(format_result(result))
     for error in report.errors:
         errors += 1
@@ -128,14 +134,52 @@ def _percentage(ctx: click.Context, param: click.Parameter, value: float | None)
 
 @click.command("test")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--model", "-m", default=None, help="Run against this live model (litellm name, or 'local') instead of the scripts' answers.")
+@click.option(
+    "--model",
+    "-m",
+    default=None,
+    help="Run against this live model (litellm name, or 'local') instead of the scripts' answers.",
+)
 @click.option("--temperature", type=float, default=None, help="Sampling temperature for --model.")
-@click.option("--junit-xml", "junit_path", type=click.Path(dir_okay=False), default=None, help="Write JUnit XML here (one testcase per conversation).")
-@click.option("--min-coverage", type=float, default=None, callback=_percentage, help="Fail when a definition's transition coverage (percent) is below this.")
-@click.option("--record", "record_dir", type=click.Path(file_okay=False), default=None, help="Save every model request and answer, one JSON file per conversation, in this folder.")
-@click.option("--replay", "replay_dir", type=click.Path(file_okay=False), default=None, help="Answer from recordings in this folder; report conversations whose route changed.")
-@click.option("--coverage/--no-coverage", "show_coverage", default=True, show_default=True, help="Print the coverage table.")
-@click.option("--match", "-k", "match", default=None, metavar="TEXT", help="Run only conversations whose 'script::name' contains TEXT.")
+@click.option(
+    "--junit-xml",
+    "junit_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write JUnit XML here (one testcase per conversation).",
+)
+@click.option(
+    "--min-coverage",
+    type=float,
+    default=None,
+    callback=_percentage,
+    help="Fail when a definition's transition coverage (percent) is below this.",
+)
+@click.option(
+    "--record",
+    "record_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Save every model request and answer, one JSON file per conversation, in this folder.",
+)
+@click.option(
+    "--replay",
+    "replay_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Answer from recordings in this folder; report conversations whose route changed.",
+)
+@click.option(
+    "--coverage/--no-coverage", "show_coverage", default=True, show_default=True, help="Print the coverage table."
+)
+@click.option(
+    "--match",
+    "-k",
+    "match",
+    default=None,
+    metavar="TEXT",
+    help="Run only conversations whose 'script::name' contains TEXT.",
+)
 @click.option("--verbose", "-v", is_flag=True, help="Also print each user message and reply.")
 @click.pass_context
 def test_command(
@@ -166,7 +210,9 @@ def test_command(
       llm-fsm test definitions/ -k coffee_order --model local
     """
     try:
-        code = _run(paths, model, temperature, junit_path, min_coverage, record_dir, replay_dir, show_coverage, match, verbose)
+        code = _run(
+            paths, model, temperature, junit_path, min_coverage, record_dir, replay_dir, show_coverage, match, verbose
+        )
     except FSMError as exc:  # incl. LLMConfigurationError: a model that cannot be reached or set up
         click.echo(f"error: {exc}", err=True)
         code = EXIT_UNREADABLE
@@ -211,7 +257,9 @@ def _run(
     click.echo("")
     click.echo(summary(report))
     if report.recordings and record_dir:
-        click.echo(f"recorded {len(report.recordings)} conversation{'s' if len(report.recordings) != 1 else ''} in {record_dir}")
+        click.echo(
+            f"recorded {len(report.recordings)} conversation{'s' if len(report.recordings) != 1 else ''} in {record_dir}"
+        )
     below = report.coverage.below(min_coverage) if min_coverage is not None else []
     if show_coverage or below:
         click.echo("")

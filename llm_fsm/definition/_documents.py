@@ -244,12 +244,12 @@ def parse_yaml(text: str, *, file: str | None = None) -> ParsedDocument:
         problem = exc.problem or "invalid YAML"
         if exc.context:
             problem = f"{exc.context}; {problem}"
-        raise DefinitionError(
-            f"not valid YAML: {problem}", file=file, line=(mark.line + 1) if mark else None
-        ) from None
+        raise DefinitionError(f"not valid YAML: {problem}", file=file, line=(mark.line + 1) if mark else None) from None
     except yaml.reader.ReaderError as exc:
         line = text.count("\n", 0, exc.position) + 1
-        raise DefinitionError(f"not valid YAML: {exc.reason} (character {exc.character!r})", file=file, line=line) from None
+        raise DefinitionError(
+            f"not valid YAML: {exc.reason} (character {exc.character!r})", file=file, line=line
+        ) from None
     except yaml.YAMLError as exc:
         raise DefinitionError(f"not valid YAML: {exc}", file=file) from None
     except RecursionError:

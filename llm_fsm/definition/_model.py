@@ -78,7 +78,7 @@ class TransitionCondition(_Model):
     )
 
     @model_validator(mode="after")
-    def _compile(self) -> "TransitionCondition":
+    def _compile(self) -> TransitionCondition:
         # Compiled once at load time: unknown operators fail here, not at run time.
         if self.logic is not None:
             self.__dict__["compiled"] = compile_guard(self.logic)

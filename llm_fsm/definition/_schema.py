@@ -1,5 +1,4 @@
-"""The JSON Schema of the definition format, generated from the pydantic model.
-"""
+"""The JSON Schema of the definition format, generated from the pydantic model."""
 
 from __future__ import annotations
 
@@ -14,11 +13,13 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 #: where the committed copy lives in a source checkout
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "fsm_definition.schema.json"
 
+
 def build_schema() -> dict[str, Any]:
     """The models' schema with ``$schema`` and ``$id`` first (what the 2020-12 dialect expects)."""
     generated = FSMDefinition.model_json_schema(mode="validation")
     generated.pop("$id", None)
     return {"$schema": DIALECT, "$id": SCHEMA_ID, **generated}
+
 
 def render_schema() -> str:
     """The schema as committed: two-space indented JSON with a final newline."""

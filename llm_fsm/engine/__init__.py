@@ -22,7 +22,7 @@ from llm_fsm.engine._data import (
     DEFAULT_MAX_TURN_RECORDS,
 )
 from llm_fsm.engine._hooks import HOOK_NAMES, HookEvent, HookFunction, Hooks
-from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance, FlowFrame
+from llm_fsm.engine._instance import Conversation, FlowFrame, FSMContext, FSMInstance
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import (
     ConditionResult,

@@ -190,7 +190,9 @@ def apply_update(
                     f"context would exceed {max_bytes} bytes after setting {path!r}; "
                     "store large data outside the conversation and keep a reference in the context"
                 )
-            changes.append(ContextChange(key=path, value=None, applied=False, reason=f"context size cap ({max_bytes} bytes)"))
+            changes.append(
+                ContextChange(key=path, value=None, applied=False, reason=f"context size cap ({max_bytes} bytes)")
+            )
             continue
         reason = "set" if previous is _MISSING or is_empty(previous) else "corrected"
         changes.append(

@@ -41,6 +41,7 @@ DEFAULT_MAX_CONTEXT_BYTES = 10_000
 
 ConversationStatus = Literal["active", "ended", "cancelled"]
 
+
 def copy_json(value: Any) -> Any:
     """A copy of JSON-shaped data (dicts and lists copied, everything else shared): ~4x faster than deepcopy."""
     kind = type(value)
@@ -49,6 +50,7 @@ def copy_json(value: Any) -> Any:
     if kind is list:
         return [copy_json(item) for item in value]
     return value
+
 
 def _replace(model: _M, **changes: Any) -> _M:
     """A shallow copy of a runtime model with some fields replaced.
@@ -67,14 +69,18 @@ def _replace(model: _M, **changes: Any) -> _M:
     object.__setattr__(new, "__pydantic_private__", None)
     return new
 
+
 def new_conversation_id() -> str:
     """Random, unguessable ids: knowing one conversation id reveals nothing about another."""
     return str(uuid.uuid4())
 
+
 def now() -> float:
     return time.time()
 
+
 class _Data(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
 
 _M = TypeVar("_M", bound=_Data)

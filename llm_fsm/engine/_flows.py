@@ -87,7 +87,9 @@ def push_flow(
 ) -> list[ContextChange]:
     """Start ``child``: ``call`` pauses the active flow, ``link`` archives it. Returns the inputs handed over."""
     if declaration.mode == "call" and depth(instance) >= max_depth:
-        raise FlowError(f"cannot start {declaration.name!r}: {depth(instance)} flows are stacked (max_flow_depth={max_depth})")
+        raise FlowError(
+            f"cannot start {declaration.name!r}: {depth(instance)} flows are stacked (max_flow_depth={max_depth})"
+        )
     inputs = map_keys(instance.context.data, declaration.inputs)
     parent = _active_frame(instance, "paused" if declaration.mode == "call" else "linked", reason)
     if declaration.mode == "call":

@@ -80,7 +80,9 @@ def check_result(name: str, result: Any) -> dict[str, Any]:
         return {}
     if isinstance(result, Mapping):
         return dict(result)
-    raise HookError(name, TypeError(f"a hook must return a mapping of context additions or None, not {type(result).__name__}"))
+    raise HookError(
+        name, TypeError(f"a hook must return a mapping of context additions or None, not {type(result).__name__}")
+    )
 
 
 def run_sync(name: str, functions: list[HookFunction], event: HookEvent) -> dict[str, Any]:

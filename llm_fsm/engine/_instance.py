@@ -1,5 +1,4 @@
-"""A running conversation as data: the instance, its context, flow frames and the summary stores list.
-"""
+"""A running conversation as data: the instance, its context, flow frames and the summary stores list."""
 
 from __future__ import annotations
 
@@ -29,9 +28,7 @@ class Conversation(_Data):
     exchanges: list[dict[str, str]] = Field(default_factory=list)
     max_history_size: int = DEFAULT_MAX_HISTORY_SIZE
     max_message_length: int = DEFAULT_MAX_MESSAGE_LENGTH
-    archived_messages: int = Field(
-        default=0, description="Messages moved out of `exchanges` into the store's archive."
-    )
+    archived_messages: int = Field(default=0, description="Messages moved out of `exchanges` into the store's archive.")
 
     def add_user_message(self, text: str) -> None:
         self.exchanges.append({"user": text})
@@ -51,6 +48,7 @@ class Conversation(_Data):
                 out.append((role, text))
         return out
 
+
 class FSMContext(_Data):
     """What the conversation knows: collected data, transcript, and metadata for the application."""
 
@@ -58,9 +56,11 @@ class FSMContext(_Data):
     conversation: Conversation = Field(default_factory=Conversation)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+
 # --- the flow stack ------------------------------------------------------------------
 
 FlowStatus = Literal["active", "paused", "completed", "cancelled", "linked"]
+
 
 class FlowFrame(_Data):
     """One flow instance: the root conversation or a sub-flow, with its own id and its own data."""
@@ -80,10 +80,12 @@ class FlowFrame(_Data):
     completed_at: float | None = None
     reason: str | None = None
 
+
 def new_flow_id(name: str) -> str:
     """``<name>_<8 hex>``: readable in traces, unique per instance."""
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)[:40] or "flow"
     return f"{safe}_{uuid.uuid4().hex[:8]}"
+
 
 # --- the instance -----------------------------------------------------------------
 
@@ -111,7 +113,9 @@ class FSMInstance(_Data):
     )
     trace: list[TraceEvent] = Field(default_factory=list)
     flow_id: str = Field(default="root", description="Id of the active flow instance.")
-    flow_name: str | None = Field(default=None, description="Name of the active flow (the root's is its definition's name).")
+    flow_name: str | None = Field(
+        default=None, description="Name of the active flow (the root's is its definition's name)."
+    )
     flow_mode: Literal["root", "call", "link"] = "root"
     flow_started_at: float = Field(default_factory=now)
     flow_output_mapping: dict[str, str] = Field(
@@ -148,7 +152,7 @@ class FSMInstance(_Data):
             return []
         return [frame.flow_name for frame in self.flow_stack[1:]] + [self.flow_name or self.fsm_id]
 
-    def copy_for_turn(self) -> "FSMInstance":
+    def copy_for_turn(self) -> FSMInstance:
         """A copy that can be changed freely without touching this instance.
 
         Cheaper than a deep copy, which matters because it happens on every

@@ -33,8 +33,7 @@ from llm_fsm.engine._reply_schema import (
 OPENING_MESSAGE = "(The conversation has just started. Greet the user and begin with the current purpose.)"
 
 _TASK = (
-    "Run one step of a structured conversation: reply to the user, extract what they tell you, "
-    "propose the next state."
+    "Run one step of a structured conversation: reply to the user, extract what they tell you, propose the next state."
 )
 
 _EXTRACTION = (
@@ -181,7 +180,10 @@ class PromptBuilder:
         visible_context = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
         sections += [
             _section("current_context", escape_json(visible_context) if visible_context else None),
-            _section("conversation_history", escape_json(self.history_for_prompt(instance)) if instance.context.conversation.exchanges else None),
+            _section(
+                "conversation_history",
+                escape_json(self.history_for_prompt(instance)) if instance.context.conversation.exchanges else None,
+            ),
             _section("engine_decision", escape_text(engine_decision) if engine_decision else None),
             _TAIL_BY_SCHEMA if schema_sent else _TAIL,
         ]
@@ -210,7 +212,9 @@ class PromptBuilder:
                 _section("transition_rules", _TRANSITION_RULES),
             ]
         else:
-            sections.append(_section("transition_rules", "This is the final state: stay in it and close the conversation politely."))
+            sections.append(
+                _section("transition_rules", "This is the final state: stay in it and close the conversation politely.")
+            )
         if definition is not None:
             flows = [{"name": d.name, "when": d.description} for d in definition.flows_for(state.id)]
             sections.append(_section("available_flows", escape_json(flows) if flows else None))

@@ -20,6 +20,7 @@ class StateTransition(_Data):
     target_state: str
     context_update: dict[str, Any] = Field(default_factory=dict)
 
+
 class LLMRequest(_Data):
     """One call to a model."""
 
@@ -38,7 +39,9 @@ class LLMRequest(_Data):
         ),
     )
 
+
 Intent = Literal["continue", "digression", "cancel", "start_flow", "resume_flow", "confirm", "deny"]
+
 
 class LLMResponse(_Data):
     """The model's answer, parsed.
@@ -54,6 +57,7 @@ class LLMResponse(_Data):
     reasoning: str | None = None
     intent: Intent = "continue"
     flow: str | None = None
+
 
 @dataclass(frozen=True)
 class LLMResult:
@@ -73,6 +77,7 @@ class LLMResult:
     usage: Mapping[str, int] = field(default_factory=dict)
     """Token counts summed over all attempts, when the provider reports them."""
 
+
 # --- explain records -------------------------------------------------------------
 
 
@@ -82,9 +87,12 @@ class ConditionResult(_Data):
     description: str
     missing_keys: list[str] = Field(default_factory=list, description="requires_context_keys absent, null or empty.")
     logic_value: Any = None
-    logic_missing_vars: list[str] = Field(default_factory=list, description="Variables the rule read that were missing.")
+    logic_missing_vars: list[str] = Field(
+        default_factory=list, description="Variables the rule read that were missing."
+    )
     error: str | None = None
     holds: bool
+
 
 class TransitionEvaluation(_Data):
     """One declared transition, considered."""
@@ -95,6 +103,7 @@ class TransitionEvaluation(_Data):
     guarded: bool
     conditions: list[ConditionResult] = Field(default_factory=list)
     eligible: bool
+
 
 VerdictKind = Literal[
     "proposal_accepted",  # the model's eligible proposal stands
@@ -109,6 +118,7 @@ VerdictKind = Literal[
     "flow_completed",  # the active sub-flow reached a terminal state; the one below resumed
     "conversation_cancelled",  # the root flow was cancelled: the conversation ended as cancelled
 ]
+
 
 class Verdict(_Data):
     """What the engine decided, and why, in words a person can read."""
@@ -125,6 +135,7 @@ class Verdict(_Data):
         """A transition inside the active flow was taken."""
         return self.kind in ("proposal_accepted", "guarded_override", "guarded_fallback")
 
+
 class ContextChange(_Data):
     """One key of a context update and what happened to it."""
 
@@ -134,10 +145,12 @@ class ContextChange(_Data):
     applied: bool
     reason: str = Field(description="'set', 'corrected', 'removed', or why it was dropped.")
 
+
 class LLMCallRecord(_Data):
     purpose: str
     attempts: int = 1
     error: str | None = None
+
 
 class TurnRecord(_Data):
     """Everything one turn did, so any decision can be explained afterwards."""
@@ -158,6 +171,7 @@ class TurnRecord(_Data):
     reply: str
     started_at: float
     finished_at: float
+
 
 class TraceEvent(_Data):
     """One entry of the audit trail."""

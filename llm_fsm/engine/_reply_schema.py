@@ -140,6 +140,7 @@ def response_json_schema(
         else _value_defs(max_string_chars, depth),
     }
 
+
 def _lean_schema(
     allowed_targets: Sequence[str] | None, intents: Sequence[str] | None, flows: Sequence[str] | None
 ) -> dict[str, Any]:
@@ -167,6 +168,7 @@ def _lean_schema(
         "additionalProperties": False,
     }
 
+
 def _value_defs(max_string_chars: int, depth: int) -> dict[str, Any]:
     """``value1`` … ``valueN``: JSON values whose strings are bounded.
 
@@ -192,6 +194,7 @@ def _value_defs(max_string_chars: int, depth: int) -> dict[str, Any]:
         }
     return defs
 
+
 def _flat_value_defs(max_string_chars: int, max_items: int) -> dict[str, Any]:
     """``value1``: a scalar or a bounded array of scalars; every part has an upper bound a grammar can enforce."""
     scalars: list[dict[str, Any]] = [
@@ -201,6 +204,7 @@ def _flat_value_defs(max_string_chars: int, max_items: int) -> dict[str, Any]:
         {"type": "null"},
     ]
     return {"value1": {"anyOf": [*scalars, {"type": "array", "items": {"anyOf": scalars}, "maxItems": max_items}]}}
+
 
 def closed_schema(
     schema: dict[str, Any],
@@ -233,6 +237,7 @@ def closed_schema(
         max_string_chars=max_string_chars,
         max_items=max_items,
     )
+
 
 def allowed_targets_from_schema(schema: dict[str, Any] | None) -> list[str] | None:
     """Read the ``target_state`` enum back out of a schema built by ``response_json_schema``.

@@ -169,7 +169,9 @@ def decide(
         Verdict(
             kind="stay_rejected" if wants_move else "stay",
             target_state=current_state,
-            reason=f"{rejection}; no guarded transition holds" if wants_move else "model proposed to stay; no guarded transition holds",
+            reason=f"{rejection}; no guarded transition holds"
+            if wants_move
+            else "model proposed to stay; no guarded transition holds",
         ),
         evaluations,
     )
@@ -185,7 +187,9 @@ def validate_transition(
         return True, None
     state = definition.get_state(current_state)
     to_target = [
-        evaluate_transition(definition, t, data, i) for i, t in enumerate(state.transitions) if t.target_state == target_state
+        evaluate_transition(definition, t, data, i)
+        for i, t in enumerate(state.transitions)
+        if t.target_state == target_state
     ]
     if any(e.eligible for e in to_target):
         return True, None

@@ -124,16 +124,19 @@ def _trace(instance: FSMInstance, config: EngineConfig, event: str, **data: Any)
 def _hook(name: str, instance: FSMInstance, **fields: Any) -> CallHook:
     # The event (with its copy of the context) is built by the driver only when hooks are
     # registered for this name, so a turn without hooks pays nothing for them.
-    data, conversation_id, fsm_id, state = instance.context.data, instance.conversation_id, instance.fsm_id, instance.current_state
+    data, conversation_id, fsm_id, state = (
+        instance.context.data,
+        instance.conversation_id,
+        instance.fsm_id,
+        instance.current_state,
+    )
     return CallHook(
         name,
         lambda: make_event(name, data=data, conversation_id=conversation_id, fsm_id=fsm_id, state=state, **fields),
     )
 
 
-def _apply_application(
-    instance: FSMInstance, additions: Any, config: EngineConfig, hook: str
-) -> list[ContextChange]:
+def _apply_application(instance: FSMInstance, additions: Any, config: EngineConfig, hook: str) -> list[ContextChange]:
     if not additions:
         return []
     changes = apply_update(instance.context.data, additions, source="application", max_bytes=config.max_context_bytes)
@@ -287,10 +290,22 @@ def _cancel(
     if not instance.flow_stack:
         instance.status = "cancelled"
         _trace(instance, config, "cancel", flow=instance.flow_id, state=state_before, scope="conversation")
-        verdict = Verdict(kind="conversation_cancelled", target_state=state_before, reason="the user cancelled the conversation")
+        verdict = Verdict(
+            kind="conversation_cancelled", target_state=state_before, reason="the user cancelled the conversation"
+        )
         return _Decision(verdict)
-    finished, _ = pop_flow(instance, "cancelled", reason="cancelled by the user", max_completed=config.max_completed_flows)
-    _trace(instance, config, "cancel", flow=finished.flow_id, name=finished.flow_name, state=state_before, resumed=instance.flow_id)
+    finished, _ = pop_flow(
+        instance, "cancelled", reason="cancelled by the user", max_completed=config.max_completed_flows
+    )
+    _trace(
+        instance,
+        config,
+        "cancel",
+        flow=finished.flow_id,
+        name=finished.flow_name,
+        state=state_before,
+        resumed=instance.flow_id,
+    )
     parent = yield LoadDefinition(instance.fsm_id)
     verdict = Verdict(
         kind="flow_cancelled",
@@ -329,23 +344,34 @@ def _start_flow(
     parent_flow = instance.flow_id
     try:
         inputs = push_flow(
-            instance, declaration, child, child_id,
-            max_depth=config.max_flow_depth, reason=f"user asked for {declaration.name}",
+            instance,
+            declaration,
+            child,
+            child_id,
+            max_depth=config.max_flow_depth,
+            reason=f"user asked for {declaration.name}",
             max_completed=config.max_completed_flows,
         )
     except FlowError as exc:
         verdict = _stay_rejected(state_before, str(exc))
         return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
     _trace(
-        instance, config, "push" if declaration.mode == "call" else "link",
-        flow=instance.flow_id, name=declaration.name, parent=parent_flow, inputs=[c.key for c in inputs],
+        instance,
+        config,
+        "push" if declaration.mode == "call" else "link",
+        flow=instance.flow_id,
+        name=declaration.name,
+        parent=parent_flow,
+        inputs=[c.key for c in inputs],
     )
     verdict = Verdict(
         kind="flow_started",
         target_state=instance.current_state,
         reason=f"declared sub-flow {declaration.name!r} started ({declaration.mode})",
     )
-    note = f"The user asked for {declaration.name!r}, which has just started. Begin it with the current state's purpose."
+    note = (
+        f"The user asked for {declaration.name!r}, which has just started. Begin it with the current state's purpose."
+    )
     return _Decision(verdict, note=note, definition=child)
 
 
@@ -382,7 +408,9 @@ def _confirmation(
     if intent == "confirm":
         return _decide_transition(definition, state.id, instance.context.data, confirmation.on_yes)
     if corrected:
-        verdict = Verdict(kind="stay", target_state=state.id, reason="values changed during confirmation; confirming again")
+        verdict = Verdict(
+            kind="stay", target_state=state.id, reason="values changed during confirmation; confirming again"
+        )
         note = None if not proposal or proposal == state.id else _decision_note(verdict, state)
         return _Decision(verdict, note=note)
     if confirmation.on_no == "cancel":
@@ -397,7 +425,9 @@ def _digression(definition: FSMDefinition, instance: FSMInstance, config: Engine
     instance.consecutive_digressions += 1
     count = instance.consecutive_digressions
     _trace(instance, config, "digression", state=state.id, count=count)
-    verdict = Verdict(kind="digression", target_state=state.id, reason=f"side question ({count} in a row); state and stack unchanged")
+    verdict = Verdict(
+        kind="digression", target_state=state.id, reason=f"side question ({count} in a row); state and stack unchanged"
+    )
     note = None
     if count > definition.max_consecutive_digressions:
         note = (
@@ -418,15 +448,39 @@ def _complete_finished_flows(
     changes: list[ContextChange] = []
     note = None
     while instance.flow_stack and definition.get_state(instance.current_state).is_terminal:
-        finished, outputs = pop_flow(instance, "completed", reason="reached a terminal state", max_completed=config.max_completed_flows)
+        finished, outputs = pop_flow(
+            instance, "completed", reason="reached a terminal state", max_completed=config.max_completed_flows
+        )
         changes += outputs
-        _trace(instance, config, "pop", flow=finished.flow_id, name=finished.flow_name, outputs=sorted(finished.outputs), resumed=instance.flow_id)
+        _trace(
+            instance,
+            config,
+            "pop",
+            flow=finished.flow_id,
+            name=finished.flow_name,
+            outputs=sorted(finished.outputs),
+            resumed=instance.flow_id,
+        )
         if outputs:
-            _trace(instance, config, "context_update", source=f"sub-flow:{finished.flow_name}", keys=[c.key for c in outputs])
+            _trace(
+                instance,
+                config,
+                "context_update",
+                source=f"sub-flow:{finished.flow_name}",
+                keys=[c.key for c in outputs],
+            )
         definition = yield LoadDefinition(instance.fsm_id)
         verdict, _ = decide(definition, instance.current_state, instance.context.data, None)
         if verdict.moved:
-            _trace(instance, config, "transition", source=instance.current_state, target=verdict.target_state, kind=verdict.kind, reason=verdict.reason)
+            _trace(
+                instance,
+                config,
+                "transition",
+                source=instance.current_state,
+                target=verdict.target_state,
+                kind=verdict.kind,
+                reason=verdict.reason,
+            )
             instance.current_state = verdict.target_state
         note = (
             f"The sub-flow {finished.flow_name!r} has just finished"
@@ -478,7 +532,10 @@ def run_turn(
     changes += model_changes
     if model_changes:
         _trace(
-            instance, config, "context_update", source="model",
+            instance,
+            config,
+            "context_update",
+            source="model",
             applied=[c.key for c in model_changes if c.applied],
             dropped={c.key: c.reason for c in model_changes if not c.applied},
         )
@@ -509,8 +566,18 @@ def run_turn(
 
     if verdict.moved:
         instance.current_state = verdict.target_state
-        _trace(instance, config, "transition", source=state_before, target=verdict.target_state, kind=verdict.kind, reason=verdict.reason)
-        additions = yield _hook("on_transition", instance, message=message, previous_state=state_before, verdict=verdict)
+        _trace(
+            instance,
+            config,
+            "transition",
+            source=state_before,
+            target=verdict.target_state,
+            kind=verdict.kind,
+            reason=verdict.reason,
+        )
+        additions = yield _hook(
+            "on_transition", instance, message=message, previous_state=state_before, verdict=verdict
+        )
         changes += _apply_application(instance, additions, config, "on_transition")
     elif verdict.kind == "stay_rejected":
         _trace(instance, config, "rejection", proposal=proposal, intent=intent, reason=verdict.reason)
@@ -527,8 +594,15 @@ def run_turn(
         # the state actually reached, so the user never reads a reply meant for another state.
         regenerated: LLMResult = yield CallLLM(
             _request(
-                builder, active, instance, new_state, message, "regenerate",
-                note=note, allow_moves=False, schema_sent=schema_sent,
+                builder,
+                active,
+                instance,
+                new_state,
+                message,
+                "regenerate",
+                note=note,
+                allow_moves=False,
+                schema_sent=schema_sent,
             )
         )
         calls.append(LLMCallRecord(purpose="regenerate", attempts=regenerated.attempts))

@@ -427,7 +427,9 @@ class _FlowLinter:
                 cycle = [edge, *self._path(edge.child, key, component)]
                 steps = [self._step(e) for e in cycle[:_MAX_CYCLE_STEPS]]
                 if len(cycle) > _MAX_CYCLE_STEPS:
-                    steps.append(f"… ({len(cycle) - _MAX_CYCLE_STEPS} more step(s) back to {_label(node.definition)!r})")
+                    steps.append(
+                        f"… ({len(cycle) - _MAX_CYCLE_STEPS} more step(s) back to {_label(node.definition)!r})"
+                    )
                 self.add(
                     "recursive-flow",
                     key,
@@ -446,7 +448,9 @@ class _FlowLinter:
                 check()
             except Exception as exc:  # a bug in one check must not hide the others' findings
                 logger.exception("flow lint check %s failed", check.__name__)
-                self.add("internal-error", self.root_key, (), f"flow {check.__name__} failed: {type(exc).__name__}: {exc}")
+                self.add(
+                    "internal-error", self.root_key, (), f"flow {check.__name__} failed: {type(exc).__name__}: {exc}"
+                )
                 if check == self.walk:
                     break
         order = {key: node.order for key, node in self.nodes.items()}

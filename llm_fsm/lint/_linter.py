@@ -1,5 +1,4 @@
-"""The single-document linter: every check of one definition file, in order, with positions.
-"""
+"""The single-document linter: every check of one definition file, in order, with positions."""
 
 from __future__ import annotations
 
@@ -212,9 +211,11 @@ class _Linter:
             if not isinstance(confirmation, Mapping):
                 continue
             transitions = state.get("transitions")
-            targets = [
-                t.get("target_state") for t in transitions if isinstance(t, Mapping)
-            ] if isinstance(transitions, list) else []
+            targets = (
+                [t.get("target_state") for t in transitions if isinstance(t, Mapping)]
+                if isinstance(transitions, list)
+                else []
+            )
             for field_name in ("on_yes", "on_no"):
                 target = confirmation.get(field_name)
                 if not isinstance(target, str) or (field_name == "on_no" and target == "cancel"):
@@ -439,6 +440,7 @@ class _Linter:
                     f"add {key!r} to a state's required_context_keys, or to application_context_keys",
                 )
 
+
 def _schema_hint(parts: Path, message: str) -> str | None:
     if parts == ("version",):
         return 'quote it: version: "3.0"'
@@ -446,8 +448,10 @@ def _schema_hint(parts: Path, message: str) -> str | None:
         return f"add {parts[-1]!r}" if parts else None
     return None
 
+
 def _sort_key(d: Diagnostic) -> tuple[Any, ...]:
     return (d.line is None, d.line or 0, d.code, d.path)
+
 
 def lint_document(doc: ParsedDocument) -> LintResult:
     """Every diagnostic for one parsed document, sorted by line. Never raises."""
@@ -455,9 +459,11 @@ def lint_document(doc: ParsedDocument) -> LintResult:
     linter.run()
     return LintResult(diagnostics=tuple(sorted(linter.out, key=_sort_key)), definition=linter.definition)
 
+
 def lint_data(data: Any, *, file: str | None = None) -> LintResult:
     """Lint a document that exists only as data (no line numbers)."""
     return lint_document(ParsedDocument(data=data, file=file))
+
 
 def lint_definition(definition: FSMDefinition, *, file: str | None = None) -> list[Diagnostic]:
     """Lint an already-loaded definition (its unknown fields included)."""

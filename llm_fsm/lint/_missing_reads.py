@@ -1,5 +1,4 @@
-"""FSM013: keys read without a default where reference JsonLogic would say true on a missing value.
-"""
+"""FSM013: keys read without a default where reference JsonLogic would say true on a missing value."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from typing import Any
 
 
 _NUMBER = (int, float)
+
 
 def _var_without_default(value: Any) -> str | None:
     """``{"var": "age"}`` / ``{"var": ["age"]}`` → ``age``; None when it has a default or is not a var."""
@@ -23,6 +23,7 @@ def _var_without_default(value: Any) -> str | None:
     if isinstance(arg, bool) or not isinstance(arg, (str, int)) or arg == "":
         return None
     return str(arg)
+
 
 def _as_js_number(value: Any) -> float | None:
     if isinstance(value, bool):
@@ -38,6 +39,7 @@ def _as_js_number(value: Any) -> float | None:
             return None
     return None
 
+
 def _compare_chain(op: str, numbers: list[float]) -> bool:
     compare: dict[str, Callable[[float, float], bool]] = {
         "<": lambda a, b: a < b,
@@ -46,6 +48,7 @@ def _compare_chain(op: str, numbers: list[float]) -> bool:
         ">=": lambda a, b: a >= b,
     }
     return all(compare[op](a, b) for a, b in zip(numbers, numbers[1:]))
+
 
 def risky_missing_reads(rule: Any) -> Iterator[tuple[str, str]]:
     """(key, why) for each var without default whose missing value makes its operator true
@@ -60,7 +63,7 @@ def risky_missing_reads(rule: Any) -> Iterator[tuple[str, str]]:
             continue
         if not isinstance(node, Mapping) or len(node) != 1:
             continue
-        (op, args), = node.items()
+        ((op, args),) = node.items()
         args = args if isinstance(args, list) else [args]
         stack.extend(args)
         if op in ("!", "!=", "!==", "==", "===", "<", "<=", ">", ">="):
@@ -72,6 +75,7 @@ def risky_missing_reads(rule: Any) -> Iterator[tuple[str, str]]:
                 why = _risk(op, position, args, others)
                 if why:
                     yield key, why
+
 
 def _risk(op: str, position: int, args: list[Any], others: list[Any]) -> str | None:
     if op == "!":

@@ -1,5 +1,4 @@
-"""The lint codes, their severities and whether they block loading; diagnostics and results.
-"""
+"""The lint codes, their severities and whether they block loading; diagnostics and results."""
 
 from __future__ import annotations
 
@@ -14,10 +13,12 @@ from llm_fsm.definition._model import (
 
 logger = logging.getLogger(__name__)
 
+
 class Severity(str, Enum):
     ERROR = "error"
     WARNING = "warning"
     INFO = "info"
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -29,13 +30,19 @@ class Rule:
     summary: str
     blocks_loading: bool = False
 
+
 _E, _W = Severity.ERROR, Severity.WARNING
 
 #: The registry of codes. Codes are stable: never renumber, only add.
 RULES: dict[str, Rule] = {
     rule.name: rule
     for rule in (
-        Rule("FSM000", "unreadable-input", _E, "The file cannot be read or parsed (missing, not UTF-8, not JSON/YAML, too large, too deep)."),
+        Rule(
+            "FSM000",
+            "unreadable-input",
+            _E,
+            "The file cannot be read or parsed (missing, not UTF-8, not JSON/YAML, too large, too deep).",
+        ),
         Rule("FSM001", "schema-violation", _E, "The document does not match the definition schema.", True),
         Rule("FSM002", "unsupported-version", _E, "`version` is not a format version this engine supports.", True),
         Rule("FSM003", "unknown-field", _W, "A field the format does not define; the engine ignores it."),
@@ -46,27 +53,104 @@ RULES: dict[str, Rule] = {
         Rule("FSM008", "no-terminal-state", _W, "No state is terminal, so no conversation can ever end."),
         Rule("FSM009", "trap-state", _W, "No terminal state can be reached from this state."),
         Rule("FSM010", "duplicate-transition", _W, "Two transitions of a state have the same target and conditions."),
-        Rule("FSM011", "ambiguous-priority", _W, "Guarded transitions of one state to different targets share a priority."),
-        Rule("FSM012", "invalid-logic", _E, "A JsonLogic rule uses an unknown operator, the wrong arity or a bad shape.", True),
-        Rule("FSM013", "condition-reads-key-without-default", _W, "A condition would hold under reference JsonLogic when a key is missing, but not in this engine."),
-        Rule("FSM014", "condition-key-never-provided", _W, "A condition reads a key no state collects, no condition requires and the application does not provide."),
-        Rule("FSM015", "required-key-never-collected", _W, "`requires_context_keys` names a key no state collects and the application does not provide."),
+        Rule(
+            "FSM011",
+            "ambiguous-priority",
+            _W,
+            "Guarded transitions of one state to different targets share a priority.",
+        ),
+        Rule(
+            "FSM012",
+            "invalid-logic",
+            _E,
+            "A JsonLogic rule uses an unknown operator, the wrong arity or a bad shape.",
+            True,
+        ),
+        Rule(
+            "FSM013",
+            "condition-reads-key-without-default",
+            _W,
+            "A condition would hold under reference JsonLogic when a key is missing, but not in this engine.",
+        ),
+        Rule(
+            "FSM014",
+            "condition-key-never-provided",
+            _W,
+            "A condition reads a key no state collects, no condition requires and the application does not provide.",
+        ),
+        Rule(
+            "FSM015",
+            "required-key-never-collected",
+            _W,
+            "`requires_context_keys` names a key no state collects and the application does not provide.",
+        ),
         Rule("FSM016", "duplicate-key", _W, "A key appears twice in one object; parsers silently keep the last."),
-        Rule("FSM017", "condition-always-true", _W, "A condition has neither `logic` nor `requires_context_keys`, so it always holds."),
-        Rule("FSM018", "confirmation-target-undeclared", _E, "A confirmation's `on_yes`/`on_no` names no declared transition of its state."),
-        Rule("FSM019", "flow-definition-not-found", _W, "A sub-flow's `definition` names no file next to this one or on the search path (checked by the CLI, which may read files)."),
-        Rule("FSM020", "flow-definition-invalid", _E, "A sub-flow's definition file exists but does not load (the engine would refuse to start it)."),
-        Rule("FSM021", "called-flow-never-returns", _E, "A called sub-flow cannot reach a terminal state from its initial state, so the flow that called it never resumes."),
-        Rule("FSM022", "flow-input-never-provided", _W, "A sub-flow's `inputs` hands over a key this flow never collects, requires or is given."),
-        Rule("FSM023", "flow-input-unused", _W, "A sub-flow's `inputs` fills a key the sub-flow never collects, reads or passes on."),
-        Rule("FSM024", "flow-output-never-provided", _W, "A sub-flow's `outputs` copies back a key the sub-flow never collects or is given, so it is always empty."),
-        Rule("FSM025", "recursive-flow", _W, "Sub-flow calls form a cycle, so a definition can call itself without bound (stopped only by the run-time depth limit)."),
-        Rule("FSM026", "call-outputs-lost-by-link", _W, "A called sub-flow can link onward; the call's `outputs` are then never copied back (the linked flow's own `outputs` apply)."),
+        Rule(
+            "FSM017",
+            "condition-always-true",
+            _W,
+            "A condition has neither `logic` nor `requires_context_keys`, so it always holds.",
+        ),
+        Rule(
+            "FSM018",
+            "confirmation-target-undeclared",
+            _E,
+            "A confirmation's `on_yes`/`on_no` names no declared transition of its state.",
+        ),
+        Rule(
+            "FSM019",
+            "flow-definition-not-found",
+            _W,
+            "A sub-flow's `definition` names no file next to this one or on the search path (checked by the CLI, which may read files).",
+        ),
+        Rule(
+            "FSM020",
+            "flow-definition-invalid",
+            _E,
+            "A sub-flow's definition file exists but does not load (the engine would refuse to start it).",
+        ),
+        Rule(
+            "FSM021",
+            "called-flow-never-returns",
+            _E,
+            "A called sub-flow cannot reach a terminal state from its initial state, so the flow that called it never resumes.",
+        ),
+        Rule(
+            "FSM022",
+            "flow-input-never-provided",
+            _W,
+            "A sub-flow's `inputs` hands over a key this flow never collects, requires or is given.",
+        ),
+        Rule(
+            "FSM023",
+            "flow-input-unused",
+            _W,
+            "A sub-flow's `inputs` fills a key the sub-flow never collects, reads or passes on.",
+        ),
+        Rule(
+            "FSM024",
+            "flow-output-never-provided",
+            _W,
+            "A sub-flow's `outputs` copies back a key the sub-flow never collects or is given, so it is always empty.",
+        ),
+        Rule(
+            "FSM025",
+            "recursive-flow",
+            _W,
+            "Sub-flow calls form a cycle, so a definition can call itself without bound (stopped only by the run-time depth limit).",
+        ),
+        Rule(
+            "FSM026",
+            "call-outputs-lost-by-link",
+            _W,
+            "A called sub-flow can link onward; the call's `outputs` are then never copied back (the linked flow's own `outputs` apply).",
+        ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }
 
 RULES_BY_CODE: dict[str, Rule] = {rule.code: rule for rule in RULES.values()}
+
 
 @dataclass(frozen=True)
 class Diagnostic:
@@ -90,6 +174,7 @@ class Diagnostic:
         data["severity"] = self.severity.value
         return data
 
+
 def make_diagnostic(
     name: str,
     message: str,
@@ -102,6 +187,7 @@ def make_diagnostic(
     """A diagnostic for rule ``name`` (used by the CLI for FSM000 as well)."""
     rule = RULES[name]
     return Diagnostic(rule.code, rule.name, rule.severity, message, hint, file, path, line)
+
 
 @dataclass(frozen=True)
 class LintResult:

@@ -1,5 +1,4 @@
-"""Helpers shared by the checks: JSON type names, did-you-mean, key prefixes and the keys a state covers.
-"""
+"""Helpers shared by the checks: JSON type names, did-you-mean, key prefixes and the keys a state covers."""
 
 from __future__ import annotations
 
@@ -35,6 +34,7 @@ _KNOWN_FIELDS: dict[str, frozenset[str]] = {
 #: fields the original LLM-FSM accepted and ignored; worth a specific hint
 _LEGACY_FIELDS = {"function_handlers": "the original LLM-FSM ignored it too; hooks are registered in code here"}
 
+
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
@@ -50,18 +50,22 @@ def _json_type(value: Any) -> str:
         return "object"
     return type(value).__name__
 
+
 def _strings(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
 
 def _did_you_mean(word: str, options: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, list(options), n=1)
     return f"did you mean {close[0]!r}?" if close else ""
+
 
 def _prefixes(key: str) -> Iterator[str]:
     """``a.b.c`` → ``a``, ``a.b`` (proper ancestors)."""
     parts = key.split(".")
     for end in range(1, len(parts)):
         yield ".".join(parts[:end])
+
 
 class KeyCover:
     """Answers "is this dot path provided?" with the two-way prefix rule, in O(len(key))."""
@@ -78,6 +82,7 @@ class KeyCover:
     def guarantees(self, key: str) -> bool:
         """Requiring ``key`` or a field below it guarantees ``key`` is present (an ancestor does not)."""
         return key in self.keys or key in self.ancestors
+
 
 def validation_problems(exc: ValidationError) -> list[tuple[Path, str, LogicError | None]]:
     """Pydantic errors as (path, message, logic error) without pydantic's wording leaking types."""
@@ -98,6 +103,7 @@ def validation_problems(exc: ValidationError) -> list[tuple[Path, str, LogicErro
             message = f"{message} (got {_json_type(error.get('input'))})"
         problems.append((loc, message, None))
     return problems
+
 
 def _logic_subpath(condition_path: Path, logic_path: str) -> str:
     """Join a condition's path with a LogicError/LogicIssue path such as ``$.and[0]``."""

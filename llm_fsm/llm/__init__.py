@@ -6,10 +6,10 @@ itself is imported on the first call, not here.
 
 from __future__ import annotations
 
+from llm_fsm.engine._records import LLMResult  # re-exported: its historical home
 from llm_fsm.llm._interface import LLMInterface, ResponseFormatMode
 from llm_fsm.llm._litellm import LiteLLMInterface
 from llm_fsm.llm._parsing import parse_llm_output
-from llm_fsm.engine._records import LLMResult  # re-exported: its historical home
 
 __all__ = [
     "LLMInterface",

@@ -1,5 +1,4 @@
-"""The one interface the engine's drivers call: a request in, an ``LLMResult`` out, sync and async.
-"""
+"""The one interface the engine's drivers call: a request in, an ``LLMResult`` out, sync and async."""
 
 from __future__ import annotations
 
@@ -32,6 +31,7 @@ _SCHEMA_MODES = ("json_schema", "schema_object")
 _DOWNGRADE = {"json_schema": "json_object", "schema_object": "json_object", "json_object": "none"}
 
 _ECHO_LIMIT = 2_000  # characters of a bad reply sent back to the model when re-asking
+
 
 class LLMInterface(ABC):
     """What the engine needs from a model: one request in, one parsed reply out.

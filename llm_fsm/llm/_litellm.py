@@ -54,6 +54,7 @@ class _Secret:
 
     __str__ = __repr__
 
+
 def _litellm() -> Any:
     """Import litellm on first use and quieten it; it must not print into our users' terminals.
 
@@ -65,11 +66,10 @@ def _litellm() -> Any:
     try:
         import litellm
     except ImportError as exc:  # pragma: no cover - litellm is a declared dependency
-        raise LLMConfigurationError(
-            "litellm is not installed; install it with `pip install litellm`"
-        ) from exc
+        raise LLMConfigurationError("litellm is not installed; install it with `pip install litellm`") from exc
     litellm.suppress_debug_info = True
     return litellm
+
 
 class LiteLLMInterface(LLMInterface):
     """Any litellm-supported model, with structured output, re-asking and typed errors.
@@ -92,8 +92,7 @@ class LiteLLMInterface(LLMInterface):
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise LLMConfigurationError(
-                "a model name is required, e.g. 'gpt-4o-mini', 'anthropic/claude-3-5-haiku-latest' "
-                "or 'ollama/llama3.2'"
+                "a model name is required, e.g. 'gpt-4o-mini', 'anthropic/claude-3-5-haiku-latest' or 'ollama/llama3.2'"
             )
         if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
             raise LLMConfigurationError(f"max_retries must be an integer >= 0, got {max_retries!r}")
@@ -291,7 +290,10 @@ class LiteLLMInterface(LLMInterface):
         lower = _DOWNGRADE[mode]
         logger.warning(
             "%s rejected response_format %s (%s); using %s from now on",
-            self.model, mode, type(exc).__name__, lower,
+            self.model,
+            mode,
+            type(exc).__name__,
+            lower,
         )
         self._auto_mode = lower
         return True
@@ -316,8 +318,10 @@ class LiteLLMInterface(LLMInterface):
             secrets.append(route.api_key.reveal())
         for name, value in self._kwargs.items():
             lowered = name.lower()
-            if isinstance(value, str) and len(value) >= 6 and any(
-                word in lowered for word in ("key", "token", "secret", "password")
+            if (
+                isinstance(value, str)
+                and len(value) >= 6
+                and any(word in lowered for word in ("key", "token", "secret", "password"))
             ):
                 secrets.append(value)
         return secrets
@@ -389,6 +393,7 @@ class LiteLLMInterface(LLMInterface):
             raw_outputs=list(raw_outputs),
         )
 
+
 @dataclass(frozen=True)
 class _Route:
     model: str
@@ -396,9 +401,11 @@ class _Route:
     api_key: _Secret | None
     mode: str
 
+
 def _is_local_name(model: str) -> bool:
     """``local`` and ``local/<model>`` name a model served on this machine by ``llm_fsm.local``."""
     return model == "local" or model.startswith("local/")
+
 
 # --- one request's attempts (shared by the sync and async loops) ----------------------
 
@@ -444,7 +451,10 @@ class _Exchange:
         attempt = len(self.raw_outputs)
         logger.info(
             "invalid model reply (%s, attempt %d of %d): %s",
-            self.request.purpose, attempt, self.max_attempts, problem,
+            self.request.purpose,
+            attempt,
+            self.max_attempts,
+            problem,
         )
         if attempt >= self.max_attempts:
             raise MalformedOutputError(
@@ -453,8 +463,11 @@ class _Exchange:
             )
         echoed = output.text if len(output.text) <= _ECHO_LIMIT else output.text[:_ECHO_LIMIT] + "…"
         self.messages.append({"role": "assistant", "content": echoed or "(empty reply)"})
-        self.messages.append({"role": "user", "content": correction_message(problem, show_shape=mode not in _SCHEMA_MODES)})
+        self.messages.append(
+            {"role": "user", "content": correction_message(problem, show_shape=mode not in _SCHEMA_MODES)}
+        )
         return None
+
 
 def correction_message(problem: str, *, show_shape: bool = True) -> str:
     """What the model is told after an invalid reply: the problem, then the shape once more.
@@ -470,11 +483,13 @@ def correction_message(problem: str, *, show_shape: bool = True) -> str:
         f'"message": "{CORRECTION_MESSAGE}"}}'
     )
 
+
 @dataclass(frozen=True)
 class _Output:
     text: str
     finish_reason: str | None = None
     usage: Mapping[str, int] = field(default_factory=dict)
+
 
 def _output_of(reply: Any) -> _Output:
     """The text of a litellm reply, wherever the provider put it (content, content parts, a tool call)."""
@@ -486,8 +501,7 @@ def _output_of(reply: Any) -> _Output:
     content: Any = getattr(message, "content", None)
     if isinstance(content, list):  # content parts
         content = "".join(
-            part.get("text", "") if isinstance(part, dict) else str(getattr(part, "text", ""))
-            for part in content
+            part.get("text", "") if isinstance(part, dict) else str(getattr(part, "text", "")) for part in content
         )
     if not content:
         tool_calls = getattr(message, "tool_calls", None) or []
@@ -506,8 +520,10 @@ def _output_of(reply: Any) -> _Output:
         usage=usage,
     )
 
+
 def _litellm_exceptions() -> Any:
     return _litellm().exceptions
+
 
 _SHAPE_ERRORS = (
     "BadRequestError",
@@ -517,6 +533,7 @@ _SHAPE_ERRORS = (
 )
 
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar")
+
 
 def _rejects_request_shape(exc: Exception) -> bool:
     """Did the provider refuse our ``response_format`` (as opposed to credentials, size or content)?
@@ -542,6 +559,7 @@ def _rejects_request_shape(exc: Exception) -> bool:
     if not any(word in text for word in _FORMAT_WORDS):
         return False
     return any(isinstance(exc, cls) for cls in (getattr(errors, n, None) for n in _SHAPE_ERRORS) if cls)
+
 
 def _looks_like_missing_key(lowered: str) -> bool:
     return any(

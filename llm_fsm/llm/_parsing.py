@@ -65,6 +65,7 @@ def parse_llm_output(
     message = first_problem.message if first_problem else "no JSON object was found in the reply"
     raise MalformedOutputError(message, raw_outputs=[text])
 
+
 def response_from_object(
     obj: Any, allowed_targets: Sequence[str] | None = None, *, strict_targets: bool = True
 ) -> LLMResponse:
@@ -98,21 +99,41 @@ def response_from_object(
         flow=flow.strip() if flow else None,
     )
 
+
 _INTENT_SYNONYMS = {
-    "continue": "continue", "answer": "continue", "slot_value": "continue", "correction": "continue", "": "continue",
-    "digression": "digression", "question": "digression", "help": "digression", "clarification": "digression",
-    "cancel": "cancel", "cancellation": "cancel", "stop": "cancel",
-    "start_flow": "start_flow", "start": "start_flow", "new_flow": "start_flow",
-    "resume_flow": "resume_flow", "resume": "resume_flow",
-    "confirm": "confirm", "yes": "confirm", "confirmed": "confirm",
-    "deny": "deny", "no": "deny", "denied": "deny", "change": "deny",
+    "continue": "continue",
+    "answer": "continue",
+    "slot_value": "continue",
+    "correction": "continue",
+    "": "continue",
+    "digression": "digression",
+    "question": "digression",
+    "help": "digression",
+    "clarification": "digression",
+    "cancel": "cancel",
+    "cancellation": "cancel",
+    "stop": "cancel",
+    "start_flow": "start_flow",
+    "start": "start_flow",
+    "new_flow": "start_flow",
+    "resume_flow": "resume_flow",
+    "resume": "resume_flow",
+    "confirm": "confirm",
+    "yes": "confirm",
+    "confirmed": "confirm",
+    "deny": "deny",
+    "no": "deny",
+    "denied": "deny",
+    "change": "deny",
 }
+
 
 def _intent(value: Any) -> str:
     """The model's intent, normalised; anything unrecognised is an ordinary answer (the engine decides anyway)."""
     if not isinstance(value, str):
         return "continue"
     return _INTENT_SYNONYMS.get(value.strip().lower().replace(" ", "_").replace("-", "_"), "continue")
+
 
 # --- internals -------------------------------------------------------------------------
 
@@ -130,7 +151,9 @@ class _Problem:
         self.message = message
         self.rank = rank
 
+
 _REPLY_KEYS = frozenset({"transition", "target_state", "context_update", *MESSAGE_KEYS})
+
 
 def _variants(text: str) -> Iterator[str]:
     """Texts to scan, most trustworthy first, each produced only once the previous ones failed.
@@ -151,15 +174,14 @@ def _variants(text: str) -> Iterator[str]:
                 tried.add(repaired)
                 yield repaired
 
+
 def _first_valid(
     text: str, allowed_targets: Sequence[str] | None, strict_targets: bool
 ) -> tuple[LLMResponse | None, _Problem | None]:
     best: _Problem | None = None
     for obj, decode_error in _scan(text):
         if obj is None:
-            problem = _Problem(
-                f"the reply contains '{{' but no complete JSON object ({decode_error})", 0
-            )
+            problem = _Problem(f"the reply contains '{{' but no complete JSON object ({decode_error})", 0)
         else:
             try:
                 return response_from_object(obj, allowed_targets, strict_targets=strict_targets), None
@@ -170,10 +192,13 @@ def _first_valid(
             best = problem
     return None, best
 
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
+
 _DECODER = json.JSONDecoder(strict=False, parse_constant=_reject_constant)
+
 
 def _scan(text: str) -> Iterator[tuple[dict[str, Any] | None, str]]:
     """Every JSON object starting at a ``{``, in order, nested ones included.
@@ -197,12 +222,14 @@ def _scan(text: str) -> Iterator[tuple[dict[str, Any] | None, str]]:
                 yield obj, ""
         start = text.find("{", start + 1)
 
+
 def _short_decode_error(exc: BaseException) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
     if isinstance(exc, RecursionError):
         return "nested too deeply"
     return str(exc)
+
 
 def _remove_trailing_commas(text: str) -> str:
     """Drop commas that directly precede ``}`` or ``]`` outside strings (a common model slip)."""
@@ -238,6 +265,7 @@ def _remove_trailing_commas(text: str) -> str:
     out.extend(pending_comma)
     return "".join(out)
 
+
 def _message(obj: dict[str, Any], problems: list[str]) -> str | None:
     key = next((k for k in MESSAGE_KEYS if k in obj), None)
     if key is None:
@@ -251,6 +279,7 @@ def _message(obj: dict[str, Any], problems: list[str]) -> str | None:
         problems.append(f'"{key}" is the example\'s placeholder {value.strip()!r}; write the actual reply to the user')
         return None
     return value
+
 
 def _transition(obj: dict[str, Any], problems: list[str]) -> tuple[str | None, dict[str, Any] | None]:
     """(target_state, context_update) from the nested, flat or bare-id forms."""
@@ -272,10 +301,7 @@ def _transition(obj: dict[str, Any], problems: list[str]) -> tuple[str | None, d
     elif "target_state" in obj:
         raw_target = obj["target_state"]
     else:
-        problems.append(
-            'the object has no "transition" field '
-            '({"target_state": <state id>, "context_update": {...}})'
-        )
+        problems.append('the object has no "transition" field ({"target_state": <state id>, "context_update": {...}})')
         return None, None
 
     target: str | None
@@ -292,14 +318,15 @@ def _transition(obj: dict[str, Any], problems: list[str]) -> tuple[str | None, d
         update = {}
     elif isinstance(raw_update, dict):
         update = {
-            k: v for k, v in raw_update.items() if k not in _PLACEHOLDERS and not (isinstance(v, str) and v in _PLACEHOLDERS)
+            k: v
+            for k, v in raw_update.items()
+            if k not in _PLACEHOLDERS and not (isinstance(v, str) and v in _PLACEHOLDERS)
         }
     else:
-        problems.append(
-            f'"context_update" must be an object of key: value pairs, got {_describe(raw_update)}'
-        )
+        problems.append(f'"context_update" must be an object of key: value pairs, got {_describe(raw_update)}')
         update = None
     return target, update
+
 
 def _match_target(target: str, allowed: Sequence[str], problems: list[str], strict: bool) -> str | None:
     """Exact match, else a unique case-insensitive match; anything else is refused, or kept when not strict."""
@@ -314,11 +341,13 @@ def _match_target(target: str, allowed: Sequence[str], problems: list[str], stri
     problems.append(f'"target_state" must be one of {choices}; got {_describe(target)}')
     return None
 
+
 def _reasoning(value: Any) -> str | None:
     """Reasoning is for debugging only, so any value is kept rather than failing the turn."""
     if value is None or isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
+
 
 def _json_type(value: Any) -> str:
     if value is None:
@@ -334,6 +363,7 @@ def _json_type(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
 
 def _describe(value: Any) -> str:
     """Type and a short excerpt, so the model sees what it sent without the whole of it."""

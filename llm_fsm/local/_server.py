@@ -1,5 +1,4 @@
-"""The llama-server process: command lines, a state file per model, start, stop, health and status.
-"""
+"""The llama-server process: command lines, a state file per model, start, stop, health and status."""
 
 from __future__ import annotations
 
@@ -57,12 +56,14 @@ def default_threads() -> int:
     """
     return max(1, cpu_count() // 2)
 
+
 def cpu_count() -> int:
     """CPUs this process may run on (its affinity mask, not the whole machine)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
 
 def llama_server_command(
     binary: Path,
@@ -100,6 +101,7 @@ def llama_server_command(
         "--offline",
         *model.server_args,
     ]
+
 
 def llama_cpp_server_command(
     python: str,
@@ -141,9 +143,11 @@ def llama_cpp_server_command(
         command += ["--chat_format", model.llama_cpp_chat_format]
     return command
 
+
 def response_format_mode_for(runtime: Runtime) -> ResponseFormatMode:
     """How the runtime wants a JSON schema sent (llama_cpp.server fails on ``json_schema``)."""
     return "json_schema" if runtime == "llama-server" else "schema_object"
+
 
 def litellm_kwargs_for(state: ServerState) -> dict[str, Any]:
     """What LiteLLMInterface passes to litellm to reach a running server.
@@ -157,6 +161,7 @@ def litellm_kwargs_for(state: ServerState) -> dict[str, Any]:
         "api_key": state.api_key,
         "response_format_mode": response_format_mode_for(state.runtime),
     }
+
 
 # --- server state (a small JSON file per model) -------------------------------------
 
@@ -206,6 +211,7 @@ class ServerState:
             raise ValueError("state file has an impossible pid or port")
         return state
 
+
 def read_state(path: Path) -> ServerState | None:
     """The recorded server, or None when there is none or the record is unreadable."""
     try:
@@ -221,9 +227,11 @@ def read_state(path: Path) -> ServerState | None:
         logger.warning("ignoring unreadable server state %s: %s", path, exc)
         return None
 
+
 def write_state(path: Path, state: ServerState) -> None:
     """Write atomically and private to the user: the file holds the server's API key."""
     _write_private(path, state.to_json())
+
 
 def _write_private(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -235,9 +243,11 @@ def _write_private(path: Path, text: str) -> None:
         handle.write(text)
     os.replace(tmp, path)
 
+
 def remove_state(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
+
 
 # --- processes ------------------------------------------------------------------------
 
@@ -257,6 +267,7 @@ def process_matches(pid: int, command: tuple[str, ...]) -> bool:
         return False  # a zombie: it has exited
     return tuple(argv) == command
 
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -265,6 +276,7 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
 
 def healthy(port: int, timeout: float = 2.0) -> bool:
     """llama-server answers 200 on /health once the model is loaded (503 while loading)."""
@@ -282,11 +294,13 @@ def healthy(port: int, timeout: float = 2.0) -> bool:
             return False
     return False
 
+
 def free_port() -> int:
     """A port on the loopback interface that nobody listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
 
 @contextlib.contextmanager
 def _locked(home: Path, name: str) -> Iterator[None]:
@@ -300,6 +314,7 @@ def _locked(home: Path, name: str) -> Iterator[None]:
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
+
 def available_runtime(home: Path) -> Runtime | None:
     """llama-server when built; else llama_cpp.server when its package and web stack are installed."""
     if server_binary_path(home).is_file():
@@ -307,6 +322,7 @@ def available_runtime(home: Path) -> Runtime | None:
     if all(importlib.util.find_spec(name) for name in ("llama_cpp", "uvicorn", "fastapi")):
         return "llama_cpp.server"
     return None
+
 
 def running_server(model: LocalModel, home: Path | None = None) -> ServerState | None:
     """The recorded server for ``model`` if its process is alive and answers; cleans stale records."""
@@ -322,6 +338,7 @@ def running_server(model: LocalModel, home: Path | None = None) -> ServerState |
     if not healthy(state.port):
         return None
     return state
+
 
 def start(
     model: str = DEFAULT_MODEL,
@@ -355,6 +372,7 @@ def start(
         _forget(home, spec)
         return _launch(spec, home, port=port, threads=threads, ctx_size=ctx_size, timeout=timeout)
 
+
 def _launch(
     spec: LocalModel,
     home: Path,
@@ -375,13 +393,23 @@ def _launch(
         key_file = key_path(home, spec)
         _write_private(key_file, api_key + "\n")
         command = llama_server_command(
-            server_binary_path(home), spec, model_file,
-            port=chosen_port, api_key_file=key_file, threads=n_threads, ctx_size=ctx_size,
+            server_binary_path(home),
+            spec,
+            model_file,
+            port=chosen_port,
+            api_key_file=key_file,
+            threads=n_threads,
+            ctx_size=ctx_size,
         )
     else:
         command = llama_cpp_server_command(
-            sys.executable, spec, model_file,
-            port=chosen_port, api_key=api_key, threads=n_threads, ctx_size=ctx_size,
+            sys.executable,
+            spec,
+            model_file,
+            port=chosen_port,
+            api_key=api_key,
+            threads=n_threads,
+            ctx_size=ctx_size,
         )
     log_file = log_path(home, spec)
     log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -417,8 +445,7 @@ def _launch(
         if code is not None:
             _forget(home, spec)
             raise LLMConfigurationError(
-                f"{runtime} exited with code {code} while starting; see {log_file}:\n"
-                + _tail(log_file)
+                f"{runtime} exited with code {code} while starting; see {log_file}:\n" + _tail(log_file)
             )
         if healthy(chosen_port, timeout=1.0):
             logger.info("%s ready in %.1f s", runtime, time.monotonic() - began)
@@ -430,9 +457,11 @@ def _launch(
         f"{runtime} did not become ready within {timeout:.0f} s; see {log_file}:\n" + _tail(log_file)
     )
 
+
 def _forget(home: Path, spec: LocalModel) -> None:
     remove_state(state_path(home, spec))
     remove_state(key_path(home, spec))
+
 
 def _tail(path: Path, lines: int = 15) -> str:
     try:
@@ -440,6 +469,7 @@ def _tail(path: Path, lines: int = 15) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
 
 def _terminate(state: ServerState) -> None:
     """SIGTERM, then SIGKILL after a grace period; only ever the process we recorded."""
@@ -458,10 +488,12 @@ def _terminate(state: ServerState) -> None:
         os.kill(state.pid, signal.SIGKILL)
     _reap(state.pid)
 
+
 def _reap(pid: int) -> None:
     """Collect our own child's exit status so it does not linger as a zombie."""
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
+
 
 def stop(model: str | None = None, *, home: Path | None = None) -> list[ServerState]:
     """Stop the server of ``model`` (every local model when None); returns what was stopped."""
@@ -478,6 +510,7 @@ def stop(model: str | None = None, *, home: Path | None = None) -> list[ServerSt
             _forget(home, spec)
     return stopped
 
+
 # --- status -------------------------------------------------------------------------
 
 
@@ -486,6 +519,7 @@ class ModelStatus:
     key: str
     model_file: str | None
     server: ServerState | None
+
 
 @dataclasses.dataclass(frozen=True)
 class LocalStatus:
@@ -499,6 +533,7 @@ class LocalStatus:
         """A default model can be served: a runtime and the SmolLM2 file are there."""
         default = next(m for m in self.models if m.key == DEFAULT_MODEL)
         return self.runtime is not None and default.model_file is not None
+
 
 def status(home: Path | None = None) -> LocalStatus:
     home = home or home_dir()
@@ -517,6 +552,7 @@ def status(home: Path | None = None) -> LocalStatus:
         models=tuple(models),
     )
 
+
 # --- the hook for LiteLLMInterface --------------------------------------------------------
 
 
@@ -532,11 +568,10 @@ def resolve_local_model(name: str, *, home: Path | None = None, start_server: bo
     state = running_server(spec, home)
     if state is None:
         if not start_server:
-            raise LLMConfigurationError(
-                f"no {spec.key} server is running; start one with `llm-fsm local start`"
-            )
+            raise LLMConfigurationError(f"no {spec.key} server is running; start one with `llm-fsm local start`")
         state = start(spec.key, home=home)
     return litellm_kwargs_for(state)
+
 
 def local_litellm_kwargs(model_name: str) -> dict[str, Any]:
     """Integration hook: LiteLLMInterface calls this when its model name starts with ``local``."""

@@ -25,11 +25,13 @@ from llm_fsm.logic._spec import (
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+
 def _fmt_key(path: str, key: str) -> str:
     if _IDENT_RE.fullmatch(key):
         return f"{path}.{key}"
     quoted = key.replace("\\", "\\\\").replace("'", "\\'")
     return f"{path}['{quoted}']"
+
 
 def _arity_hint(op: str) -> str:
     lo, hi = _ARITY[op]
@@ -41,6 +43,7 @@ def _arity_hint(op: str) -> str:
         want = f"{lo} to {hi} arguments"
     return f"'{op}' takes {want}"
 
+
 def _too_large(path: str, max_nodes: int) -> LogicIssue:
     return LogicIssue(
         "too-large",
@@ -48,6 +51,7 @@ def _too_large(path: str, max_nodes: int) -> LogicIssue:
         f"rule has more than {max_nodes} nodes",
         "split it into several conditions, or move constant lists into the context",
     )
+
 
 def _scan(rule: Any, max_depth: int, max_nodes: int, first_only: bool) -> list[LogicIssue]:
     """Every structural problem of a rule, found without recursion.
@@ -70,9 +74,7 @@ def _scan(rule: Any, max_depth: int, max_nodes: int, first_only: bool) -> list[L
             continue
         if t is float:
             if not math.isfinite(value):
-                issues.append(
-                    LogicIssue("not-json", path, f"{value!r} is not a JSON number", "use a finite number")
-                )
+                issues.append(LogicIssue("not-json", path, f"{value!r} is not a JSON number", "use a finite number"))
                 if first_only:
                     break
             continue
@@ -160,6 +162,7 @@ def _scan(rule: Any, max_depth: int, max_nodes: int, first_only: bool) -> list[L
         stack.extend(reversed(children))
     return issues
 
+
 _EXAMPLES = {
     "var": '{"var": "path.to.key"} or {"var": ["path.to.key", default]}',
     "missing_some": '{"missing_some": [1, ["a", "b"]]}',
@@ -169,6 +172,7 @@ _EXAMPLES = {
     "<": '{"<": [a, b]} or {"<": [low, x, high]}',
     "<=": '{"<=": [a, b]} or {"<=": [low, x, high]}',
 }
+
 
 def _example(op: str) -> str:
     if op in _EXAMPLES:
@@ -182,13 +186,15 @@ def _example(op: str) -> str:
         return f'{{"{op}": [a, b]}}'
     return f'{{"{op}": [a, b, ...]}}'
 
+
 _KNOWN_ELSEWHERE = {
     "log": "'log' is not supported (conditions do no I/O)",
     "method": "'method' is not supported: rules cannot call Python methods",
-    "??": "use {\"if\": [{\"!=\": [x, null]}, x, fallback]} or {\"var\": [key, default]}",
-    "val": "use {\"var\": \"a.b\"}",
-    "exists": "use {\"missing\": [key]} (an empty result means it exists)",
+    "??": 'use {"if": [{"!=": [x, null]}, x, fallback]} or {"var": [key, default]}',
+    "val": 'use {"var": "a.b"}',
+    "exists": 'use {"missing": [key]} (an empty result means it exists)',
 }
+
 
 def _unknown_hint(op: str) -> str:
     if op in _KNOWN_ELSEWHERE:
@@ -199,6 +205,7 @@ def _unknown_hint(op: str) -> str:
     if close:
         return f"did you mean {close[0]!r}?"
     return "supported operators: " + ", ".join(sorted(SUPPORTED_OPERATORS))
+
 
 def check_logic(
     rule: Any, *, max_depth: int = DEFAULT_MAX_DEPTH, max_nodes: int = DEFAULT_MAX_NODES

@@ -20,6 +20,7 @@ _NULL, _BOOL, _NUM, _STR, _ARR, _OBJ = range(6)
 
 _MAX_SAFE = 2**53
 
+
 def _kind(v: Any) -> int:
     if v is None or v is _MISSING:
         return _NULL
@@ -32,6 +33,7 @@ def _kind(v: Any) -> int:
     if isinstance(v, (list, tuple)):
         return _ARR
     return _OBJ  # dicts, other mappings, and any opaque Python object
+
 
 def truthy(value: Any) -> bool:
     """JsonLogic truthiness: JavaScript's, except that an empty array is false.
@@ -67,6 +69,7 @@ def truthy(value: Any) -> bool:
         return len(value) > 0
     return value is not _MISSING
 
+
 # Per-evaluation state, passed to every closure: [steps left, missing reads, budget].
 # A plain list because building it is on the hot path of every evaluation (a class
 # with __init__ costs twice as much); _LEFT/_MISSING_READS/_BUDGET name the slots.
@@ -74,16 +77,17 @@ _Run = list
 
 _LEFT, _MISSING_READS, _BUDGET = 0, 1, 2
 
+
 def _over_budget(st: _Run, path: str) -> LogicBudgetError:
-    return LogicBudgetError(
-        f"evaluation exceeded its work budget of {st[_BUDGET]} steps", path=path
-    )
+    return LogicBudgetError(f"evaluation exceeded its work budget of {st[_BUDGET]} steps", path=path)
+
 
 def _charge(st: _Run | None, n: int, path: str = "$") -> None:
     if st is not None:
         st[_LEFT] -= n
         if st[_LEFT] < 0:
             raise _over_budget(st, path)
+
 
 # JavaScript's StrWhiteSpaceChar (used by Number() and parseFloat())
 _JS_WS = (
@@ -101,6 +105,7 @@ _RADIX_RE = re.compile(r"0(?:[xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)")
 
 _INDEX_RE = re.compile(r"0|[1-9]\d{0,15}")
 
+
 def _int_out(r: int) -> int | float:
     """Integers beyond 2**53 become floats, as every number is in JavaScript."""
     if -_MAX_SAFE <= r <= _MAX_SAFE:
@@ -110,11 +115,13 @@ def _int_out(r: int) -> int | float:
     except OverflowError:
         return math.inf if r > 0 else -math.inf
 
+
 def _float_out(r: float) -> int | float:
     """Integral results come back as ints (JavaScript has one number type)."""
     if r.is_integer() and -_MAX_SAFE <= r <= _MAX_SAFE:
         return int(r)
     return r
+
 
 def _as_float(v: int | float) -> float:
     try:
@@ -122,12 +129,14 @@ def _as_float(v: int | float) -> float:
     except OverflowError:
         return math.inf if v > 0 else -math.inf
 
+
 def _decimal_literal(s: str) -> int | float:
     if s.endswith("Infinity"):
         return -math.inf if s[0] == "-" else math.inf
     if _INT_RE.fullmatch(s):
         return int(s)
     return _float_out(float(s))
+
 
 def _str_to_num(s: str) -> int | float:
     """JavaScript ``Number(string)``: whole string or NaN; blank is 0."""
@@ -139,6 +148,7 @@ def _str_to_num(s: str) -> int | float:
     if _RADIX_RE.fullmatch(s):
         return _int_out(int(s, 0))
     return math.nan
+
 
 def _to_num(v: Any, st: _Run | None = None) -> int | float:
     """JavaScript ``ToNumber`` (arrays and objects via their string form)."""
@@ -162,6 +172,7 @@ def _to_num(v: Any, st: _Run | None = None) -> int | float:
         return _str_to_num(str.__str__(v))
     return _str_to_num(_to_prim(v, st))
 
+
 def _parse_float(v: Any, st: _Run | None = None) -> int | float:
     """JavaScript ``parseFloat(String(v))``: the longest numeric prefix, else NaN."""
     t = type(v)
@@ -173,6 +184,7 @@ def _parse_float(v: Any, st: _Run | None = None) -> int | float:
     if m is None:
         return math.nan
     return _decimal_literal(m.group())
+
 
 def _num_to_str(x: int | float) -> str:
     """JavaScript ``Number.prototype.toString()`` for any int or float."""
@@ -209,6 +221,7 @@ def _num_to_str(x: int | float) -> str:
         return sign + digits + "e" + es
     return sign + digits[0] + "." + digits[1:] + "e" + es
 
+
 def _to_str(v: Any, st: _Run | None = None) -> str:
     """JavaScript ``String(v)``; arrays join with commas, null items as ''."""
     t = type(v)
@@ -235,6 +248,7 @@ def _to_str(v: Any, st: _Run | None = None) -> str:
         return "undefined"
     return "[object Object]"
 
+
 def _to_prim(v: Any, st: _Run | None) -> Any:
     k = _kind(v)
     if k == _ARR:
@@ -242,6 +256,7 @@ def _to_prim(v: Any, st: _Run | None) -> Any:
     if k == _OBJ:
         return "[object Object]"
     return v
+
 
 def _loose_eq(a: Any, b: Any, st: _Run | None = None) -> bool:
     """JavaScript ``a == b`` (arrays and objects compare by identity)."""
@@ -266,6 +281,7 @@ def _loose_eq(a: Any, b: Any, st: _Run | None = None) -> bool:
         return _loose_eq(a, _to_prim(b, st), st)
     return False
 
+
 def _strict_eq(a: Any, b: Any) -> bool:
     """JavaScript ``a === b``: same kind and value; arrays/objects by identity."""
     ka = _kind(a)
@@ -277,6 +293,7 @@ def _strict_eq(a: Any, b: Any) -> bool:
         return True
     return bool(a == b)
 
+
 def _lt(a: Any, b: Any, st: _Run | None = None) -> bool:
     """JavaScript ``a < b``: strings compare as strings, all else as numbers."""
     pa, pb = _to_prim(a, st), _to_prim(b, st)
@@ -284,11 +301,13 @@ def _lt(a: Any, b: Any, st: _Run | None = None) -> bool:
         return pa < pb
     return bool(_to_num(pa, st) < _to_num(pb, st))
 
+
 def _le(a: Any, b: Any, st: _Run | None = None) -> bool:
     pa, pb = _to_prim(a, st), _to_prim(b, st)
     if type(pa) is str and type(pb) is str:
         return pa <= pb
     return bool(_to_num(pa, st) <= _to_num(pb, st))
+
 
 def _in(a: Any, b: Any, st: _Run | None, path: str = "$") -> bool:
     """The reference ``in``: substring of a string, or ``===`` element of an array."""
@@ -302,6 +321,7 @@ def _in(a: Any, b: Any, st: _Run | None, path: str = "$") -> bool:
         return any(_strict_eq(a, x) for x in b)
     return False
 
+
 def _contains(c: Any, v: Any, st: _Run | None, path: str = "$") -> bool:
     """Our extension: string contains substring, array element, object key."""
     kc = _kind(c)
@@ -311,6 +331,7 @@ def _contains(c: Any, v: Any, st: _Run | None, path: str = "$") -> bool:
         return _to_str(v) in c
     return _in(v, c, st, path)
 
+
 def _to_int(v: Any, st: _Run | None) -> float:
     """JavaScript ``ToIntegerOrInfinity``."""
     n = _to_num(v, st)
@@ -319,6 +340,7 @@ def _to_int(v: Any, st: _Run | None) -> float:
     if n in (math.inf, -math.inf):
         return n
     return int(n)
+
 
 def _substr(source: Any, start: Any, length: Any = _MISSING, st: _Run | None = None) -> str:
     s = _to_str(source, st)
@@ -333,6 +355,7 @@ def _substr(source: Any, start: Any, length: Any = _MISSING, st: _Run | None = N
         return _js_substr(s, _to_int(start, st), len(s))
     return _js_substr(s, _to_int(start, st), _to_int(length, st))
 
+
 def _js_substr(s: str, start: float, length: float) -> str:
     size = len(s)
     if start == -math.inf:
@@ -345,6 +368,7 @@ def _js_substr(s: str, start: float, length: float) -> str:
     end = min(start + length, size)
     return s[int(start) : int(end)] if end > start else ""
 
+
 def _js_min_max(values: list[Any], st: _Run, want_max: bool) -> Any:
     nums = []
     for v in values:
@@ -353,6 +377,7 @@ def _js_min_max(values: list[Any], st: _Run, want_max: bool) -> Any:
             return math.nan
         nums.append(n)
     return max(nums) if want_max else min(nums)
+
 
 # --------------------------------------------------------------------------- data lookup
 
@@ -378,10 +403,10 @@ def _key_step(d: Any, key: str, index: int | None) -> Any:
             return _MISSING
     return _MISSING
 
+
 def _split_path(name: str) -> tuple[tuple[str, int | None], ...]:
-    return tuple(
-        (part, int(part) if _INDEX_RE.fullmatch(part) else None) for part in name.split(".")
-    )
+    return tuple((part, int(part) if _INDEX_RE.fullmatch(part) else None) for part in name.split("."))
+
 
 def _lookup(d: Any, keys: tuple[tuple[str, int | None], ...]) -> Any:
     for key, index in keys:
@@ -392,6 +417,7 @@ def _lookup(d: Any, keys: tuple[tuple[str, int | None], ...]) -> Any:
         if d is _MISSING:
             return _MISSING
     return d
+
 
 def _var_value(d: Any, name: Any) -> Any:
     """The reference ``var`` with a runtime name; _MISSING when absent."""

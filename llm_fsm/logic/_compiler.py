@@ -1,5 +1,4 @@
-"""Compiles a checked rule into nested closures, folding constants, so a guard costs a few Python calls per turn instead of a tree walk.
-"""
+"""Compiles a checked rule into nested closures, folding constants, so a guard costs a few Python calls per turn instead of a tree walk."""
 
 from __future__ import annotations
 
@@ -43,16 +42,20 @@ from llm_fsm.logic._spec import SUPPORTED_OPERATORS
 
 Fn = Callable[[Any, _Run], Any]
 
+
 class _NoConst:
     __slots__ = ()
 
+
 _NC: Any = _NoConst()
+
 
 def _const_fn(value: Any) -> Fn:
     def const(d: Any, st: _Run) -> Any:
         return value
 
     return const
+
 
 class _Compiler:
     """Turns a checked rule into closures; records the top-level variables it reads."""
@@ -111,8 +114,10 @@ class _Compiler:
     def args(self, args: list[Any], paths: list[str], scoped: bool) -> list[tuple[Fn, Any]]:
         return [self.node(a, p, scoped) for a, p in zip(args, paths)]
 
+
 def _fns(parts: list[tuple[Fn, Any]]) -> list[Fn]:
     return [f for f, _ in parts]
+
 
 # ---- var / missing
 
@@ -138,8 +143,10 @@ def _build_var(c: _Compiler, args: list[Any], paths: list[str], op_path: str, sc
     keys = _split_path(key)
     return _static_var(keys, key, default_fn, default, track)
 
+
 def _whole_data(d: Any, st: _Run) -> Any:
     return d
+
 
 def _static_var(
     keys: tuple[tuple[str, int | None], ...],
@@ -155,7 +162,7 @@ def _static_var(
     # The common guard read, a top-level var without default of one or two segments,
     # gets the lookup inlined: it is most of the time a guard takes.
     if track and len(keys) == 1:
-        (t0, j0), = keys
+        ((t0, j0),) = keys
 
         def var_tracked1(d: Any, st: _Run) -> Any:
             v = d.get(t0, _MISSING) if type(d) is dict else _key_step(d, t0, j0)
@@ -184,7 +191,7 @@ def _static_var(
         return var_tracked2
 
     if len(keys) == 1:
-        (k0, i0), = keys
+        ((k0, i0),) = keys
 
         def get(d: Any) -> Any:
             if type(d) is dict:
@@ -238,6 +245,7 @@ def _static_var(
 
     return var_default
 
+
 def _dynamic_var(name_fn: Fn, default_fn: Fn | None, default: Any, track: bool) -> Fn:
     def var_dynamic(d: Any, st: _Run) -> Any:
         name = name_fn(d, st)
@@ -257,6 +265,7 @@ def _dynamic_var(name_fn: Fn, default_fn: Fn | None, default: Any, track: bool) 
 
     return var_dynamic
 
+
 def _static_keys(c: _Compiler, parts: list[tuple[Fn, Any]], scoped: bool) -> None:
     if scoped:
         return
@@ -266,6 +275,7 @@ def _static_keys(c: _Compiler, parts: list[tuple[Fn, Any]], scoped: bool) -> Non
             if v is not _NC and v is not None and not (type(v) is str and v == ""):
                 if type(v) in (str, int, float):
                     c.reads.add(_to_str(v))
+
 
 def _missing_keys(d: Any, vals: list[Any], st: _Run, path: str) -> list[Any]:
     keys = vals[0] if vals and type(vals[0]) in (list, tuple) else vals
@@ -277,6 +287,7 @@ def _missing_keys(d: Any, vals: list[Any], st: _Run, path: str) -> list[Any]:
             out.append(key)
     return out
 
+
 def _build_missing(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     parts = c.args(args, paths, scoped)
     _static_keys(c, parts, scoped)
@@ -286,6 +297,7 @@ def _build_missing(c: _Compiler, args: list[Any], paths: list[str], op_path: str
         return _missing_keys(d, [f(d, st) for f in fns], st, op_path)
 
     return missing
+
 
 def _build_missing_some(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     parts = c.args(args, paths, scoped)
@@ -303,6 +315,7 @@ def _build_missing_some(c: _Compiler, args: list[Any], paths: list[str], op_path
         return are_missing
 
     return missing_some
+
 
 # ---- logic
 
@@ -345,6 +358,7 @@ def _build_and(c: _Compiler, args: list[Any], paths: list[str], op_path: str, sc
 
     return and_n
 
+
 def _build_or(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     fns = _fns(c.args(args, paths, scoped))
     if len(fns) == 1:
@@ -369,6 +383,7 @@ def _build_or(c: _Compiler, args: list[Any], paths: list[str], op_path: str, sco
         return last(d, st)
 
     return or_n
+
 
 def _build_if(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     fns = _fns(c.args(args, paths, scoped))
@@ -408,6 +423,7 @@ def _build_if(c: _Compiler, args: list[Any], paths: list[str], op_path: str, sco
 
     return if_n
 
+
 def _build_not(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     (f,) = _fns(c.args(args, paths, scoped))
 
@@ -421,6 +437,7 @@ def _build_not(c: _Compiler, args: list[Any], paths: list[str], op_path: str, sc
 
     return not_
 
+
 def _build_notnot(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     (f,) = _fns(c.args(args, paths, scoped))
 
@@ -428,6 +445,7 @@ def _build_notnot(c: _Compiler, args: list[Any], paths: list[str], op_path: str,
         return truthy(f(d, st))
 
     return notnot
+
 
 # ---- comparison
 
@@ -464,6 +482,7 @@ def _build_eq(c: _Compiler, args: list[Any], paths: list[str], op_path: str, sco
 
     return eq
 
+
 def _build_ne(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     eq = _build_eq(c, args, paths, op_path, scoped)
 
@@ -471,6 +490,7 @@ def _build_ne(c: _Compiler, args: list[Any], paths: list[str], op_path: str, sco
         return not eq(d, st)
 
     return ne
+
 
 def _build_seq(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     (fa, _), (fb, _) = c.args(args, paths, scoped)
@@ -485,6 +505,7 @@ def _build_seq(c: _Compiler, args: list[Any], paths: list[str], op_path: str, sc
 
     return seq
 
+
 def _build_sne(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     seq = _build_seq(c, args, paths, op_path, scoped)
 
@@ -492,6 +513,7 @@ def _build_sne(c: _Compiler, args: list[Any], paths: list[str], op_path: str, sc
         return not seq(d, st)
 
     return sne
+
 
 def _compare2(fa: Fn, fb: Fn, cb: Any, strict: bool, flip: bool) -> Fn:
     """``a < b`` (strict) or ``a <= b``; flip swaps the operands for ``>``/``>=``."""
@@ -545,6 +567,7 @@ def _compare2(fa: Fn, fb: Fn, cb: Any, strict: bool, flip: bool) -> Fn:
 
     return compare
 
+
 def _make_between(strict: bool) -> Callable[..., Fn]:
     def build(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
         parts = c.args(args, paths, scoped)
@@ -564,12 +587,14 @@ def _make_between(strict: bool) -> Callable[..., Fn]:
 
     return build
 
+
 def _make_greater(strict: bool) -> Callable[..., Fn]:
     def build(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
         (fa, _), (fb, cb) = c.args(args, paths, scoped)
         return _compare2(fa, fb, cb, strict, flip=True)
 
     return build
+
 
 # ---- membership, strings, arrays
 
@@ -601,6 +626,7 @@ def _build_in(c: _Compiler, args: list[Any], paths: list[str], op_path: str, sco
 
     return in_
 
+
 def _build_contains(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     fc, fv = _fns(c.args(args, paths, scoped))
 
@@ -608,6 +634,7 @@ def _build_contains(c: _Compiler, args: list[Any], paths: list[str], op_path: st
         return _contains(fc(d, st), fv(d, st), st, op_path)
 
     return contains
+
 
 def _build_cat(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     fns = _fns(c.args(args, paths, scoped))
@@ -625,6 +652,7 @@ def _build_cat(c: _Compiler, args: list[Any], paths: list[str], op_path: str, sc
 
     return cat
 
+
 def _build_substr(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     fns = _fns(c.args(args, paths, scoped))
     if len(fns) == 2:
@@ -640,6 +668,7 @@ def _build_substr(c: _Compiler, args: list[Any], paths: list[str], op_path: str,
         return _substr(fs(d, st), fa(d, st), fl(d, st), st)
 
     return substr3
+
 
 def _build_merge(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     fns = _fns(c.args(args, paths, scoped))
@@ -659,6 +688,7 @@ def _build_merge(c: _Compiler, args: list[Any], paths: list[str], op_path: str, 
 
     return merge
 
+
 # ---- arithmetic
 
 
@@ -670,6 +700,7 @@ def _add2(a: Any, b: Any, st: _Run) -> Any:
     if type(x) is int and type(y) is int:
         return _int_out(x + y)
     return _float_out(_as_float(x) + _as_float(y))
+
 
 def _build_plus(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     fns = _fns(c.args(args, paths, scoped))
@@ -689,12 +720,14 @@ def _build_plus(c: _Compiler, args: list[Any], paths: list[str], op_path: str, s
 
     return plus
 
+
 def _mul2(a: Any, b: Any, st: _Run) -> Any:
     x = a if (type(a) is int or type(a) is float) else _parse_float(a, st)
     y = b if (type(b) is int or type(b) is float) else _parse_float(b, st)
     if type(x) is int and type(y) is int and -_MAX_SAFE <= x <= _MAX_SAFE and -_MAX_SAFE <= y <= _MAX_SAFE:
         return _int_out(x * y)
     return _float_out(_as_float(x) * _as_float(y))
+
 
 def _build_times(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     fns = _fns(c.args(args, paths, scoped))
@@ -723,16 +756,19 @@ def _build_times(c: _Compiler, args: list[Any], paths: list[str], op_path: str, 
 
     return times
 
+
 def _num_pair(a: Any, b: Any, st: _Run) -> tuple[Any, Any]:
     x = a if (type(a) is int or type(a) is float) else _to_num(a, st)
     y = b if (type(b) is int or type(b) is float) else _to_num(b, st)
     return x, y
+
 
 def _sub(a: Any, b: Any, st: _Run) -> Any:
     x, y = _num_pair(a, b, st)
     if type(x) is int and type(y) is int:
         return _int_out(x - y)
     return _float_out(_as_float(x) - _as_float(y))
+
 
 def _build_minus(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     fns = _fns(c.args(args, paths, scoped))
@@ -752,6 +788,7 @@ def _build_minus(c: _Compiler, args: list[Any], paths: list[str], op_path: str, 
 
     return minus
 
+
 def _div(a: Any, b: Any, st: _Run) -> Any:
     x, y = _num_pair(a, b, st)
     fx, fy = _as_float(x), _as_float(y)
@@ -762,6 +799,7 @@ def _div(a: Any, b: Any, st: _Run) -> Any:
     if type(x) is int and type(y) is int and y != 0 and x % y == 0:
         return _int_out(x // y)
     return _float_out(fx / fy)
+
 
 def _mod(a: Any, b: Any, st: _Run) -> Any:
     x, y = _num_pair(a, b, st)
@@ -777,6 +815,7 @@ def _mod(a: Any, b: Any, st: _Run) -> Any:
         return _float_out(fx)
     return _float_out(math.fmod(fx, fy))
 
+
 def _binary(func: Callable[[Any, Any, _Run], Any]) -> Callable[..., Fn]:
     def build(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
         f0, f1 = _fns(c.args(args, paths, scoped))
@@ -788,6 +827,7 @@ def _binary(func: Callable[[Any, Any, _Run], Any]) -> Callable[..., Fn]:
 
     return build
 
+
 def _make_min_max(want_max: bool) -> Callable[..., Fn]:
     def build(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
         fns = _fns(c.args(args, paths, scoped))
@@ -798,6 +838,7 @@ def _make_min_max(want_max: bool) -> Callable[..., Fn]:
         return min_max
 
     return build
+
 
 # ---- iteration
 
@@ -814,6 +855,7 @@ def _body_cost(rule: Any) -> int:
         elif type(v) in (list, tuple):
             stack.extend(v)
     return count
+
 
 def _make_iterator(kind: str) -> Callable[..., Fn]:
     def build(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
@@ -880,6 +922,7 @@ def _make_iterator(kind: str) -> Callable[..., Fn]:
         return quantifier
 
     return build
+
 
 _BUILDERS: dict[str, Callable[[_Compiler, list[Any], list[str], str, bool], Fn]] = {
     "==": _build_eq,

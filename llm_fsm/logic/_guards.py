@@ -33,7 +33,7 @@ class Guard:
     rule: CompiledRule
     """The whole rule, compiled (what ``reads`` and plain evaluation use)."""
     operator: str | None = None
-    children: tuple["Guard", ...] = ()
+    children: tuple[Guard, ...] = ()
 
     @property
     def reads(self) -> frozenset[str]:
@@ -72,7 +72,7 @@ def compile_guard(logic: Any) -> Guard:
 
 def _skeleton(logic: Any, compiled: CompiledRule) -> Guard:
     if isinstance(logic, dict) and len(logic) == 1:
-        (operator, args), = logic.items()
+        ((operator, args),) = logic.items()
         if operator in ("and", "or") and isinstance(args, list) and args:
             children = tuple(_skeleton(arg, compile_logic(arg)) for arg in args)
             return Guard(rule=compiled, operator=operator, children=children)

@@ -1,5 +1,4 @@
-"""The public face of the evaluator: compiled rules, ``compile_logic`` and a cached ``evaluate_logic``.
-"""
+"""The public face of the evaluator: compiled rules, ``compile_logic`` and a cached ``evaluate_logic``."""
 
 from __future__ import annotations
 
@@ -93,21 +92,23 @@ class CompiledRule:
             return _DOES_NOT_HOLD
         return GuardResult(value, truthy(value), ())
 
+
 # The two most common guard results, shared (they are immutable) to save building them.
 _HOLDS = GuardResult(True, True, ())
 
 _DOES_NOT_HOLD = GuardResult(False, False, ())
 
+
 def _evaluation_error(exc: Exception) -> LogicError:
     """Map an unexpected failure during evaluation to our typed errors."""
     if isinstance(exc, (RecursionError, MemoryError)):
         return LogicBudgetError(
-            f"evaluation ran out of resources ({type(exc).__name__}); "
-            "the data is too deeply nested or too large"
+            f"evaluation ran out of resources ({type(exc).__name__}); the data is too deeply nested or too large"
         )
     # e.g. data holding a Python type JSON does not have, or an exotic mapping
     logger.debug("JsonLogic evaluation failed", exc_info=exc)
     return LogicError(f"evaluation failed: {type(exc).__name__}: {exc}")
+
 
 def compile_logic(
     rule: Any,
@@ -135,14 +136,17 @@ def compile_logic(
         (max_depth, max_nodes),
     )
 
+
 def _recompile(rule: Any, limits: tuple[int, int], budget: int) -> CompiledRule:
     return compile_logic(rule, max_depth=limits[0], max_nodes=limits[1], budget=budget)
+
 
 _CACHE_SIZE = 512
 
 _cache: OrderedDict[str, CompiledRule] = OrderedDict()
 
 _cache_lock = threading.Lock()
+
 
 def evaluate_logic(logic: Any, data: Any = None) -> Any:
     """Evaluate a rule once (the seed's API); compiled rules are cached by their canonical JSON."""

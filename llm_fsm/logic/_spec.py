@@ -1,5 +1,4 @@
-"""The dialect we evaluate: operators and their arities, the limits every rule is held to, and the result types.
-"""
+"""The dialect we evaluate: operators and their arities, the limits every rule is held to, and the result types."""
 
 from __future__ import annotations
 
@@ -75,6 +74,7 @@ class GuardResult(NamedTuple):
     value: Any
     holds: bool
     missing_vars: tuple[str, ...] = ()
+
 
 @dataclass(frozen=True, slots=True)
 class LogicIssue:

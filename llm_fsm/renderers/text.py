@@ -28,8 +28,15 @@ def clean(text: str) -> str:
 def render(graph: Graph) -> str:
     lines = [clean(graph.name or "(unnamed FSM)"), f"initial: {clean(graph.initial or '(none)')}", ""]
     for node in graph.nodes.values():
-        marks = [m for m, on in (("initial", node.initial), ("terminal", node.terminal and node.declared),
-                                 ("undeclared", not node.declared)) if on]
+        marks = [
+            m
+            for m, on in (
+                ("initial", node.initial),
+                ("terminal", node.terminal and node.declared),
+                ("undeclared", not node.declared),
+            )
+            if on
+        ]
         lines.append(clean(node.id) + (f"  [{', '.join(marks)}]" if marks else ""))
         for edge in graph.edges_from(node.id):
             lines.append(f"  -> {clean(edge.target)}  ({'; '.join(clean(x) for x in edge_label_lines(edge))})")

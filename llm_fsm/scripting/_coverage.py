@@ -57,7 +57,7 @@ class DefinitionCoverage:
     conversations: int = 0
 
     @classmethod
-    def of(cls, definition: FSMDefinition, *, file: str, document: ParsedDocument | None = None) -> "DefinitionCoverage":
+    def of(cls, definition: FSMDefinition, *, file: str, document: ParsedDocument | None = None) -> DefinitionCoverage:
         def line(parts: tuple[str | int, ...]) -> int | None:
             return document.line_for(parts) if document is not None else None
 
@@ -123,7 +123,9 @@ class CoverageReport:
 
     definitions: dict[str, DefinitionCoverage] = field(default_factory=dict)
 
-    def track(self, key: str, definition: FSMDefinition, *, file: str, document: ParsedDocument | None = None) -> DefinitionCoverage:
+    def track(
+        self, key: str, definition: FSMDefinition, *, file: str, document: ParsedDocument | None = None
+    ) -> DefinitionCoverage:
         if key not in self.definitions:
             self.definitions[key] = DefinitionCoverage.of(definition, file=file, document=document)
         return self.definitions[key]
@@ -146,6 +148,7 @@ class CoverageReport:
         """The coverage table, then every transition and state never exercised, with its location."""
         if not self.definitions:
             return "coverage: no definitions"
+
         def cells(name: str, conversations: int, hit: int, total: int, visited: int, states: int) -> tuple[str, ...]:
             return (
                 name,
@@ -156,7 +159,9 @@ class CoverageReport:
 
         rows = [("definition", "conversations", "transitions", "states")]
         for c in self.definitions.values():
-            rows.append(cells(c.file, c.conversations, c.transitions_hit, len(c.transitions), c.states_visited, len(c.states)))
+            rows.append(
+                cells(c.file, c.conversations, c.transitions_hit, len(c.transitions), c.states_visited, len(c.states))
+            )
         every = list(self.definitions.values())
         rows.append(
             cells(

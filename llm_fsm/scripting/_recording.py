@@ -205,7 +205,11 @@ class ReplayModel(LLMInterface):
         self._answers: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
         self._turn_messages: dict[int, str] = {}
         for position, call in enumerate(recording.get("calls", [])):
-            if not isinstance(call, Mapping) or not isinstance(call.get("turn"), int) or not isinstance(call.get("purpose"), str):
+            if (
+                not isinstance(call, Mapping)
+                or not isinstance(call.get("turn"), int)
+                or not isinstance(call.get("purpose"), str)
+            ):
                 raise ScriptError(f"call {position} is malformed", file=source, path=f"$.calls[{position}]")
             self._answers[(call["turn"], call["purpose"])].append(dict(call))
 
@@ -223,7 +227,9 @@ class ReplayModel(LLMInterface):
             # The edited definition now overrides a proposal the recorded run accepted:
             # there is no recorded second answer, so say the turn's message again.
             message = self._turn_messages.get(self.turn, "(regenerated)")
-            return LLMResult(response=LLMResponse.model_validate({"transition": {"target_state": ""}, "message": message}))
+            return LLMResult(
+                response=LLMResponse.model_validate({"transition": {"target_state": ""}, "message": message})
+            )
         raise LLMScriptExhaustedError(
             f"{self.source} has no {request.purpose} answer for turn {self.turn} "
             "(the recorded conversation ended earlier, or the script gained turns)"
@@ -240,7 +246,9 @@ class ReplayModel(LLMInterface):
         try:
             response = LLMResponse.model_validate(answer["response"])  # type: ignore[index]
         except Exception as exc:  # noqa: BLE001 - a hand-edited recording; say where
-            raise ScriptError(f"recorded answer for turn {self.turn} ({request.purpose}) is malformed: {exc}", file=self.source) from None
+            raise ScriptError(
+                f"recorded answer for turn {self.turn} ({request.purpose}) is malformed: {exc}", file=self.source
+            ) from None
         if request.purpose == "turn":
             self._turn_messages[self.turn] = response.message
         return LLMResult(
@@ -271,7 +279,10 @@ def compare(recording: Mapping[str, Any], result: ConversationResult) -> list[st
     recorded_messages = list(recording.get("user_messages", []))
     messages = [t.spec.user for t in result.conversation.turns]
     if recorded_messages != messages:
-        first = next((i for i, (a, b) in enumerate(zip(recorded_messages, messages)) if a != b), min(len(recorded_messages), len(messages)))
+        first = next(
+            (i for i, (a, b) in enumerate(zip(recorded_messages, messages)) if a != b),
+            min(len(recorded_messages), len(messages)),
+        )
         differences.append(
             f"the script changed since it was recorded (user messages differ from turn {first + 1}); record it again"
         )
@@ -286,13 +297,12 @@ def compare(recording: Mapping[str, Any], result: ConversationResult) -> list[st
         if before is not None and after is not None and before.same_route(after):
             continue
         turn = (before or after).turn  # type: ignore[union-attr]
-        changed.append(
-            f"turn {turn}: now {_describe(after, file)}; recorded {_describe(before, file)}"
-        )
+        changed.append(f"turn {turn}: now {_describe(after, file)}; recorded {_describe(before, file)}")
     if changed:
         differences.append("takes different transitions:")
         differences.extend("  " + line for line in changed)
     if (recording.get("final_state"), bool(recording.get("ended"))) != (result.final_state, result.ended):
+
         def where(state: Any, ended: bool) -> str:
             return f"{'ended' if ended else 'active'} in {state}"
 

@@ -144,7 +144,7 @@ class PathStep:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "PathStep":
+    def from_json(cls, data: Mapping[str, Any]) -> PathStep:
         return cls(
             turn=int(data["turn"]),
             state_before=data.get("state_before"),
@@ -157,9 +157,17 @@ class PathStep:
         )
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.flow_before, self.state_before, self.transition_index, self.verdict, self.flow_after, self.state_after, self.error is None)
+        return (
+            self.flow_before,
+            self.state_before,
+            self.transition_index,
+            self.verdict,
+            self.flow_after,
+            self.state_after,
+            self.error is None,
+        )
 
-    def same_route(self, other: "PathStep") -> bool:
+    def same_route(self, other: PathStep) -> bool:
         return self._key() == other._key()
 
 
@@ -196,15 +204,26 @@ class ConversationResult:
                 r = t.record
                 steps.append(
                     PathStep(
-                        t.turn.index, r.state_before, r.state_after, r.verdict.transition_index, r.verdict.kind,
-                        flow_before=t.flow_before, flow_after=t.flow_after,
+                        t.turn.index,
+                        r.state_before,
+                        r.state_after,
+                        r.verdict.transition_index,
+                        r.verdict.kind,
+                        flow_before=t.flow_before,
+                        flow_after=t.flow_after,
                     )
                 )
             else:
                 steps.append(
                     PathStep(
-                        t.turn.index, t.state, t.state, None, None, error=t.error or "failed",
-                        flow_before=t.flow_before, flow_after=t.flow_after,
+                        t.turn.index,
+                        t.state,
+                        t.state,
+                        None,
+                        None,
+                        error=t.error or "failed",
+                        flow_before=t.flow_before,
+                        flow_after=t.flow_after,
                     )
                 )
         return steps
@@ -245,7 +264,11 @@ def match(matcher: Matcher, value: Any, *, collected: bool) -> str | None:
         ok = value is not _MISSING and re.search(matcher.regex, text) is not None
         return None if ok else f"expected a match for /{matcher.regex}/"
     if kind == "present":
-        return None if collected == matcher.present else ("expected present" if matcher.present else "expected not present")
+        return (
+            None
+            if collected == matcher.present
+            else ("expected present" if matcher.present else "expected not present")
+        )
     return None if (not collected) == matcher.absent else ("expected absent" if matcher.absent else "expected present")
 
 
@@ -345,7 +368,9 @@ def run_conversation(
         return definition if fsm_id == ROOT_ID else load_other(fsm_id)
 
     started = time.perf_counter()
-    result = ConversationResult(conversation=conversation, definition=definition, initial_state=definition.initial_state)
+    result = ConversationResult(
+        conversation=conversation, definition=definition, initial_state=definition.initial_state
+    )
     manager = FSMManager(
         fsm_loader=loader,
         llm_interface=llm,
@@ -375,7 +400,9 @@ def run_conversation(
                     turn=turn,
                     state=instance.current_state,
                     skipped=True,  # never sent, so not part of the route
-                    failures=[f"the conversation already ended in state {instance.current_state}; this turn cannot be sent"],
+                    failures=[
+                        f"the conversation already ended in state {instance.current_state}; this turn cannot be sent"
+                    ],
                 )
             )
             stop = True

@@ -70,7 +70,7 @@ class Matcher(_Strict):
     absent: bool | None = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "Matcher":
+    def _exactly_one(self) -> Matcher:
         given = [k for k in _MATCHER_KEYS if k in self.model_fields_set]
         if len(given) != 1:
             raise ValueError(
@@ -122,7 +122,7 @@ class ModelReply(_Strict):
         return {"message": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _one_form(self) -> "ModelReply":
+    def _one_form(self) -> ModelReply:
         fields = self.model_fields_set
         if self.raw is not None:
             others = fields - {"raw"}
@@ -143,7 +143,10 @@ class ModelReply(_Strict):
             target, update = self.transition.target_state, dict(self.transition.context_update)
         else:
             target, update = self.target_state, dict(self.context_update or {})
-        reply: dict[str, Any] = {"transition": {"target_state": target, "context_update": update}, "message": self.message}
+        reply: dict[str, Any] = {
+            "transition": {"target_state": target, "context_update": update},
+            "message": self.message,
+        }
         if self.reasoning is not None:
             reply["reasoning"] = self.reasoning
         if self.intent is not None:
@@ -228,7 +231,7 @@ class ScriptDocument(_Strict):
     conversations: list[ConversationSpec] | None = None
 
     @model_validator(mode="after")
-    def _turns_or_conversations(self) -> "ScriptDocument":
+    def _turns_or_conversations(self) -> ScriptDocument:
         if (self.turns is None) == (self.conversations is None):
             raise ValueError("a script has either turns: [...] (one conversation) or conversations: [...], not both")
         if self.turns is not None and not self.turns:
@@ -254,7 +257,7 @@ class ScriptTurn:
 class ScriptConversation:
     """One conversation of a script, with the script-level defaults applied."""
 
-    script: "Script"
+    script: Script
     index: int  # 0-based position in the file
     name: str
     initial_context: dict[str, Any] | None

@@ -76,9 +76,7 @@ def default_store_url() -> str:
     return "sqlite:///" + os.path.abspath(default_sqlite_path()).lstrip("/")
 
 
-def open_store(
-    url_or_store: str | ConversationStore | None = None, **options: Any
-) -> ConversationStore:
+def open_store(url_or_store: str | ConversationStore | None = None, **options: Any) -> ConversationStore:
     """A store for ``url_or_store``; a store object is returned as it is, ``None`` means the default SQLite file."""
     if url_or_store is None:
         url_or_store = default_store_url()
@@ -87,9 +85,7 @@ def open_store(
             if options:
                 raise StoreError("options cannot be applied to an already opened store")
             return url_or_store
-        raise StoreError(
-            f"expected a store URL or a ConversationStore, got {type(url_or_store).__name__}"
-        )
+        raise StoreError(f"expected a store URL or a ConversationStore, got {type(url_or_store).__name__}")
     url = url_or_store.strip()
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
@@ -100,9 +96,7 @@ def open_store(
     rest, query_options, passthrough = _split_query(rest, url)
     merged = {**query_options, **options}
     if scheme == "memory":
-        return MemoryStore(
-            **_only(merged, scheme, "max_record_bytes", "max_context_bytes")
-        )
+        return MemoryStore(**_only(merged, scheme, "max_record_bytes", "max_context_bytes"))
     if scheme == "sqlite":
         path = _path(rest) if rest else str(default_sqlite_path())
         if path in ("/:memory:", ":memory:"):
@@ -146,9 +140,7 @@ def open_store(
     )
 
 
-def _split_query(
-    rest: str, url: str
-) -> tuple[str, dict[str, Any], list[tuple[str, str]]]:
+def _split_query(rest: str, url: str) -> tuple[str, dict[str, Any], list[tuple[str, str]]]:
     path, _, query = rest.partition("?")
     ours: dict[str, Any] = {}
     passthrough: list[tuple[str, str]] = []
@@ -160,18 +152,14 @@ def _split_query(
         try:
             ours[key] = convert(value)
         except ValueError as exc:
-            raise StoreError(
-                f"store URL {url!r}: option {key}={value!r} is invalid: {exc}"
-            ) from exc
+            raise StoreError(f"store URL {url!r}: option {key}={value!r} is invalid: {exc}") from exc
     return path, ours, passthrough
 
 
 def _only(options: dict[str, Any], scheme: str, *allowed: str) -> dict[str, Any]:
     unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise StoreError(
-            f"{scheme}:// stores take {', '.join(allowed)}; not {', '.join(unknown)}"
-        )
+        raise StoreError(f"{scheme}:// stores take {', '.join(allowed)}; not {', '.join(unknown)}")
     return options
 
 

@@ -57,7 +57,9 @@ class ConversationStore(Protocol):
     def expire(self, *, older_than: float) -> int:
         """Remove conversations not updated for ``older_than`` seconds; returns how many."""
 
-    def transcript(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+    def transcript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> list[dict[str, str]]:
         """The full transcript: archived messages (oldest first) followed by the live ones."""
 
     def close(self) -> None:
@@ -67,7 +69,9 @@ class ConversationStore(Protocol):
 class AsyncStoreMixin:
     """Async twins of the sync methods, run in a worker thread so the event loop never blocks on I/O."""
 
-    async def aload(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
+    async def aload(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> FSMInstance:
         return await asyncio.to_thread(self.load, conversation_id, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
 
     async def asave(self, instance: FSMInstance, *, expected_version: int | None) -> int:
@@ -79,7 +83,9 @@ class AsyncStoreMixin:
     async def alist(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
         return await asyncio.to_thread(self.list, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
 
-    async def atranscript(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+    async def atranscript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> list[dict[str, str]]:
         return await asyncio.to_thread(self.transcript, conversation_id, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
 
     async def aexpire(self, *, older_than: float) -> int:

@@ -195,8 +195,10 @@ class FileStore(AsyncStoreMixin):
                     if current is not None:
                         raise ConcurrentUpdateError(f"conversation {cid!r} already exists")
                     self._remove_archive(paths)  # leftovers of an interrupted delete must not join a new conversation
-                elif current is None or current.version != expected_version or not owned_by(
-                    current, instance.user_id, instance.room_id
+                elif (
+                    current is None
+                    or current.version != expected_version
+                    or not owned_by(current, instance.user_id, instance.room_id)
                 ):
                     found = "absent" if current is None else f"at version {current.version}"
                     raise ConcurrentUpdateError(f"conversation {cid!r} is {found}, not at version {expected_version}")
@@ -249,7 +251,9 @@ class FileStore(AsyncStoreMixin):
                 removed += self._remove_locked(paths, summary.user_id, summary.room_id, cutoff=cutoff)
         return removed
 
-    def transcript(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+    def transcript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> list[dict[str, str]]:
         instance = self.load(conversation_id, user_id=user_id, room_id=room_id)
         paths = self._paths(conversation_id, user_id, room_id)
         archived: list[dict[str, str]] = []
@@ -309,7 +313,11 @@ class FileStore(AsyncStoreMixin):
             if backup is not None:
                 logger.warning(
                     "conversation %s: %s is unreadable (%s); loaded the backup %s (version %d)",
-                    conversation_id, paths.primary, primary_error, paths.backup, backup.version,
+                    conversation_id,
+                    paths.primary,
+                    primary_error,
+                    paths.backup,
+                    backup.version,
                 )
                 return backup
             self._write_recovery(paths, conversation_id, str(primary_error))
@@ -391,7 +399,9 @@ class FileStore(AsyncStoreMixin):
             if keep < len(raw):
                 logger.warning(
                     "conversation %s: trimming %d bytes of an interrupted save from %s",
-                    conversation_id, len(raw) - keep, path,
+                    conversation_id,
+                    len(raw) - keep,
+                    path,
                 )
                 os.truncate(path, keep)
                 self._sync_file(path)
@@ -586,8 +596,10 @@ def _last_entry(raw: bytes) -> dict[str, Any] | None:
         entry = json.loads(raw[start:-1])
     except ValueError:
         return None
-    if isinstance(entry, dict) and all(isinstance(entry.get(k), int) for k in ("seq", "version")) and isinstance(
-        entry.get("message"), dict
+    if (
+        isinstance(entry, dict)
+        and all(isinstance(entry.get(k), int) for k in ("seq", "version"))
+        and isinstance(entry.get("message"), dict)
     ):
         return entry
     return None

@@ -69,7 +69,9 @@ class MemoryStore(AsyncStoreMixin):
                 raise ConcurrentUpdateError(f"conversation {cid!r} already exists")
             if expected_version is not None and not (adopt and current is None):
                 if current is None or not _same_owner(current.summary, instance):
-                    raise ConcurrentUpdateError(f"conversation {cid!r} expected at version {expected_version} but absent")
+                    raise ConcurrentUpdateError(
+                        f"conversation {cid!r} expected at version {expected_version} but absent"
+                    )
                 if current.summary.version != expected_version:
                     raise ConcurrentUpdateError(
                         f"conversation {cid!r} is at version {current.summary.version}, not {expected_version}"
@@ -106,7 +108,9 @@ class MemoryStore(AsyncStoreMixin):
                 del self._entries[cid]
         return len(old)
 
-    def transcript(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+    def transcript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> list[dict[str, str]]:
         with self._lock:
             entry = self._entry(conversation_id, user_id, room_id)
             archived = [dict(m) for m in entry.archive]

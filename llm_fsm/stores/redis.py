@@ -72,7 +72,8 @@ _T = TypeVar("_T")
 # because the connection dropped after it ran, the script finds its own save id
 # at the new version and reports success without applying twice; any other
 # save at that version, even an identical one, is a conflict.
-_SAVE = """
+_SAVE = (
+    """
 local cur = redis.call('HGET', KEYS[1], 'version')
 if cur == ARGV[2] and redis.call('HGET', KEYS[1], 'save_id') == ARGV[11] then
   return {1, cur}
@@ -105,7 +106,9 @@ else
   redis.call('PERSIST', KEYS[3])
 end
 return {2, ARGV[2]}
-""" % _ARCHIVE_BATCH
+"""
+    % _ARCHIVE_BATCH
+)
 
 # KEYS: record, archive, pair index, global index; ARGV: pair member, global member, cutoff ('' = always)
 _DELETE = """
@@ -301,7 +304,9 @@ class RedisStore(AsyncStoreMixin):
                 removed += 1
         return removed
 
-    def transcript(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+    def transcript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> list[dict[str, str]]:
         record_key, archive_key, _, _ = self._keys(conversation_id, user_id, room_id)
         with self._calls():
             pipe = self._client.pipeline(transaction=True)
@@ -340,7 +345,11 @@ class RedisStore(AsyncStoreMixin):
 
     def _delete(self, conversation_id: str, user_id: str | None, room_id: str | None, *, cutoff: float | None) -> bool:
         keys = self._keys(conversation_id, user_id, room_id)
-        args = [key_part(conversation_id), self._member(conversation_id, user_id, room_id), "" if cutoff is None else repr(cutoff)]
+        args = [
+            key_part(conversation_id),
+            self._member(conversation_id, user_id, room_id),
+            "" if cutoff is None else repr(cutoff),
+        ]
         with self._calls():
             return bool(self._delete_script(keys=list(keys), args=args))
 
@@ -441,7 +450,9 @@ class FallbackStore(AsyncStoreMixin):
             self._warn("expiring only conversations held in process memory")
         return removed
 
-    def transcript(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+    def transcript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> list[dict[str, str]]:
         if self.fallback.contains(conversation_id):
             return self.fallback.transcript(conversation_id, user_id=user_id, room_id=room_id)
         return self._redis(lambda: self.primary.transcript(conversation_id, user_id=user_id, room_id=room_id))
@@ -482,9 +493,7 @@ def _import_redis() -> Any:
     try:
         import redis
     except ImportError as exc:
-        raise StoreError(
-            'the Redis store needs the redis client library: pip install "llm_fsm[redis]"'
-        ) from exc
+        raise StoreError('the Redis store needs the redis client library: pip install "llm_fsm[redis]"') from exc
     return redis
 
 

@@ -186,9 +186,7 @@ class SQLiteStore(AsyncStoreMixin):
     def list(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
         with self._read() as conn:
             if user_id is None and room_id is None:
-                rows = conn.execute(
-                    f"SELECT {_SUMMARY_COLUMNS} FROM conversations ORDER BY updated_at DESC"
-                ).fetchall()
+                rows = conn.execute(f"SELECT {_SUMMARY_COLUMNS} FROM conversations ORDER BY updated_at DESC").fetchall()
             else:
                 rows = conn.execute(
                     f"SELECT {_SUMMARY_COLUMNS} FROM conversations WHERE user_id IS ? AND room_id IS ?"
@@ -207,7 +205,9 @@ class SQLiteStore(AsyncStoreMixin):
             )
             return conn.execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,)).rowcount
 
-    def transcript(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> list[dict[str, str]]:
+    def transcript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> list[dict[str, str]]:
         where = f"{self.path}:{conversation_id}"
         with self._read(snapshot=True) as conn:
             row = conn.execute(
@@ -242,9 +242,7 @@ class SQLiteStore(AsyncStoreMixin):
         try:
             if self.path != ":memory:":
                 Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
-            )
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
             if self.path != ":memory:":
                 self._enable_wal(conn)

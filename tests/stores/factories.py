@@ -24,11 +24,20 @@ def rich_instance(
     *, turns: int = 10, user_id: str | None = "alice", room_id: str | None = "room-1", updated_at: float | None = None
 ) -> FSMInstance:
     """A conversation ~``turns`` turns in: every kind of field a store must carry filled in."""
-    instance = plain_instance(user_id=user_id, room_id=room_id, definition_hash="sha256:" + "ab" * 32, persona="A calm travel agent ✈")
+    instance = plain_instance(
+        user_id=user_id, room_id=room_id, definition_hash="sha256:" + "ab" * 32, persona="A calm travel agent ✈"
+    )
     started = time.time() - 60
     instance.context.data.update(
-        {"from": "Nairobi", "to": "London", "passengers": 2, "dates": ["2026-02-10", "2026-02-20"], "flexible": True,
-         "nested": {"price": {"max": 150000, "currency": "KES"}}, "note": 'quotes " and <xml> & ünïcode'}
+        {
+            "from": "Nairobi",
+            "to": "London",
+            "passengers": 2,
+            "dates": ["2026-02-10", "2026-02-20"],
+            "flexible": True,
+            "nested": {"price": {"max": 150000, "currency": "KES"}},
+            "note": 'quotes " and <xml> & ünïcode',
+        }
     )
     instance.context.metadata["channel"] = "web"
     for i in range(turns):
@@ -64,11 +73,21 @@ def rich_instance(
         instance.processed_messages[f"msg-{i}"] = reply
         instance.trace.append(TraceEvent(event="turn", timestamp=started + i, data={"index": i}))
     instance.flow_stack = [
-        FlowFrame(flow_id="root", flow_name="booking", fsm_id="booking", current_state="collect", data={"k": 1}, mode="root")
+        FlowFrame(
+            flow_id="root", flow_name="booking", fsm_id="booking", current_state="collect", data={"k": 1}, mode="root"
+        )
     ]
     instance.completed_flows = [
-        FlowFrame(flow_id="faq_1a2b3c4d", flow_name="faq", fsm_id="faq", current_state="done", status="completed",
-                  mode="call", outputs={"answer": 42}, completed_at=started + 3)
+        FlowFrame(
+            flow_id="faq_1a2b3c4d",
+            flow_name="faq",
+            fsm_id="faq",
+            current_state="done",
+            status="completed",
+            mode="call",
+            outputs={"answer": 42},
+            completed_at=started + 3,
+        )
     ]
     instance.flow_id, instance.flow_name, instance.flow_mode = "pay_0f0f0f0f", "payment", "call"
     instance.turn_count = turns

@@ -34,19 +34,27 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         assert REDIS_SERVER is not None
         self.process = subprocess.Popen(
             [
                 REDIS_SERVER,
-                "--port", str(self.port),
-                "--bind", "127.0.0.1",
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", str(self.directory),
-                "--dbfilename", "dump.rdb",
-                "--daemonize", "no",
-                "--loglevel", "warning",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.directory),
+                "--dbfilename",
+                "dump.rdb",
+                "--daemonize",
+                "no",
+                "--loglevel",
+                "warning",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

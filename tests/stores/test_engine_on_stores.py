@@ -45,8 +45,12 @@ def test_four_processes_one_hundred_turns_each_every_turn_exactly_once_in_order(
     starter = FSMManager(llm_interface=FunctionLLM(echo), store=url)
     cids = [starter.start_conversation(str(GREETING))[0] for _ in range(25)]
     procs = [
-        subprocess.Popen([sys.executable, str(WORKER), url, str(w), "100", str(GREETING), *cids],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(WORKER), url, str(w), "100", str(GREETING), *cids],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for w in range(4)
     ]
     for proc in procs:
@@ -84,7 +88,13 @@ def test_a_conversation_continues_in_a_new_process_exactly_where_it_was(tmp_path
         "m = FSMManager(llm_interface=ScriptedLLM([{'transition': {'target_state': 'farewell', 'context_update': {'name': 'Ann'}}, 'message': 'Bye Ann'}]), store=sys.argv[1]);"
         "print(json.dumps([m.process_message(sys.argv[2], 'Ann'), m.get_current_state(sys.argv[2]), m.get_conversation_data(sys.argv[2])]))"
     )
-    out = subprocess.run([sys.executable, "-c", script, url, cid], capture_output=True, text=True, check=True, env={**__import__("os").environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    out = subprocess.run(
+        [sys.executable, "-c", script, url, cid],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**__import__("os").environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
     assert json.loads(out.stdout) == ["Bye Ann", "farewell", {"name": "Ann"}]
     again = FSMManager(store=url)
     assert again.is_conversation_ended(cid)
@@ -100,9 +110,13 @@ def _copy_definition(tmp_path: Path) -> Path:
 def test_an_edited_definition_is_reported_with_the_error_policy(tmp_path):
     definition = _copy_definition(tmp_path)
     url = f"sqlite:///{tmp_path}/c.db"
-    cid, _ = FSMManager(llm_interface=ScriptedLLM([reply("greeting", "Hi")]), store=url).start_conversation(str(definition))
+    cid, _ = FSMManager(llm_interface=ScriptedLLM([reply("greeting", "Hi")]), store=url).start_conversation(
+        str(definition)
+    )
     definition.write_text(definition.read_text().replace("Saying hello", "Saying hello warmly"))
-    strict = FSMManager(llm_interface=ScriptedLLM([]), store=url, on_definition_change="error", definition_recheck_seconds=0)
+    strict = FSMManager(
+        llm_interface=ScriptedLLM([]), store=url, on_definition_change="error", definition_recheck_seconds=0
+    )
     with pytest.raises(DefinitionChangedError):
         strict.process_message(cid, "hi")
 
@@ -110,7 +124,9 @@ def test_an_edited_definition_is_reported_with_the_error_policy(tmp_path):
 def test_an_edited_definition_continues_by_default(tmp_path):
     definition = _copy_definition(tmp_path)
     url = f"sqlite:///{tmp_path}/c.db"
-    cid, _ = FSMManager(llm_interface=ScriptedLLM([reply("greeting", "Hi")]), store=url).start_conversation(str(definition))
+    cid, _ = FSMManager(llm_interface=ScriptedLLM([reply("greeting", "Hi")]), store=url).start_conversation(
+        str(definition)
+    )
     definition.write_text(definition.read_text().replace("Saying hello", "Saying hello warmly"))
     lenient = FSMManager(llm_interface=ScriptedLLM([reply("farewell", "Bye", name="Ann")]), store=url)
     assert lenient.process_message(cid, "Ann") == "Bye"
@@ -119,7 +135,9 @@ def test_an_edited_definition_continues_by_default(tmp_path):
 def test_a_definition_that_no_longer_has_the_current_state_is_an_error_whatever_the_policy(tmp_path):
     definition = _copy_definition(tmp_path)
     url = f"sqlite:///{tmp_path}/c.db"
-    cid, _ = FSMManager(llm_interface=ScriptedLLM([reply("greeting", "Hi")]), store=url).start_conversation(str(definition))
+    cid, _ = FSMManager(llm_interface=ScriptedLLM([reply("greeting", "Hi")]), store=url).start_conversation(
+        str(definition)
+    )
     definition.write_text(definition.read_text().replace("greeting", "hello"))
     with pytest.raises(DefinitionChangedError):
         FSMManager(llm_interface=ScriptedLLM([]), store=url).process_message(cid, "Ann")
@@ -146,7 +164,9 @@ def test_a_retried_message_id_is_answered_once_across_processes(tmp_path):
 
 @pytest.mark.slow
 def test_redis_stopped_mid_run_gives_a_typed_error_writes_nothing_and_work_continues_after_restart(own_redis):
-    fsm = FSMManager(llm_interface=FunctionLLM(echo), store=open_store(own_redis.url, socket_timeout=1, connect_timeout=1))
+    fsm = FSMManager(
+        llm_interface=FunctionLLM(echo), store=open_store(own_redis.url, socket_timeout=1, connect_timeout=1)
+    )
     cid, _ = fsm.start_conversation(str(GREETING))
     fsm.process_message(cid, "one")
     own_redis.shutdown_saving()  # a clean stop that keeps the data for the restart

@@ -204,7 +204,9 @@ def test_the_archive_rotates_into_linked_parts_and_loses_nothing(store: FileStor
     assert [p.name.split(".")[-2] for p in parts] == ["1", "2", "3"]
     headers = [json.loads(p.read_text().splitlines()[0]) for p in parts]
     assert [h["continued_from"] for h in headers] == [
-        None, f"{instance.conversation_id}.archive.1.jsonl", f"{instance.conversation_id}.archive.2.jsonl"
+        None,
+        f"{instance.conversation_id}.archive.1.jsonl",
+        f"{instance.conversation_id}.archive.2.jsonl",
     ]
     assert [h["first_seq"] for h in headers] == [1, 4, 7]
     assert all(len(p.read_text().splitlines()) <= 1 + 3 for p in parts)

@@ -261,7 +261,8 @@ def test_a_save_that_times_out_is_applied_entirely_or_not_at_all(own_redis: Redi
         with pytest.raises(ConcurrentUpdateError):  # a fresh attempt is a new save, not a replay
             store.save(instance, expected_version=1)
     assert store.transcript(instance.conversation_id, user_id="alice", room_id="room-1") == [
-        {"user": "a"}, {"assistant": "b"}
+        {"user": "a"},
+        {"assistant": "b"},
     ]
 
 

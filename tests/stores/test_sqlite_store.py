@@ -52,7 +52,13 @@ def test_each_conversation_is_one_row_with_queryable_columns(db: Path) -> None:
     assert len(rows) == 1
     cid, user, room, fsm_id, state, status, version, updated_at, record = rows[0]
     assert (cid, user, room, fsm_id, state, status, version) == (
-        instance.conversation_id, "alice", "room-1", "booking", "confirm", "active", 2
+        instance.conversation_id,
+        "alice",
+        "room-1",
+        "booking",
+        "confirm",
+        "active",
+        2,
     )
     assert updated_at == pytest.approx(instance.updated_at)
     assert '"version":2' in record

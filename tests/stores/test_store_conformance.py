@@ -171,7 +171,10 @@ def test_a_summary_describes_the_stored_conversation(store: ConversationStore) -
     store.save(instance, expected_version=None)
     (summary,) = store.list(user_id="alice", room_id="room-1")
     assert (summary.conversation_id, summary.fsm_id, summary.user_id, summary.room_id) == (
-        instance.conversation_id, "booking", "alice", "room-1"
+        instance.conversation_id,
+        "booking",
+        "alice",
+        "room-1",
     )
     assert (summary.current_state, summary.status, summary.version) == ("confirm", "active", 1)
     assert summary.updated_at == pytest.approx(instance.updated_at)
@@ -312,7 +315,8 @@ def test_concurrent_async_saves_on_one_version_let_exactly_one_win(store: Conver
     async def race() -> list[object]:
         copies = [instance.model_copy(deep=True) for _ in range(8)]
         return await asyncio.gather(
-            *(store.asave(c, expected_version=1) for c in copies), return_exceptions=True  # type: ignore[attr-defined]
+            *(store.asave(c, expected_version=1) for c in copies),
+            return_exceptions=True,  # type: ignore[attr-defined]
         )
 
     outcomes = asyncio.run(race())

@@ -66,7 +66,7 @@ def _run_and_kill(url: str, conversation_id: str, saves: int, delay: float) -> i
         received += chunk
     os.close(read_end)
     assert received.startswith(b"ready\n"), "the writer died before it started saving"
-    reported = [int(line) for line in received[len(b"ready\n"):].split(b"\n")[:-1]]
+    reported = [int(line) for line in received[len(b"ready\n") :].split(b"\n")[:-1]]
     return reported[-1] if reported else -1
 
 
@@ -106,4 +106,6 @@ def test_a_writer_killed_at_random_never_leaves_a_corrupt_or_lost_version(kind: 
         ], context
         store.close()
         last_loaded = loaded.version
-    assert last_loaded - first >= KILLS // 2, f"seed={seed}: the writer hardly ever saved; the test did not exercise crashes"
+    assert last_loaded - first >= KILLS // 2, (
+        f"seed={seed}: the writer hardly ever saved; the test did not exercise crashes"
+    )

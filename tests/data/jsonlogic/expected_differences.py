@@ -156,9 +156,7 @@ PARSEFLOAT_IDS = (
     "array/reduce.json#6",
 )
 
-NULL_EQUALS_ZERO = (
-    "null == 0: false in JavaScript and in the reference; the community suite says true"
-)
+NULL_EQUALS_ZERO = "null == 0: false in JavaScript and in the reference; the community suite says true"
 NULL_EQUALS_ZERO_IDS = (
     "comparison/softEquals.json#27",
     "comparison/softNotEquals.json#26",
