@@ -228,7 +228,7 @@ def measure(
     raw: dict[str, dict[str, Any]] = {
         name: dict(engine.request(setup), short_runs_engine_ms=[]) for name, engine in engines.items()
     }
-    for name, engine in engines.items():
+    for engine in engines.values():
         engine.request({"op": "timing", "runs": 0, "warmup": warmup})
     names = list(engines)
     per_round = max(1, timing_runs // rounds)
@@ -297,7 +297,7 @@ def _slope(points: list[tuple[int, int]]) -> float | None:
     ys = [float(y) for _, y in points]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     den = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False)) / den if den else None
 
 
 def compare(ours: dict[str, Any] | None, original: dict[str, Any] | None, last_turn: int) -> dict[str, Any]:

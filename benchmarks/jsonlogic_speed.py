@@ -71,9 +71,9 @@ def main() -> None:
         assert compiled.evaluate(data) == expected, "engines disagree; the comparison would be meaningless"
         measured = rates(
             {
-                "ours": lambda: compiled.evaluate(data),
-                "guard": lambda: compiled.evaluate_guard(data),
-                "qubit": lambda: jsonLogic(RULE, data),
+                "ours": lambda data=data: compiled.evaluate(data),
+                "guard": lambda data=data: compiled.evaluate_guard(data),
+                "qubit": lambda data=data: jsonLogic(RULE, data),
             },
             args.seconds,
         )

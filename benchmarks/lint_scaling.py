@@ -100,10 +100,10 @@ def main() -> None:
     for size in sizes:
         data = generate(size, args.branches)
         transitions = sum(len(s["transitions"]) for s in data["states"].values())
-        lint_seconds, result = best_of(args.repeat, lambda: lint_data(data))
-        nogc_seconds, _ = best_of(args.repeat, lambda: lint_data(data), collect=False)
+        lint_seconds, result = best_of(args.repeat, lambda data=data: lint_data(data))
+        nogc_seconds, _ = best_of(args.repeat, lambda data=data: lint_data(data), collect=False)
         text = json.dumps(data, indent=1)
-        full_seconds, _ = best_of(args.repeat, lambda: lint_document(parse_text(text, file="generated.json")))
+        full_seconds, _ = best_of(args.repeat, lambda text=text: lint_document(parse_text(text, file="generated.json")))
         per = lint_seconds / size * 1000
         per_nogc = nogc_seconds / size * 1000
         base = base or (per, per_nogc)

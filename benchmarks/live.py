@@ -205,7 +205,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             runners["original"] = stack.enter_context(
                 OriginalEngine(server, common, Path(stack.enter_context(tempfile.TemporaryDirectory())))
             )
-        for index, (conversation, goal) in enumerate(zip(chosen, goals)):
+        for index, (conversation, goal) in enumerate(zip(chosen, goals, strict=False)):
             # ABBA order per conversation: a machine that gets busier slows both engines alike
             order = engines if index % 2 == 0 else list(reversed(engines))
             for engine in order:

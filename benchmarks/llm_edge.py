@@ -31,6 +31,8 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import contextlib
+
 from llm_fsm.engine._records import LLMRequest, LLMResponse, StateTransition
 from llm_fsm.engine._reply_schema import response_json_schema
 from llm_fsm.errors import MalformedOutputError
@@ -81,10 +83,8 @@ def baseline_parse() -> LLMResponse:
 
 def hostile() -> None:
     text = '{"a":' * 2000 + '"' + "v" * (195_000 - 6 * 2000) + '"' + "}" * 2000
-    try:
+    with contextlib.suppress(MalformedOutputError):
         parse_llm_output(text, TARGETS)
-    except MalformedOutputError:
-        pass
 
 
 def schema_tokens() -> tuple[int, str]:

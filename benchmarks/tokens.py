@@ -322,7 +322,10 @@ def sections_at(
 
 
 def merge_order(label_lists: Iterable[Iterable[str]]) -> list[str]:
-    """All labels, each where it sits in the lists that have it (a section only some turns have goes after its predecessor)."""
+    """All labels, each where it sits in the lists that have it.
+
+    A section only some turns have goes after its predecessor.
+    """
     labels: list[str] = []
     for label_list in label_lists:
         previous = -1
@@ -461,7 +464,8 @@ def print_tables(result: dict[str, Any]) -> None:
         calibration = comparison.get("calibration_original_vs_issue")
         if calibration:
             print(
-                f"calibration: the issue's {calibration['issue']:,} for llm-fsm 0.1.1 vs {calibration['measured']:,} measured"
+                f"calibration: the issue's {calibration['issue']:,} for llm-fsm 0.1.1"
+                f" vs {calibration['measured']:,} measured"
                 f" here as prompt tokens with the opening call ({calibration['ratio']:.3f}); the original's context"
                 " holds a timestamp, a UUID and a file path, so a few tokens differ per run and machine"
             )

@@ -276,7 +276,7 @@ def test_four_threads_on_one_conversation_each_get_the_reply_to_their_own_messag
         t.join()
     assert mismatches == []
     exchanges = fsm.get_conversation_history(cid)[1:]  # live window + the store's archive
-    pairs = list(zip(exchanges[::2], exchanges[1::2]))
+    pairs = list(zip(exchanges[::2], exchanges[1::2], strict=False))
     assert len(pairs) == 80
     assert all(answer["assistant"] == f"re: {question['user']}" for question, answer in pairs)
 

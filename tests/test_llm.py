@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -42,7 +43,8 @@ def reply_text(target: str = "collect_email", message: str = "Nice to meet you, 
 VALID = reply_text(name="Ada")
 
 
-def make_request(targets: list[str] | None = ["greeting", "collect_email"], purpose: str = "turn") -> LLMRequest:
+def make_request(targets: Sequence[str] | None = ("greeting", "collect_email"), purpose: str = "turn") -> LLMRequest:
+    """A turn request; ``targets=None`` sends no schema at all."""
     schema = response_json_schema(targets) if targets is not None else None
     return LLMRequest(
         system_prompt="<task>collect a name</task>", user_message="I'm Ada", response_schema=schema, purpose=purpose

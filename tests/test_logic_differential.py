@@ -183,7 +183,7 @@ def same(ours: Any, theirs: Any) -> bool:
     if isinstance(ours, (int, float)) and isinstance(theirs, (int, float)):
         return math.isclose(ours, theirs, rel_tol=1e-12, abs_tol=1e-12)
     if isinstance(ours, list) and isinstance(theirs, list):
-        return len(ours) == len(theirs) and all(same(a, b) for a, b in zip(ours, theirs))
+        return len(ours) == len(theirs) and all(same(a, b) for a, b in zip(ours, theirs, strict=False))
     return type(ours) is type(theirs) and ours == theirs
 
 

@@ -39,4 +39,31 @@ def test_the_public_api_is_exported_with_all():
 
 
 def test_the_seed_import_paths_work():
-    pass
+    """The seed's example program imports from these three modules; they must keep working after any move."""
+    from llm_fsm.fsm import FSMManager
+    from llm_fsm.llm import LiteLLMInterface
+    from llm_fsm.utilities import load_fsm_definition
+
+    assert FSMManager.__name__ == "FSMManager"
+    assert LiteLLMInterface.__name__ == "LiteLLMInterface"
+    assert callable(load_fsm_definition)
+
+
+def test_importing_a_sub_package_does_not_load_the_engine():
+    """``import llm_fsm.logic`` (or the definition model) must not pull in the manager, the LLM edge or litellm."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, llm_fsm, llm_fsm.logic, llm_fsm.definition; "
+        "print(sorted(m for m in sys.modules if m.startswith(('llm_fsm.engine', 'llm_fsm.manager', 'llm_fsm.llm', 'litellm'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
+
+
+def test_the_documented_test_fakes_path_works():
+    from llm_fsm.llm.fakes import ScriptedLLM as Home
+    from llm_fsm.testing import FunctionLLM, ScriptedLLM
+
+    assert ScriptedLLM is Home and FunctionLLM.__name__ == "FunctionLLM"

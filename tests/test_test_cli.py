@@ -155,10 +155,13 @@ def test_every_shipped_definition_has_conversations_that_take_every_transition()
 
 def live_model(request: LLMRequest) -> dict:
     """A stand-in for a live model: answers from what the user said."""
-    say = lambda target, message, **update: {
-        "transition": {"target_state": target, "context_update": update},
-        "message": message,
-    }  # noqa: E731
+
+    def say(target, message, **update):
+        return {
+            "transition": {"target_state": target, "context_update": update},
+            "message": message,
+        }  # noqa: E731
+
     if request.purpose == "opening":
         return say("", "Hello! What's your name?")
     if request.purpose == "regenerate":

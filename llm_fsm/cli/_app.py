@@ -1,4 +1,5 @@
-"""The click group and the error guard every command runs under (exit codes: 0 clean, 1 findings, 2 usage or unreadable input)."""
+"""The click group and the error guard every command runs under (exit codes: 0 clean, 1 findings, 2 usage or unreadable
+input)."""
 
 from __future__ import annotations
 

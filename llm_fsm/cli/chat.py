@@ -57,7 +57,9 @@ class _PromptEcho:
 
 
 def make_llm(model: str | None, *, temperature: float | None = None, **kwargs: Any) -> Any:
-    """A LiteLLMInterface for ``model`` (or ``$LLM_FSM_MODEL``); keys come from the environment as litellm reads them."""
+    """A LiteLLMInterface for ``model`` (or ``$LLM_FSM_MODEL``).
+
+    Keys come from the environment as litellm reads them."""
     from llm_fsm.llm._litellm import LiteLLMInterface
 
     model = model or os.environ.get(MODEL_ENV)
@@ -281,7 +283,9 @@ def explain_command(conversation_id: str, turn: int, store: str | None) -> None:
 @_store_option
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def trace_command(conversation_id: str, store: str | None, output_format: str) -> None:
-    """Show the audit trail of a stored conversation: every turn, update, transition, push, pop, cancel, rejection, digression.
+    """Show the audit trail of a stored conversation.
+
+    Every turn, update, transition, push, pop, cancel, rejection and digression.
 
     \b
     Example:
@@ -298,7 +302,8 @@ def trace_command(conversation_id: str, store: str | None, output_format: str) -
             click.echo(json.dumps([e.model_dump(mode="json") for e in instance.trace], indent=2, ensure_ascii=False))
             return
         click.echo(
-            f"conversation {instance.conversation_id}: {instance.status}, state {instance.current_state}, stack {instance.stack}"
+            f"conversation {instance.conversation_id}: {instance.status}, "
+            f"state {instance.current_state}, stack {instance.stack}"
         )
         for line in trace_lines(instance.trace):
             click.echo(line)

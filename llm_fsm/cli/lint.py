@@ -185,7 +185,10 @@ def format_text(diagnostic: Any) -> str:
     where = diagnostic.file or "<data>"
     if diagnostic.line:
         where += f":{diagnostic.line}"
-    text = f"{where}: {diagnostic.severity.value} {diagnostic.code} {diagnostic.name} at {diagnostic.path}: {diagnostic.message}"
+    text = (
+        f"{where}: {diagnostic.severity.value} {diagnostic.code} {diagnostic.name} "
+        f"at {diagnostic.path}: {diagnostic.message}"
+    )
     if diagnostic.hint:
         text += f"\n    hint: {diagnostic.hint}"
     return text

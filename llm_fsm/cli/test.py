@@ -258,7 +258,8 @@ def _run(
     click.echo(summary(report))
     if report.recordings and record_dir:
         click.echo(
-            f"recorded {len(report.recordings)} conversation{'s' if len(report.recordings) != 1 else ''} in {record_dir}"
+            f"recorded {len(report.recordings)} conversation{'s' if len(report.recordings) != 1 else ''} in"
+            f" {record_dir}"
         )
     below = report.coverage.below(min_coverage) if min_coverage is not None else []
     if show_coverage or below:

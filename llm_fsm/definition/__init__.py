@@ -1,4 +1,6 @@
-"""The definition language as data: the model of an FSM file, documents (text to data with positions), the neutral graph, the JSON Schema.
+"""The definition language as data: the model of an FSM file, documents (text to data with positions), the neutral
+graph,
+the JSON Schema.
 
 Pure: no file system, no model, no store. Reading files is ``llm_fsm.loading``'s job.
 """

@@ -180,10 +180,7 @@ def _json_lines(text: str) -> tuple[dict[Path, int], tuple[tuple[Path, int, int]
                 stack.pop()
             continue
         # the start of a value
-        if top is None:
-            path = ()
-        else:
-            path = (*top[1], top[3])
+        path = () if top is None else (*top[1], top[3])
         lines.setdefault(path, line)
         if tok == "{":
             stack.append([True, path, True, None, set()])

@@ -1,4 +1,5 @@
-"""The pure turn: instance state, context rules, transitions (the decision), sub-flows, prompts, hooks and the turn generator.
+"""The pure turn: instance state, context rules, transitions (the decision), sub-flows, prompts, hooks and the turn
+generator.
 
 Nothing here does I/O. The turn is a generator that yields the effects it needs (a model call,
 a hook, a definition to load); ``llm_fsm.manager`` performs them, sync or async.

@@ -86,10 +86,7 @@ def _is_protected(path: str, protected: Iterable[str]) -> bool:
     first = path.split(".", 1)[0]
     if first.startswith("_"):
         return True
-    for key in protected:
-        if path == key or path.startswith(key + ".") or key.startswith(path + "."):
-            return True
-    return False
+    return any(path == key or path.startswith(key + ".") or key.startswith(path + ".") for key in protected)
 
 
 def _set_path(data: dict[str, Any], path: str, value: Any) -> Any:

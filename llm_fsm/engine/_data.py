@@ -21,7 +21,8 @@ DEFAULT_MAX_MESSAGE_LENGTH = 1000
 
 DEFAULT_MAX_STORED_MESSAGES = 50
 
-"""Messages kept in the stored transcript (the Soni seed's ``max_history_messages``); older ones go to the store's archive."""
+"""Messages kept in the stored transcript (the Soni seed's ``max_history_messages``); older ones go to the store's
+archive."""
 
 DEFAULT_MAX_COMPLETED_FLOWS = 10
 

@@ -37,7 +37,8 @@ class Conversation(_Data):
         self.exchanges.append({"assistant": text})
 
     def window(self, size: int | None = None) -> list[tuple[str, str]]:
-        """The last ``size`` (default ``max_history_size``) exchanges as (role, text), each cut to ``max_message_length``."""
+        """The last ``size`` (default ``max_history_size``) exchanges as (role, text), each cut to
+        ``max_message_length``."""
         keep = (self.max_history_size if size is None else size) * 2
         recent = self.exchanges[-keep:] if keep > 0 else []
         out: list[tuple[str, str]] = []

@@ -16,6 +16,7 @@ Two properties matter more than wording:
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -164,10 +165,9 @@ class PromptBuilder:
             head = self._head(instance, state, definition, persona)
             if definition is not None:
                 if len(_HEADS) >= _HEAD_CACHE_SIZE:
-                    try:  # evict the oldest; another thread may be doing the same
+                    # evict the oldest; another thread may be doing the same
+                    with contextlib.suppress(StopIteration, RuntimeError):
                         _HEADS.pop(next(iter(_HEADS)), None)
-                    except (StopIteration, RuntimeError):
-                        pass
                 _HEADS[key] = head
         sections: list[str | None] = [head]
         if state.confirmation is not None:

@@ -1,4 +1,5 @@
-"""What one turn exchanged with the model and what it decided: requests, responses, evaluations, verdicts, turn records and trace events.
+"""What one turn exchanged with the model and what it decided: requests, responses, evaluations, verdicts, turn records
+and trace events.
 
 Plain data, kept so that every decision can be explained afterwards.
 """

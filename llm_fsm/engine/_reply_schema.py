@@ -1,4 +1,5 @@
-"""The reply the engine asks the model for: its JSON Schema (lean, closed for local models) and the placeholders of the prompt's example.
+"""The reply the engine asks the model for: its JSON Schema (lean, closed for local models) and the placeholders of the
+prompt's example.
 
 The engine owns this contract; the LLM edge parses replies against it.
 """

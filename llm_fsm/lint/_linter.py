@@ -436,7 +436,8 @@ class _Linter:
                 self.add(
                     "condition-key-never-provided",
                     (*parts, "logic"),
-                    f"reads {key!r}, which no state collects, no condition requires and the application does not provide",
+                    f"reads {key!r}, which no state collects, no condition requires"
+                    " and the application does not provide",
                     f"add {key!r} to a state's required_context_keys, or to application_context_keys",
                 )
 

@@ -47,7 +47,7 @@ def _compare_chain(op: str, numbers: list[float]) -> bool:
         ">": lambda a, b: a > b,
         ">=": lambda a, b: a >= b,
     }
-    return all(compare[op](a, b) for a, b in zip(numbers, numbers[1:]))
+    return all(compare[op](a, b) for a, b in zip(numbers, numbers[1:], strict=False))
 
 
 def risky_missing_reads(rule: Any) -> Iterator[tuple[str, str]]:

@@ -101,7 +101,8 @@ RULES: dict[str, Rule] = {
             "FSM019",
             "flow-definition-not-found",
             _W,
-            "A sub-flow's `definition` names no file next to this one or on the search path (checked by the CLI, which may read files).",
+            "A sub-flow's `definition` names no file next to this one or on the search path (checked by the"
+            " CLI, which may read files).",
         ),
         Rule(
             "FSM020",
@@ -113,7 +114,8 @@ RULES: dict[str, Rule] = {
             "FSM021",
             "called-flow-never-returns",
             _E,
-            "A called sub-flow cannot reach a terminal state from its initial state, so the flow that called it never resumes.",
+            "A called sub-flow cannot reach a terminal state from its initial state, so the flow that"
+            " called it never resumes.",
         ),
         Rule(
             "FSM022",
@@ -137,13 +139,15 @@ RULES: dict[str, Rule] = {
             "FSM025",
             "recursive-flow",
             _W,
-            "Sub-flow calls form a cycle, so a definition can call itself without bound (stopped only by the run-time depth limit).",
+            "Sub-flow calls form a cycle, so a definition can call itself without bound (stopped only by"
+            " the run-time depth limit).",
         ),
         Rule(
             "FSM026",
             "call-outputs-lost-by-link",
             _W,
-            "A called sub-flow can link onward; the call's `outputs` are then never copied back (the linked flow's own `outputs` apply).",
+            "A called sub-flow can link onward; the call's `outputs` are then never copied back (the linked"
+            " flow's own `outputs` apply).",
         ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )

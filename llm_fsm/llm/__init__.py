@@ -1,4 +1,5 @@
-"""The LLM edge: the interface the engine's drivers call, the litellm implementation, reply parsing, and fakes for tests.
+"""The LLM edge: the interface the engine's drivers call, the litellm implementation, reply parsing, and fakes for
+tests.
 
 ``LiteLLMInterface`` is the seed's import path (``from llm_fsm.llm import LiteLLMInterface``); litellm
 itself is imported on the first call, not here.

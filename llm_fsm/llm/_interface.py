@@ -15,7 +15,8 @@ ResponseFormatMode = Literal["auto", "json_schema", "json_object", "schema_objec
 
 """How structured output is requested.
 
-- ``json_schema``: ``{"type": "json_schema", "json_schema": {...}}`` (OpenAI, Gemini, Anthropic via litellm, Ollama ≥ 0.5).
+- ``json_schema``: ``{"type": "json_schema", "json_schema": {...}}`` (OpenAI, Gemini,
+  Anthropic via litellm, Ollama ≥ 0.5).
 - ``json_object``: plain JSON mode; the schema is only in the prompt.
 - ``schema_object``: ``{"type": "json_object", "schema": {...}}``, for llama-cpp-python's server.
 - ``none``: no ``response_format``; the prompt alone asks for JSON.

@@ -1,4 +1,6 @@
-"""Turning a model's text into an ``LLMResponse``: tolerant of fences, think blocks, trailing commas and synonyms, strict about what it accepts.
+"""Turning a model's text into an ``LLMResponse``: tolerant of fences, think blocks, trailing commas and synonyms,
+strict
+about what it accepts.
 
 Bounded work on hostile text; every refusal says what was wrong so the re-ask can say it too.
 """

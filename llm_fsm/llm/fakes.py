@@ -13,7 +13,7 @@ import inspect
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, Union
+from typing import Any
 
 from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult
 from llm_fsm.engine._reply_schema import allowed_targets_from_schema
@@ -21,7 +21,7 @@ from llm_fsm.errors import LLMScriptExhaustedError, MalformedOutputError
 from llm_fsm.llm._interface import LLMInterface
 from llm_fsm.llm._parsing import parse_llm_output, response_from_object
 
-Reply = Union[LLMResponse, dict, str, BaseException]
+Reply = LLMResponse | dict | str | BaseException
 """A scripted reply: a response, a reply object, raw model text (parsed), or an error to raise."""
 
 

@@ -1,4 +1,6 @@
-"""JsonLogic, compiled: the dialect's operators and limits, JavaScript's coercions, static checks, the compiler, compiled rules and guards.
+"""JsonLogic, compiled: the dialect's operators and limits, JavaScript's coercions, static checks, the compiler,
+compiled
+rules and guards.
 
 Our own evaluator, differential-tested against json-logic-qubit; bounded in depth, size and work.
 """

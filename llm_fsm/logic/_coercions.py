@@ -1,4 +1,5 @@
-"""JavaScript's value model as json-logic-js applies it: truthiness, coercions, loose and strict equality, comparison, and data lookup.
+"""JavaScript's value model as json-logic-js applies it: truthiness, coercions, loose and strict equality, comparison,
+and data lookup.
 
 Every conversion that can be made to do unbounded work is charged against the rule's budget.
 """
@@ -398,7 +399,7 @@ def _key_step(d: Any, key: str, index: int | None) -> Any:
         return _MISSING
     if isinstance(d, Mapping):
         try:
-            return d[key] if key in d else _MISSING
+            return d.get(key, _MISSING)
         except Exception:  # a caller's exotic mapping; a failed read is just "missing"
             return _MISSING
     return _MISSING
@@ -410,10 +411,7 @@ def _split_path(name: str) -> tuple[tuple[str, int | None], ...]:
 
 def _lookup(d: Any, keys: tuple[tuple[str, int | None], ...]) -> Any:
     for key, index in keys:
-        if type(d) is dict:
-            d = d.get(key, _MISSING)
-        else:
-            d = _key_step(d, key, index)
+        d = d.get(key, _MISSING) if type(d) is dict else _key_step(d, key, index)
         if d is _MISSING:
             return _MISSING
     return d

@@ -1,4 +1,5 @@
-"""Compiles a checked rule into nested closures, folding constants, so a guard costs a few Python calls per turn instead of a tree walk."""
+"""Compiles a checked rule into nested closures, folding constants, so a guard costs a few Python calls per turn instead
+of a tree walk."""
 
 from __future__ import annotations
 
@@ -112,7 +113,7 @@ class _Compiler:
         return literal
 
     def args(self, args: list[Any], paths: list[str], scoped: bool) -> list[tuple[Fn, Any]]:
-        return [self.node(a, p, scoped) for a, p in zip(args, paths)]
+        return [self.node(a, p, scoped) for a, p in zip(args, paths, strict=False)]
 
 
 def _fns(parts: list[tuple[Fn, Any]]) -> list[Fn]:
@@ -202,10 +203,7 @@ def _static_var(
         (k0, i0), (k1, i1) = keys
 
         def get(d: Any) -> Any:
-            if type(d) is dict:
-                d = d.get(k0, _MISSING)
-            else:
-                d = _key_step(d, k0, i0)
+            d = d.get(k0, _MISSING) if type(d) is dict else _key_step(d, k0, i0)
             if type(d) is dict:
                 return d.get(k1, _MISSING)
             return _key_step(d, k1, i1)
@@ -272,9 +270,8 @@ def _static_keys(c: _Compiler, parts: list[tuple[Fn, Any]], scoped: bool) -> Non
     for _, const in parts:
         values = const if type(const) is tuple else (const,)
         for v in values:
-            if v is not _NC and v is not None and not (type(v) is str and v == ""):
-                if type(v) in (str, int, float):
-                    c.reads.add(_to_str(v))
+            if type(v) in (str, int, float) and not (type(v) is str and v == ""):
+                c.reads.add(_to_str(v))
 
 
 def _missing_keys(d: Any, vals: list[Any], st: _Run, path: str) -> list[Any]:
@@ -452,16 +449,15 @@ def _build_notnot(c: _Compiler, args: list[Any], paths: list[str], op_path: str,
 
 def _build_eq(c: _Compiler, args: list[Any], paths: list[str], op_path: str, scoped: bool) -> Fn:
     (fa, ca), (fb, cb) = c.args(args, paths, scoped)
-    if cb is not _NC and type(cb) is str:
-        if ca is _NC:
+    if cb is not _NC and type(cb) is str and ca is _NC:
 
-            def eq_str(d: Any, st: _Run) -> Any:
-                a = fa(d, st)
-                if type(a) is str:
-                    return a == cb
-                return _loose_eq(a, cb, st)
+        def eq_str(d: Any, st: _Run) -> Any:
+            a = fa(d, st)
+            if type(a) is str:
+                return a == cb
+            return _loose_eq(a, cb, st)
 
-            return eq_str
+        return eq_str
     if cb is not _NC and (type(cb) is int or type(cb) is float) and ca is _NC:
 
         def eq_num(d: Any, st: _Run) -> Any:

@@ -74,10 +74,7 @@ def check_unique_names(conversations: Sequence[ScriptConversation]) -> None:
 
 def _complete(llm: Any, request: LLMRequest) -> LLMResult:
     complete = getattr(llm, "complete", None)
-    if callable(complete):
-        value = complete(request)
-    else:
-        value = llm.send_request(request)
+    value = complete(request) if callable(complete) else llm.send_request(request)
     if isinstance(value, LLMResult):
         return value
     if isinstance(value, LLMResponse):
@@ -268,7 +265,8 @@ def _describe(step: PathStep | None, definition_file: str) -> str:
     if step.transition_index is None:
         return f"stayed in {step.state_before} ({step.verdict})"
     return (
-        f"{step.state_before} → {step.state_after} via $.states.{step.state_before}.transitions[{step.transition_index}]"
+        f"{step.state_before} → {step.state_after}"
+        f" via $.states.{step.state_before}.transitions[{step.transition_index}]"
         f" ({step.verdict})"
     )
 
@@ -280,7 +278,7 @@ def compare(recording: Mapping[str, Any], result: ConversationResult) -> list[st
     messages = [t.spec.user for t in result.conversation.turns]
     if recorded_messages != messages:
         first = next(
-            (i for i, (a, b) in enumerate(zip(recorded_messages, messages)) if a != b),
+            (i for i, (a, b) in enumerate(zip(recorded_messages, messages, strict=False)) if a != b),
             min(len(recorded_messages), len(messages)),
         )
         differences.append(

@@ -239,7 +239,7 @@ def same_value(actual: Any, expected: Any) -> bool:
     if isinstance(actual, Mapping) and isinstance(expected, Mapping):
         return actual.keys() == expected.keys() and all(same_value(actual[k], expected[k]) for k in actual)
     if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
-        return len(actual) == len(expected) and all(same_value(a, e) for a, e in zip(actual, expected))
+        return len(actual) == len(expected) and all(same_value(a, e) for a, e in zip(actual, expected, strict=False))
     if isinstance(actual, (int, float)) and isinstance(expected, (int, float)):
         return actual == expected
     return type(actual) is type(expected) and actual == expected

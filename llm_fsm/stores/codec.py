@@ -23,7 +23,8 @@ from llm_fsm.errors import (
 from llm_fsm.stores.base import ConversationSummary
 
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024
-"""Record cap of the embedded stores: large enough never to bite a sane conversation, small enough to stop a runaway one."""
+"""Record cap of the embedded stores: large enough never to bite a sane conversation, small enough to stop a runaway
+one."""
 
 REDIS_MAX_RECORD_BYTES = 1_000_000
 """Record cap of the Redis store: Redis holds everything in RAM, so the cap is tighter."""

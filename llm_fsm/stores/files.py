@@ -45,7 +45,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -539,10 +539,8 @@ def _everyone(user_id: str | None, room_id: str | None) -> bool:
 
 
 def _unlink(path: Path) -> None:
-    try:
+    with suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _subdirs(directory: Path) -> list[Path]:

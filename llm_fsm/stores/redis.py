@@ -72,7 +72,7 @@ _T = TypeVar("_T")
 # because the connection dropped after it ran, the script finds its own save id
 # at the new version and reports success without applying twice; any other
 # save at that version, even an identical one, is a conflict.
-_SAVE = (
+_SAVE = (  # a placeholder, not str.format: Lua's braces would all need doubling
     """
 local cur = redis.call('HGET', KEYS[1], 'version')
 if cur == ARGV[2] and redis.call('HGET', KEYS[1], 'save_id') == ARGV[11] then
@@ -89,7 +89,7 @@ if ARGV[1] == '' then redis.call('DEL', KEYS[2]) end
 local n = #ARGV
 local i = 12
 while i <= n do
-  local j = math.min(i + %d - 1, n)
+  local j = math.min(i + ARCHIVE_BATCH - 1, n)
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
   i = j + 1
 end
@@ -106,8 +106,7 @@ else
   redis.call('PERSIST', KEYS[3])
 end
 return {2, ARGV[2]}
-"""
-    % _ARCHIVE_BATCH
+""".replace("ARCHIVE_BATCH", str(_ARCHIVE_BATCH))
 )
 
 # KEYS: record, archive, pair index, global index; ARGV: pair member, global member, cutoff ('' = always)
@@ -273,7 +272,7 @@ class RedisStore(AsyncStoreMixin):
             rows = pipe.execute()
         found: list[ConversationSummary] = []
         gone: list[tuple[str, str | None, str | None]] = []
-        for (user, room, cid), (version, updated, fsm_id, state, status) in zip(owners, rows):
+        for (user, room, cid), (version, updated, fsm_id, state, status) in zip(owners, rows, strict=False):
             if version is None:
                 gone.append((cid, user, room))
                 continue

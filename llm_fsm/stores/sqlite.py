@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from llm_fsm.engine._instance import FSMInstance
@@ -293,7 +293,8 @@ class SQLiteStore(AsyncStoreMixin):
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One IMMEDIATE transaction: the write lock is taken up front, so the CAS check and the write cannot interleave."""
+        """One IMMEDIATE transaction: the write lock is taken up front, so the CAS check and the write cannot
+        interleave."""
         with self._lock:
             try:
                 conn = self._connection()
@@ -304,10 +305,8 @@ class SQLiteStore(AsyncStoreMixin):
                 yield conn
                 conn.execute("COMMIT")
             except BaseException as exc:
-                try:
+                with suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
                 if isinstance(exc, sqlite3.Error):
                     raise _translate(exc, self.path) from exc
                 raise
@@ -327,10 +326,8 @@ class SQLiteStore(AsyncStoreMixin):
                 raise _translate(exc, self.path) from exc
             finally:
                 if snapshot:
-                    try:
+                    with suppress(sqlite3.Error):
                         conn.execute("COMMIT")
-                    except sqlite3.Error:
-                        pass
 
     @staticmethod
     def _conflict(conn: sqlite3.Connection, instance: FSMInstance, expected_version: int) -> str:

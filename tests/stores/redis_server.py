@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -81,10 +82,8 @@ class RedisServer:
         """Clean stop that writes dump.rdb, so a restart finds the data again."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock:
             sock.sendall(b"SHUTDOWN SAVE\r\n")
-            try:
+            with contextlib.suppress(OSError):
                 sock.recv(64)
-            except OSError:
-                pass
         self._wait()
 
     def kill(self) -> None:
@@ -112,9 +111,7 @@ class RedisServer:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.process.pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
             self.process.terminate()
         self._wait()

@@ -76,7 +76,7 @@ def test_concurrent_workers_apply_every_turn_exactly_once_in_order(
         exchanges = instance.context.conversation.exchanges
         users = exchanges[0::2]
         assert all(list(m) == ["user"] for m in users), cid
-        for message, reply in zip(users, exchanges[1::2]):
+        for message, reply in zip(users, exchanges[1::2], strict=False):
             assert reply == {"assistant": f"reply to {message['user']}"}, cid
         last_turn = {w: -1 for w in range(WORKERS)}
         for message in users:

@@ -114,7 +114,7 @@ def same_json(got: Any, want: Any, decimal: bool = False) -> bool:
         return (
             isinstance(got, (list, tuple))
             and len(got) == len(want)
-            and all(same_json(g, w, decimal) for g, w in zip(got, want))
+            and all(same_json(g, w, decimal) for g, w in zip(got, want, strict=False))
         )
     if isinstance(want, dict):
         return (
@@ -180,7 +180,7 @@ def report(show_failures: bool = False) -> str:
                 failures.append(f"{c.id} {c.description}: {detail}")
         rejected = sum(run(c)[0] == "pass" for c in unsupported)
         row = [len(cases), len(supported), passed, diff, unexpected, rejected]
-        totals = [a + b for a, b in zip(totals, row)]
+        totals = [a + b for a, b in zip(totals, row, strict=False)]
         rows.append((name, row, len(unsupported)))
     lines = [
         "| file | cases | supported ops | pass | expected difference | unexpected failure "
