@@ -536,3 +536,22 @@ def test_files_on_disk_resolve_relative_to_each_declaring_file(tmp_path: Path) -
     (finding,) = lint_flows(root, resolve)
     assert finding.code == "FSM021"
     assert finding.file == str((tmp_path / "flows" / "a.json").resolve())
+
+
+# --- a failing check -----------------------------------------------------------------------------------
+
+
+def test_a_check_that_fails_is_one_internal_error_beside_the_other_checks_findings(monkeypatch) -> None:
+    """A bug in one flow check costs only that check: the others' findings stay (FSM021 here)."""
+    from llm_fsm.lint import _flows
+
+    def broken(self: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(_flows._FlowLinter, "check_mappings", broken)
+    library = Library(root=definition("Root", flows=[flow("loop", "child")]), child=definition("Child", terminal=False))
+    found = library.lint()
+    assert sorted(codes(found)) == ["FSM021", "FSM099"]
+    (internal,) = only(found, "FSM099")
+    assert "check_mappings failed: RuntimeError: boom" in internal.message
+    assert internal.hint

@@ -449,7 +449,11 @@ class _FlowLinter:
             except Exception as exc:  # a bug in one check must not hide the others' findings
                 logger.exception("flow lint check %s failed", check.__name__)
                 self.add(
-                    "internal-error", self.root_key, (), f"flow {check.__name__} failed: {type(exc).__name__}: {exc}"
+                    "internal-error",
+                    self.root_key,
+                    (),
+                    f"flow {check.__name__} failed: {type(exc).__name__}: {exc}",
+                    "this is a bug in fsm-lint; the other checks' findings still stand. Please report it",
                 )
                 if check == self.walk:
                     break
