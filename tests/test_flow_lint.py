@@ -553,5 +553,5 @@ def test_a_check_that_fails_is_one_internal_error_beside_the_other_checks_findin
     found = library.lint()
     assert sorted(codes(found)) == ["FSM021", "FSM099"]
     (internal,) = only(found, "FSM099")
-    assert "check_mappings failed: RuntimeError: boom" in internal.message
+    assert "failed: RuntimeError: boom" in internal.message
     assert internal.hint
