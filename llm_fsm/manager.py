@@ -294,7 +294,7 @@ class FSMManager:
             try:
                 effect = generator.throw(error) if error is not None else generator.send(value)
             except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+                return stop.value
             value, error = None, None
             try:
                 if isinstance(effect, CallLLM):
@@ -315,7 +315,7 @@ class FSMManager:
             try:
                 effect = generator.throw(error) if error is not None else generator.send(value)
             except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+                return stop.value
             value, error = None, None
             try:
                 if isinstance(effect, CallLLM):

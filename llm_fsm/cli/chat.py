@@ -132,6 +132,7 @@ def chat_loop(
         click.echo(click.style("assistant: ", fg="green") + opening)
     source = iter(messages) if messages is not None else None
     while not manager.is_conversation_ended(conversation_id):
+        message: str | None
         if source is None:
             try:
                 message = click.prompt(click.style("you", fg="cyan"), prompt_suffix=": ")

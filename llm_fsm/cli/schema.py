@@ -48,7 +48,7 @@ def schema_command(ctx: click.Context, check_file: str | None) -> None:
     click.echo(f"{check_file} is up to date")
 
 
-def main(argv: list[str] | None = None) -> int:
+def write_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m llm_fsm.cli.schema", description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=SCHEMA_PATH, help="file to write (default: %(default)s)")
     parser.add_argument("--check", action="store_true", help="exit 1 if the file differs from the models")
@@ -72,4 +72,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(write_main())

@@ -123,6 +123,7 @@ def decide(
     evaluations = evaluate_transitions(definition, state, data)
     best_guarded = _best([e for e in evaluations if e.guarded and e.eligible])
     wants_move = bool(proposal) and proposal != current_state
+    proposal = proposal or ""
 
     if wants_move:
         to_proposal = [e for e in evaluations if e.target_state == proposal]

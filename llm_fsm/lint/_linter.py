@@ -404,7 +404,8 @@ class _Linter:
             return None
         try:
             for part in parts:
-                node = node[part] if isinstance(node, (dict, list)) else getattr(node, str(part))
+                container: Any = node  # a str index on a list raises TypeError: no such path
+                node = container[part] if isinstance(node, (dict, list)) else getattr(node, str(part))
         except (KeyError, IndexError, AttributeError, TypeError):
             return None
         compiled = getattr(node, "compiled", None)

@@ -216,7 +216,7 @@ class LiteLLMInterface(LLMInterface):
             return False
         if self._route is None and _is_local_name(self.model):
             # llm_fsm.local routes always name a schema mode; knowing that spares starting a server here
-            route_mode = "json_schema" if self.response_format_mode == "auto" else self.response_format_mode
+            route_mode: str = "json_schema" if self.response_format_mode == "auto" else self.response_format_mode
         else:
             route_mode = self._resolved().mode
         return self._mode_for(route_mode) in _SCHEMA_MODES

@@ -88,7 +88,8 @@ def response_from_object(
         target = _match_target(target, allowed_targets, problems, strict_targets)
     reasoning = _reasoning(obj.get("reasoning"))
     intent = _intent(obj.get("intent"))
-    flow = obj.get("flow") if isinstance(obj.get("flow"), str) and obj.get("flow").strip() else None
+    flow_value = obj.get("flow")
+    flow = flow_value if isinstance(flow_value, str) and flow_value.strip() else None
 
     if problems:
         raise MalformedOutputError("; ".join(problems))

@@ -157,7 +157,7 @@ class CoverageReport:
                 f"{visited}/{states} {_percent(visited, states):4.0f}%",
             )
 
-        rows = [("definition", "conversations", "transitions", "states")]
+        rows: list[tuple[str, ...]] = [("definition", "conversations", "transitions", "states")]
         for c in self.definitions.values():
             rows.append(
                 cells(c.file, c.conversations, c.transitions_hit, len(c.transitions), c.states_visited, len(c.states))

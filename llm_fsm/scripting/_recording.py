@@ -239,9 +239,9 @@ class ReplayModel(LLMInterface):
             if not (isinstance(cls, type) and issubclass(cls, LLMResponseError)):
                 cls = LLMResponseError
             raise cls(str(error.get("message", "recorded failure")), raw_outputs=list(error.get("raw_outputs") or []))
-        answer = call.get("answer")
+        answer: Mapping[str, Any] = call.get("answer") or {}
         try:
-            response = LLMResponse.model_validate(answer["response"])  # type: ignore[index]
+            response = LLMResponse.model_validate(answer["response"])
         except Exception as exc:  # noqa: BLE001 - a hand-edited recording; say where
             raise ScriptError(
                 f"recorded answer for turn {self.turn} ({request.purpose}) is malformed: {exc}", file=self.source

@@ -332,10 +332,10 @@ def check_expectations(
         elif record.verdict.kind != expect.verdict:
             failures.append(f"verdict: expected {expect.verdict}, got {record.verdict.kind} ({record.verdict.reason})")
     if expect.reply is not None:
-        value: Any = reply if reply is not None else _MISSING
-        problem = match(expect.reply, value, collected=bool(reply and reply.strip()))
+        shown: Any = reply if reply is not None else _MISSING
+        problem = match(expect.reply, shown, collected=bool(reply and reply.strip()))
         if problem:
-            failures.append(f"reply: {problem}, got {_show(value)}")
+            failures.append(f"reply: {problem}, got {_show(shown)}")
     return failures
 
 

@@ -12,6 +12,7 @@ with another pair finds nothing, exactly as if the id did not exist.
 from __future__ import annotations
 
 import asyncio
+import builtins
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -59,7 +60,7 @@ class ConversationStore(Protocol):
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> list[dict[str, str]]:
+    ) -> builtins.list[dict[str, str]]:
         """The full transcript: archived messages (oldest first) followed by the live ones."""
 
     def close(self) -> None:

@@ -38,6 +38,7 @@ trimmed by the next save, so a crash never duplicates nor loses messages.
 
 from __future__ import annotations
 
+import builtins
 import errno
 import fcntl
 import json
@@ -253,7 +254,7 @@ class FileStore(AsyncStoreMixin):
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> list[dict[str, str]]:
+    ) -> builtins.list[dict[str, str]]:
         instance = self.load(conversation_id, user_id=user_id, room_id=room_id)
         paths = self._paths(conversation_id, user_id, room_id)
         archived: list[dict[str, str]] = []
@@ -409,7 +410,7 @@ class FileStore(AsyncStoreMixin):
         return _Tail(part=0, first_seq=1, last_seq=0)
 
     def _append_archive(
-        self, paths: _Paths, conversation_id: str, tail: _Tail, version: int, messages: list[dict[str, str]]
+        self, paths: _Paths, conversation_id: str, tail: _Tail, version: int, messages: builtins.list[dict[str, str]]
     ) -> None:
         part, first_seq, seq = tail.part, tail.first_seq, tail.last_seq
         buffer: list[str] = []

@@ -8,6 +8,7 @@ record cap (which needs the record serialised to measure it) is off unless asked
 
 from __future__ import annotations
 
+import builtins
 import threading
 import time
 from dataclasses import dataclass, field
@@ -110,7 +111,7 @@ class MemoryStore(AsyncStoreMixin):
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> list[dict[str, str]]:
+    ) -> builtins.list[dict[str, str]]:
         with self._lock:
             entry = self._entry(conversation_id, user_id, room_id)
             archived = [dict(m) for m in entry.archive]

@@ -25,6 +25,7 @@ Unreachable Redis (refused, timed out, dropped) raises StoreUnavailableError.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import re
 import threading
@@ -305,7 +306,7 @@ class RedisStore(AsyncStoreMixin):
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> list[dict[str, str]]:
+    ) -> builtins.list[dict[str, str]]:
         record_key, archive_key, _, _ = self._keys(conversation_id, user_id, room_id)
         with self._calls():
             pipe = self._client.pipeline(transaction=True)
@@ -352,7 +353,7 @@ class RedisStore(AsyncStoreMixin):
         with self._calls():
             return bool(self._delete_script(keys=list(keys), args=args))
 
-    def _prune(self, gone: list[tuple[str, str | None, str | None]]) -> None:
+    def _prune(self, gone: builtins.list[tuple[str, str | None, str | None]]) -> None:
         """Drop index entries whose record expired by TTL, so the indexes do not grow forever.
 
         Safe against races: a record is created and indexed by one script, so an
@@ -451,7 +452,7 @@ class FallbackStore(AsyncStoreMixin):
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> list[dict[str, str]]:
+    ) -> builtins.list[dict[str, str]]:
         if self.fallback.contains(conversation_id):
             return self.fallback.transcript(conversation_id, user_id=user_id, room_id=room_id)
         return self._redis(lambda: self.primary.transcript(conversation_id, user_id=user_id, room_id=room_id))

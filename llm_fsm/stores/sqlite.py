@@ -16,6 +16,7 @@ its own connection on first use instead of sharing the parent's.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import os
 import sqlite3
@@ -207,7 +208,7 @@ class SQLiteStore(AsyncStoreMixin):
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> list[dict[str, str]]:
+    ) -> builtins.list[dict[str, str]]:
         where = f"{self.path}:{conversation_id}"
         with self._read(snapshot=True) as conn:
             row = conn.execute(
