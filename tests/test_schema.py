@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from llm_fsm.cli.schema import SCHEMA_PATH
 from llm_fsm.definition._model import SCHEMA_ID, FSMDefinition
-from llm_fsm.definition._schema import DIALECT, SCHEMA_PATH, build_schema, render_schema
+from llm_fsm.definition._schema import DIALECT, build_schema, render_schema
 from llm_fsm.lint._support import validation_problems
 from llm_fsm.loading import read_document
 

@@ -9,9 +9,12 @@ from pathlib import Path
 import click
 
 from llm_fsm.cli._app import EXIT_FINDINGS, EXIT_UNREADABLE, _fail, main
-from llm_fsm.definition._schema import SCHEMA_PATH, render_schema
+from llm_fsm.definition._schema import render_schema
 
 # --- schema --------------------------------------------------------------------------
+
+#: where the committed copy lives in a source checkout
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "fsm_definition.schema.json"
 
 
 @main.command("schema")

@@ -25,7 +25,7 @@ from llm_fsm.definition._model import (
     Transition,
     TransitionCondition,
 )
-from llm_fsm.definition._schema import SCHEMA_PATH, build_schema, render_schema
+from llm_fsm.definition._schema import build_schema, render_schema
 
 __all__ = [
     "Confirmation",
@@ -37,7 +37,6 @@ __all__ = [
     "ParsedDocument",
     "Path",
     "SCHEMA_ID",
-    "SCHEMA_PATH",
     "SUPPORTED_VERSIONS",
     "State",
     "Transition",

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from llm_fsm.definition._model import SCHEMA_ID, FSMDefinition
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-
-#: where the committed copy lives in a source checkout
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "fsm_definition.schema.json"
 
 
 def build_schema() -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from llm_fsm.errors import StoreError
-from llm_fsm.stores.base import AsyncStoreMixin, ConversationStore, ConversationSummary
+from llm_fsm.stores.base import AsyncConversationStore, AsyncStoreMixin, ConversationStore, ConversationSummary
 from llm_fsm.stores.codec import (
     DEFAULT_MAX_RECORD_BYTES,
     REDIS_MAX_CONTEXT_BYTES,
@@ -173,6 +173,7 @@ def _path(rest: str) -> str:
 
 
 __all__ = [
+    "AsyncConversationStore",
     "AsyncStoreMixin",
     "ConversationStore",
     "ConversationSummary",

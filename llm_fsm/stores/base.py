@@ -67,6 +67,29 @@ class ConversationStore(Protocol):
         """Release connections and files."""
 
 
+@runtime_checkable
+class AsyncConversationStore(Protocol):
+    """Async protocol: the same operations as ``ConversationStore``, awaited (``aload`` for ``load``, ...)."""
+
+    async def aload(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> FSMInstance: ...
+
+    async def asave(self, instance: FSMInstance, *, expected_version: int | None) -> int: ...
+
+    async def adelete(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> bool: ...
+
+    async def alist(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]: ...
+
+    async def atranscript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> list[dict[str, str]]: ...
+
+    async def aexpire(self, *, older_than: float) -> int: ...
+
+
 class AsyncStoreMixin:
     """Async twins of the sync methods, run in a worker thread so the event loop never blocks on I/O."""
 
@@ -93,4 +116,4 @@ class AsyncStoreMixin:
         return await asyncio.to_thread(self.expire, older_than=older_than)  # type: ignore[attr-defined]
 
 
-__all__ = ["AsyncStoreMixin", "ConversationStore", "ConversationSummary"]
+__all__ = ["AsyncConversationStore", "AsyncStoreMixin", "ConversationStore", "ConversationSummary"]
