@@ -1,0 +1,93 @@
+"""Checks of the document as written: duplicate keys, the schema, the version, unknown fields."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from llm_fsm.definition._documents import Path
+from llm_fsm.definition._model import (
+    SUPPORTED_VERSIONS,
+    FSMDefinition,
+)
+from llm_fsm.lint._run import LintRun
+from llm_fsm.lint._support import (
+    _KNOWN_FIELDS,
+    _LEGACY_FIELDS,
+    _did_you_mean,
+    validation_problems,
+)
+
+
+def duplicate_keys(run: LintRun) -> None:
+    for parts, line, first_line in run.doc.duplicate_keys:
+        run.add(
+            "duplicate-key",
+            parts,
+            f"key {parts[-1]!r} appears more than once in this object (first on line {first_line}); "
+            "only the last one counts",
+            "remove or rename one of them",
+            line=line,
+        )
+
+
+def schema(run: LintRun) -> None:
+    try:
+        run.definition = FSMDefinition.model_validate(run.data)
+        return
+    except ValidationError as exc:
+        problems = validation_problems(exc)
+    except RecursionError:
+        run.add("schema-violation", (), "the document is nested too deeply to validate")
+        return
+    for parts, message, logic_error in problems:
+        if logic_error is None:
+            run.add("schema-violation", parts, message, _schema_hint(parts, message))
+        else:  # reported by check_logic with every issue of the rule; kept in case it cannot
+            run.model_logic_errors.append((parts, logic_error))
+
+
+def version(run: LintRun) -> None:
+    version = run.data.get("version", "3.0")
+    # a number (YAML `version: 3.0`) is a schema violation already, with a hint to quote it
+    if isinstance(version, str) and version not in SUPPORTED_VERSIONS:
+        run.add(
+            "unsupported-version",
+            ("version",),
+            f"version {version!r} is not supported (supported: {', '.join(SUPPORTED_VERSIONS)})",
+            'use "3.0"',
+        )
+
+
+def unknown_fields(run: LintRun) -> None:
+    def report(parts: Path, obj: Mapping[str, Any], kind: str) -> None:
+        known = _KNOWN_FIELDS[kind]
+        for field_name in obj:
+            if field_name in known:
+                continue
+            name = str(field_name)
+            hint = _LEGACY_FIELDS.get(name) or _did_you_mean(name, known) or "remove it, or check its spelling"
+            run.add("unknown-field", (*parts, name), f"unknown {kind} field {name!r}; it is ignored", hint)
+
+    report((), run.data, "definition")
+    for key, state in run.states():
+        report(("states", key), state, "state")
+    for key, index, transition in run.transitions():
+        report(("states", key, "transitions", index), transition, "transition")
+    for parts, condition in run.conditions():
+        report(parts, condition, "condition")
+    for parts, flow in run.flows():
+        report(parts, flow, "flow")
+    for key, state in run.states():
+        if isinstance(state.get("confirmation"), Mapping):
+            report(("states", key, "confirmation"), state["confirmation"], "confirmation")
+
+
+def _schema_hint(parts: Path, message: str) -> str | None:
+    if parts == ("version",):
+        return 'quote it: version: "3.0"'
+    if message.startswith("Field required"):
+        return f"add {parts[-1]!r}" if parts else None
+    return None
