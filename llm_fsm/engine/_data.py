@@ -12,32 +12,25 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 DEFAULT_MAX_HISTORY_SIZE = 5
-
 """Exchanges (user message + reply) shown to the model in the prompt window."""
 
 DEFAULT_MAX_MESSAGE_LENGTH = 1000
-
 """Characters of each message shown to the model; longer ones are cut in the prompt."""
 
 DEFAULT_MAX_STORED_MESSAGES = 50
-
 """Messages kept in the stored transcript (the Soni seed's ``max_history_messages``); older ones go to the store's
 archive."""
 
 DEFAULT_MAX_COMPLETED_FLOWS = 10
-
 """Completed or cancelled sub-flows kept, with their outputs, in the conversation's archive."""
 
 DEFAULT_MAX_FLOW_DEPTH = 5
-
 """Flows that can be stacked (the root included) before starting another is refused."""
 
 DEFAULT_MAX_TURN_RECORDS = 50
-
 """Turn records (explain data) kept per conversation."""
 
 DEFAULT_MAX_CONTEXT_BYTES = 10_000
-
 """Size cap of the context data, as compact JSON (the Mathia seed's limit)."""
 
 ConversationStatus = Literal["active", "ended", "cancelled"]

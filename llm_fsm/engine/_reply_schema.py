@@ -11,19 +11,15 @@ from collections.abc import Sequence
 from typing import Any
 
 STAY = ""
-
 """``target_state`` when the model made no proposal (null, empty or absent): the engine treats it as "stay"."""
 
 MAX_OUTPUT_CHARS = 200_000
-
 """Replies longer than this are refused rather than scanned: no real reply is this long."""
 
 MAX_CANDIDATE_STARTS = 500
-
 """How many ``{`` positions the scanner tries before giving up; bounds the work on hostile text."""
 
 MESSAGE_KEYS = ("message", "response", "reply")
-
 """Names a model may give the user-facing text; the first present wins."""
 
 PLACEHOLDER_KEY, PLACEHOLDER_VALUE, PLACEHOLDER_STATE, PLACEHOLDER_MESSAGE = "KEY", "VALUE", "STATE", "REPLY"

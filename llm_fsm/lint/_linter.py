@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -10,12 +11,14 @@ from llm_fsm.definition._model import (
     FSMDefinition,
 )
 from llm_fsm.lint import _checks_document, _checks_graph, _checks_logic
-from llm_fsm.lint._rules import Diagnostic, LintResult, logger
+from llm_fsm.lint._rules import Diagnostic, LintResult
 from llm_fsm.lint._run import LintRun
 from llm_fsm.lint._support import (
     _json_type,
     _logic_subpath,
 )
+
+logger = logging.getLogger(__name__)
 
 CHECKS: tuple[Callable[[LintRun], None], ...] = (
     _checks_document.duplicate_keys,

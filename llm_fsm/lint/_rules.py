@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
@@ -10,8 +9,6 @@ from typing import Any
 from llm_fsm.definition._model import (
     FSMDefinition,
 )
-
-logger = logging.getLogger(__name__)
 
 
 class Severity(str, Enum):

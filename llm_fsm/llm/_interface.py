@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from abc import ABC, abstractmethod
-from typing import Literal, get_args
+from typing import Literal
 
 from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult
 
-logger = logging.getLogger(__name__)
-
 ResponseFormatMode = Literal["auto", "json_schema", "json_object", "schema_object", "none"]
-
 """How structured output is requested.
 
 - ``json_schema``: ``{"type": "json_schema", "json_schema": {...}}`` (OpenAI, Gemini,
@@ -22,16 +18,6 @@ ResponseFormatMode = Literal["auto", "json_schema", "json_object", "schema_objec
 - ``none``: no ``response_format``; the prompt alone asks for JSON.
 - ``auto``: the best one litellm says the model supports.
 """
-
-_MODES: tuple[str, ...] = get_args(ResponseFormatMode)
-
-_SCHEMA_MODES = ("json_schema", "schema_object")
-
-"""Modes in which the reply schema itself reaches the model."""
-
-_DOWNGRADE = {"json_schema": "json_object", "schema_object": "json_object", "json_object": "none"}
-
-_ECHO_LIMIT = 2_000  # characters of a bad reply sent back to the model when re-asking
 
 
 class LLMInterface(ABC):

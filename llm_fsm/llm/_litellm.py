@@ -6,12 +6,13 @@ litellm is imported on first use, never at package import.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult
 from llm_fsm.engine._reply_schema import (
@@ -26,16 +27,19 @@ from llm_fsm.errors import (
     LLMProviderError,
     MalformedOutputError,
 )
-from llm_fsm.llm._interface import (
-    _DOWNGRADE,
-    _ECHO_LIMIT,
-    _MODES,
-    _SCHEMA_MODES,
-    LLMInterface,
-    ResponseFormatMode,
-    logger,
-)
+from llm_fsm.llm._interface import LLMInterface, ResponseFormatMode
 from llm_fsm.llm._parsing import parse_llm_output
+
+logger = logging.getLogger(__name__)
+
+_MODES: tuple[str, ...] = get_args(ResponseFormatMode)
+
+_SCHEMA_MODES = ("json_schema", "schema_object")
+"""Modes in which the reply schema itself reaches the model."""
+
+_DOWNGRADE = {"json_schema": "json_object", "schema_object": "json_object", "json_object": "none"}
+
+_ECHO_LIMIT = 2_000  # characters of a bad reply sent back to the model when re-asking
 
 
 class _Secret:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import re
 import shutil
@@ -22,12 +23,13 @@ from llm_fsm.local._catalogue import (
     LocalModel,
     find_model_file,
     home_dir,
-    logger,
     parse_local_model_name,
     server_binary_path,
     setup_log_path,
 )
 from llm_fsm.local._server import _locked, _tail, cpu_count
+
+logger = logging.getLogger(__name__)
 
 # --- setup: fetch the model, build llama-server ---------------------------------------------
 

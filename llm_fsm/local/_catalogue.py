@@ -5,17 +5,13 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import importlib.util
-import logging
 import os
 from pathlib import Path
 from typing import Literal
 
 from llm_fsm.errors import LLMConfigurationError
 
-logger = logging.getLogger(__name__)
-
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
-
 """The source distribution whose vendored llama.cpp is built; pinned so a build is reproducible."""
 
 SETUP_HINT = "run `llm-fsm local setup` first"
@@ -25,11 +21,9 @@ Runtime = Literal["llama-server", "llama_cpp.server"]
 ResponseFormatMode = Literal["json_schema", "schema_object"]
 
 DEFAULT_CTX_SIZE = 8192
-
 """SmolLM2's trained context; the engine's prompts are ~1,500 tokens, so this leaves room for history."""
 
 DEFAULT_START_TIMEOUT = 120.0
-
 """Seconds to wait for /health. llama-server needs ~1 s; llama_cpp.server and a cold disk need more."""
 
 STOP_TIMEOUT = 10.0

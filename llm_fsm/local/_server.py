@@ -8,6 +8,7 @@ import fcntl
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import secrets
 import signal
@@ -36,11 +37,12 @@ from llm_fsm.local._catalogue import (
     home_dir,
     key_path,
     log_path,
-    logger,
     parse_local_model_name,
     server_binary_path,
     state_path,
 )
+
+logger = logging.getLogger(__name__)
 
 # --- server command lines (pure) --------------------------------------------------
 

@@ -5,6 +5,7 @@ Findings carry a JSON path and a hint a person can act on; lint and the loader s
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from typing import Any
@@ -17,8 +18,9 @@ from llm_fsm.logic._spec import (
     HARD_MAX_DEPTH,
     SUPPORTED_OPERATORS,
     LogicIssue,
-    logger,
 )
+
+logger = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- static checks
 

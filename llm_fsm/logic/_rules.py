@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -17,8 +18,9 @@ from llm_fsm.logic._spec import (
     DEFAULT_MAX_NODES,
     HARD_MAX_DEPTH,
     GuardResult,
-    logger,
 )
+
+logger = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- public API
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any, NamedTuple
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_DEPTH = 64
 

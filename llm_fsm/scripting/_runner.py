@@ -16,7 +16,6 @@ returned again, which keeps scripts short.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -36,9 +35,6 @@ from llm_fsm.scripting._scripts import (
     ScriptConversation,
     ScriptTurn,
 )
-
-logger = logging.getLogger(__name__)
-
 
 # --- the scripted model ---------------------------------------------------------------------
 
