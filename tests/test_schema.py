@@ -128,6 +128,13 @@ def test_known_bad_documents_are_refused_by_both(document: Any) -> None:
     assert not models_accept_structure(document)
 
 
+@pytest.mark.parametrize("number", [2.0**63, -(2.0**63), 1e300, 5.0])
+def test_a_whole_number_written_as_a_float_is_judged_alike_by_schema_and_models(number: float) -> None:
+    """JSON Schema's integer is any number with no fractional part, however large (hypothesis found 2**63)."""
+    document = with_change(["states", "a", "transitions"], [{"target_state": "a", "description": "again", "priority": number}])
+    assert schema_accepts(document) == models_accept_structure(document) is True
+
+
 @pytest.mark.parametrize("document", KNOWN_GOOD, ids=range(len(KNOWN_GOOD)))
 def test_known_good_documents_are_accepted_by_both(document: Any) -> None:
     assert schema_accepts(document)

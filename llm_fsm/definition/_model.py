@@ -42,6 +42,8 @@ def _json_integer(value: Any) -> Any:
     # Lax int would take "5" and true; JSON Schema's integer does not, and the two must agree.
     if isinstance(value, (bool, str)):
         raise ValueError("must be an integer")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # JSON Schema's integer is any whole number; pydantic's float path stops at 64 bits
     return value
 
 
