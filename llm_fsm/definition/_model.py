@@ -108,18 +108,10 @@ class Transition(_Model):
             "own when they hold. Without conditions it is a judgment transition only the model can choose."
         ),
     )
-    priority: int = Field(
+    priority: JsonInt = Field(
         default=DEFAULT_PRIORITY,
         description="Lower numbers win when several transitions are eligible (default 100).",
     )
-
-    @field_validator("priority", mode="before")
-    @classmethod
-    def _integer_priority(cls, value: Any) -> Any:
-        # Lax int would take "5" and true; the JSON Schema says integer, and the two must agree.
-        if isinstance(value, (bool, str)):
-            raise ValueError("priority must be an integer")
-        return value
 
     @property
     def is_guarded(self) -> bool:
