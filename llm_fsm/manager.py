@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 import weakref
@@ -62,7 +61,7 @@ from llm_fsm.errors import (
     MessageTooLargeError,
     StateNotFoundError,
 )
-from llm_fsm.loading import load_fsm_definition
+from llm_fsm.loading import load_fsm_definition, resolve_flow_reference
 from llm_fsm.stores import ConversationStore, open_store
 
 logger = logging.getLogger(__name__)
@@ -254,12 +253,8 @@ class FSMManager:
             raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
 
     def _resolve_flow(self, declaration: FlowDeclaration, parent: FSMDefinition) -> tuple[str, FSMDefinition]:
-        """A sub-flow's definition: a relative path is looked up next to the parent's file first."""
-        reference = declaration.definition
-        if parent.source and not os.path.isabs(reference):
-            candidate = os.path.join(os.path.dirname(parent.source), reference)
-            if os.path.exists(candidate):
-                reference = candidate
+        """A sub-flow's definition, found exactly where fsm-lint looks (next to the parent's file first)."""
+        reference = resolve_flow_reference(declaration.definition, parent.source)
         return reference, self._load_definition(reference)
 
     def _perform(self, effect: Any) -> Any:

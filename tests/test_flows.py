@@ -250,3 +250,34 @@ def test_the_trace_is_bounded():
         except Exception:
             break
     assert len(fsm.get_trace(cid)) <= 5
+
+
+def test_the_engine_resolves_a_sub_flow_where_lint_looks(tmp_path: Path) -> None:
+    """A directory named like the reference next to the parent is not the sub-flow: both fall back to the id."""
+    from llm_fsm.definition import FlowDeclaration, FSMDefinition
+    from llm_fsm.loading import attach_source, resolve_flow_reference
+
+    (tmp_path / "child").mkdir()
+    parent_file = tmp_path / "parent.yaml"
+    parent = attach_source(
+        FSMDefinition.model_validate(
+            {
+                "name": "p",
+                "description": "d",
+                "initial_state": "a",
+                "states": {"a": {"id": "a", "description": "d", "purpose": "p", "transitions": []}},
+            }
+        ),
+        str(parent_file),
+    )
+    asked: list[str] = []
+
+    def loader(reference: str) -> FSMDefinition:
+        asked.append(reference)
+        return parent
+
+    manager = FSMManager(fsm_loader=loader, llm_interface=ScriptedLLM([]))
+    declaration = FlowDeclaration.model_validate({"name": "c", "definition": "child", "description": "start c"})
+    reference, _ = manager._resolve_flow(declaration, parent)
+    assert reference == resolve_flow_reference("child", str(parent_file)) == "child"
+    assert asked == ["child"]
