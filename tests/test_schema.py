@@ -131,7 +131,9 @@ def test_known_bad_documents_are_refused_by_both(document: Any) -> None:
 @pytest.mark.parametrize("number", [2.0**63, -(2.0**63), 1e300, 5.0])
 def test_a_whole_number_written_as_a_float_is_judged_alike_by_schema_and_models(number: float) -> None:
     """JSON Schema's integer is any number with no fractional part, however large (hypothesis found 2**63)."""
-    document = with_change(["states", "a", "transitions"], [{"target_state": "a", "description": "again", "priority": number}])
+    document = with_change(
+        ["states", "a", "transitions"], [{"target_state": "a", "description": "again", "priority": number}]
+    )
     assert schema_accepts(document) == models_accept_structure(document) is True
 
 

@@ -1,4 +1,4 @@
-"""Diagram renderers: one module per output format, all reading the neutral ``graph.Graph``.
+"""Diagram renderers: one module per output format, all reading the neutral ``llm_fsm.definition.Graph``.
 
 Each renderer is a function ``render(graph) -> str``; ``RENDERERS`` maps the
 format names the CLI accepts to them.

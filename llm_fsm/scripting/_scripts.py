@@ -3,9 +3,9 @@
 A script pins down what a definition should do with a given conversation: the
 user's messages, what the model answers (for offline runs), and what must be
 true after each turn — the state, context values, whether the conversation
-ended. ``llm-fsm test`` runs them (``script_runner``), measures which declared
-transitions they exercised (``coverage``) and records or replays model
-answers (``recording``).
+ended. ``llm-fsm test`` runs them (``_runner``), measures which declared
+transitions they exercised (``_coverage``) and records or replays model
+answers (``_recording``).
 
 The format is strict on purpose: an unknown key is an error with its path and
 line, so ``expect: {stat: done}`` fails loudly instead of silently checking
