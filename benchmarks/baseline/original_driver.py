@@ -12,8 +12,9 @@ stdout, until stdin closes. The process stays up between requests so the
 caller can interleave timing rounds with its own engine's (a busy machine then
 slows both alike).
 
-- ``{"op": "setup", "definition_path", "opening", "turns", "short_turns"}``
+- ``{"op": "setup", "definition_path", "opening", "turns", "short_turns", "logging"?}``
   → ``{"package", "version", "module_file", "python", "logging"}``
+  (``logging``: ``"default"``, ``"no-file"`` or ``"off"``, see ``set_logging``; default ``"default"``)
 - ``{"op": "timing", "runs": n, "warmup": w}`` → ``{"short_runs_engine_ms": [[ms per turn] * n]}``
   (w untimed, then n timed conversations of the first ``short_turns`` turns)
 - ``{"op": "long", "capture_at": [turn numbers]}`` → ``{"long": {...}, "captured": {turn: [requests]}}``
@@ -26,8 +27,13 @@ Errors end the process with a message on stderr and exit status 3.
 
 The original logs through loguru at import: INFO to stderr and DEBUG (with the
 whole system prompt of every turn) to ``logs/`` under the working directory.
-That is its default behaviour and part of what is measured; the caller runs us
-in a scratch directory and sends stderr to a scratch file.
+That is its default behaviour and what ``"logging": "default"`` measures; the
+caller runs us in a scratch directory and sends stderr to a scratch file.
+``"no-file"`` removes the file sink (the DEBUG log with the prompts) after
+import and keeps the INFO sink on stderr; ``"off"`` removes every sink, so
+loguru drops each call before formatting it. Our engine writes no log records
+at all by default (stdlib logging without handlers), so ``"off"`` is the
+like-for-like setting.
 """
 
 import gc
@@ -62,6 +68,40 @@ def _load_original():
     if module_file.startswith(repo_root + os.sep):
         _fail("refusing to run: llm_fsm was imported from the repository (%s), not the baseline venv" % module_file)
     return metadata, module_file, FSMManager, LLMInterface, LLMResponse, StateTransition, load_fsm_definition
+
+
+LOGGING_MODES = {
+    "default": "loguru defaults of the package (INFO to stderr, DEBUG to a logs/ file)",
+    "no-file": "loguru with the package's file sink removed (INFO to stderr only)",
+    "off": "loguru with every sink removed (nothing formatted or written)",
+}
+
+
+def set_logging(mode):
+    """Apply a logging mode to the original's loguru configuration (done by the package at import).
+
+    Sinks are found through loguru's public ``repr(logger)``, which lists each
+    handler as ``(id=N, level=L, sink=...)``; the file sink is the one that is not
+    a standard stream. Fails loudly when the configuration is not what the
+    package is known to set up, rather than measuring something else.
+    """
+    import re
+
+    from loguru import logger
+
+    if mode not in LOGGING_MODES:
+        _fail("unknown logging mode %r; use one of %s" % (mode, ", ".join(sorted(LOGGING_MODES))))
+    if mode == "default":
+        return LOGGING_MODES[mode]
+    handlers = re.findall(r"\(id=(\d+), level=\d+, sink=(.*?)\)(?:, |\]>)", repr(logger))
+    files = [int(i) for i, sink in handlers if sink not in ("<stderr>", "<stdout>")]
+    if len(files) != 1:
+        _fail("expected exactly one loguru file sink, found %r in %r" % (handlers, repr(logger)))
+    if mode == "no-file":
+        logger.remove(files[0])
+    else:
+        logger.remove()
+    return LOGGING_MODES[mode]
 
 
 def _json_safe(value):
@@ -245,7 +285,7 @@ def main():
                 "version": metadata.version("llm-fsm"),
                 "module_file": module_file,
                 "python": sys.version.split()[0],
-                "logging": "loguru defaults of the package (INFO to stderr, DEBUG to a logs/ file)",
+                "logging": set_logging(job.get("logging", "default")),
             }
         if not scenario:
             _fail("the first request must be 'setup'")
