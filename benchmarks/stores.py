@@ -40,6 +40,7 @@ Redis rows are skipped with a note.
 Run from the repository root::
 
     python benchmarks/stores.py                      # 1,000 turns, 3 runs, throughput (a few minutes)
+    python benchmarks/stores.py --quick               # 200 turns, 1 run, short throughput windows
     python benchmarks/stores.py --turns 200 --runs 1 --no-throughput
     python benchmarks/stores.py --against 9d19d27    # the same-run before/after for the summary line
     python benchmarks/stores.py --json
@@ -742,12 +743,15 @@ def print_report(result: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--turns", type=int, default=1000, help="user turns per conversation (default 1000)")
-    parser.add_argument("--runs", type=int, default=3, help="runs of the per-turn measurement (default 3)")
+    parser.add_argument("--turns", type=int, default=None, help="user turns per conversation (default 1000)")
+    parser.add_argument("--runs", type=int, default=None, help="runs of the per-turn measurement (default 3)")
+    parser.add_argument(
+        "--quick", action="store_true", help="200 turns, 1 run, 1 s throughput window (unless given otherwise)"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--redis-url", default=None, help="use this Redis instead of starting one")
     parser.add_argument("--no-throughput", action="store_true", help="skip turns per second with worker processes")
-    parser.add_argument("--throughput-seconds", type=float, default=3.0, help="throughput window (default 3 s)")
+    parser.add_argument("--throughput-seconds", type=float, default=None, help="throughput window (default 3 s)")
     parser.add_argument(
         "--against", metavar="REV", default=None, help="measure the library at git revision REV beside this tree"
     )
@@ -758,6 +762,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--library", type=Path, default=REPO_ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    quick = {"turns": 200, "runs": 1, "throughput_seconds": 1.0}
+    full = {"turns": 1000, "runs": 3, "throughput_seconds": 3.0}
+    for name, value in (quick if args.quick else full).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if args.turns < 1 or args.runs < 1:
         parser.error("--turns and --runs must be at least 1")
     _use_library(args.library.resolve())
