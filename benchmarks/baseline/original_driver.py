@@ -120,8 +120,9 @@ def live_conversation(job, FSMManager, load_fsm_definition):
     with the usage the server reports (the original itself discards it). The
     conversation stops at the first exception, which is recorded.
     """
+    # The ORIGINAL package's layout: llm_fsm/llm.py is one module (not our llm/ package).
     import llm_fsm.llm as original_llm
-    from llm_fsm.llm._litellm import LiteLLMInterface
+    from llm_fsm.llm import LiteLLMInterface
 
     calls = []
     real_completion = original_llm.completion
