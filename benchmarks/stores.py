@@ -560,9 +560,11 @@ def against(revision: str, turns: int, runs: int, chunk: int = 10) -> dict[str, 
             for side in workers:
                 series[side].append({name: {"load_save_ms": values} for name, values in ms[side].items()})
     finally:
-        for worker in workers.values():
-            worker.close()
-        shutil.rmtree(scratch, ignore_errors=True)
+        try:
+            for worker in workers.values():
+                worker.close()
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     last_from = max(1, turns - 99)
     out: dict[str, Any] = {"revision": revision, "runs_per_side": runs, "chunk": chunk, "window": [last_from, turns]}
     for side, runs_of_side in series.items():
