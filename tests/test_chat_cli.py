@@ -101,5 +101,5 @@ def test_no_model_configured_is_a_clear_error_not_a_traceback(store, monkeypatch
 
 def test_an_unknown_conversation_id_is_a_clear_error(store):
     result = CliRunner().invoke(main, ["trace", "no-such-id", "--store", store])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # unknown input, as for an unknown file
     assert "error:" in result.output and "Traceback" not in result.output

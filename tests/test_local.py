@@ -524,13 +524,13 @@ def test_cli_rejects_an_unknown_model_as_a_usage_error(home: Path) -> None:
     assert result.exit_code == 2
 
 
-def test_cli_reports_a_failed_start_with_exit_1(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_reports_a_failed_start_with_exit_2(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def crash(*args: object, **kwargs: object) -> None:
         raise LLMConfigurationError("llama-server exited with code 1 while starting")
 
     monkeypatch.setattr(_server, "start", crash)
     result = CliRunner().invoke(local_group, ["start"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # the local model cannot be used: a configuration problem, as everywhere
     assert "exited with code 1" in result.output
 
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import click
 
+from llm_fsm.cli._app import EXIT_FINDINGS, GuardedCommand
 from llm_fsm.engine._records import LLMRequest, TurnRecord
 from llm_fsm.errors import (
     ConversationEndedError,
-    FSMError,
     LLMConfigurationError,
     LLMResponseError,
 )
@@ -108,6 +109,14 @@ def _print_turn(manager: Any, conversation_id: str, reply: str, *, explain: bool
         click.echo(explain_text(record))
 
 
+@dataclass
+class ChatSession:
+    """What a chat or run did: its conversation, and how many messages the model could not answer."""
+
+    conversation_id: str
+    failed_turns: int = 0
+
+
 def chat_loop(
     definition: str,
     *,
@@ -119,8 +128,8 @@ def chat_loop(
     temperature: float | None,
     messages: Iterable[str] | None = None,
     quiet: bool = False,
-) -> str:
-    """Run a conversation: interactive when ``messages`` is None. Returns the conversation id."""
+) -> ChatSession:
+    """Run a conversation: interactive when ``messages`` is None."""
     manager = _manager(model, store, temperature, show_prompt)
     if resume:
         conversation_id = resume
@@ -130,6 +139,7 @@ def chat_loop(
         conversation_id, opening = manager.start_conversation(definition)
         click.echo(click.style(f"conversation {conversation_id} (resume with --resume {conversation_id})", dim=True))
         click.echo(click.style("assistant: ", fg="green") + opening)
+    session = ChatSession(conversation_id)
     source = iter(messages) if messages is not None else None
     while not manager.is_conversation_ended(conversation_id):
         message: str | None
@@ -147,6 +157,7 @@ def chat_loop(
         try:
             reply = manager.process_message(conversation_id, message)
         except LLMResponseError as exc:
+            session.failed_turns += 1
             click.echo(
                 click.style(
                     f"(the model's answer could not be used: {exc}; nothing was changed — try again)", fg="yellow"
@@ -159,7 +170,7 @@ def chat_loop(
     if manager.is_conversation_ended(conversation_id):
         click.echo(click.style(f"conversation ended in state {manager.get_current_state(conversation_id)}", dim=True))
         click.echo(json.dumps(manager.get_conversation_data(conversation_id), ensure_ascii=False))
-    return conversation_id
+    return session
 
 
 _model_option = click.option("--model", "-m", help=f"litellm model name, or 'local' (default: ${MODEL_ENV}).")
@@ -170,7 +181,7 @@ _store_option = click.option(
 )
 
 
-@click.command("chat")
+@click.command("chat", cls=GuardedCommand)
 @click.argument("definition")
 @_model_option
 @_store_option
@@ -199,20 +210,18 @@ def chat_command(
       llm-fsm chat definitions/simple_greeting.yaml --model local --explain
       llm-fsm chat definitions/simple_greeting.yaml --resume 6f1c…
     """
-    _run_guarded(
-        lambda: chat_loop(
-            definition,
-            model=model,
-            store=store,
-            resume=resume,
-            explain=explain,
-            show_prompt=show_prompt,
-            temperature=temperature,
-        )
+    chat_loop(
+        definition,
+        model=model,
+        store=store,
+        resume=resume,
+        explain=explain,
+        show_prompt=show_prompt,
+        temperature=temperature,
     )
 
 
-@click.command("run")
+@click.command("run", cls=GuardedCommand)
 @click.argument("definition")
 @_model_option
 @_store_option
@@ -226,7 +235,9 @@ def chat_command(
 @click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
 @click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
 @click.option("--temperature", type=float, default=None)
+@click.pass_context
 def run_command(
+    ctx: click.Context,
     definition: str,
     model: str | None,
     store: str | None,
@@ -238,27 +249,29 @@ def run_command(
     """Play user messages from a file against a definition, without a terminal.
 
     Blank lines are skipped. Stops when the conversation ends or the input does.
+    Exits 1 when the model could not answer one of the messages (the others
+    are still played).
 
     \b
     Example:
       llm-fsm run definitions/simple_greeting.yaml --model gpt-4o-mini --input messages.txt
     """
     messages = [line.rstrip("\n") for line in input_file if line.strip()]
-    _run_guarded(
-        lambda: chat_loop(
-            definition,
-            model=model,
-            store=store,
-            resume=None,
-            explain=explain,
-            show_prompt=show_prompt,
-            temperature=temperature,
-            messages=messages,
-        )
+    session = chat_loop(
+        definition,
+        model=model,
+        store=store,
+        resume=None,
+        explain=explain,
+        show_prompt=show_prompt,
+        temperature=temperature,
+        messages=messages,
     )
+    if session.failed_turns:
+        ctx.exit(EXIT_FINDINGS)
 
 
-@click.command("explain")
+@click.command("explain", cls=GuardedCommand)
 @click.argument("conversation_id")
 @click.option("--turn", type=int, default=-1, show_default=True, help="Turn index (1-based), or negative from the end.")
 @_store_option
@@ -272,14 +285,11 @@ def explain_command(conversation_id: str, turn: int, store: str | None) -> None:
     from llm_fsm.manager import FSMManager
     from llm_fsm.stores import open_store
 
-    def show() -> None:
-        manager = FSMManager(store=open_store(_store_url(store)))
-        click.echo(explain_text(manager.explain(conversation_id, turn)))
-
-    _run_guarded(show)
+    manager = FSMManager(store=open_store(_store_url(store)))
+    click.echo(explain_text(manager.explain(conversation_id, turn)))
 
 
-@click.command("trace")
+@click.command("trace", cls=GuardedCommand)
 @click.argument("conversation_id")
 @_store_option
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -296,20 +306,17 @@ def trace_command(conversation_id: str, store: str | None, output_format: str) -
     from llm_fsm.manager import FSMManager
     from llm_fsm.stores import open_store
 
-    def show() -> None:
-        manager = FSMManager(store=open_store(_store_url(store)))
-        instance = manager.get_instance(conversation_id)
-        if output_format == "json":
-            click.echo(json.dumps([e.model_dump(mode="json") for e in instance.trace], indent=2, ensure_ascii=False))
-            return
-        click.echo(
-            f"conversation {instance.conversation_id}: {instance.status}, "
-            f"state {instance.current_state}, stack {instance.stack}"
-        )
-        for line in trace_lines(instance.trace):
-            click.echo(line)
-
-    _run_guarded(show)
+    manager = FSMManager(store=open_store(_store_url(store)))
+    instance = manager.get_instance(conversation_id)
+    if output_format == "json":
+        click.echo(json.dumps([e.model_dump(mode="json") for e in instance.trace], indent=2, ensure_ascii=False))
+        return
+    click.echo(
+        f"conversation {instance.conversation_id}: {instance.status}, "
+        f"state {instance.current_state}, stack {instance.stack}"
+    )
+    for line in trace_lines(instance.trace):
+        click.echo(line)
 
 
 def trace_lines(trace: Iterable[Any]) -> list[str]:
@@ -324,7 +331,7 @@ def trace_lines(trace: Iterable[Any]) -> list[str]:
     return lines
 
 
-@click.command("conversations")
+@click.command("conversations", cls=GuardedCommand)
 @_store_option
 @click.option("--user", "user_id", default=None, help="Only this user's conversations.")
 @click.option("--room", "room_id", default=None, help="Only this room's conversations.")
@@ -338,26 +345,12 @@ def conversations_command(store: str | None, user_id: str | None, room_id: str |
     """
     from llm_fsm.stores import open_store
 
-    def show() -> None:
-        for summary in open_store(_store_url(store)).list(user_id=user_id, room_id=room_id):
-            click.echo(f"{summary.conversation_id}  {summary.status:<9} {summary.current_state:<24} {summary.fsm_id}")
-
-    _run_guarded(show)
-
-
-def _run_guarded(action: Any) -> None:
-    """Typed errors become a one-line message and exit 1 (configuration) or 2 (input)."""
-    try:
-        action()
-    except LLMConfigurationError as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise SystemExit(2) from None
-    except FSMError as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise SystemExit(1) from None
+    for summary in open_store(_store_url(store)).list(user_id=user_id, room_id=room_id):
+        click.echo(f"{summary.conversation_id}  {summary.status:<9} {summary.current_state:<24} {summary.fsm_id}")
 
 
 __all__ = [
+    "ChatSession",
     "chat_command",
     "chat_loop",
     "conversations_command",

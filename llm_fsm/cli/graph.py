@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from llm_fsm.cli._app import EXIT_UNREADABLE, _fail, main
-from llm_fsm.errors import DefinitionError
 
 # --- graph ---------------------------------------------------------------------------
 
@@ -47,11 +46,7 @@ def graph_command(ctx: click.Context, definition: str, output_format: str, outpu
     from llm_fsm.loading import read_document, resolve_definition_path
     from llm_fsm.renderers import render
 
-    try:
-        doc = read_document(resolve_definition_path(definition))
-    except DefinitionError as exc:
-        _fail(str(exc).splitlines()[0])
-        ctx.exit(EXIT_UNREADABLE)
+    doc = read_document(resolve_definition_path(definition))  # a DefinitionError exits 2 through the guard
     if not isinstance(doc.data, dict):
         _fail(f"{definition}: the top level must be an object")
         ctx.exit(EXIT_UNREADABLE)

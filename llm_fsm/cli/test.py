@@ -15,11 +15,11 @@ from typing import Any
 
 import click
 
-from llm_fsm.errors import FSMError
+from llm_fsm.cli._app import EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, GuardedCommand
 from llm_fsm.scripting._runner import ConversationResult, TurnResult
 from llm_fsm.scripting._suite import SuiteReport, run_suite
 
-EXIT_PASSED, EXIT_FAILED, EXIT_UNREADABLE = 0, 1, 2
+EXIT_PASSED, EXIT_FAILED = EXIT_CLEAN, EXIT_FINDINGS
 
 
 def _explain_lines(result: TurnResult) -> list[str]:
@@ -132,7 +132,7 @@ def _percentage(ctx: click.Context, param: click.Parameter, value: float | None)
     return value
 
 
-@click.command("test")
+@click.command("test", cls=GuardedCommand)
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option(
     "--model",
@@ -209,17 +209,11 @@ def test_command(
       llm-fsm test definitions/ --replay recordings/ --junit-xml report.xml
       llm-fsm test definitions/ -k coffee_order --model local
     """
-    try:
-        code = _run(
-            paths, model, temperature, junit_path, min_coverage, record_dir, replay_dir, show_coverage, match, verbose
-        )
-    except FSMError as exc:  # incl. LLMConfigurationError: a model that cannot be reached or set up
-        click.echo(f"error: {exc}", err=True)
-        code = EXIT_UNREADABLE
-    except OSError as exc:
-        click.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
-        code = EXIT_UNREADABLE
-    ctx.exit(code)
+    # an error that stops the run (a model that is not configured, a JUnit file that cannot be written)
+    # reaches the guard, which applies the CLI's exit-code policy
+    ctx.exit(
+        _run(paths, model, temperature, junit_path, min_coverage, record_dir, replay_dir, show_coverage, match, verbose)
+    )
 
 
 def _run(
