@@ -103,3 +103,81 @@ def test_an_unknown_conversation_id_is_a_clear_error(store):
     result = CliRunner().invoke(main, ["trace", "no-such-id", "--store", store])
     assert result.exit_code == 2  # unknown input, as for an unknown file
     assert "error:" in result.output and "Traceback" not in result.output
+
+
+# --- users and rooms ------------------------------------------------------------------------------
+
+
+def _started(output: str) -> str:
+    return output.split("conversation ")[1].split()[0]
+
+
+def test_a_conversation_started_with_a_user_and_room_is_reached_with_them(scripted, store):
+    scripted(reply("greeting", "Hi! Your name?"), reply("greeting", "Sorry, your name?"))
+    first = run(
+        "chat", GREETING, "--model", "x", "--store", store, "--user", "alice", "--room", "support", input="hm\n"
+    )
+    conversation_id = _started(first.output)
+    assert f"--resume {conversation_id} --user alice --room support" in first.output
+    assert "Sorry, your name?" in first.output
+
+    listed = run("conversations", "--store", store)
+    (row,) = [line for line in listed.output.splitlines() if line.startswith(conversation_id)]
+    assert row.split()[3:5] == ["alice", "support"]
+    assert listed.output.splitlines()[0].split()[:5] == ["conversation", "status", "state", "user", "room"]
+
+    explained = run("explain", conversation_id, "--store", store, "--user", "alice", "--room", "support")
+    assert explained.exit_code == 0, explained.output
+    assert json.loads(explained.output)["state_after"] == "greeting"
+    traced = run("trace", conversation_id, "--store", store, "--user", "alice", "--room", "support")
+    assert traced.exit_code == 0 and "start" in traced.output
+
+    scripted(reply("farewell", "Bye Ann!", name="Ann"))
+    resumed = run(
+        "chat", GREETING, "--model", "x", "--store", store, "--resume", conversation_id,
+        "--user", "alice", "--room", "support", input="Ann\n",
+    )  # fmt: skip
+    assert resumed.exit_code == 0, resumed.output
+    assert "Bye Ann!" in resumed.output
+
+
+def test_not_found_says_which_user_and_room_were_used(scripted, store):
+    scripted(reply("greeting", "Hi! Your name?"))
+    conversation_id = _started(run("chat", GREETING, "--model", "x", "--store", store, "--user", "alice").output)
+    for command in (["explain", conversation_id], ["trace", conversation_id]):
+        result = CliRunner().invoke(main, [*command, "--store", store])
+        assert result.exit_code == 2
+        assert "no user and no room" in result.output and "--user" in result.output
+    wrong = CliRunner().invoke(main, ["trace", conversation_id, "--store", store, "--user", "bob", "--room", "x"])
+    assert "user 'bob' and room 'x'" in wrong.output
+    resumed = CliRunner().invoke(
+        main, ["chat", GREETING, "--model", "x", "--store", store, "--resume", conversation_id], input=""
+    )
+    assert resumed.exit_code == 2 and "no user and no room" in resumed.output
+
+
+def test_conversations_filters_by_user_or_room_alone(scripted, store):
+    ids = {}
+    for user, room in (("alice", "a"), ("alice", "b"), ("bob", "a")):
+        scripted(reply("greeting", "Hi!"))
+        args = ["chat", GREETING, "--model", "x", "--store", store, "--user", user, "--room", room]
+        ids[user, room] = _started(run(*args, input="").output)
+
+    def listed(*args: str) -> set[str]:
+        lines = run("conversations", "--store", store, *args).output.splitlines()[1:]
+        return {line.split()[0] for line in lines}
+
+    assert listed("--user", "alice") == {ids["alice", "a"], ids["alice", "b"]}
+    assert listed("--room", "a") == {ids["alice", "a"], ids["bob", "a"]}
+    assert listed("--user", "alice", "--room", "b") == {ids["alice", "b"]}
+    assert listed() == set(ids.values())
+
+
+def test_run_starts_the_conversation_for_the_user_and_room_given(scripted, store, tmp_path):
+    scripted(reply("greeting", "Hi! Your name?"), reply("farewell", "Bye Ann!", name="Ann"))
+    messages = tmp_path / "m.txt"
+    messages.write_text("I'm Ann\n")
+    result = run("run", GREETING, "--model", "x", "--store", store, "--input", str(messages), "--user", "ann")
+    assert result.exit_code == 0, result.output
+    assert "Bye Ann!" in result.output
+    assert run("conversations", "--store", store, "--user", "ann").output.count("\n") == 2

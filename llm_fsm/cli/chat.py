@@ -8,9 +8,11 @@ on request — why the engine decided what it did and the prompt it sent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Iterable
+import shlex
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -20,6 +22,7 @@ from llm_fsm.cli._app import EXIT_FINDINGS, GuardedCommand
 from llm_fsm.engine._records import LLMRequest, TurnRecord
 from llm_fsm.errors import (
     ConversationEndedError,
+    ConversationNotFoundError,
     LLMConfigurationError,
     LLMResponseError,
 )
@@ -31,6 +34,40 @@ STORE_ENV = "LLM_FSM_STORE"
 def _store_url(store: str | None) -> str | None:
     """``--store``, else ``$LLM_FSM_STORE``, else None (the default SQLite file)."""
     return store or os.environ.get(STORE_ENV) or None
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The user and room a conversation belongs to (``--user`` / ``--room``); stores answer only to the exact pair."""
+
+    user_id: str | None = None
+    room_id: str | None = None
+
+    @property
+    def kwargs(self) -> dict[str, str | None]:
+        return {"user_id": self.user_id, "room_id": self.room_id}
+
+    def describe(self) -> str:
+        user = f"user {self.user_id!r}" if self.user_id is not None else "no user"
+        room = f"room {self.room_id!r}" if self.room_id is not None else "no room"
+        return f"{user} and {room}"
+
+    def options(self) -> str:
+        """The flags that name this owner again, for hints."""
+        pairs = (("user", self.user_id), ("room", self.room_id))
+        return "".join(f" --{flag} {shlex.quote(value)}" for flag, value in pairs if value is not None)
+
+
+@contextlib.contextmanager
+def _looking_up(conversation_id: str, owner: Owner) -> Iterator[None]:
+    """Say which user and room a conversation was looked up with when it is not found."""
+    try:
+        yield
+    except ConversationNotFoundError as exc:
+        raise ConversationNotFoundError(
+            f"{exc} for {owner.describe()} (a conversation answers only to the user and room it was started with; "
+            "`llm-fsm conversations` lists each one's user and room: pass them with --user and --room)"
+        ) from None
 
 
 class _PromptEcho:
@@ -99,11 +136,13 @@ def _manager(model: str | None, store: str | None, temperature: float | None, sh
     return FSMManager(llm_interface=llm, store=open_store(_store_url(store)))
 
 
-def _print_turn(manager: Any, conversation_id: str, reply: str, *, explain: bool, quiet: bool) -> None:
+def _print_turn(
+    manager: Any, conversation_id: str, reply: str, *, explain: bool, quiet: bool, owner: Owner = Owner()
+) -> None:
     click.echo(click.style("assistant: ", fg="green") + reply)
     if quiet:
         return
-    record = manager.explain(conversation_id)
+    record = manager.explain(conversation_id, **owner.kwargs)
     click.echo(click.style(describe_turn(record), dim=True))
     if explain:
         click.echo(explain_text(record))
@@ -128,20 +167,27 @@ def chat_loop(
     temperature: float | None,
     messages: Iterable[str] | None = None,
     quiet: bool = False,
+    owner: Owner = Owner(),
 ) -> ChatSession:
     """Run a conversation: interactive when ``messages`` is None."""
     manager = _manager(model, store, temperature, show_prompt)
+    mine = owner.kwargs
     if resume:
         conversation_id = resume
-        state = manager.get_current_state(conversation_id)
+        with _looking_up(conversation_id, owner):
+            state = manager.get_current_state(conversation_id, **mine)
         click.echo(click.style(f"resuming {conversation_id} in state {state}", dim=True))
     else:
-        conversation_id, opening = manager.start_conversation(definition)
-        click.echo(click.style(f"conversation {conversation_id} (resume with --resume {conversation_id})", dim=True))
+        conversation_id, opening = manager.start_conversation(definition, **mine)
+        click.echo(
+            click.style(
+                f"conversation {conversation_id} (resume with --resume {conversation_id}{owner.options()})", dim=True
+            )
+        )
         click.echo(click.style("assistant: ", fg="green") + opening)
     session = ChatSession(conversation_id)
     source = iter(messages) if messages is not None else None
-    while not manager.is_conversation_ended(conversation_id):
+    while not manager.is_conversation_ended(conversation_id, **mine):
         message: str | None
         if source is None:
             try:
@@ -155,7 +201,7 @@ def chat_loop(
                 break
             click.echo(click.style("you: ", fg="cyan") + message)
         try:
-            reply = manager.process_message(conversation_id, message)
+            reply = manager.process_message(conversation_id, message, **mine)
         except LLMResponseError as exc:
             session.failed_turns += 1
             click.echo(
@@ -166,10 +212,11 @@ def chat_loop(
             continue
         except ConversationEndedError:
             break
-        _print_turn(manager, conversation_id, reply, explain=explain, quiet=quiet)
-    if manager.is_conversation_ended(conversation_id):
-        click.echo(click.style(f"conversation ended in state {manager.get_current_state(conversation_id)}", dim=True))
-        click.echo(json.dumps(manager.get_conversation_data(conversation_id), ensure_ascii=False))
+        _print_turn(manager, conversation_id, reply, explain=explain, quiet=quiet, owner=owner)
+    if manager.is_conversation_ended(conversation_id, **mine):
+        state = manager.get_current_state(conversation_id, **mine)
+        click.echo(click.style(f"conversation ended in state {state}", dim=True))
+        click.echo(json.dumps(manager.get_conversation_data(conversation_id, **mine), ensure_ascii=False))
     return session
 
 
@@ -181,11 +228,18 @@ _store_option = click.option(
 )
 
 
+def _owner_options(func: Any) -> Any:
+    """``--user`` and ``--room``: whose conversation this is (a stored conversation answers only to its own pair)."""
+    func = click.option("--room", "room_id", default=None, help="The room the conversation belongs to.")(func)
+    return click.option("--user", "user_id", default=None, help="The user the conversation belongs to.")(func)
+
+
 @click.command("chat", cls=GuardedCommand)
 @click.argument("definition")
 @_model_option
 @_store_option
 @click.option("--resume", metavar="ID", help="Continue a stored conversation instead of starting one.")
+@_owner_options
 @click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
 @click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
 @click.option("--temperature", type=float, default=None)
@@ -194,6 +248,8 @@ def chat_command(
     model: str | None,
     store: str | None,
     resume: str | None,
+    user_id: str | None,
+    room_id: str | None,
     explain: bool,
     show_prompt: bool,
     temperature: float | None,
@@ -209,6 +265,7 @@ def chat_command(
       llm-fsm chat definitions/personal_information_collection.json --model gpt-4o-mini
       llm-fsm chat definitions/simple_greeting.yaml --model local --explain
       llm-fsm chat definitions/simple_greeting.yaml --resume 6f1c…
+      llm-fsm chat definitions/simple_greeting.yaml --user alice --room support
     """
     chat_loop(
         definition,
@@ -218,6 +275,7 @@ def chat_command(
         explain=explain,
         show_prompt=show_prompt,
         temperature=temperature,
+        owner=Owner(user_id, room_id),
     )
 
 
@@ -232,6 +290,7 @@ def chat_command(
     required=True,
     help="One user message per line ('-' for stdin).",
 )
+@_owner_options
 @click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
 @click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
 @click.option("--temperature", type=float, default=None)
@@ -242,6 +301,8 @@ def run_command(
     model: str | None,
     store: str | None,
     input_file: TextIO,
+    user_id: str | None,
+    room_id: str | None,
     explain: bool,
     show_prompt: bool,
     temperature: float | None,
@@ -266,6 +327,7 @@ def run_command(
         show_prompt=show_prompt,
         temperature=temperature,
         messages=messages,
+        owner=Owner(user_id, room_id),
     )
     if session.failed_turns:
         ctx.exit(EXIT_FINDINGS)
@@ -275,25 +337,35 @@ def run_command(
 @click.argument("conversation_id")
 @click.option("--turn", type=int, default=-1, show_default=True, help="Turn index (1-based), or negative from the end.")
 @_store_option
-def explain_command(conversation_id: str, turn: int, store: str | None) -> None:
+@_owner_options
+def explain_command(
+    conversation_id: str, turn: int, store: str | None, user_id: str | None, room_id: str | None
+) -> None:
     """Show why the engine decided what it did in one turn of a stored conversation.
 
     \b
     Example:
       llm-fsm explain 6f1c2a3e-… --turn 3
+      llm-fsm explain 6f1c2a3e-… --user alice --room support
     """
     from llm_fsm.manager import FSMManager
     from llm_fsm.stores import open_store
 
+    owner = Owner(user_id, room_id)
     manager = FSMManager(store=open_store(_store_url(store)))
-    click.echo(explain_text(manager.explain(conversation_id, turn)))
+    with _looking_up(conversation_id, owner):
+        record = manager.explain(conversation_id, turn, **owner.kwargs)
+    click.echo(explain_text(record))
 
 
 @click.command("trace", cls=GuardedCommand)
 @click.argument("conversation_id")
 @_store_option
+@_owner_options
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def trace_command(conversation_id: str, store: str | None, output_format: str) -> None:
+def trace_command(
+    conversation_id: str, store: str | None, user_id: str | None, room_id: str | None, output_format: str
+) -> None:
     """Show the audit trail of a stored conversation.
 
     Every turn, update, transition, push, pop, cancel, rejection and digression.
@@ -301,13 +373,15 @@ def trace_command(conversation_id: str, store: str | None, output_format: str) -
     \b
     Example:
       llm-fsm trace 6f1c2a3e-…
-      llm-fsm trace 6f1c2a3e-… --format json --store sqlite:///conversations.db
+      llm-fsm trace 6f1c2a3e-… --format json --store sqlite:///conversations.db --user alice
     """
     from llm_fsm.manager import FSMManager
     from llm_fsm.stores import open_store
 
+    owner = Owner(user_id, room_id)
     manager = FSMManager(store=open_store(_store_url(store)))
-    instance = manager.get_instance(conversation_id)
+    with _looking_up(conversation_id, owner):
+        instance = manager.get_instance(conversation_id, **owner.kwargs)
     if output_format == "json":
         click.echo(json.dumps([e.model_dump(mode="json") for e in instance.trace], indent=2, ensure_ascii=False))
         return
@@ -333,10 +407,13 @@ def trace_lines(trace: Iterable[Any]) -> list[str]:
 
 @click.command("conversations", cls=GuardedCommand)
 @_store_option
-@click.option("--user", "user_id", default=None, help="Only this user's conversations.")
-@click.option("--room", "room_id", default=None, help="Only this room's conversations.")
+@click.option("--user", "user_id", default=None, help="Only this user's conversations (in any room).")
+@click.option("--room", "room_id", default=None, help="Only this room's conversations (of any user).")
 def conversations_command(store: str | None, user_id: str | None, room_id: str | None) -> None:
-    """List stored conversations, newest first.
+    """List stored conversations, newest first, with the user and room each belongs to.
+
+    A stored conversation answers only to the user and room it was started
+    with: pass the same --user and --room to chat --resume, explain and trace.
 
     \b
     Example:
@@ -345,14 +422,40 @@ def conversations_command(store: str | None, user_id: str | None, room_id: str |
     """
     from llm_fsm.stores import open_store
 
-    for summary in open_store(_store_url(store)).list(user_id=user_id, room_id=room_id):
-        click.echo(f"{summary.conversation_id}  {summary.status:<9} {summary.current_state:<24} {summary.fsm_id}")
+    opened = open_store(_store_url(store))
+    if user_id is not None and room_id is not None:
+        summaries = opened.list(user_id=user_id, room_id=room_id)
+    else:  # the stores match an exact (user, room) pair; one of the two filters every pair that has it
+        summaries = [
+            s
+            for s in opened.list()
+            if (user_id is None or s.user_id == user_id) and (room_id is None or s.room_id == room_id)
+        ]
+    for line in conversation_lines(summaries):
+        click.echo(line)
+
+
+def conversation_lines(summaries: Iterable[Any]) -> list[str]:
+    """A table: id, status, state, user, room, definition; ``-`` for no user or room."""
+    rows = [
+        (s.conversation_id, s.status, s.current_state, s.user_id or "-", s.room_id or "-", s.fsm_id) for s in summaries
+    ]
+    if not rows:
+        return []
+    header = ("conversation", "status", "state", "user", "room", "definition")
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header) - 1)]
+    return [
+        "  ".join(str(value).ljust(width) for value, width in zip(row[:-1], widths, strict=True)) + "  " + str(row[-1])
+        for row in [header, *rows]
+    ]
 
 
 __all__ = [
     "ChatSession",
+    "Owner",
     "chat_command",
     "chat_loop",
+    "conversation_lines",
     "conversations_command",
     "describe_turn",
     "explain_command",
