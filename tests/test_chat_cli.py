@@ -181,3 +181,75 @@ def test_run_starts_the_conversation_for_the_user_and_room_given(scripted, store
     assert result.exit_code == 0, result.output
     assert "Bye Ann!" in result.output
     assert run("conversations", "--store", store, "--user", "ann").output.count("\n") == 2
+
+
+# --- resuming from another folder ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_folders(tmp_path, monkeypatch):
+    """A definition in ./project, and another working directory to resume from."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "greeting.yaml").write_text(Path(GREETING).read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.chdir(project)
+    return project, elsewhere
+
+
+def test_a_conversation_stores_a_definition_path_that_resolves_from_anywhere(scripted, store, two_folders, monkeypatch):
+    project, elsewhere = two_folders
+    scripted(reply("greeting", "Hi! Your name?"))
+    conversation_id = _started(run("chat", "greeting.yaml", "--model", "x", "--store", store, input="").output)
+    assert str(project / "greeting.yaml") in run("conversations", "--store", store).output
+
+    monkeypatch.chdir(elsewhere)
+    scripted(reply("farewell", "Bye Ann!", name="Ann"))
+    definition = str(project / "greeting.yaml")
+    result = run("chat", definition, "--model", "x", "--store", store, "--resume", conversation_id, input="Ann\n")
+    assert result.exit_code == 0, result.output
+    assert "Bye Ann!" in result.output and "conversation ended in state farewell" in result.output
+
+
+def test_resuming_a_conversation_stored_with_a_relative_path_uses_the_file_given(
+    scripted, store, two_folders, monkeypatch
+):
+    from llm_fsm.manager import FSMManager
+
+    project, elsewhere = two_folders
+    manager = FSMManager(llm_interface=ScriptedLLM([reply("greeting", "Hi!")]), store=store)
+    conversation_id, _ = manager.start_conversation("greeting.yaml")  # as typed, like earlier versions stored it
+
+    monkeypatch.chdir(elsewhere)
+    (elsewhere / "copy.yaml").write_text((project / "greeting.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    scripted(reply("farewell", "Bye Ann!", name="Ann"))
+    result = run("chat", "copy.yaml", "--model", "x", "--store", store, "--resume", conversation_id, input="Ann\n")
+    assert result.exit_code == 0, result.output
+    assert f"using {elsewhere / 'copy.yaml'} for greeting.yaml (same content)" in result.output
+    assert "Bye Ann!" in result.output
+
+
+def test_resuming_with_a_different_definition_is_refused_before_resuming(scripted, store, two_folders, monkeypatch):
+    project, elsewhere = two_folders
+    scripted(reply("greeting", "Hi! Your name?"))
+    conversation_id = _started(run("chat", "greeting.yaml", "--model", "x", "--store", store, input="").output)
+    other = elsewhere / "other.yaml"
+    other.write_text(Path(GREETING).read_text(encoding="utf-8").replace("Simple Greeting", "Other"), encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["chat", str(other), "--model", "x", "--store", store, "--resume", conversation_id], input="Ann\n"
+    )
+    assert result.exit_code == 2
+    assert "is not the definition conversation" in result.output and str(project / "greeting.yaml") in result.output
+    assert f"resuming {conversation_id}" not in result.output and "Traceback" not in result.output
+
+
+def test_resuming_on_the_stored_file_after_an_edit_follows_the_managers_policy(scripted, store, two_folders):
+    project, _ = two_folders
+    scripted(reply("greeting", "Hi! Your name?"))
+    conversation_id = _started(run("chat", "greeting.yaml", "--model", "x", "--store", store, input="").output)
+    path = project / "greeting.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("Saying hello", "Saying hi"), encoding="utf-8")
+    scripted(reply("farewell", "Bye Ann!", name="Ann"))
+    result = run("chat", "greeting.yaml", "--model", "x", "--store", store, "--resume", conversation_id, input="Ann\n")
+    assert result.exit_code == 0, result.output  # the default policy continues while the current state exists
+    assert "Bye Ann!" in result.output

@@ -126,14 +126,57 @@ def explain_text(record: TurnRecord) -> str:
     return json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False)
 
 
-def _manager(model: str | None, store: str | None, temperature: float | None, show_prompt: bool) -> Any:
+def _manager(model: str | None, store: Any, temperature: float | None, show_prompt: bool, *, fsm_loader: Any) -> Any:
     from llm_fsm.manager import FSMManager
-    from llm_fsm.stores import open_store
 
     llm = make_llm(model, temperature=temperature)
     if show_prompt:
         llm = _PromptEcho(llm, click.echo)
-    return FSMManager(llm_interface=llm, store=open_store(_store_url(store)))
+    extra = {"fsm_loader": fsm_loader} if fsm_loader is not None else {}
+    return FSMManager(llm_interface=llm, store=store, **extra)
+
+
+def definition_location(definition: str) -> str:
+    """What a new conversation stores as its definition: the file's absolute path, so it resolves from anywhere."""
+    from llm_fsm.loading import resolve_definition_path
+
+    return os.fspath(resolve_definition_path(definition))
+
+
+def resume_loader(definition: str, instance: Any) -> tuple[Any, str | None]:
+    """The loader that runs a resumed conversation on the DEFINITION given, and a note for the user.
+
+    The conversation stores the definition it started on (``root_fsm_id``: an
+    absolute path since conversations started here store one, whatever was
+    typed before). When that names the file given, nothing changes. Otherwise
+    the file given stands in for the stored one if its content hash is the one
+    the conversation started on; a different definition is refused rather
+    than run under the conversation's feet.
+    """
+    from llm_fsm.errors import DefinitionChangedError, DefinitionNotFoundError
+    from llm_fsm.loading import load_fsm_definition, resolve_definition_path
+
+    stored_id = instance.root_fsm_id
+    stored_hash = instance.flow_stack[0].definition_hash if instance.flow_stack else instance.definition_hash
+    given = resolve_definition_path(definition)
+    try:
+        stored: Any = resolve_definition_path(stored_id)
+    except DefinitionNotFoundError:
+        stored = None
+    if stored is not None and os.path.samefile(stored, given):
+        return None, None  # the stored location reaches the file given: the manager's own checks apply
+    given_definition = load_fsm_definition(given)
+    if stored_hash is not None and given_definition.content_hash != stored_hash:
+        where = f"{stored}" if stored is not None else f"{stored_id!r}, which is not found from here"
+        raise DefinitionChangedError(
+            f"{definition} is not the definition conversation {instance.conversation_id} started on "
+            f"({where}; content hash {stored_hash}, {definition} has {given_definition.content_hash})"
+        )
+
+    def loader(fsm_id: str) -> Any:
+        return load_fsm_definition(given if fsm_id == stored_id else fsm_id)
+
+    return loader, f"using {given} for {stored_id} (same content)"
 
 
 def _print_turn(
@@ -169,16 +212,28 @@ def chat_loop(
     quiet: bool = False,
     owner: Owner = Owner(),
 ) -> ChatSession:
-    """Run a conversation: interactive when ``messages`` is None."""
-    manager = _manager(model, store, temperature, show_prompt)
+    """Run a conversation: interactive when ``messages`` is None.
+
+    A new conversation stores the definition's absolute path; ``resume`` runs
+    on ``definition`` when it is that file or has the same content
+    (``resume_loader``)."""
+    from llm_fsm.stores import open_store
+
+    opened = open_store(_store_url(store))
     mine = owner.kwargs
+    loader = note = instance = None
     if resume:
+        with _looking_up(resume, owner):
+            instance = opened.load(resume, **mine)
+        loader, note = resume_loader(definition, instance)
+    manager = _manager(model, opened, temperature, show_prompt, fsm_loader=loader)
+    if resume and instance is not None:
         conversation_id = resume
-        with _looking_up(conversation_id, owner):
-            state = manager.get_current_state(conversation_id, **mine)
-        click.echo(click.style(f"resuming {conversation_id} in state {state}", dim=True))
+        if note:
+            click.echo(click.style(note, dim=True))
+        click.echo(click.style(f"resuming {conversation_id} in state {instance.current_state}", dim=True))
     else:
-        conversation_id, opening = manager.start_conversation(definition, **mine)
+        conversation_id, opening = manager.start_conversation(definition_location(definition), **mine)
         click.echo(
             click.style(
                 f"conversation {conversation_id} (resume with --resume {conversation_id}{owner.options()})", dim=True
@@ -238,7 +293,12 @@ def _owner_options(func: Any) -> Any:
 @click.argument("definition")
 @_model_option
 @_store_option
-@click.option("--resume", metavar="ID", help="Continue a stored conversation instead of starting one.")
+@click.option(
+    "--resume",
+    metavar="ID",
+    help="Continue a stored conversation instead of starting one. DEFINITION must be the file it started on "
+    "(stored as an absolute path) or a file with the same content.",
+)
 @_owner_options
 @click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
 @click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
@@ -455,11 +515,13 @@ __all__ = [
     "Owner",
     "chat_command",
     "chat_loop",
+    "definition_location",
     "conversation_lines",
     "conversations_command",
     "describe_turn",
     "explain_command",
     "make_llm",
+    "resume_loader",
     "run_command",
     "trace_command",
     "trace_lines",
