@@ -353,3 +353,25 @@ def test_a_corrupt_recording_is_unreadable_input(folder: Path, tmp_path: Path) -
     result = invoke(folder / "form.conv.yaml", "--replay", tmp_path / "rec")
     assert result.exit_code == 2
     assert "not a recording: invalid JSON" in result.output
+
+
+def test_no_scripts_found_is_a_usage_error_even_with_min_coverage(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = invoke(empty, "--min-coverage", "100")
+    assert result.exit_code == 2
+    assert "no conversation scripts (*.conv.yaml) found in" in result.output
+    assert "0 conversations" not in result.output
+
+
+def test_a_definition_without_scripts_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "form.yaml").write_text(FORM, encoding="utf-8")
+    result = invoke(tmp_path / "form.yaml")
+    assert result.exit_code == 2
+    assert "conversations/" in result.output
+
+
+def test_a_filter_that_matches_nothing_is_a_usage_error(folder: Path) -> None:
+    result = invoke(folder, "-k", "no such conversation")
+    assert result.exit_code == 2
+    assert "matches -k 'no such conversation'" in result.output

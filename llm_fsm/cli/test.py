@@ -4,7 +4,8 @@ An I/O edge over ``llm_fsm.scripting``: it prints PASS/FAIL per turn (with the
 explain record of every failing turn), a summary and the coverage table, and
 writes JUnit XML for CI. Exit codes: 0 everything passed, 1 a failure or
 coverage under ``--min-coverage``, 2 unreadable input (a script, a definition
-or a recording) or a usage error. Never a traceback.
+or a recording), no script found (or none matching ``-k``), a model that is not
+configured, or a usage error. Never a traceback.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import click
 
-from llm_fsm.cli._app import EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, GuardedCommand
+from llm_fsm.cli._app import EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, GuardedCommand, _fail
 from llm_fsm.scripting._runner import ConversationResult, TurnResult
 from llm_fsm.scripting._suite import SuiteReport, run_suite
 
@@ -248,6 +249,15 @@ def _run(
     )
     for error in report.errors:
         click.echo(f"ERROR {error}", err=True)
+    if not report.errors and not report.selected:  # nothing ran: a wrong path or filter, never a pass
+        if not report.scripts:
+            _fail(
+                f"no conversation scripts (*.conv.yaml) found in: {', '.join(paths)} "
+                "(a definition's scripts are looked for beside it and in conversations/)"
+            )
+        else:
+            _fail(f"no conversation of the {report.scripts} script(s) found matches -k {match!r}")
+        return EXIT_UNREADABLE
     click.echo("")
     click.echo(summary(report))
     if report.recordings and record_dir:
