@@ -375,3 +375,21 @@ def test_a_filter_that_matches_nothing_is_a_usage_error(folder: Path) -> None:
     result = invoke(folder, "-k", "no such conversation")
     assert result.exit_code == 2
     assert "matches -k 'no such conversation'" in result.output
+
+
+def test_recordings_inside_the_folder_tested_are_skipped_with_a_note(folder: Path) -> None:
+    assert invoke(folder, "--record", folder / "recordings").exit_code == 0
+    result = invoke(folder, "--no-coverage")
+    assert result.exit_code == 0, result.output
+    assert "NOTE skipped 2 recordings of `llm-fsm test --record` in" in result.output
+    assert "unreadable" not in result.output and "ERROR" not in result.output
+    # and they are still what --replay reads
+    assert invoke(folder, "--replay", folder / "recordings").exit_code == 0
+
+
+def test_a_recording_named_on_the_command_line_is_not_taken_for_a_definition(folder: Path) -> None:
+    invoke(folder, "--record", folder / "recordings")
+    recording = next((folder / "recordings").iterdir())
+    result = invoke(recording)
+    assert result.exit_code == 2  # nothing to run, and no unreadable definition either
+    assert "NOTE skipped 1 recording" in result.output and "FSM001" not in result.output

@@ -21,6 +21,8 @@ escapes.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -66,6 +68,19 @@ Exit status (every command):
   2  could not run: usage error, unknown file or conversation,
      unreadable definition/script/recording, model not configured,
      store unreachable, or an internal error"""
+
+
+def recordings_note(recordings: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """One line per folder for the ``--record`` files a walk skipped: they are JSON, but not definitions."""
+    folders: dict[str, int] = {}
+    for path in recordings:
+        folder = os.path.dirname(os.fspath(path)) or "."
+        folders[folder] = folders.get(folder, 0) + 1
+    return [
+        f"skipped {count} recording{'s' if count != 1 else ''} of `llm-fsm test --record` in {folder}/ "
+        "(not definitions)"
+        for folder, count in folders.items()
+    ]
 
 
 def exit_code_for(error: BaseException) -> int:

@@ -16,9 +16,9 @@ from typing import Any
 
 import click
 
-from llm_fsm.cli._app import EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, GuardedCommand, _fail
+from llm_fsm.cli._app import EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, GuardedCommand, _fail, recordings_note
 from llm_fsm.scripting._runner import ConversationResult, TurnResult
-from llm_fsm.scripting._suite import SuiteReport, run_suite
+from llm_fsm.scripting._suite import SuiteReport, display_path, run_suite
 
 EXIT_PASSED, EXIT_FAILED = EXIT_CLEAN, EXIT_FINDINGS
 
@@ -249,6 +249,8 @@ def _run(
     )
     for error in report.errors:
         click.echo(f"ERROR {error}", err=True)
+    for note in recordings_note([display_path(p) for p in report.skipped_recordings]):
+        click.echo(f"NOTE {note}")
     if not report.errors and not report.selected:  # nothing ran: a wrong path or filter, never a pass
         if not report.scripts:
             _fail(

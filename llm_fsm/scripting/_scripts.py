@@ -45,8 +45,32 @@ MAX_SCRIPT_BYTES = 2 * 1024 * 1024
 _MATCHER_KEYS = ("equals", "regex", "present", "absent")
 
 
+RECORDING_FORMAT = "llm-fsm-recording"
+"""The ``format`` of the JSON files ``llm-fsm test --record`` writes (``_recording``)."""
+
+_RECORDING_MARK = re.compile(rb'"format"\s*:\s*"' + RECORDING_FORMAT.encode() + rb'"')
+
+
 def is_script_file(path: str | os.PathLike[str]) -> bool:
     return os.fspath(path).lower().endswith(SCRIPT_SUFFIXES)
+
+
+def is_recording_file(path: str | os.PathLike[str]) -> bool:
+    """A JSON file written by ``--record``: its head declares ``"format": "llm-fsm-recording"``.
+
+    Recordings are JSON with keys such as ``initial_state``, and they are often
+    kept next to the definitions, so a folder walk (``llm-fsm test``,
+    ``fsm-lint``) must tell them apart from definitions without parsing
+    50 MB: the writer puts ``format`` first, and the head is enough.
+    """
+    if not os.fspath(path).lower().endswith(".json"):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return _RECORDING_MARK.search(head) is not None
 
 
 # --- the format -----------------------------------------------------------------------------
@@ -392,6 +416,8 @@ class Discovery:
     definitions: list[Path] = field(default_factory=list)
     """Definition files named on the command line or found in a named folder (coverage targets)."""
     errors: list[ScriptError] = field(default_factory=list)
+    recordings: list[Path] = field(default_factory=list)
+    """Recordings (``--record``) found among the paths: not definitions, so skipped."""
 
 
 def _looks_like_definition(path: Path) -> bool:
@@ -410,10 +436,12 @@ def discover(paths: Sequence[str | os.PathLike[str]]) -> Discovery:
     A script file is taken as is. A folder is searched recursively for
     scripts and for definitions. A definition file brings the scripts next to
     it and in ``conversations/`` beside it that name it as their definition.
+    Recordings are listed in ``recordings`` and otherwise skipped.
     """
     found = Discovery()
     scripts: dict[Path, None] = {}
     definitions: dict[Path, None] = {}
+    recordings: dict[Path, None] = {}
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
@@ -422,10 +450,14 @@ def discover(paths: Sequence[str | os.PathLike[str]]) -> Discovery:
                     continue
                 if is_script_file(child):
                     scripts.setdefault(child)
+                elif is_recording_file(child):
+                    recordings.setdefault(child)
                 elif child.suffix.lower() in DEFINITION_SUFFIXES and _looks_like_definition(child):
                     definitions.setdefault(child)
         elif path.is_file() and is_script_file(path):
             scripts.setdefault(path)
+        elif path.is_file() and is_recording_file(path):
+            recordings.setdefault(path)
         elif path.is_file() and path.suffix.lower() in DEFINITION_SUFFIXES:
             definitions.setdefault(path)
             for script in _scripts_beside(path):
@@ -434,6 +466,7 @@ def discover(paths: Sequence[str | os.PathLike[str]]) -> Discovery:
             found.errors.append(ScriptError("no such file or folder", file=os.fspath(raw)))
     found.scripts = list(scripts)
     found.definitions = list(definitions)
+    found.recordings = list(recordings)
     return found
 
 
@@ -465,7 +498,9 @@ __all__ = [
     "ScriptDocument",
     "ScriptTurn",
     "TurnSpec",
+    "RECORDING_FORMAT",
     "discover",
+    "is_recording_file",
     "is_script_file",
     "load_script",
     "parse_script",

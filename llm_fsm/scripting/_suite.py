@@ -50,6 +50,8 @@ class SuiteReport:
     errors: list[FSMError] = field(default_factory=list)
     coverage: CoverageReport = field(default_factory=CoverageReport)
     recordings: list[Path] = field(default_factory=list)
+    skipped_recordings: list[Path] = field(default_factory=list)
+    """Recordings found among the paths and skipped (they are not definitions)."""
     scripts: int = 0
     """Script files found under the paths (0: nothing to run, which the CLI treats as a usage error)."""
     selected: int = 0
@@ -107,6 +109,7 @@ def run_suite(
     found = discover(paths)
     report.errors.extend(found.errors)
     report.scripts = len(found.scripts)
+    report.skipped_recordings = list(found.recordings)
     definitions = _Definitions()
 
     def track(path: Path) -> str | None:
