@@ -35,6 +35,7 @@ from pydantic import (
 from llm_fsm.definition._documents import ParsedDocument, format_path, parse_text
 from llm_fsm.engine._records import Intent, VerdictKind
 from llm_fsm.errors import DefinitionError, ScriptError
+from llm_fsm.llm.fakes import script_reply
 from llm_fsm.loading import read_capped
 
 SCRIPT_SUFFIXES = (".conv.yaml", ".conv.yml", ".conv.json")
@@ -127,6 +128,8 @@ class ModelReply(_Strict):
     {target_state, context_update}, message}``. Raw: ``{raw: "text"}`` is
     parsed exactly like a real model's output (to test malformed answers). A
     plain string in a script means ``{message: string}``: stay and say this.
+    This model validates a script strictly (unknown keys, a missing message);
+    what the forms mean is ``script_reply``'s, shared with ``ScriptedLLM``.
     """
 
     message: str | None = None
@@ -160,24 +163,8 @@ class ModelReply(_Strict):
         return self
 
     def as_reply(self) -> dict[str, Any] | str:
-        """What the scripted model returns: raw text, or a reply object in the full form."""
-        if self.raw is not None:
-            return self.raw
-        if self.transition is not None:
-            target, update = self.transition.target_state, dict(self.transition.context_update)
-        else:
-            target, update = self.target_state, dict(self.context_update or {})
-        reply: dict[str, Any] = {
-            "transition": {"target_state": target, "context_update": update},
-            "message": self.message,
-        }
-        if self.reasoning is not None:
-            reply["reasoning"] = self.reasoning
-        if self.intent is not None:
-            reply["intent"] = self.intent
-        if self.flow is not None:
-            reply["flow"] = self.flow
-        return reply
+        """What the scripted model returns: raw text, or a reply object (``llm_fsm.llm.fakes.script_reply``)."""
+        return script_reply(self.model_dump(mode="json", exclude_unset=True))
 
 
 def _matcher_or_value(value: Any) -> Any:
