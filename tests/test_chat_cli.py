@@ -253,3 +253,73 @@ def test_resuming_on_the_stored_file_after_an_edit_follows_the_managers_policy(s
     result = run("chat", "greeting.yaml", "--model", "x", "--store", store, "--resume", conversation_id, input="Ann\n")
     assert result.exit_code == 0, result.output  # the default policy continues while the current state exists
     assert "Bye Ann!" in result.output
+
+
+# --- --model scripted:FILE ------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_chat_with_replies_from_a_list_needs_no_key_and_no_model(tmp_path, monkeypatch):
+    monkeypatch.delenv("LLM_FSM_MODEL", raising=False)
+    replies = tmp_path / "replies.yaml"
+    replies.write_text(
+        "- Hello! Who are you?\n"  # the opening; a plain string stays
+        '- {target_state: farewell, message: "Bye?"}\n'  # refused (no name): the regenerate call repeats it
+        '- {context_update: {name: Ann}, message: "Thanks Ann"}\n',
+        encoding="utf-8",
+    )
+    result = run("chat", GREETING, "--model", f"scripted:{replies}", "--store", "memory://", input="bye\nI am Ann\n")
+    assert result.exit_code == 0, result.output
+    assert "assistant: Hello! Who are you?" in result.output
+    assert "[greeting] stay_rejected" in result.output and "assistant: Bye?" in result.output
+    assert "[greeting → farewell] guarded_fallback" in result.output
+    assert '{"name": "Ann"}' in result.output
+
+
+def test_chat_with_replies_from_a_conversation_script(monkeypatch):
+    script = ROOT / "definitions" / "conversations" / "simple_greeting.conv.yaml"
+    result = run("chat", GREETING, "--model", f"scripted:{script}", "--store", "memory://", input="Hi! I'm Priya.\n")
+    assert result.exit_code == 0, result.output
+    assert "Hi there! I'm glad you stopped by." in result.output
+    assert "[greeting → farewell] proposal_accepted" in result.output and '{"name": "Priya"}' in result.output
+
+
+def test_running_out_of_scripted_replies_says_so_and_exits_1(tmp_path):
+    replies = tmp_path / "replies.json"
+    replies.write_text('["Hi! Your name?"]', encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["chat", GREETING, "--model", f"scripted:{replies}", "--store", "memory://"], input="Ann\n"
+    )
+    assert result.exit_code == 1
+    assert f"{replies} has no reply left for model call 2" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("greeting: hi\n", "non-empty list"),
+        ('- "Hi"\n- {mesage: "typo"}\n', "replies.yaml:2 $[1].mesage: unknown key 'mesage'"),
+        ("- [unclosed\n", "replies.yaml"),
+    ],
+)
+def test_a_reply_file_that_is_not_a_list_of_replies_is_unreadable_input(tmp_path, text, message):
+    replies = tmp_path / "replies.yaml"
+    replies.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["chat", GREETING, "--model", f"scripted:{replies}", "--store", "memory://"], input=""
+    )
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_a_missing_reply_file_is_unreadable_input(tmp_path):
+    result = CliRunner().invoke(
+        main, ["chat", GREETING, "--model", f"scripted:{tmp_path / 'nope.yaml'}", "--store", "memory://"], input=""
+    )
+    assert result.exit_code == 2 and "nope.yaml" in result.output
+
+
+def test_chat_help_names_the_scripted_model():
+    assert "scripted:FILE" in run("chat", "--help").output

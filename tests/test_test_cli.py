@@ -393,3 +393,8 @@ def test_a_recording_named_on_the_command_line_is_not_taken_for_a_definition(fol
     result = invoke(recording)
     assert result.exit_code == 2  # nothing to run, and no unreadable definition either
     assert "NOTE skipped 1 recording" in result.output and "FSM001" not in result.output
+
+
+def test_a_scripted_reply_file_is_refused_as_the_model_of_a_test_run(folder: Path) -> None:
+    result = invoke(folder, "--model", "scripted:replies.yaml")
+    assert result.exit_code == 2 and "answers from each script's model:" in result.output

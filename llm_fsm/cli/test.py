@@ -232,6 +232,9 @@ def _run(
     if model and replay_dir:
         click.echo("error: --replay answers from recordings; it cannot be combined with --model", err=True)
         return EXIT_UNREADABLE
+    if model and model.startswith("scripted:"):
+        _fail("--model scripted:FILE is for chat and run; llm-fsm test answers from each script's model: by default")
+        return EXIT_UNREADABLE
     llm: Any = None
     label = "scripted"
     if model:
