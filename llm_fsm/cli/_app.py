@@ -142,6 +142,7 @@ def main() -> None:
 
     \b
     Example:
+        llm-fsm init signup && llm-fsm test signup.yaml
         llm-fsm lint definitions/
         llm-fsm graph definitions/coffee_order.yaml --format mermaid
     """
