@@ -472,3 +472,13 @@ def test_recordings_of_llm_fsm_test_are_skipped_with_a_note(tmp_path: Path) -> N
     assert data["summary"]["skipped"] == 1 and data["skipped"][0].endswith("form--00-x.json")
     only = run_fsm_lint(str(tmp_path / "recordings"))
     assert only.exit_code == 2 and "skipped 1 recording" in only.output
+
+
+def test_graph_draws_the_sub_flow_and_the_confirmation_step_of_a_definition() -> None:
+    path = str(ROOT / "definitions" / "flight_booking.yaml")
+    mermaid = run("graph", path).output
+    assert "flow check_booking" in mermaid and "class f0 subflow" in mermaid
+    assert "note right of" in mermaid and "confirmation#58; yes → booked" in mermaid
+    assert "flow check_booking (call)" in run("graph", path, "--format", "dot").output
+    text = run("graph", path, "--format", "text").output
+    assert "confirm  [confirmation: yes → booked, no cancels]" in text and "=> flow check_booking (call)" in text
