@@ -81,7 +81,7 @@ def live_conversation(job, FSMManager, load_fsm_definition):
     conversation stops at the first exception, which is recorded.
     """
     import llm_fsm.llm as original_llm
-    from llm_fsm.llm._litellm import LiteLLMInterface
+    from llm_fsm.llm import LiteLLMInterface  # the original 0.1.1 layout: llm_fsm.llm is a module
 
     calls = []
     real_completion = original_llm.completion
