@@ -101,5 +101,225 @@ def test_no_model_configured_is_a_clear_error_not_a_traceback(store, monkeypatch
 
 def test_an_unknown_conversation_id_is_a_clear_error(store):
     result = CliRunner().invoke(main, ["trace", "no-such-id", "--store", store])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # unknown input, as for an unknown file
     assert "error:" in result.output and "Traceback" not in result.output
+
+
+# --- users and rooms ------------------------------------------------------------------------------
+
+
+def _started(output: str) -> str:
+    return output.split("conversation ")[1].split()[0]
+
+
+def test_a_conversation_started_with_a_user_and_room_is_reached_with_them(scripted, store):
+    scripted(reply("greeting", "Hi! Your name?"), reply("greeting", "Sorry, your name?"))
+    first = run(
+        "chat", GREETING, "--model", "x", "--store", store, "--user", "alice", "--room", "support", input="hm\n"
+    )
+    conversation_id = _started(first.output)
+    assert f"--resume {conversation_id} --user alice --room support" in first.output
+    assert "Sorry, your name?" in first.output
+
+    listed = run("conversations", "--store", store)
+    (row,) = [line for line in listed.output.splitlines() if line.startswith(conversation_id)]
+    assert row.split()[3:5] == ["alice", "support"]
+    assert listed.output.splitlines()[0].split()[:5] == ["conversation", "status", "state", "user", "room"]
+
+    explained = run("explain", conversation_id, "--store", store, "--user", "alice", "--room", "support")
+    assert explained.exit_code == 0, explained.output
+    assert json.loads(explained.output)["state_after"] == "greeting"
+    traced = run("trace", conversation_id, "--store", store, "--user", "alice", "--room", "support")
+    assert traced.exit_code == 0 and "start" in traced.output
+
+    scripted(reply("farewell", "Bye Ann!", name="Ann"))
+    resumed = run(
+        "chat", GREETING, "--model", "x", "--store", store, "--resume", conversation_id,
+        "--user", "alice", "--room", "support", input="Ann\n",
+    )  # fmt: skip
+    assert resumed.exit_code == 0, resumed.output
+    assert "Bye Ann!" in resumed.output
+
+
+def test_not_found_says_which_user_and_room_were_used(scripted, store):
+    scripted(reply("greeting", "Hi! Your name?"))
+    conversation_id = _started(run("chat", GREETING, "--model", "x", "--store", store, "--user", "alice").output)
+    for command in (["explain", conversation_id], ["trace", conversation_id]):
+        result = CliRunner().invoke(main, [*command, "--store", store])
+        assert result.exit_code == 2
+        assert "no user and no room" in result.output and "--user" in result.output
+    wrong = CliRunner().invoke(main, ["trace", conversation_id, "--store", store, "--user", "bob", "--room", "x"])
+    assert "user 'bob' and room 'x'" in wrong.output
+    resumed = CliRunner().invoke(
+        main, ["chat", GREETING, "--model", "x", "--store", store, "--resume", conversation_id], input=""
+    )
+    assert resumed.exit_code == 2 and "no user and no room" in resumed.output
+
+
+def test_conversations_filters_by_user_or_room_alone(scripted, store):
+    ids = {}
+    for user, room in (("alice", "a"), ("alice", "b"), ("bob", "a")):
+        scripted(reply("greeting", "Hi!"))
+        args = ["chat", GREETING, "--model", "x", "--store", store, "--user", user, "--room", room]
+        ids[user, room] = _started(run(*args, input="").output)
+
+    def listed(*args: str) -> set[str]:
+        lines = run("conversations", "--store", store, *args).output.splitlines()[1:]
+        return {line.split()[0] for line in lines}
+
+    assert listed("--user", "alice") == {ids["alice", "a"], ids["alice", "b"]}
+    assert listed("--room", "a") == {ids["alice", "a"], ids["bob", "a"]}
+    assert listed("--user", "alice", "--room", "b") == {ids["alice", "b"]}
+    assert listed() == set(ids.values())
+
+
+def test_run_starts_the_conversation_for_the_user_and_room_given(scripted, store, tmp_path):
+    scripted(reply("greeting", "Hi! Your name?"), reply("farewell", "Bye Ann!", name="Ann"))
+    messages = tmp_path / "m.txt"
+    messages.write_text("I'm Ann\n")
+    result = run("run", GREETING, "--model", "x", "--store", store, "--input", str(messages), "--user", "ann")
+    assert result.exit_code == 0, result.output
+    assert "Bye Ann!" in result.output
+    assert run("conversations", "--store", store, "--user", "ann").output.count("\n") == 2
+
+
+# --- resuming from another folder ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_folders(tmp_path, monkeypatch):
+    """A definition in ./project, and another working directory to resume from."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "greeting.yaml").write_text(Path(GREETING).read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.chdir(project)
+    return project, elsewhere
+
+
+def test_a_conversation_stores_a_definition_path_that_resolves_from_anywhere(scripted, store, two_folders, monkeypatch):
+    project, elsewhere = two_folders
+    scripted(reply("greeting", "Hi! Your name?"))
+    conversation_id = _started(run("chat", "greeting.yaml", "--model", "x", "--store", store, input="").output)
+    assert str(project / "greeting.yaml") in run("conversations", "--store", store).output
+
+    monkeypatch.chdir(elsewhere)
+    scripted(reply("farewell", "Bye Ann!", name="Ann"))
+    definition = str(project / "greeting.yaml")
+    result = run("chat", definition, "--model", "x", "--store", store, "--resume", conversation_id, input="Ann\n")
+    assert result.exit_code == 0, result.output
+    assert "Bye Ann!" in result.output and "conversation ended in state farewell" in result.output
+
+
+def test_resuming_a_conversation_stored_with_a_relative_path_uses_the_file_given(
+    scripted, store, two_folders, monkeypatch
+):
+    from llm_fsm.manager import FSMManager
+
+    project, elsewhere = two_folders
+    manager = FSMManager(llm_interface=ScriptedLLM([reply("greeting", "Hi!")]), store=store)
+    conversation_id, _ = manager.start_conversation("greeting.yaml")  # as typed, like earlier versions stored it
+
+    monkeypatch.chdir(elsewhere)
+    (elsewhere / "copy.yaml").write_text((project / "greeting.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    scripted(reply("farewell", "Bye Ann!", name="Ann"))
+    result = run("chat", "copy.yaml", "--model", "x", "--store", store, "--resume", conversation_id, input="Ann\n")
+    assert result.exit_code == 0, result.output
+    assert f"using {elsewhere / 'copy.yaml'} for greeting.yaml (same content)" in result.output
+    assert "Bye Ann!" in result.output
+
+
+def test_resuming_with_a_different_definition_is_refused_before_resuming(scripted, store, two_folders, monkeypatch):
+    project, elsewhere = two_folders
+    scripted(reply("greeting", "Hi! Your name?"))
+    conversation_id = _started(run("chat", "greeting.yaml", "--model", "x", "--store", store, input="").output)
+    other = elsewhere / "other.yaml"
+    other.write_text(Path(GREETING).read_text(encoding="utf-8").replace("Simple Greeting", "Other"), encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["chat", str(other), "--model", "x", "--store", store, "--resume", conversation_id], input="Ann\n"
+    )
+    assert result.exit_code == 2
+    assert "is not the definition conversation" in result.output and str(project / "greeting.yaml") in result.output
+    assert f"resuming {conversation_id}" not in result.output and "Traceback" not in result.output
+
+
+def test_resuming_on_the_stored_file_after_an_edit_follows_the_managers_policy(scripted, store, two_folders):
+    project, _ = two_folders
+    scripted(reply("greeting", "Hi! Your name?"))
+    conversation_id = _started(run("chat", "greeting.yaml", "--model", "x", "--store", store, input="").output)
+    path = project / "greeting.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("Saying hello", "Saying hi"), encoding="utf-8")
+    scripted(reply("farewell", "Bye Ann!", name="Ann"))
+    result = run("chat", "greeting.yaml", "--model", "x", "--store", store, "--resume", conversation_id, input="Ann\n")
+    assert result.exit_code == 0, result.output  # the default policy continues while the current state exists
+    assert "Bye Ann!" in result.output
+
+
+# --- --model scripted:FILE ------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_chat_with_replies_from_a_list_needs_no_key_and_no_model(tmp_path, monkeypatch):
+    monkeypatch.delenv("LLM_FSM_MODEL", raising=False)
+    replies = tmp_path / "replies.yaml"
+    replies.write_text(
+        "- Hello! Who are you?\n"  # the opening; a plain string stays
+        '- {target_state: farewell, message: "Bye?"}\n'  # refused (no name): the regenerate call repeats it
+        '- {context_update: {name: Ann}, message: "Thanks Ann"}\n',
+        encoding="utf-8",
+    )
+    result = run("chat", GREETING, "--model", f"scripted:{replies}", "--store", "memory://", input="bye\nI am Ann\n")
+    assert result.exit_code == 0, result.output
+    assert "assistant: Hello! Who are you?" in result.output
+    assert "[greeting] stay_rejected" in result.output and "assistant: Bye?" in result.output
+    assert "[greeting → farewell] guarded_fallback" in result.output
+    assert '{"name": "Ann"}' in result.output
+
+
+def test_chat_with_replies_from_a_conversation_script(monkeypatch):
+    script = ROOT / "definitions" / "conversations" / "simple_greeting.conv.yaml"
+    result = run("chat", GREETING, "--model", f"scripted:{script}", "--store", "memory://", input="Hi! I'm Priya.\n")
+    assert result.exit_code == 0, result.output
+    assert "Hi there! I'm glad you stopped by." in result.output
+    assert "[greeting → farewell] proposal_accepted" in result.output and '{"name": "Priya"}' in result.output
+
+
+def test_running_out_of_scripted_replies_says_so_and_exits_1(tmp_path):
+    replies = tmp_path / "replies.json"
+    replies.write_text('["Hi! Your name?"]', encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["chat", GREETING, "--model", f"scripted:{replies}", "--store", "memory://"], input="Ann\n"
+    )
+    assert result.exit_code == 1
+    assert f"{replies} has no reply left for model call 2" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("greeting: hi\n", "non-empty list"),
+        ('- "Hi"\n- {mesage: "typo"}\n', "replies.yaml:2 $[1].mesage: unknown key 'mesage'"),
+        ("- [unclosed\n", "replies.yaml"),
+    ],
+)
+def test_a_reply_file_that_is_not_a_list_of_replies_is_unreadable_input(tmp_path, text, message):
+    replies = tmp_path / "replies.yaml"
+    replies.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["chat", GREETING, "--model", f"scripted:{replies}", "--store", "memory://"], input=""
+    )
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_a_missing_reply_file_is_unreadable_input(tmp_path):
+    result = CliRunner().invoke(
+        main, ["chat", GREETING, "--model", f"scripted:{tmp_path / 'nope.yaml'}", "--store", "memory://"], input=""
+    )
+    assert result.exit_code == 2 and "nope.yaml" in result.output
+
+
+def test_chat_help_names_the_scripted_model():
+    assert "scripted:FILE" in run("chat", "--help").output

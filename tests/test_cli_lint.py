@@ -146,6 +146,7 @@ def test_json_output_is_machine_readable(tmp_path: Path) -> None:
         "errors": 1,
         "warnings": 0,
         "info": 0,
+        "skipped": 0,
         "exit_code": 1,
     }
 
@@ -453,3 +454,31 @@ def test_a_recursive_sub_flow_is_a_warning_that_strict_makes_fail(tmp_path: Path
     assert result.exit_code == 0
     assert f"{path}:" in result.output and "warning FSM025 recursive-flow at $.flows[0]" in result.output
     assert run("lint", "--strict", str(path)).exit_code == 1
+
+
+def test_recordings_of_llm_fsm_test_are_skipped_with_a_note(tmp_path: Path) -> None:
+    from llm_fsm.scripting._recording import FORMAT
+
+    write(tmp_path, "a.json", good())
+    recording = {"format": FORMAT, "version": 1, "initial_state": "start", "calls": [], "path": []}
+    write(tmp_path, "recordings/form--00-x.json", recording)
+    names = sorted(Path(p).name for p, _ in iter_definition_files([str(tmp_path)]))
+    assert names == ["a.json"]
+    result = run("lint", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "note: skipped 1 recording of `llm-fsm test --record` in" in result.output
+    assert "1 file(s) checked: 0 error(s), 0 warning(s)" in result.output
+    data = json.loads(run("lint", "--format", "json", str(tmp_path)).output)
+    assert data["summary"]["skipped"] == 1 and data["skipped"][0].endswith("form--00-x.json")
+    only = run_fsm_lint(str(tmp_path / "recordings"))
+    assert only.exit_code == 2 and "skipped 1 recording" in only.output
+
+
+def test_graph_draws_the_sub_flow_and_the_confirmation_step_of_a_definition() -> None:
+    path = str(ROOT / "definitions" / "flight_booking.yaml")
+    mermaid = run("graph", path).output
+    assert "flow check_booking" in mermaid and "class f0 subflow" in mermaid
+    assert "note right of" in mermaid and "confirmation#58; yes → booked" in mermaid
+    assert "flow check_booking (call)" in run("graph", path, "--format", "dot").output
+    text = run("graph", path, "--format", "text").output
+    assert "confirm  [confirmation: yes → booked, no cancels]" in text and "=> flow check_booking (call)" in text

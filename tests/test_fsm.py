@@ -144,7 +144,7 @@ def test_reaching_a_terminal_state_ends_the_conversation():
 
 
 def test_malformed_output_raises_llm_response_error_and_leaves_no_dangling_message():
-    fsm, _ = manager([reply("ask_name"), "this is not json"])
+    fsm, _ = manager([reply("ask_name"), {"raw": "this is not json"}])
     cid, _ = fsm.start_conversation("form")
     with pytest.raises(LLMResponseError):
         fsm.process_message(cid, "Ann")
@@ -155,7 +155,7 @@ def test_malformed_output_raises_llm_response_error_and_leaves_no_dangling_messa
 
 def test_two_json_objects_in_one_reply_take_the_first_valid():
     text = 'Sure. {"oops": 1} and {"transition": {"target_state": "ask_email", "context_update": {"name": "Ann"}}, "message": "Email?"}'
-    fsm, _ = manager([reply("ask_name"), text])
+    fsm, _ = manager([reply("ask_name"), {"raw": text}])
     cid, _ = fsm.start_conversation("form")
     assert fsm.process_message(cid, "Ann") == "Email?"
 

@@ -200,3 +200,92 @@ def test_text_keeps_one_state_per_line() -> None:
     assert 'a "quoted"\\nstate  [initial]' in out
     assert "b  [terminal]" in out
     assert "ghost  [undeclared]" in out
+
+
+# --- sub-flows and confirmation steps ------------------------------------------------------------
+
+from llm_fsm.renderers import extras_from_definition, extras_from_document  # noqa: E402
+
+
+def with_flows_and_confirmation() -> dict[str, Any]:
+    data = doc({"ask": ["check"], "check": ["done"], "done": []}, initial="ask", name="Booking")
+    data["states"]["ask"]["flows"] = [
+        {"name": "lookup", "definition": "flows/lookup.yaml", "mode": "call", "description": "Look a booking up"}
+    ]
+    data["states"]["check"]["confirmation"] = {"keys": ["x"], "on_yes": "done", "on_no": "cancel"}
+    data["flows"] = [{"name": "handover", "definition": "human.yaml", "mode": "link", "description": "A person"}]
+    return data
+
+
+def test_extras_read_flows_and_confirmations_from_the_document() -> None:
+    extras = extras_from_document(with_flows_and_confirmation())
+    lookup, handover = extras.flows
+    assert (lookup.name, lookup.definition, lookup.mode, lookup.sources) == (
+        "lookup",
+        "flows/lookup.yaml",
+        "call",
+        ("ask",),
+    )
+    assert (handover.name, handover.mode, handover.from_any_state) == ("handover", "link", True)
+    assert extras.confirmations["check"].summary() == "confirmation: yes → done, no cancels"
+
+
+@pytest.mark.parametrize("junk", [None, [], {"states": {"a": {"flows": "x", "confirmation": 3}}}, {"flows": [1, {}]}])
+def test_malformed_flows_and_confirmations_are_left_out(junk: Any) -> None:
+    extras = extras_from_document(junk)
+    assert extras.flows == () and dict(extras.confirmations) == {}
+
+
+def test_mermaid_draws_sub_flows_and_marks_confirmation_steps() -> None:
+    data = with_flows_and_confirmation()
+    out = render(graph_from_document(data), "mermaid", extras_from_document(data))
+    assert 'state "flow lookup #40;call#41; flows/lookup.yaml" as f0' in out
+    assert 'state "flow handover #40;link#41; human.yaml from any state" as f1' in out
+    assert "    s0 --> f0 : start_flow" in out and "    f0 --> s0 : returns" in out
+    assert "    note right of s1 : confirmation#58; yes → done, no cancels" in out
+    assert "    class s1 confirmation" in out and "    class f0,f1 subflow" in out
+    # every line is one of the statement forms the renderer writes, so the diagram stays parseable
+    statement = re.compile(
+        r"^(---|title: .*|stateDiagram-v2|    state \"[^\"]*\" as [sf]\d+|    (\[\*\]|[sf]\d+) --> (\[\*\]|[sf]\d+)( : [^:]*)?"
+        r"|    note right of s\d+ : [^:]*|    classDef \w+ .+|    class [sf\d,]+ \w+)$"
+    )
+    assert all(statement.match(line) for line in out.splitlines()), out
+
+
+def test_dot_draws_sub_flows_and_marks_confirmation_steps() -> None:
+    data = with_flows_and_confirmation()
+    out = render(graph_from_document(data), "dot", extras_from_document(data))
+    assert 's1 [label="check\\nconfirmation: yes → done, no cancels", style="rounded,bold", color=blue];' in out
+    assert 'f0 [label="flow lookup (call)\\nflows/lookup.yaml", shape=component, style=dashed];' in out
+    assert 'f1 [label="flow handover (link)\\nhuman.yaml\\nfrom any state", shape=component, style=dashed];' in out
+    assert 's0 -> f0 [label="start_flow", style=dashed];' in out and 'f0 -> s0 [label="returns", style=dotted];' in out
+    assert out.count("{") == out.count("}") and out.rstrip().endswith("}")
+
+
+def test_text_lists_sub_flows_under_their_state_and_marks_confirmation_steps() -> None:
+    data = with_flows_and_confirmation()
+    out = render(graph_from_document(data), "text", extras_from_document(data))
+    assert "ask  [initial]\n  -> check" in out
+    assert "  => flow lookup (call) flows/lookup.yaml  (Look a booking up)" in out
+    assert "check  [confirmation: yes → done, no cancels]" in out
+    assert out.endswith("from any state:\n  => flow handover (link) human.yaml  (A person)\n")
+
+
+def test_a_call_flow_of_a_link_mode_does_not_return() -> None:
+    data = with_flows_and_confirmation()
+    data["states"]["ask"]["flows"][0]["mode"] = "link"
+    out = render(graph_from_document(data), "mermaid", extras_from_document(data))
+    assert "s0 --> f0 : start_flow" in out and "returns" not in out
+
+
+def test_extras_of_a_model_equal_the_extras_of_its_document() -> None:
+    data = with_flows_and_confirmation()
+    data["states"]["check"]["transitions"][0]["target_state"] = "done"
+    assert extras_from_definition(FSMDefinition.model_validate(data)) == extras_from_document(data)
+
+
+def test_without_extras_the_diagrams_are_unchanged() -> None:
+    data = with_flows_and_confirmation()
+    graph = graph_from_document(data)
+    for fmt in RENDERERS:
+        assert "flow" not in render(graph, fmt) and "confirmation:" not in render(graph, fmt)

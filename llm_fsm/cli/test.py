@@ -4,7 +4,8 @@ An I/O edge over ``llm_fsm.scripting``: it prints PASS/FAIL per turn (with the
 explain record of every failing turn), a summary and the coverage table, and
 writes JUnit XML for CI. Exit codes: 0 everything passed, 1 a failure or
 coverage under ``--min-coverage``, 2 unreadable input (a script, a definition
-or a recording) or a usage error. Never a traceback.
+or a recording), no script found (or none matching ``-k``), a model that is not
+configured, or a usage error. Never a traceback.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from typing import Any
 
 import click
 
-from llm_fsm.errors import FSMError
+from llm_fsm.cli._app import EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, GuardedCommand, _fail, recordings_note
 from llm_fsm.scripting._runner import ConversationResult, TurnResult
-from llm_fsm.scripting._suite import SuiteReport, run_suite
+from llm_fsm.scripting._suite import SuiteReport, display_path, run_suite
 
-EXIT_PASSED, EXIT_FAILED, EXIT_UNREADABLE = 0, 1, 2
+EXIT_PASSED, EXIT_FAILED = EXIT_CLEAN, EXIT_FINDINGS
 
 
 def _explain_lines(result: TurnResult) -> list[str]:
@@ -132,7 +133,7 @@ def _percentage(ctx: click.Context, param: click.Parameter, value: float | None)
     return value
 
 
-@click.command("test")
+@click.command("test", cls=GuardedCommand)
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option(
     "--model",
@@ -209,17 +210,11 @@ def test_command(
       llm-fsm test definitions/ --replay recordings/ --junit-xml report.xml
       llm-fsm test definitions/ -k coffee_order --model local
     """
-    try:
-        code = _run(
-            paths, model, temperature, junit_path, min_coverage, record_dir, replay_dir, show_coverage, match, verbose
-        )
-    except FSMError as exc:  # incl. LLMConfigurationError: a model that cannot be reached or set up
-        click.echo(f"error: {exc}", err=True)
-        code = EXIT_UNREADABLE
-    except OSError as exc:
-        click.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
-        code = EXIT_UNREADABLE
-    ctx.exit(code)
+    # an error that stops the run (a model that is not configured, a JUnit file that cannot be written)
+    # reaches the guard, which applies the CLI's exit-code policy
+    ctx.exit(
+        _run(paths, model, temperature, junit_path, min_coverage, record_dir, replay_dir, show_coverage, match, verbose)
+    )
 
 
 def _run(
@@ -236,6 +231,9 @@ def _run(
 ) -> int:
     if model and replay_dir:
         click.echo("error: --replay answers from recordings; it cannot be combined with --model", err=True)
+        return EXIT_UNREADABLE
+    if model and model.startswith("scripted:"):
+        _fail("--model scripted:FILE is for chat and run; llm-fsm test answers from each script's model: by default")
         return EXIT_UNREADABLE
     llm: Any = None
     label = "scripted"
@@ -254,6 +252,17 @@ def _run(
     )
     for error in report.errors:
         click.echo(f"ERROR {error}", err=True)
+    for note in recordings_note([display_path(p) for p in report.skipped_recordings]):
+        click.echo(f"NOTE {note}")
+    if not report.errors and not report.selected:  # nothing ran: a wrong path or filter, never a pass
+        if not report.scripts:
+            _fail(
+                f"no conversation scripts (*.conv.yaml) found in: {', '.join(paths)} "
+                "(a definition's scripts are looked for beside it and in conversations/)"
+            )
+        else:
+            _fail(f"no conversation of the {report.scripts} script(s) found matches -k {match!r}")
+        return EXIT_UNREADABLE
     click.echo("")
     click.echo(summary(report))
     if report.recordings and record_dir:

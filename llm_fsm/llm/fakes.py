@@ -2,9 +2,12 @@
 
 ``ScriptedLLM`` answers from a list, in order, and remembers what it was
 asked, so a test can drive a conversation turn by turn and then check the
-prompts the engine built. ``FunctionLLM`` computes each reply from the request,
-for behaviour that depends on the prompt. Both parse replies with the same
-rules as a real model, so a malformed scripted reply fails the same way.
+prompts the engine built; its replies take the same forms as a conversation
+script's ``model:`` answers (``script_reply``). ``FunctionLLM`` computes each
+reply from the request, for behaviour that depends on the prompt; what its
+function returns is read as a model's output (text is parsed). Both parse
+replies with the same rules as a real model, so a malformed reply fails the
+same way.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult
@@ -22,11 +25,42 @@ from llm_fsm.llm._interface import LLMInterface
 from llm_fsm.llm._parsing import parse_llm_output, response_from_object
 
 Reply = LLMResponse | dict | str | BaseException
-"""A scripted reply: a response, a reply object, raw model text (parsed), or an error to raise."""
+"""A scripted reply, in the forms of a conversation script's ``model:`` (see ``script_reply``),
+an ``LLMResponse``, or an exception to raise."""
+
+_TRANSITION_KEYS = ("transition", "target_state")
+
+
+def script_reply(reply: Mapping[str, Any] | str) -> dict[str, Any] | str:
+    """A scripted answer in the script forms → what a model would have returned.
+
+    The one place these forms are defined; ``ScriptedLLM`` and the ``model:``
+    answers of conversation scripts (``llm_fsm.scripting``) both go through it:
+
+    * ``"text"``: stay, and say this;
+    * ``{"raw": "text"}``: the model's output verbatim, parsed like a real
+      model's (to test malformed answers);
+    * a reply object without ``transition`` or ``target_state`` (``{"intent":
+      "confirm", "message": …}``): stay, with the rest as given;
+    * any other reply object, flat (``{target_state, context_update, message}``)
+      or full (``{transition: {…}, message}``): as given.
+
+    Returns a reply object, or raw text for ``to_response`` to parse.
+    """
+    if isinstance(reply, str):
+        return {"transition": {"target_state": None, "context_update": {}}, "message": reply}
+    if set(reply) == {"raw"}:
+        raw = reply["raw"]
+        if not isinstance(raw, str):
+            raise TypeError(f"raw takes the model's output as text, got {type(raw).__name__}")
+        return raw
+    if not any(key in reply for key in _TRANSITION_KEYS):
+        return {"target_state": None, **reply}  # the flat form: stay, keeping any context_update given
+    return dict(reply)
 
 
 def to_response(reply: Any, request: LLMRequest | None = None) -> LLMResponse:
-    """Turn a scripted reply into an ``LLMResponse`` exactly as the real edge would."""
+    """Turn a reply object or raw model text into an ``LLMResponse`` exactly as the real edge would."""
     allowed = allowed_targets_from_schema(request.response_schema) if request is not None else None
     if isinstance(reply, LLMResponse):
         return reply
@@ -46,10 +80,23 @@ def to_response(reply: Any, request: LLMRequest | None = None) -> LLMResponse:
 class ScriptedLLM(LLMInterface):
     """Replies from a script, in order; records every request in ``requests``.
 
+    Every model call consumes the next reply: the opening of a conversation
+    (``start_conversation`` makes one), each turn, the engine's second
+    "regenerate" call when its verdict differs from the proposal, and each
+    re-ask. So a conversation of two turns with one refused proposal needs four
+    replies.
+
+    Replies take the forms of a conversation script's ``model:`` (``script_reply``):
+    a plain string means "stay, and say this"; ``{"raw": text}`` is model output
+    parsed as a real model's (to test malformed answers); a reply object without
+    a transition (``{"intent": "confirm", "message": …}``) stays; flat and full
+    reply objects are parsed with the real model's rules. An ``LLMResponse`` is
+    used as is, and an exception is raised when its turn comes (a provider
+    failure).
+
     With ``max_retries`` > 0 a reply that fails to parse consumes the next
     scripted reply as the answer to the re-ask, like ``LiteLLMInterface`` does,
     so tests can exercise recovery and the attempt counts in explain records.
-    An exception in the script is raised when its turn comes (a provider failure).
     """
 
     def __init__(self, replies: Iterable[Reply], *, max_retries: int = 0) -> None:
@@ -84,9 +131,10 @@ class ScriptedLLM(LLMInterface):
                 reply = self._next(len(self.requests))
                 if isinstance(reply, BaseException):
                     raise reply
-                raw_outputs.append(reply if isinstance(reply, str) else repr(reply))
+                answer = script_reply(reply) if isinstance(reply, (str, Mapping)) else reply
+                raw_outputs.append(answer if isinstance(answer, str) else repr(answer))
                 try:
-                    response = to_response(reply, request)
+                    response = to_response(answer, request)
                 except MalformedOutputError as exc:
                     problems.append(exc.problem)
                     if len(raw_outputs) > self.max_retries:
@@ -105,7 +153,7 @@ class ScriptedLLM(LLMInterface):
         if not self._replies:
             raise LLMScriptExhaustedError(
                 f"ScriptedLLM ran out of replies at request {request_number}; "
-                "the script needs one reply per model call (openings and re-asks included)"
+                "the script needs one reply per model call (openings, regenerate calls and re-asks included)"
             )
         return self._replies.popleft()
 
@@ -145,4 +193,4 @@ class FunctionLLM(LLMInterface):
         return to_response(reply, request)
 
 
-__all__ = ["FunctionLLM", "Reply", "ScriptedLLM", "to_response"]
+__all__ = ["FunctionLLM", "Reply", "ScriptedLLM", "script_reply", "to_response"]

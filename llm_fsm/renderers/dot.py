@@ -3,12 +3,16 @@
 Nodes get generated ids (``s0``…) with the state name as a quoted label; inside
 quoted strings backslashes and quotes are escaped and line breaks become
 ``\\n``. The initial state is entered from a point; terminal states are drawn
-with a double border; undeclared targets dashed and red.
+with a double border; undeclared targets dashed and red. A confirmation step
+is drawn bold and blue with where yes and no go under its name; each declared
+sub-flow is a dashed ``f0``… node entered by a dashed ``start_flow`` edge from
+the states that declare it (a ``call`` flow ``returns`` by a dotted edge).
 """
 
 from __future__ import annotations
 
 from llm_fsm.definition._graph import Graph
+from llm_fsm.renderers._extras import NO_EXTRAS, Extras
 from llm_fsm.renderers._labels import edge_label_lines
 
 
@@ -29,7 +33,8 @@ def quote(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def render(graph: Graph) -> str:
+def render(graph: Graph, extras: Extras | None = None) -> str:
+    extras = extras or NO_EXTRAS
     ids = {node: f"s{i}" for i, node in enumerate(graph.nodes)}
     lines = [
         f"digraph {quote(graph.name or 'fsm')} {{",
@@ -38,19 +43,37 @@ def render(graph: Graph) -> str:
         '    edge [fontname="Helvetica", fontsize=10];',
     ]
     for node in graph.nodes.values():
-        attrs = [f"label={quote(node.id if node.declared else node.id + chr(10) + '(undeclared)')}"]
+        label = node.id if node.declared else node.id + "\n(undeclared)"
+        confirmation = extras.confirmations.get(node.id)
+        if confirmation is not None and node.declared:
+            label += "\n" + confirmation.summary()
+        attrs = [f"label={quote(label)}"]
         if node.initial:
             attrs.append("penwidth=2")
         if node.terminal and node.declared:
             attrs.append("peripheries=2")
         if not node.declared:
             attrs.append('style="rounded,dashed", color=red')
+        elif confirmation is not None:
+            attrs.append('style="rounded,bold", color=blue')
         lines.append(f"    {ids[node.id]} [{', '.join(attrs)}];")
+    for flow in extras.flows:
+        label = f"flow {flow.name} ({flow.mode})\n{flow.definition}" + (
+            "\nfrom any state" if flow.from_any_state else ""
+        )
+        lines.append(f"    f{flow.index} [label={quote(label)}, shape=component, style=dashed];")
     if graph.initial in ids:
         lines.append('    __start [shape=point, label=""];')
         lines.append(f"    __start -> {ids[graph.initial]};")
     for edge in graph.edges:
         label = quote("\n".join(" ".join(line.split()) for line in edge_label_lines(edge)))
         lines.append(f"    {ids[edge.source]} -> {ids[edge.target]} [label={label}];")
+    for flow in extras.flows:
+        for source in flow.sources:
+            if source not in ids:
+                continue
+            lines.append(f'    {ids[source]} -> f{flow.index} [label="start_flow", style=dashed];')
+            if flow.mode == "call":
+                lines.append(f'    f{flow.index} -> {ids[source]} [label="returns", style=dotted];')
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -4,6 +4,10 @@ States get generated ids (``s0``, ``s1``…) and their names as labels, so no
 state name can break the syntax; label text is written with Mermaid entity
 codes (``#quot;``, ``#58;``…) for every character Mermaid gives a meaning to.
 ``[*] --> s`` marks the initial state, ``s --> [*]`` each terminal state.
+A confirmation step gets the ``confirmation`` class and a note saying where
+yes and no go; each declared sub-flow is a state ``f0``… of class ``subflow``,
+entered with ``start_flow`` from the states that declare it (a ``call`` flow
+``returns`` to them); a definition-wide flow says "from any state".
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 
 from llm_fsm.definition._graph import Graph
+from llm_fsm.renderers._extras import NO_EXTRAS, Extras
 from llm_fsm.renderers._labels import edge_label_lines
 
 _ENTITIES = {
@@ -48,7 +53,8 @@ def escape(text: str) -> str:
     return "".join(out)
 
 
-def render(graph: Graph) -> str:
+def render(graph: Graph, extras: Extras | None = None) -> str:
+    extras = extras or NO_EXTRAS
     ids = {node: f"s{i}" for i, node in enumerate(graph.nodes)}
     lines = []
     if graph.name:
@@ -57,22 +63,42 @@ def render(graph: Graph) -> str:
     for node in graph.nodes.values():
         label = node.id if node.declared else f"{node.id} (undeclared)"
         lines.append(f'    state "{escape(label)}" as {ids[node.id]}')
+    flow_ids = {flow.index: f"f{flow.index}" for flow in extras.flows}
+    for flow in extras.flows:
+        label = flow.label() + (" from any state" if flow.from_any_state else "")
+        lines.append(f'    state "{escape(label)}" as {flow_ids[flow.index]}')
     if graph.initial in ids:
         lines.append(f"    [*] --> {ids[graph.initial]}")
     for edge in graph.edges:
         label = "<br/>".join(escape(line) for line in edge_label_lines(edge))
         lines.append(f"    {ids[edge.source]} --> {ids[edge.target]} : {label}")
+    for flow in extras.flows:
+        for source in flow.sources:
+            if source not in ids:
+                continue
+            lines.append(f"    {ids[source]} --> {flow_ids[flow.index]} : start_flow")
+            if flow.mode == "call":
+                lines.append(f"    {flow_ids[flow.index]} --> {ids[source]} : returns")
     for node in graph.nodes.values():
         if node.terminal and node.declared:
             lines.append(f"    {ids[node.id]} --> [*]")
+    for state, mark in extras.confirmations.items():
+        if state in ids:
+            lines.append(f"    note right of {ids[state]} : {escape(mark.summary())}")
     lines.append("    classDef initial stroke-width:3px")
     lines.append("    classDef terminal stroke-width:3px,stroke-dasharray:0")
     lines.append("    classDef undeclared stroke-dasharray:5 5,color:#b00")
+    if extras.confirmations:
+        lines.append("    classDef confirmation stroke:#06c,stroke-width:3px")
+    if extras.flows:
+        lines.append("    classDef subflow stroke-dasharray:3 3,fill:#f4f4ff")
     for cls, members in (
-        ("initial", [n for n in graph.nodes.values() if n.initial]),
-        ("terminal", [n for n in graph.nodes.values() if n.terminal and n.declared]),
-        ("undeclared", [n for n in graph.nodes.values() if not n.declared]),
+        ("initial", [ids[n.id] for n in graph.nodes.values() if n.initial]),
+        ("terminal", [ids[n.id] for n in graph.nodes.values() if n.terminal and n.declared]),
+        ("undeclared", [ids[n.id] for n in graph.nodes.values() if not n.declared]),
+        ("confirmation", [ids[state] for state in extras.confirmations if state in ids]),
+        ("subflow", list(flow_ids.values())),
     ):
         if members:
-            lines.append(f"    class {','.join(ids[n.id] for n in members)} {cls}")
+            lines.append(f"    class {','.join(members)} {cls}")
     return "\n".join(lines) + "\n"

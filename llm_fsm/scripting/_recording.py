@@ -39,9 +39,9 @@ from llm_fsm.errors import (
 )
 from llm_fsm.llm._interface import LLMInterface
 from llm_fsm.scripting._runner import ConversationResult, PathStep, set_turn
-from llm_fsm.scripting._scripts import ScriptConversation
+from llm_fsm.scripting._scripts import RECORDING_FORMAT, ScriptConversation
 
-FORMAT = "llm-fsm-recording"
+FORMAT = RECORDING_FORMAT
 VERSION = 1
 MAX_RECORDING_BYTES = 50 * 1024 * 1024
 

@@ -35,6 +35,7 @@ from pydantic import (
 from llm_fsm.definition._documents import ParsedDocument, format_path, parse_text
 from llm_fsm.engine._records import Intent, VerdictKind
 from llm_fsm.errors import DefinitionError, ScriptError
+from llm_fsm.llm.fakes import script_reply
 from llm_fsm.loading import read_capped
 
 SCRIPT_SUFFIXES = (".conv.yaml", ".conv.yml", ".conv.json")
@@ -45,8 +46,32 @@ MAX_SCRIPT_BYTES = 2 * 1024 * 1024
 _MATCHER_KEYS = ("equals", "regex", "present", "absent")
 
 
+RECORDING_FORMAT = "llm-fsm-recording"
+"""The ``format`` of the JSON files ``llm-fsm test --record`` writes (``_recording``)."""
+
+_RECORDING_MARK = re.compile(rb'"format"\s*:\s*"' + RECORDING_FORMAT.encode() + rb'"')
+
+
 def is_script_file(path: str | os.PathLike[str]) -> bool:
     return os.fspath(path).lower().endswith(SCRIPT_SUFFIXES)
+
+
+def is_recording_file(path: str | os.PathLike[str]) -> bool:
+    """A JSON file written by ``--record``: its head declares ``"format": "llm-fsm-recording"``.
+
+    Recordings are JSON with keys such as ``initial_state``, and they are often
+    kept next to the definitions, so a folder walk (``llm-fsm test``,
+    ``fsm-lint``) must tell them apart from definitions without parsing
+    50 MB: the writer puts ``format`` first, and the head is enough.
+    """
+    if not os.fspath(path).lower().endswith(".json"):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return _RECORDING_MARK.search(head) is not None
 
 
 # --- the format -----------------------------------------------------------------------------
@@ -103,6 +128,8 @@ class ModelReply(_Strict):
     {target_state, context_update}, message}``. Raw: ``{raw: "text"}`` is
     parsed exactly like a real model's output (to test malformed answers). A
     plain string in a script means ``{message: string}``: stay and say this.
+    This model validates a script strictly (unknown keys, a missing message);
+    what the forms mean is ``script_reply``'s, shared with ``ScriptedLLM``.
     """
 
     message: str | None = None
@@ -136,24 +163,8 @@ class ModelReply(_Strict):
         return self
 
     def as_reply(self) -> dict[str, Any] | str:
-        """What the scripted model returns: raw text, or a reply object in the full form."""
-        if self.raw is not None:
-            return self.raw
-        if self.transition is not None:
-            target, update = self.transition.target_state, dict(self.transition.context_update)
-        else:
-            target, update = self.target_state, dict(self.context_update or {})
-        reply: dict[str, Any] = {
-            "transition": {"target_state": target, "context_update": update},
-            "message": self.message,
-        }
-        if self.reasoning is not None:
-            reply["reasoning"] = self.reasoning
-        if self.intent is not None:
-            reply["intent"] = self.intent
-        if self.flow is not None:
-            reply["flow"] = self.flow
-        return reply
+        """What the scripted model returns: raw text, or a reply object (``llm_fsm.llm.fakes.script_reply``)."""
+        return script_reply(self.model_dump(mode="json", exclude_unset=True))
 
 
 def _matcher_or_value(value: Any) -> Any:
@@ -392,6 +403,8 @@ class Discovery:
     definitions: list[Path] = field(default_factory=list)
     """Definition files named on the command line or found in a named folder (coverage targets)."""
     errors: list[ScriptError] = field(default_factory=list)
+    recordings: list[Path] = field(default_factory=list)
+    """Recordings (``--record``) found among the paths: not definitions, so skipped."""
 
 
 def _looks_like_definition(path: Path) -> bool:
@@ -410,10 +423,12 @@ def discover(paths: Sequence[str | os.PathLike[str]]) -> Discovery:
     A script file is taken as is. A folder is searched recursively for
     scripts and for definitions. A definition file brings the scripts next to
     it and in ``conversations/`` beside it that name it as their definition.
+    Recordings are listed in ``recordings`` and otherwise skipped.
     """
     found = Discovery()
     scripts: dict[Path, None] = {}
     definitions: dict[Path, None] = {}
+    recordings: dict[Path, None] = {}
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
@@ -422,10 +437,14 @@ def discover(paths: Sequence[str | os.PathLike[str]]) -> Discovery:
                     continue
                 if is_script_file(child):
                     scripts.setdefault(child)
+                elif is_recording_file(child):
+                    recordings.setdefault(child)
                 elif child.suffix.lower() in DEFINITION_SUFFIXES and _looks_like_definition(child):
                     definitions.setdefault(child)
         elif path.is_file() and is_script_file(path):
             scripts.setdefault(path)
+        elif path.is_file() and is_recording_file(path):
+            recordings.setdefault(path)
         elif path.is_file() and path.suffix.lower() in DEFINITION_SUFFIXES:
             definitions.setdefault(path)
             for script in _scripts_beside(path):
@@ -434,6 +453,7 @@ def discover(paths: Sequence[str | os.PathLike[str]]) -> Discovery:
             found.errors.append(ScriptError("no such file or folder", file=os.fspath(raw)))
     found.scripts = list(scripts)
     found.definitions = list(definitions)
+    found.recordings = list(recordings)
     return found
 
 
@@ -465,7 +485,9 @@ __all__ = [
     "ScriptDocument",
     "ScriptTurn",
     "TurnSpec",
+    "RECORDING_FORMAT",
     "discover",
+    "is_recording_file",
     "is_script_file",
     "load_script",
     "parse_script",

@@ -50,6 +50,12 @@ class SuiteReport:
     errors: list[FSMError] = field(default_factory=list)
     coverage: CoverageReport = field(default_factory=CoverageReport)
     recordings: list[Path] = field(default_factory=list)
+    skipped_recordings: list[Path] = field(default_factory=list)
+    """Recordings found among the paths and skipped (they are not definitions)."""
+    scripts: int = 0
+    """Script files found under the paths (0: nothing to run, which the CLI treats as a usage error)."""
+    selected: int = 0
+    """Conversations left to run after ``match``."""
 
     @property
     def failed(self) -> list[ConversationResult]:
@@ -102,6 +108,8 @@ def run_suite(
     report = SuiteReport()
     found = discover(paths)
     report.errors.extend(found.errors)
+    report.scripts = len(found.scripts)
+    report.skipped_recordings = list(found.recordings)
     definitions = _Definitions()
 
     def track(path: Path) -> str | None:
@@ -132,6 +140,7 @@ def run_suite(
                 if match is None or match.casefold() in conversation.label.casefold()
             )
 
+    report.selected = len(runnable)
     record = Path(record_dir) if record_dir is not None else None
     replay = Path(replay_dir) if replay_dir is not None else None
     if record is not None:

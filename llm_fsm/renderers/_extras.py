@@ -1,0 +1,121 @@
+"""What a diagram shows beyond states and transitions: declared sub-flows and confirmation steps.
+
+The neutral ``definition.Graph`` holds states and transitions only; this reads
+the rest from the same raw document, just as tolerantly (a malformed flow or
+confirmation is left out, never an error), so ``llm-fsm graph`` still draws a
+file that does not validate. Every renderer takes an optional ``Extras``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FlowLink:
+    """A declared sub-flow: its name, file, mode, and the states that may start it (none: any state)."""
+
+    index: int
+    name: str
+    definition: str
+    mode: str  # "call" returns to the state that started it; "link" hands the conversation over
+    description: str = ""
+    sources: tuple[str, ...] = ()
+
+    @property
+    def from_any_state(self) -> bool:
+        return not self.sources
+
+    def label(self) -> str:
+        return f"flow {self.name} ({self.mode}) {self.definition}"
+
+
+@dataclass(frozen=True)
+class ConfirmationMark:
+    """A confirmation step: where yes goes, and what a plain no does."""
+
+    state: str
+    on_yes: str | None
+    on_no: str | None
+
+    def summary(self) -> str:
+        yes = self.on_yes or "?"
+        if self.on_no is None:
+            no = "asks what to change"
+        elif self.on_no == "cancel":
+            no = "cancels"
+        else:
+            no = f"→ {self.on_no}"
+        return f"confirmation: yes → {yes}, no {no}"
+
+
+@dataclass(frozen=True)
+class Extras:
+    flows: tuple[FlowLink, ...] = ()
+    confirmations: Mapping[str, ConfirmationMark] = field(default_factory=dict)
+
+    def flows_from(self, state: str) -> list[FlowLink]:
+        return [flow for flow in self.flows if state in flow.sources]
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _declarations(value: Any) -> list[Mapping[str, Any]]:
+    if not isinstance(value, list):
+        return []
+    return [item for item in value if isinstance(item, Mapping) and isinstance(item.get("name"), str)]
+
+
+def _key(declaration: Mapping[str, Any]) -> tuple[str, str, str]:
+    mode = declaration.get("mode")
+    definition = _text(declaration.get("definition")) or "?"
+    return declaration["name"], definition, mode if mode in ("call", "link") else "call"
+
+
+def extras_from_document(data: Any) -> Extras:
+    """Sub-flows (state-level and definition-wide) and confirmation steps of a raw document."""
+    data = data if isinstance(data, Mapping) else {}
+    states = data.get("states")
+    states = states if isinstance(states, Mapping) else {}
+    flows: dict[tuple[str, str, str], list[str]] = {}  # a state-level flow → the states declaring it
+    descriptions: dict[tuple[str, str, str], str] = {}
+    confirmations: dict[str, ConfirmationMark] = {}
+
+    def describe(declaration: Mapping[str, Any]) -> tuple[str, str, str]:
+        key = _key(declaration)
+        descriptions.setdefault(key, " ".join((_text(declaration.get("description")) or "").split()))
+        return key
+
+    for state_id, state in states.items():
+        if not isinstance(state, Mapping):
+            continue
+        for declaration in _declarations(state.get("flows")):
+            sources = flows.setdefault(describe(declaration), [])
+            if str(state_id) not in sources:
+                sources.append(str(state_id))
+        confirmation = state.get("confirmation")
+        if isinstance(confirmation, Mapping):
+            confirmations[str(state_id)] = ConfirmationMark(
+                str(state_id), _text(confirmation.get("on_yes")), _text(confirmation.get("on_no"))
+            )
+    declared = [(key, tuple(sources)) for key, sources in flows.items()]
+    declared += [(describe(declaration), ()) for declaration in _declarations(data.get("flows"))]
+    links = tuple(
+        FlowLink(index, name, definition, mode, descriptions[(name, definition, mode)], sources)
+        for index, ((name, definition, mode), sources) in enumerate(declared)
+    )
+    return Extras(flows=links, confirmations=confirmations)
+
+
+def extras_from_definition(definition: Any) -> Extras:
+    """The extras of a loaded ``FSMDefinition``."""
+    return extras_from_document(definition.model_dump(mode="json", by_alias=True))
+
+
+NO_EXTRAS = Extras()
+
+__all__ = ["NO_EXTRAS", "ConfirmationMark", "Extras", "FlowLink", "extras_from_definition", "extras_from_document"]
