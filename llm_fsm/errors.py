@@ -213,4 +213,38 @@ class TurnNotFoundError(FSMError, IndexError):
     """``explain`` was asked for a turn that does not exist or is no longer kept."""
 
 
-__all__ = [name for name in dir() if name.endswith("Error")]
+class UsageError(FSMError, ValueError):
+    """A call whose arguments cannot mean anything sensible, e.g. listing conversations without saying whose."""
+
+
+__all__ = [
+    "ConcurrentUpdateError",
+    "ContextError",
+    "ContextTooLargeError",
+    "ConversationEndedError",
+    "ConversationNotFoundError",
+    "DefinitionChangedError",
+    "DefinitionError",
+    "DefinitionNotFoundError",
+    "FSMError",
+    "FlowError",
+    "HookError",
+    "InvalidTransitionError",
+    "LLMConfigurationError",
+    "LLMProviderError",
+    "LLMResponseError",
+    "LLMScriptExhaustedError",
+    "LocatedError",
+    "LogicBudgetError",
+    "LogicError",
+    "MalformedOutputError",
+    "MessageTooLargeError",
+    "RecordTooLargeError",
+    "ScriptError",
+    "StateNotFoundError",
+    "StoreCorruptedError",
+    "StoreError",
+    "StoreUnavailableError",
+    "TurnNotFoundError",
+    "UsageError",
+]

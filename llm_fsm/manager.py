@@ -15,7 +15,6 @@ reloads and runs its turn again on the new version.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -24,7 +23,10 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from llm_fsm._locking import FairLock
+from llm_fsm._threads import run_blocking
 from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
+from llm_fsm.engine._context import apply_update
 from llm_fsm.engine._data import (
     DEFAULT_MAX_CONTEXT_BYTES,
     DEFAULT_MAX_HISTORY_SIZE,
@@ -60,9 +62,11 @@ from llm_fsm.errors import (
     LLMResponseError,
     MessageTooLargeError,
     StateNotFoundError,
+    TurnNotFoundError,
+    UsageError,
 )
 from llm_fsm.loading import load_fsm_definition, resolve_flow_reference
-from llm_fsm.stores import ConversationStore, open_store
+from llm_fsm.stores import ConversationStore, ConversationSummary, open_store
 
 logger = logging.getLogger(__name__)
 
@@ -93,20 +97,6 @@ _RECOVERABLE = (DefinitionError, ConcurrentUpdateError)
 """Errors thrown back into a generator, which handles them; everything else reaches the caller."""
 
 _T = TypeVar("_T")
-
-
-class _ConversationLock:
-    """A lock per conversation id, shared by threads and coroutines; freed when nobody holds it.
-
-    The registry keeps these weakly, so whoever takes the lock must keep a
-    reference to the holder until it releases it; otherwise the holder can be
-    collected mid-turn and a second thread would get a fresh, unrelated lock.
-    """
-
-    __slots__ = ("lock", "__weakref__")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
 
 
 class FSMManager:
@@ -146,7 +136,10 @@ class FSMManager:
                 self.hooks.register(name, function)
         self.definition_recheck_seconds = definition_recheck_seconds
         self._definitions: dict[str, tuple[FSMDefinition, float]] = {}
-        self._locks: weakref.WeakValueDictionary[str, _ConversationLock] = weakref.WeakValueDictionary()
+        # One FairLock per conversation, shared by threads and coroutines. The registry keeps them weakly,
+        # so whoever takes one keeps a reference until it releases it; otherwise it could be collected
+        # mid-turn and the next caller would get a fresh, unrelated lock.
+        self._locks: weakref.WeakValueDictionary[str, FairLock] = weakref.WeakValueDictionary()
         self._locks_guard = threading.Lock()
 
     # --- configuration ------------------------------------------------------------
@@ -155,11 +148,11 @@ class FSMManager:
         """Register an application hook (see ``llm_fsm.engine.HookEvent``); usable as a decorator factory's target."""
         return self.hooks.register(name, function)
 
-    def _lock_for(self, conversation_id: str) -> _ConversationLock:
+    def _lock_for(self, conversation_id: str) -> FairLock:
         with self._locks_guard:
             lock = self._locks.get(conversation_id)
             if lock is None:
-                lock = _ConversationLock()
+                lock = FairLock()
                 self._locks[conversation_id] = lock
             return lock
 
@@ -171,15 +164,28 @@ class FSMManager:
         The default loader notices edited files itself; this keeps a conversation's
         turns from paying for a path resolution and a stat call each time.
         """
+        cached = self._cached_definition(fsm_id)
+        if cached is not None:
+            return cached
+        definition = self.fsm_loader(fsm_id)
+        self._definitions[fsm_id] = (definition, time.monotonic())
+        return definition
+
+    def _cached_definition(self, fsm_id: Any) -> FSMDefinition | None:
+        """The definition when no loader call is due (no I/O), else None."""
         if isinstance(fsm_id, FSMDefinition):
             return fsm_id
         cached = self._definitions.get(fsm_id)
-        moment = time.monotonic()
-        if cached is not None and moment - cached[1] < self.definition_recheck_seconds:
+        if cached is not None and time.monotonic() - cached[1] < self.definition_recheck_seconds:
             return cached[0]
-        definition = self.fsm_loader(fsm_id)
-        self._definitions[fsm_id] = (definition, moment)
-        return definition
+        return None
+
+    async def _aload_definition(self, fsm_id: Any) -> FSMDefinition:
+        """``_load_definition`` for the async API: the loader may read files, so it runs on the I/O pool."""
+        cached = self._cached_definition(fsm_id)
+        if cached is not None:
+            return cached
+        return await run_blocking(self._load_definition, fsm_id)
 
     def get_definition(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
@@ -244,7 +250,7 @@ class FSMManager:
             asend = getattr(llm, "asend_request", None)
             if callable(asend):
                 return self._as_result(await asend(request))
-            return await asyncio.to_thread(self._call_llm, request)
+            return await run_blocking(self._call_llm, request)  # a sync-only interface: our pool, not the loop's
         except (LLMResponseError, LLMConfigurationError):
             raise
         except FSMError:
@@ -269,12 +275,25 @@ class FSMManager:
             return self._load_definition(effect.fsm_id)
         raise TypeError(f"unknown effect {effect!r}")  # pragma: no cover - the generators yield only known effects
 
+    async def _astore(self, operation: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Call the store's async twin of ``operation``; a store with only the sync protocol runs on the I/O pool."""
+        native = getattr(self.store, "a" + operation, None)
+        if native is not None:
+            return await native(*args, **kwargs)
+        return await run_blocking(getattr(self.store, operation), *args, **kwargs)
+
     async def _aperform(self, effect: Any) -> Any:
+        """The async effects; nothing that is pure computation or a cache hit leaves the event loop."""
         if isinstance(effect, LoadConversation):
-            return await self.store.aload(effect.conversation_id, user_id=effect.user_id, room_id=effect.room_id)  # type: ignore[attr-defined]
+            return await self._astore("load", effect.conversation_id, user_id=effect.user_id, room_id=effect.room_id)
         if isinstance(effect, SaveConversation):
-            return await self.store.asave(effect.instance, expected_version=effect.expected_version)  # type: ignore[attr-defined]
-        return await asyncio.to_thread(self._perform, effect)
+            return await self._astore("save", effect.instance, expected_version=effect.expected_version)
+        if isinstance(effect, LoadFlow):
+            reference = resolve_flow_reference(effect.declaration.definition, effect.parent.source)
+            return reference, await self._aload_definition(reference)
+        if isinstance(effect, LoadDefinition):
+            return await self._aload_definition(effect.fsm_id)
+        raise TypeError(f"unknown effect {effect!r}")  # pragma: no cover - the generators yield only known effects
 
     def _drive(self, generator: Generator[Any, Any, _T]) -> _T:
         """Run one of the engine's generators, performing the effects it yields synchronously.
@@ -440,8 +459,7 @@ class FSMManager:
     ) -> str:
         """Run one turn and return the reply. A repeated ``message_id`` returns the stored reply."""
         message = self._check_message(message)
-        holder = self._lock_for(conversation_id)  # keep a reference: the registry holds locks weakly
-        with holder.lock:
+        with self._lock_for(conversation_id):  # the with statement keeps the weakly registered lock alive
             return self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
 
     async def aprocess_message(
@@ -453,18 +471,24 @@ class FSMManager:
         user_id: str | None = None,
         room_id: str | None = None,
     ) -> str:
-        message = self._check_message(message)
-        holder = self._lock_for(conversation_id)
-        await asyncio.to_thread(holder.lock.acquire)
-        try:
-            return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
-        finally:
-            holder.lock.release()
+        """Run one turn and return the reply, awaiting the conversation's lock without holding a thread.
 
-    # --- reading and ending ---------------------------------------------------------
+        Turns on one conversation run in arrival order; a duplicate ``message_id`` waits for the
+        first delivery and returns its stored reply, with no second model call.
+        """
+        message = self._check_message(message)
+        async with self._lock_for(conversation_id):
+            return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
+
+    # --- reading -------------------------------------------------------------------
+    # Each reader has an async twin (``a`` + name) that awaits the store instead of blocking the loop.
 
     def _load(self, conversation_id: str, user_id: str | None, room_id: str | None) -> FSMInstance:
         return self.store.load(conversation_id, user_id=user_id, room_id=room_id)
+
+    async def _aload(self, conversation_id: str, user_id: str | None, room_id: str | None) -> FSMInstance:
+        instance: FSMInstance = await self._astore("load", conversation_id, user_id=user_id, room_id=room_id)
+        return instance
 
     def get_instance(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
@@ -472,10 +496,20 @@ class FSMManager:
         """The stored conversation (a copy: changing it changes nothing)."""
         return self._load(conversation_id, user_id, room_id)
 
+    async def aget_instance(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> FSMInstance:
+        return await self._aload(conversation_id, user_id, room_id)
+
     def is_conversation_ended(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> bool:
         return self._load(conversation_id, user_id, room_id).ended
+
+    async def ais_conversation_ended(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> bool:
+        return (await self._aload(conversation_id, user_id, room_id)).ended
 
     def get_conversation_data(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
@@ -483,8 +517,18 @@ class FSMManager:
         """The context data collected so far (a copy)."""
         return self._load(conversation_id, user_id, room_id).context.data
 
+    async def aget_conversation_data(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> dict[str, Any]:
+        return (await self._aload(conversation_id, user_id, room_id)).context.data
+
     def get_current_state(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> str:
         return self._load(conversation_id, user_id, room_id).current_state
+
+    async def aget_current_state(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> str:
+        return (await self._aload(conversation_id, user_id, room_id)).current_state
 
     def get_conversation_history(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
@@ -492,83 +536,134 @@ class FSMManager:
         """The full transcript, including messages the store archived."""
         return self.store.transcript(conversation_id, user_id=user_id, room_id=room_id)
 
+    async def aget_conversation_history(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> list[dict[str, str]]:
+        history: list[dict[str, str]] = await self._astore(
+            "transcript", conversation_id, user_id=user_id, room_id=room_id
+        )
+        return history
+
     def explain(
         self, conversation_id: str, turn: int = -1, *, user_id: str | None = None, room_id: str | None = None
     ) -> TurnRecord:
         """The record of one turn: ``turn=-1`` is the last, a positive number is the turn's index (1-based)."""
-        from llm_fsm.errors import TurnNotFoundError
+        return _turn_record(self._load(conversation_id, user_id, room_id), turn)
 
-        records = self._load(conversation_id, user_id, room_id).turns
-        if turn < 0:
-            if -turn > len(records):
-                raise TurnNotFoundError(
-                    f"conversation {conversation_id} keeps {len(records)} turn records; {turn} is out of range"
-                )
-            return records[turn]
-        for record in records:
-            if record.index == turn:
-                return record
-        raise TurnNotFoundError(
-            f"turn {turn} of conversation {conversation_id} is not kept (only the last {len(records)} are)"
-        )
+    async def aexplain(
+        self, conversation_id: str, turn: int = -1, *, user_id: str | None = None, room_id: str | None = None
+    ) -> TurnRecord:
+        return _turn_record(await self._aload(conversation_id, user_id, room_id), turn)
 
     def get_trace(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> list[TraceEvent]:
         return self._load(conversation_id, user_id, room_id).trace
 
+    async def aget_trace(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> list[TraceEvent]:
+        return (await self._aload(conversation_id, user_id, room_id)).trace
+
+    async def aget_definition(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> FSMDefinition:
+        instance = await self._aload(conversation_id, user_id, room_id)
+        return self._checked(instance, await self._aload_definition(instance.fsm_id))
+
     def validate_transition(
-        self, instance: FSMInstance, target_state: str, conversation_id: str | None = None
+        self,
+        conversation: str | FSMInstance,
+        target_state: str,
+        conversation_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
     ) -> tuple[bool, str | None]:
-        """Could ``instance`` move to ``target_state`` now? ``(True, None)`` or ``(False, why)``."""
-        definition = self._load_definition(instance.fsm_id)
+        """Could the conversation move to ``target_state`` now? ``(True, None)`` or ``(False, why)``.
+
+        ``conversation`` is a conversation id, like every other method's first argument (an
+        ``FSMInstance`` is accepted too, as earlier versions took).
+        """
+        instance = conversation if isinstance(conversation, FSMInstance) else self._load(conversation, user_id, room_id)
+        return self._validated(instance, self._load_definition(instance.fsm_id), target_state)
+
+    async def avalidate_transition(
+        self, conversation_id: str, target_state: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> tuple[bool, str | None]:
+        instance = await self._aload(conversation_id, user_id, room_id)
+        return self._validated(instance, await self._aload_definition(instance.fsm_id), target_state)
+
+    def _validated(
+        self, instance: FSMInstance, definition: FSMDefinition, target_state: str
+    ) -> tuple[bool, str | None]:
         valid, why = _validate_transition(definition, instance.current_state, target_state, instance.context.data)
         if not valid:
             logger.info(
-                "transition %s → %s refused%s: %s",
+                "transition %s → %s refused in %s: %s",
                 instance.current_state,
                 target_state,
-                f" in {conversation_id}" if conversation_id else "",
+                instance.conversation_id,
                 why,
             )
         return valid, why
 
+    def list_conversations(
+        self, *, user_id: str | None = None, room_id: str | None = None, all_users: bool = False
+    ) -> list[ConversationSummary]:
+        """Conversations newest first: one user's (in every room, or in ``room_id``), or everyone's.
+
+        Listing every user's conversations is an operator's act, so it must be asked for with
+        ``all_users=True``; without a user it is refused rather than silently done.
+        """
+        scope = _listing_scope(user_id, room_id, all_users)
+        return _listed(self.store.list(**scope), user_id, room_id, all_users)
+
+    async def alist_conversations(
+        self, *, user_id: str | None = None, room_id: str | None = None, all_users: bool = False
+    ) -> list[ConversationSummary]:
+        scope = _listing_scope(user_id, room_id, all_users)
+        return _listed(await self._astore("list", **scope), user_id, room_id, all_users)
+
+    # --- changing from outside a turn ------------------------------------------------
+
+    def _mutation(
+        self, conversation_id: str, user_id: str | None, room_id: str | None, change: Callable[[FSMInstance], None]
+    ) -> Generator[Any, Any, FSMInstance]:
+        """An application change outside a turn (end, update_context): load, change, compare-and-set, retry."""
+        for attempt in range(self.max_save_retries + 1):
+            instance = yield LoadConversation(conversation_id, user_id, room_id)
+            expected = instance.version
+            change(instance)
+            try:
+                yield SaveConversation(instance, expected)
+            except ConcurrentUpdateError:
+                if attempt == self.max_save_retries:
+                    raise
+                continue
+            return instance
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def _mutate(
         self, conversation_id: str, user_id: str | None, room_id: str | None, change: Callable[[FSMInstance], None]
     ) -> FSMInstance:
-        """An application change outside a turn (end, update_context), with the same locking and retries."""
+        with self._lock_for(conversation_id):
+            return self._drive(self._mutation(conversation_id, user_id, room_id, change))
 
-        def mutation() -> Generator[Any, Any, FSMInstance]:
-            for attempt in range(self.max_save_retries + 1):
-                instance = yield LoadConversation(conversation_id, user_id, room_id)
-                expected = instance.version
-                change(instance)
-                try:
-                    yield SaveConversation(instance, expected)
-                except ConcurrentUpdateError:
-                    if attempt == self.max_save_retries:
-                        raise
-                    continue
-                return instance
-            raise AssertionError("unreachable")  # pragma: no cover
-
-        holder = self._lock_for(conversation_id)  # keep a reference: the registry holds locks weakly
-        with holder.lock:
-            return self._drive(mutation())
+    async def _amutate(
+        self, conversation_id: str, user_id: str | None, room_id: str | None, change: Callable[[FSMInstance], None]
+    ) -> FSMInstance:
+        async with self._lock_for(conversation_id):
+            return await self._adrive(self._mutation(conversation_id, user_id, room_id, change))
 
     def end_conversation(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> None:
         """Mark the conversation ended; its data stays readable until deleted."""
+        self._mutate(conversation_id, user_id, room_id, _end)
 
-        def end(instance: FSMInstance) -> None:
-            if instance.status == "active":
-                instance.status = "ended"
-                instance.trace.append(
-                    TraceEvent(
-                        event="end", data={"state": instance.current_state, "reason": "ended by the application"}
-                    )
-                )
-
-        self._mutate(conversation_id, user_id, room_id, end)
+    async def aend_conversation(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> None:
+        await self._amutate(conversation_id, user_id, room_id, _end)
 
     def update_context(
         self,
@@ -579,8 +674,19 @@ class FSMManager:
         room_id: str | None = None,
     ) -> dict[str, Any]:
         """Set context keys as the application (protected keys allowed; ``None`` removes a key)."""
-        from llm_fsm.engine._context import apply_update
+        return self._mutate(conversation_id, user_id, room_id, self._updater(updates)).context.data
 
+    async def aupdate_context(
+        self,
+        conversation_id: str,
+        updates: Mapping[str, Any],
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> dict[str, Any]:
+        return (await self._amutate(conversation_id, user_id, room_id, self._updater(updates))).context.data
+
+    def _updater(self, updates: Mapping[str, Any]) -> Callable[[FSMInstance], None]:
         def update(instance: FSMInstance) -> None:
             changes = apply_update(
                 instance.context.data, updates, source="application", max_bytes=self.config.max_context_bytes
@@ -589,15 +695,64 @@ class FSMManager:
                 TraceEvent(event="context_update", data={"source": "application", "keys": [c.key for c in changes]})
             )
 
-        return self._mutate(conversation_id, user_id, room_id, update).context.data
+        return update
 
     def delete_conversation(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> bool:
         return self.store.delete(conversation_id, user_id=user_id, room_id=room_id)
 
-    def list_conversations(self, *, user_id: str | None = None, room_id: str | None = None) -> list[Any]:
-        return self.store.list(user_id=user_id, room_id=room_id)
+    async def adelete_conversation(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> bool:
+        deleted: bool = await self._astore("delete", conversation_id, user_id=user_id, room_id=room_id)
+        return deleted
+
+
+def _end(instance: FSMInstance) -> None:
+    if instance.status == "active":
+        instance.status = "ended"
+        instance.trace.append(
+            TraceEvent(event="end", data={"state": instance.current_state, "reason": "ended by the application"})
+        )
+
+
+def _turn_record(instance: FSMInstance, turn: int) -> TurnRecord:
+    records = instance.turns
+    if turn < 0:
+        if -turn > len(records):
+            raise TurnNotFoundError(
+                f"conversation {instance.conversation_id} keeps {len(records)} turn records; {turn} is out of range"
+            )
+        return records[turn]
+    for record in records:
+        if record.index == turn:
+            return record
+    raise TurnNotFoundError(
+        f"turn {turn} of conversation {instance.conversation_id} is not kept (only the last {len(records)} are)"
+    )
+
+
+def _listing_scope(user_id: str | None, room_id: str | None, all_users: bool) -> dict[str, Any]:
+    """What to ask the store for. Stores match an exact (user, room) pair, or list everything when both are None."""
+    if all_users:
+        if user_id is not None or room_id is not None:
+            raise UsageError("all_users=True lists every conversation; do not also give user_id or room_id")
+        return {}
+    if user_id is None:
+        raise UsageError(
+            "list_conversations() needs user_id (that user's conversations) or all_users=True (everyone's, "
+            "an operator's listing); room_id alone does not say whose"
+        )
+    return {"user_id": user_id, "room_id": room_id} if room_id is not None else {}
+
+
+def _listed(
+    summaries: list[ConversationSummary], user_id: str | None, room_id: str | None, all_users: bool
+) -> list[ConversationSummary]:
+    if all_users or room_id is not None:
+        return list(summaries)
+    return [s for s in summaries if s.user_id == user_id]  # every room of this user
 
 
 def _as_response(value: Any) -> LLMResponse:

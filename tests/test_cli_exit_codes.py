@@ -37,6 +37,7 @@ POLICY = {
     "LLMConfigurationError": EXIT_UNREADABLE,
     "ConversationNotFoundError": EXIT_UNREADABLE,
     "TurnNotFoundError": EXIT_UNREADABLE,
+    "UsageError": EXIT_UNREADABLE,
     "StoreError": EXIT_UNREADABLE,
     "StoreUnavailableError": EXIT_UNREADABLE,
     "StoreCorruptedError": EXIT_UNREADABLE,

@@ -365,7 +365,7 @@ def test_a_turn_in_progress_keeps_its_conversation_locked_even_through_garbage_c
     try:
         assert entered.wait(10)
         gc.collect()
-        assert fsm._lock_for(cid).lock.locked(), "a second turn must wait for the first"
+        assert fsm._lock_for(cid).locked(), "a second turn must wait for the first"
     finally:
         release.set()
         worker.join()

@@ -11,11 +11,11 @@ with another pair finds nothing, exactly as if the id did not exist.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from llm_fsm._threads import run_blocking
 from llm_fsm.engine._instance import FSMInstance
 
 
@@ -91,29 +91,32 @@ class AsyncConversationStore(Protocol):
 
 
 class AsyncStoreMixin:
-    """Async twins of the sync methods, run in a worker thread so the event loop never blocks on I/O."""
+    """Async twins of the sync methods, run on the library's I/O pool so the event loop never blocks on I/O.
+
+    A store whose operations do no I/O (the memory store) overrides them to run inline instead.
+    """
 
     async def aload(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> FSMInstance:
-        return await asyncio.to_thread(self.load, conversation_id, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
+        return await run_blocking(self.load, conversation_id, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
 
     async def asave(self, instance: FSMInstance, *, expected_version: int | None) -> int:
-        return await asyncio.to_thread(self.save, instance, expected_version=expected_version)  # type: ignore[attr-defined]
+        return await run_blocking(self.save, instance, expected_version=expected_version)  # type: ignore[attr-defined]
 
     async def adelete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
-        return await asyncio.to_thread(self.delete, conversation_id, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
+        return await run_blocking(self.delete, conversation_id, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
 
     async def alist(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
-        return await asyncio.to_thread(self.list, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
+        return await run_blocking(self.list, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
 
     async def atranscript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> list[dict[str, str]]:
-        return await asyncio.to_thread(self.transcript, conversation_id, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
+        return await run_blocking(self.transcript, conversation_id, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
 
     async def aexpire(self, *, older_than: float) -> int:
-        return await asyncio.to_thread(self.expire, older_than=older_than)  # type: ignore[attr-defined]
+        return await run_blocking(self.expire, older_than=older_than)  # type: ignore[attr-defined]
 
 
 __all__ = ["AsyncConversationStore", "AsyncStoreMixin", "ConversationStore", "ConversationSummary"]

@@ -118,6 +118,33 @@ class MemoryStore(AsyncStoreMixin):
             live = [dict(m) for m in entry.record.context.conversation.exchanges]
         return archived + live
 
+    # No I/O happens here (a dict behind a lock held for microseconds), so the async twins run inline:
+    # a thread hop would cost more than the operation and stall the loop's pool under load.
+
+    async def aload(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> FSMInstance:
+        return self.load(conversation_id, user_id=user_id, room_id=room_id)
+
+    async def asave(self, instance: FSMInstance, *, expected_version: int | None) -> int:
+        return self.save(instance, expected_version=expected_version)
+
+    async def adelete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        return self.delete(conversation_id, user_id=user_id, room_id=room_id)
+
+    async def alist(
+        self, *, user_id: str | None = None, room_id: str | None = None
+    ) -> builtins.list[ConversationSummary]:
+        return self.list(user_id=user_id, room_id=room_id)
+
+    async def atranscript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> builtins.list[dict[str, str]]:
+        return self.transcript(conversation_id, user_id=user_id, room_id=room_id)
+
+    async def aexpire(self, *, older_than: float) -> int:
+        return self.expire(older_than=older_than)
+
     def close(self) -> None:
         """Nothing to release; the records live as long as the object."""
 
