@@ -15,6 +15,7 @@ reloads and runs its turn again on the new version.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -73,6 +74,14 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_INPUT_CHARS = 20_000
 """A user message longer than this is refused with MessageTooLargeError before any model call."""
 
+DEFAULT_MAX_CONCURRENT_TURNS = 100
+"""Async turns in flight per event loop; more wait in arrival order.
+
+Why a bound: a turn's computation runs on the event loop, so when a thousand model replies land
+together the loop would run a thousand turns before anything else got a word in (the host
+application's handlers, health checks, our own ticker in benchmarks/async_load.py). A hundred
+in flight keep a 50 ms model busy at up to ~2,000 turns/s while the loop stays responsive."""
+
 DefinitionPolicy = Literal["continue", "error"]
 
 
@@ -119,6 +128,7 @@ class FSMManager:
         hooks: Mapping[str, HookFunction | list[HookFunction]] | None = None,
         config: EngineConfig | None = None,
         definition_recheck_seconds: float = 1.0,
+        max_concurrent_turns: int = DEFAULT_MAX_CONCURRENT_TURNS,
     ) -> None:
         self.fsm_loader = fsm_loader
         self.llm_interface = llm_interface
@@ -141,6 +151,12 @@ class FSMManager:
         # mid-turn and the next caller would get a fresh, unrelated lock.
         self._locks: weakref.WeakValueDictionary[str, FairLock] = weakref.WeakValueDictionary()
         self._locks_guard = threading.Lock()
+        if max_concurrent_turns < 1:
+            raise UsageError(f"max_concurrent_turns must be at least 1, not {max_concurrent_turns}")
+        self.max_concurrent_turns = max_concurrent_turns
+        self._turn_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # --- configuration ------------------------------------------------------------
 
@@ -396,7 +412,8 @@ class FSMManager:
         user_id: str | None = None,
         room_id: str | None = None,
     ) -> tuple[str, str]:
-        return await self._adrive(self._starting(fsm_id, initial_context, user_id, room_id))
+        async with self._turn_slot():  # the opening is a model call and a turn's worth of work
+            return await self._adrive(self._starting(fsm_id, initial_context, user_id, room_id))
 
     # --- turns ---------------------------------------------------------------------
 
@@ -477,8 +494,16 @@ class FSMManager:
         first delivery and returns its stored reply, with no second model call.
         """
         message = self._check_message(message)
-        async with self._lock_for(conversation_id):
+        async with self._lock_for(conversation_id), self._turn_slot():  # lock first: a slot never waits for a lock
             return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
+
+    def _turn_slot(self) -> asyncio.Semaphore:
+        """This event loop's bound on async turns in flight (asyncio primitives belong to one loop)."""
+        loop = asyncio.get_running_loop()
+        slots = self._turn_slots.get(loop)
+        if slots is None:
+            slots = self._turn_slots.setdefault(loop, asyncio.Semaphore(self.max_concurrent_turns))
+        return slots
 
     # --- reading -------------------------------------------------------------------
     # Each reader has an async twin (``a`` + name) that awaits the store instead of blocking the loop.
@@ -764,4 +789,4 @@ def _as_response(value: Any) -> LLMResponse:
         raise LLMResponseError(f"LLM interface returned {type(value).__name__}, not an LLMResponse: {exc}") from exc
 
 
-__all__ = ["DEFAULT_MAX_INPUT_CHARS", "FSMManager"]
+__all__ = ["DEFAULT_MAX_CONCURRENT_TURNS", "DEFAULT_MAX_INPUT_CHARS", "FSMManager"]

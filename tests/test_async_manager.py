@@ -326,3 +326,33 @@ def test_listing_everyone_must_be_asked_for() -> None:
     with pytest.raises(UsageError):
         manager.list_conversations(room_id="r1")
     assert len(manager.list_conversations(all_users=True)) == 2
+
+
+def test_async_turns_in_flight_are_bounded_per_event_loop() -> None:
+    """More turns than max_concurrent_turns wait for a slot: the loop never runs them all at once."""
+    in_flight, peak = 0, 0
+
+    class Counting(EchoLLM):
+        async def asend_request(self, request: LLMRequest) -> LLMResponse:
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.005)
+            in_flight -= 1
+            return self._reply(request)
+
+    manager, _ = make_manager(llm=Counting(), max_concurrent_turns=4)
+    ids = [manager.start_conversation("loop")[0] for _ in range(20)]
+
+    async def main() -> list[str]:
+        return await asyncio.gather(*(manager.aprocess_message(cid, "hi") for cid in ids))
+
+    assert run(main()) == ["re: hi"] * 20
+    assert peak == 4
+
+
+def test_a_bound_below_one_is_refused() -> None:
+    from llm_fsm.errors import UsageError
+
+    with pytest.raises(UsageError, match="max_concurrent_turns"):
+        FSMManager(max_concurrent_turns=0)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from typing import Literal
 
+from llm_fsm._threads import run_blocking
 from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult
 
 ResponseFormatMode = Literal["auto", "json_schema", "json_object", "schema_object", "none"]
@@ -35,8 +35,11 @@ class LLMInterface(ABC):
         """The model's parsed reply; raises ``LLMResponseError`` (or a child) when there is none."""
 
     async def asend_request(self, request: LLMRequest) -> LLMResponse:
-        """Async twin; a thread keeps a blocking implementation from stalling the event loop."""
-        return await asyncio.to_thread(self.send_request, request)
+        """Async twin; a thread of the library's I/O pool keeps a blocking implementation from stalling the loop.
+
+        Not the loop's default pool: it is small and the host application's (see ``llm_fsm._threads``).
+        """
+        return await run_blocking(self.send_request, request)
 
     def complete(self, request: LLMRequest) -> LLMResult:
         """``send_request`` plus how it went; override to report retries."""

@@ -5,7 +5,6 @@ litellm is imported on first use, never at package import.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -14,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+from llm_fsm._threads import run_blocking
 from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult
 from llm_fsm.engine._reply_schema import (
     CORRECTION_MESSAGE,
@@ -150,7 +150,7 @@ class LiteLLMInterface(LLMInterface):
     async def acomplete(self, request: LLMRequest) -> LLMResult:
         litellm = _litellm()
         if self._route is None:  # may start a local server: not on the event loop
-            await asyncio.to_thread(self._resolved)
+            await run_blocking(self._resolved)
         exchange = _Exchange(request, self.max_retries)
         while True:
             mode, fmt = self._format_for(request)
