@@ -157,7 +157,11 @@ class ContextTooLargeError(ContextError):
     """The context would exceed its size cap after this update."""
 
 
-class MessageTooLargeError(FSMError, ValueError):
+class InvalidMessageError(FSMError, ValueError):
+    """A user message the engine cannot take: not a string, or text that is not valid Unicode."""
+
+
+class MessageTooLargeError(InvalidMessageError):
     """A user message is larger than the configured hard limit."""
 
 
@@ -229,6 +233,7 @@ __all__ = [
     "FSMError",
     "FlowError",
     "HookError",
+    "InvalidMessageError",
     "InvalidTransitionError",
     "LLMConfigurationError",
     "LLMProviderError",

@@ -32,6 +32,7 @@ from llm_fsm.engine._data import (
     DEFAULT_MAX_CONTEXT_BYTES,
     DEFAULT_MAX_HISTORY_SIZE,
     DEFAULT_MAX_MESSAGE_LENGTH,
+    has_lone_surrogate,
 )
 from llm_fsm.engine._hooks import HookFunction, Hooks, run_async, run_sync
 from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
@@ -59,6 +60,7 @@ from llm_fsm.errors import (
     DefinitionChangedError,
     DefinitionError,
     FSMError,
+    InvalidMessageError,
     LLMConfigurationError,
     LLMResponseError,
     MessageTooLargeError,
@@ -425,9 +427,17 @@ class FSMManager:
         """
         return bool(getattr(self.llm_interface, "sends_reply_schema", False))
 
-    def _check_message(self, message: Any) -> str:
+    def _check_message(self, message: Any, message_id: Any = None) -> str:
+        """Refuse before any model call what no store could keep: nothing of the turn is saved."""
         if not isinstance(message, str):
-            raise TypeError(f"message must be a string, not {type(message).__name__}")
+            raise InvalidMessageError(f"message must be a string, not {type(message).__name__}")
+        if has_lone_surrogate(message):
+            raise InvalidMessageError(
+                "message is not valid Unicode text (it holds half of a UTF-16 surrogate pair); "
+                "decode the client's bytes as UTF-8 before passing them"
+            )
+        if message_id is not None and (not isinstance(message_id, str) or has_lone_surrogate(message_id)):
+            raise InvalidMessageError("message_id must be a string of valid Unicode text")
         if len(message) > self.max_input_chars:
             raise MessageTooLargeError(
                 f"message has {len(message)} characters; the limit is {self.max_input_chars} (max_input_chars)"
@@ -475,7 +485,7 @@ class FSMManager:
         room_id: str | None = None,
     ) -> str:
         """Run one turn and return the reply. A repeated ``message_id`` returns the stored reply."""
-        message = self._check_message(message)
+        message = self._check_message(message, message_id)
         with self._lock_for(conversation_id):  # the with statement keeps the weakly registered lock alive
             return self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
 
@@ -493,7 +503,7 @@ class FSMManager:
         Turns on one conversation run in arrival order; a duplicate ``message_id`` waits for the
         first delivery and returns its stored reply, with no second model call.
         """
-        message = self._check_message(message)
+        message = self._check_message(message, message_id)
         async with self._lock_for(conversation_id), self._turn_slot():  # lock first: a slot never waits for a lock
             return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
 

@@ -51,6 +51,7 @@ POLICY = {
     "ContextTooLargeError": EXIT_FINDINGS,
     "RecordTooLargeError": EXIT_FINDINGS,
     "MessageTooLargeError": EXIT_FINDINGS,
+    "InvalidMessageError": EXIT_FINDINGS,
     "InvalidTransitionError": EXIT_FINDINGS,
     "ConversationEndedError": EXIT_FINDINGS,
     "ConcurrentUpdateError": EXIT_FINDINGS,

@@ -34,10 +34,10 @@ from llm_fsm.errors import (
     FlowError,
     FSMError,
     HookError,
+    InvalidMessageError,
     InvalidTransitionError,
     LLMResponseError,
     LLMScriptExhaustedError,
-    MessageTooLargeError,
 )
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE = 0, 1, 2
@@ -54,7 +54,7 @@ RUN_FAILURES: tuple[type[FSMError], ...] = (
     HookError,
     FlowError,
     ContextError,  # includes RecordTooLargeError
-    MessageTooLargeError,
+    InvalidMessageError,
     InvalidTransitionError,
     ConversationEndedError,
     ConcurrentUpdateError,

@@ -15,15 +15,21 @@ explain record shows exactly what happened to every key. The rules:
   ``protected_context_keys`` belong to the application: the model cannot write them.
 - The context has a size cap (compact JSON bytes). A model update that would pass it
   is dropped key by key and recorded; an application update that would pass it
-  raises ``ContextTooLargeError``.
+  raises ``ContextTooLargeError``. A refused key leaves the context exactly as it
+  was: parents it would have created or replaced are restored too.
+- A value nested deeper than ``MAX_VALUE_DEPTH`` (its dot path counted), or with text
+  that is not valid Unicode, is refused (model) or raises ``ContextError``
+  (application): whatever is accepted here can be saved and loaded again.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from copy import deepcopy
 from typing import Any, Literal
 
+from llm_fsm.engine._data import MAX_VALUE_DEPTH, has_lone_surrogate
 from llm_fsm.engine._records import ContextChange
 from llm_fsm.errors import ContextError, ContextTooLargeError
 
@@ -68,14 +74,42 @@ def missing_keys(data: Mapping[str, Any], paths: Iterable[str]) -> list[str]:
     return [p for p in paths if not has_value(data, p)]
 
 
-def flatten_update(update: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """Leaf (dot path, value) pairs of an update; an empty dict is a leaf (an empty value)."""
+def flatten_update(update: Mapping[str, Any], prefix: str = "", depth: int = 1) -> Iterator[tuple[str, Any]]:
+    """Leaf (dot path, value) pairs of an update; an empty dict is a leaf (an empty value).
+
+    Stops descending below ``MAX_VALUE_DEPTH``: the subtree there is one leaf, refused as too deep,
+    so a hostile update of any depth costs bounded work and no recursion error.
+    """
     for key, value in update.items():
         path = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, Mapping) and value:
-            yield from flatten_update(value, path)
+        if isinstance(value, Mapping) and value and depth < MAX_VALUE_DEPTH:
+            yield from flatten_update(value, path, depth + 1)
         else:
             yield path, value
+
+
+def _value_problem(path: str, value: Any) -> str | None:
+    """Why ``value`` at ``path`` cannot be stored, or None. Iterative: hostile depth cannot recurse."""
+    if has_lone_surrogate(path):
+        return "not valid Unicode"
+    budget = MAX_VALUE_DEPTH - path.count(".") - 1
+    if budget < 0:
+        return f"nested deeper than {MAX_VALUE_DEPTH} levels"
+    stack: list[tuple[Any, int]] = [(value, budget)]
+    while stack:
+        item, left = stack.pop()
+        if isinstance(item, str):
+            if has_lone_surrogate(item):
+                return "not valid Unicode"
+        elif isinstance(item, (dict, list)):
+            if left <= 0:
+                return f"nested deeper than {MAX_VALUE_DEPTH} levels"
+            children = item.items() if isinstance(item, dict) else enumerate(item)
+            for key, child in children:
+                if isinstance(key, str) and has_lone_surrogate(key):
+                    return "not valid Unicode"
+                stack.append((child, left - 1))
+    return None
 
 
 def _valid_path(path: str) -> bool:
@@ -114,6 +148,10 @@ def _delete_path(data: dict[str, Any], path: str) -> Any:
     if isinstance(current, dict):
         return current.pop(parts[-1], _MISSING)
     return _MISSING
+
+
+def _safe_key(path: str) -> str:
+    return path.encode("utf-8", "replace").decode("utf-8") if has_lone_surrogate(path) else path
 
 
 def context_size(data: Mapping[str, Any]) -> int:
@@ -156,6 +194,13 @@ def apply_update(
         if not _valid_path(path):
             changes.append(ContextChange(key=path, value=value, applied=False, reason="invalid key"))
             continue
+        problem = _value_problem(path, value)
+        if problem is not None:
+            if source == "application":
+                raise ContextError(f"cannot set {path!r}: the value is {problem}")
+            # the refused value is not recorded either: the explain record must stay storable
+            changes.append(ContextChange(key=_safe_key(path), value=None, applied=False, reason=problem))
+            continue
         if source == "model":
             if _is_protected(path, protected):
                 changes.append(ContextChange(key=path, value=value, applied=False, reason="protected key"))
@@ -175,13 +220,21 @@ def apply_update(
         previous = get_path(data, path) if "." in path else data.get(path, _MISSING)
         if previous is not _MISSING and previous == value:
             continue
+        top = path.split(".", 1)[0]
+        saved_top = deepcopy(data[top]) if max_bytes is not None and "." in path and top in data else _MISSING
         _set_path(data, path, value)
         if max_bytes is not None and context_size(data) > max_bytes:
-            # Undo this key only: earlier keys of the same update stay applied.
-            if previous is _MISSING:
-                _delete_path(data, path)
+            # Undo this key only (earlier keys of the same update stay applied), parents included:
+            # a refused "a.b.c" must not leave {"a": {"b": {}}} behind, nor turn a's old value into {}.
+            if "." not in path:
+                if previous is _MISSING:
+                    data.pop(path, None)
+                else:
+                    data[path] = previous
+            elif saved_top is _MISSING:
+                data.pop(top, None)
             else:
-                _set_path(data, path, previous)
+                data[top] = saved_top
             if source == "application":
                 raise ContextTooLargeError(
                     f"context would exceed {max_bytes} bytes after setting {path!r}; "

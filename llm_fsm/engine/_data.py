@@ -5,6 +5,7 @@ Everything built on ``_Data`` round-trips through JSON, so a store can save it a
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Any, Literal, TypeVar
@@ -34,6 +35,39 @@ DEFAULT_MAX_CONTEXT_BYTES = 10_000
 """Size cap of the context data, as compact JSON (the Mathia seed's limit)."""
 
 ConversationStatus = Literal["active", "ended", "cancelled"]
+
+
+MAX_VALUE_DEPTH = 32
+"""Nesting of a context value (its dot path counted): deeper is refused where it is written.
+
+Far below where JSON encoders and the stores' decoders give up (about 200), so an accepted
+value can always be saved and loaded again; far above what a form or a plan needs."""
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """True for text with a half of a UTF-16 pair: valid in a Python str, not encodable as UTF-8 or JSON text."""
+    return _LONE_SURROGATE.search(text) is not None
+
+
+def clean_text(text: str) -> str:
+    """Lone surrogates replaced by U+FFFD: a model's broken ``\\udXXX`` escape is shown, not fatal."""
+    return _LONE_SURROGATE.sub("\ufffd", text) if has_lone_surrogate(text) else text
+
+
+def clean_json(value: Any, depth: int = 0) -> Any:
+    """``clean_text`` on every string and key of JSON-shaped data, to ``MAX_VALUE_DEPTH`` levels (deeper is left
+    for the writer to refuse)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if depth > MAX_VALUE_DEPTH:
+        return value
+    if isinstance(value, dict):
+        return {clean_text(k) if isinstance(k, str) else k: clean_json(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_json(item, depth + 1) for item in value]
+    return value
 
 
 def copy_json(value: Any) -> Any:

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
-from llm_fsm.engine._data import _Data, now
+from llm_fsm.engine._data import _Data, clean_json, clean_text, now
 
 
 class StateTransition(_Data):
@@ -58,6 +58,14 @@ class LLMResponse(_Data):
     reasoning: str | None = None
     intent: Intent = "continue"
     flow: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_text(cls, data: Any) -> Any:
+        # A model can write "\ud800" in JSON: a lone surrogate no store can encode. Replaced here, where
+        # every reply passes (parsed, validated from a dict or built by an interface), it can never
+        # reach the transcript or the context and fail a save after the turn was decided.
+        return clean_json(data) if isinstance(data, dict) else data
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,11 @@ class LLMCallRecord(_Data):
     purpose: str
     attempts: int = 1
     error: str | None = None
+
+    @field_validator("error")
+    @classmethod
+    def _valid_text(cls, value: str | None) -> str | None:
+        return clean_text(value) if value is not None else None  # error texts quote what the model wrote
 
 
 class TurnRecord(_Data):
