@@ -9,7 +9,6 @@ here is waiting, not computing, so a pool larger than the core count is right.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import threading
 from collections.abc import Callable
@@ -37,5 +36,7 @@ def executor() -> ThreadPoolExecutor:
 
 async def run_blocking(function: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
     """Run ``function`` on the library's pool and await it, without holding a thread of the loop's default pool."""
+    import asyncio  # here, not at the top: fsm-lint imports this module and has no loop to pay asyncio's import for
+
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(executor(), functools.partial(function, *args, **kwargs))

@@ -1,21 +1,26 @@
-"""The command line: one click group (``llm-fsm``) with a module per command, and ``fsm-lint``."""
+"""The command line: one click group (``llm-fsm``) with a module per command, and ``fsm-lint``.
+
+Commands are imported when they run (or when ``--help`` lists them), so a cold ``fsm-lint``
+loads the linter, not the engine, the stores or the local-model supervisor.
+"""
 
 from __future__ import annotations
 
-from llm_fsm.cli import chat, graph, init, local, schema, test  # noqa: F401  (importing them registers their commands on the group)
 from llm_fsm.cli._app import main
 from llm_fsm.cli.lint import fsm_lint, lint_main
 
-for _command in (
-    chat.chat_command,
-    chat.run_command,
-    chat.explain_command,
-    chat.trace_command,
-    chat.conversations_command,
-    test.test_command,
-    local.local_group,
-    init.init_command,
+for _name, _module, _attribute in (
+    ("graph", "llm_fsm.cli.graph", "graph_command"),
+    ("schema", "llm_fsm.cli.schema", "schema_command"),
+    ("chat", "llm_fsm.cli.chat", "chat_command"),
+    ("run", "llm_fsm.cli.chat", "run_command"),
+    ("explain", "llm_fsm.cli.chat", "explain_command"),
+    ("trace", "llm_fsm.cli.chat", "trace_command"),
+    ("conversations", "llm_fsm.cli.chat", "conversations_command"),
+    ("test", "llm_fsm.cli.test", "test_command"),
+    ("local", "llm_fsm.cli.local", "local_group"),
+    ("init", "llm_fsm.cli.init", "init_command"),
 ):
-    main.add_command(_command)
+    main.add_lazy_command(_name, _module, _attribute)
 
 __all__ = ["fsm_lint", "lint_main", "main"]

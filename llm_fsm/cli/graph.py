@@ -6,12 +6,12 @@ from pathlib import Path
 
 import click
 
-from llm_fsm.cli._app import EXIT_UNREADABLE, _fail, main
+from llm_fsm.cli._app import EXIT_UNREADABLE, GuardedCommand, _fail
 
 # --- graph ---------------------------------------------------------------------------
 
 
-@main.command("graph")
+@click.command("graph", cls=GuardedCommand)
 @click.argument("definition")
 @click.option(
     "--format",

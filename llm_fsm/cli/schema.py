@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from llm_fsm.cli._app import EXIT_FINDINGS, EXIT_UNREADABLE, _fail, main
+from llm_fsm.cli._app import EXIT_FINDINGS, EXIT_UNREADABLE, GuardedCommand, _fail
 from llm_fsm.definition._schema import render_schema
 
 # --- schema --------------------------------------------------------------------------
@@ -17,7 +17,7 @@ from llm_fsm.definition._schema import render_schema
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "fsm_definition.schema.json"
 
 
-@main.command("schema")
+@click.command("schema", cls=GuardedCommand)
 @click.option(
     "--check",
     "check_file",

@@ -3,14 +3,29 @@ tests.
 
 ``LiteLLMInterface`` is the seed's import path (``from llm_fsm.llm import LiteLLMInterface``); litellm
 itself is imported on the first call, not here.
+
+The names below load on first use (PEP 562), so importing one module of this package does not
+import all of them.
 """
 
 from __future__ import annotations
 
-from llm_fsm.engine._records import LLMResult  # re-exported: its historical home
-from llm_fsm.llm._interface import LLMInterface, ResponseFormatMode
-from llm_fsm.llm._litellm import LiteLLMInterface
-from llm_fsm.llm._parsing import parse_llm_output
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llm_fsm.engine._records import LLMResult
+    from llm_fsm.llm._interface import LLMInterface, ResponseFormatMode
+    from llm_fsm.llm._litellm import LiteLLMInterface
+    from llm_fsm.llm._parsing import parse_llm_output
+
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "LLMInterface": ("llm_fsm.llm._interface", "LLMInterface"),
+    "LLMResult": ("llm_fsm.engine._records", "LLMResult"),
+    "LiteLLMInterface": ("llm_fsm.llm._litellm", "LiteLLMInterface"),
+    "ResponseFormatMode": ("llm_fsm.llm._interface", "ResponseFormatMode"),
+    "parse_llm_output": ("llm_fsm.llm._parsing", "parse_llm_output"),
+}
 
 __all__ = [
     "LLMInterface",
@@ -19,3 +34,16 @@ __all__ = [
     "ResponseFormatMode",
     "parse_llm_output",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _EXPORTS[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
