@@ -216,6 +216,19 @@ def test_hostile_input_gives_a_diagnostic_and_exit_1_or_2(tmp_path: Path, name: 
     assert all(d["code"] != "FSM099" for d in payload["diagnostics"])
 
 
+@pytest.mark.parametrize(
+    ("name", "content"), [("empty.json", b""), ("blank.yaml", "  \n\n"), ("notes.yml", "# todo\n")]
+)
+def test_an_empty_file_is_unreadable_and_says_it_is_empty(tmp_path: Path, name: str, content: str | bytes) -> None:
+    path = write(tmp_path, name, content)
+    result = run("lint", "--format", "json", str(path))
+    assert result.exit_code == 2
+    (finding,) = json.loads(result.output)["diagnostics"]
+    assert finding["code"] == "FSM000"
+    assert finding["message"].startswith("file is empty")
+    assert "top level" not in finding["message"]
+
+
 def test_a_file_over_the_size_limit_is_unreadable(tmp_path: Path) -> None:
     path = write(tmp_path, "big.json", {**good(), "persona": "x" * (10 * 1024 * 1024)})
     result = run("lint", str(path))

@@ -281,7 +281,7 @@ def test_an_unreachable_state_is_lints_business_not_a_reason_to_refuse() -> None
         ("latin1.json", '{"name": "caf\xe9"}'.encode("latin-1"), "not UTF-8"),
         ("list.json", "[1, 2, 3]", "top level must be an object"),
         ("list.yaml", "- a\n- b\n", "top level must be an object"),
-        ("empty.yaml", "", "top level must be an object"),
+        ("empty.yaml", "", "file is empty"),
         ("nan.json", '{"name": NaN}', "NaN"),
         ("deep.json", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
         ("deep.yaml", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
@@ -295,6 +295,36 @@ def test_bad_input_is_a_definition_error(tmp_path: Path, name: str, content: str
     path = write(tmp_path, name, content)
     with pytest.raises(DefinitionError, match=match):
         load_fsm_definition(path, cache=None)
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("empty.json", b""),
+        ("empty.yaml", b""),
+        ("blank.json", " \n\t\r\n"),
+        ("blank.yml", "\n\n   \n"),
+        ("bom.json", b"\xef\xbb\xbf"),
+        ("comments.yaml", "# to be written\n\n# later\n"),
+    ],
+)
+def test_an_empty_file_is_reported_as_empty(tmp_path: Path, name: str, content: str | bytes) -> None:
+    path = write(tmp_path, name, content)
+    with pytest.raises(DefinitionError) as info:
+        load_fsm_definition(path, cache=None)
+    assert info.value.message.startswith("file is empty")
+    assert info.value.file == str(path)
+
+
+def test_a_document_that_is_null_is_not_empty_but_not_an_object() -> None:
+    with pytest.raises(DefinitionError, match="top level must be an object"):
+        parse_and_load("null")
+
+
+def parse_and_load(text: str) -> Any:
+    from llm_fsm.loading import definition_from_document
+
+    return definition_from_document(parse_json(text))
 
 
 def test_states_that_are_not_objects_are_located(tmp_path: Path) -> None:

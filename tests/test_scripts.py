@@ -331,7 +331,7 @@ def test_a_path_that_does_not_exist_is_a_script_error(folder: Path) -> None:
         (b"definition: form.yaml\nbase: &b {user: x}\nturns: [*b]\n", "aliases"),
         (b'definition: form.yaml\nturns: [{user: "\xff\xfe"}]\n', "not UTF-8"),
         (b"definition: form.yaml\nturns: [{user: 42}]\n", "valid string"),
-        (b"", "a script is a mapping"),
+        (b"", "file is empty"),
     ],
 )
 def test_hostile_or_malformed_files_end_in_a_script_error(folder: Path, content: bytes, message: str) -> None:

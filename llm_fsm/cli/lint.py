@@ -196,6 +196,8 @@ def _unreadable_hint(message: str) -> str | None:
         return "re-save the file with UTF-8 encoding"
     if "limit" in message:
         return "definitions are small; split the file or raise --max-bytes"
+    if message.startswith("file is empty"):
+        return "a definition is one object with name, description, initial_state and states"
     if "alias" in message:
         return "YAML anchors and aliases are refused to prevent alias bombs"
     return None

@@ -110,6 +110,9 @@ def decode(raw: bytes | str, *, file: str | None = None) -> str:
         ) from None
 
 
+#: what a blank file is told, rather than "the top level must be an object (got null)"
+_EMPTY = "file is empty"
+
 # --- JSON ----------------------------------------------------------------------------
 
 
@@ -119,6 +122,8 @@ def _reject_constant(name: str) -> Any:
 
 def parse_json(text: str, *, file: str | None = None) -> ParsedDocument:
     """Strict JSON (no NaN/Infinity), plus a best-effort path→line map."""
+    if not text.strip():
+        raise DefinitionError(_EMPTY, file=file)
     try:
         data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
@@ -227,6 +232,8 @@ _DefinitionLoader.yaml_implicit_resolvers = {
 
 def parse_yaml(text: str, *, file: str | None = None) -> ParsedDocument:
     """Safe YAML restricted to JSON data, plus a path→line map from the node marks."""
+    if not text.strip():
+        raise DefinitionError(_EMPTY, file=file)
     loader: _DefinitionLoader | None = None
     try:
         loader = _DefinitionLoader(text)  # the reader rejects control characters right here
@@ -256,6 +263,8 @@ def parse_yaml(text: str, *, file: str | None = None) -> ParsedDocument:
     finally:
         if loader is not None:
             loader.dispose()
+    if node is None:  # comments and document markers only: nothing was written yet
+        raise DefinitionError(f"{_EMPTY}: it holds only comments", file=file)
     lines, duplicates = _yaml_lines(node, file=file)
     return ParsedDocument(data=data, file=file, lines=lines, duplicate_keys=duplicates, format="yaml")
 
