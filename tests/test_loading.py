@@ -390,6 +390,21 @@ def test_duplicate_keys_are_remembered_with_both_lines(parser: Any, text: str, e
     assert parser(text).duplicate_keys == expected
 
 
+@pytest.mark.parametrize("parser", [parse_json, parse_yaml])
+def test_lines_under_a_repeated_key_point_into_the_occurrence_that_counts(parser: Any) -> None:
+    text = (
+        '{"a": [1, 2, 3],\n "a": [\n\n  {"x":\n 1}]}'
+        if parser is parse_json
+        else "a: [1, 2, 3]\na:\n\n  - x:\n     1\n"
+    )
+    doc = parser(text)
+    assert doc.data == {"a": [{"x": 1}]}
+    assert doc.line_for(("a",)) == 2
+    assert doc.line_for(("a", 0)) == 4
+    assert doc.line_for(("a", 0, "x")) == 4
+    assert doc.line_for(("a", 2)) == 2  # the first occurrence's third item does not exist any more
+
+
 # --- cache -------------------------------------------------------------------------------
 
 

@@ -163,6 +163,10 @@ def _json_lines(text: str) -> tuple[dict[Path, int], tuple[tuple[Path, int, int]
                 path = (*top[1], key)
                 if key in top[4]:
                     duplicates.append((path, line, lines[path]))
+                    # the value that counts comes next: forget where the replaced one's parts were
+                    depth = len(path)
+                    for stale in [p for p in lines if len(p) > depth and p[:depth] == path]:
+                        del lines[stale]
                 else:
                     top[4].add(key)
                 lines[path] = line
@@ -281,7 +285,9 @@ def _yaml_lines(root: Any, *, file: str | None) -> tuple[dict[Path, int], tuple[
         lines.setdefault(path, node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
             seen: set[str] = set()
-            for key_node, value_node in node.value:
+            # the occurrence of a key that counts is its last one
+            last = {k.value: i for i, (k, _) in enumerate(node.value) if isinstance(k, yaml.ScalarNode)}
+            for position, (key_node, value_node) in enumerate(node.value):
                 if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
                     raise DefinitionError(
                         f"mapping key {getattr(key_node, 'value', '?')!r} is not a string; quote it",
@@ -296,7 +302,8 @@ def _yaml_lines(root: Any, *, file: str | None) -> tuple[dict[Path, int], tuple[
                 else:
                     seen.add(key)
                 lines[child] = key_node.start_mark.line + 1
-                stack.append((value_node, child))
+                if last[key] == position:
+                    stack.append((value_node, child))
         elif isinstance(node, yaml.SequenceNode):
             for index, item in enumerate(node.value):
                 stack.append((item, (*path, index)))
