@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from json.scanner import make_scanner
+from typing import Any, cast
 
 import yaml
 
@@ -57,10 +59,11 @@ class ParsedDocument:
     """A document parsed into plain data, with where each value came from.
 
     ``lines`` maps a path (tuple of keys and indices) to its 1-based line; it may
-    be empty (a dict handed in by code has no lines). ``duplicate_keys`` lists
+    be empty (a dict handed in by code has no lines); for JSON it is a
+    ``JsonLines`` that finds lines when asked. ``duplicate_keys`` lists
     the paths of keys that appeared twice in one object: JSON and YAML parsers
     silently keep the last one, which hides mistakes. Each entry is (path, line of
-    the repeated key, line where the key first appeared); ``lines`` points at the
+    the repeated key, line where the key appeared before); ``lines`` points at the
     last occurrence, the one that counts.
     """
 
@@ -69,9 +72,13 @@ class ParsedDocument:
     lines: Mapping[Path, int] = field(default_factory=dict)
     duplicate_keys: tuple[tuple[Path, int, int], ...] = ()
     format: str | None = None
+    more_duplicate_keys: int = 0
+    """Repeated keys beyond those listed in ``duplicate_keys`` (a hostile file may repeat a million)."""
 
     def line_for(self, parts: Path) -> int | None:
         """The line of this path, or of its nearest ancestor that has one."""
+        if isinstance(self.lines, JsonLines):
+            return self.lines.line_for(parts)
         for end in range(len(parts), -1, -1):
             line = self.lines.get(parts[:end])
             if line is not None:
@@ -121,81 +128,279 @@ def _reject_constant(name: str) -> Any:
 
 
 def parse_json(text: str, *, file: str | None = None) -> ParsedDocument:
-    """Strict JSON (no NaN/Infinity), plus a best-effort path→line map."""
+    """Strict JSON (no NaN/Infinity), plus a path→line map computed on demand."""
     if not text.strip():
         raise DefinitionError(_EMPTY, file=file)
+    repeated = _Repeated()
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=repeated.hook)
     except json.JSONDecodeError as exc:
         raise DefinitionError(f"not valid JSON: {exc.msg} (column {exc.colno})", file=file, line=exc.lineno) from None
     except RecursionError:
         raise DefinitionError("not loadable: JSON nested too deeply", file=file) from None
     except ValueError as exc:  # NaN / Infinity, huge integers
         raise DefinitionError(f"not valid JSON: {exc}", file=file) from None
-    lines, duplicates = _json_lines(text)
-    return ParsedDocument(data=data, file=file, lines=lines, duplicate_keys=duplicates, format="json")
+    lines = JsonLines(text, repeated=repeated.paths(data))
+    duplicates = lines.duplicate_keys(MAX_DUPLICATES_LISTED) if repeated.objects else ()
+    return ParsedDocument(
+        data=data,
+        file=file,
+        lines=lines,
+        duplicate_keys=duplicates,
+        more_duplicate_keys=repeated.count - len(duplicates),
+        format="json",
+    )
 
 
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+', re.S)
+#: repeated keys listed by position; past this many only their number is kept (a file can repeat a key a million times)
+MAX_DUPLICATES_LISTED = 1_000
 
 
-def _json_lines(text: str) -> tuple[dict[Path, int], tuple[tuple[Path, int, int], ...]]:
-    """Walk the tokens of already-valid JSON and note the line where each value starts.
+class _Repeated:
+    """Notices, while ``json`` builds the data, the objects in which a key appears more than once."""
 
-    A hand-rolled scan because ``json`` keeps no positions; it is iterative (a
-    stack of open containers) so nesting depth costs nothing but memory.
+    def __init__(self) -> None:
+        self.objects: list[dict[str, Any]] = []
+        self.count = 0
+
+    def hook(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            self.objects.append(obj)
+            self.count += len(pairs) - len(obj)
+        return obj
+
+    def paths(self, data: Any) -> list[Path]:
+        """Where those objects are, in document order (a walk of the data, needed only when there are any)."""
+        wanted = {id(obj) for obj in self.objects[:MAX_DUPLICATES_LISTED]}
+        found: list[Path] = []
+        stack: list[tuple[Any, Path]] = [(data, ())]
+        while stack and len(found) < len(wanted):
+            value, path = stack.pop()
+            if type(value) is dict:
+                if id(value) in wanted:
+                    found.append(path)
+                stack.extend(((v, (*path, k)) for k, v in reversed(value.items())))
+            elif type(value) is list:
+                stack.extend(((v, (*path, i)) for i, v in reversed(list(enumerate(value)))))
+        return found
+
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _after_space(text: str, pos: int) -> int:
+    """The position of the first non-whitespace character at or after ``pos``."""
+    match = _WHITESPACE.match(text, pos)
+    return match.end() if match else pos
+
+
+def _drop(pairs: list[tuple[str, Any]]) -> None:
+    return None
+
+
+_Scanner = Callable[[str, int], tuple[Any, int]]
+_SKIPPING = json.JSONDecoder(object_pairs_hook=_drop, parse_constant=_reject_constant)
+#: the C scanner, to step over a value without building it as dicts (objects become None)
+_skip_value: _Scanner = make_scanner(cast(Any, _SKIPPING))
+_read_key: _Scanner = make_scanner(cast(Any, json.JSONDecoder()))
+
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]|[^\s{}\[\]:,"]+', re.S)
+
+
+class _Container:
+    """One object or array of the text, its members located as far as a lookup needed."""
+
+    __slots__ = ("start", "is_object", "cursor", "cursor_line", "children", "complete", "repeats", "occurrences")
+
+    def __init__(self, start: int, line: int, *, repeats: bool) -> None:
+        self.start = start
+        self.is_object = True  # set by the caller
+        self.cursor = start + 1  # just past the last member located
+        self.cursor_line = line
+        #: key or index → (line of the member, position of its value, line of its value)
+        self.children: dict[PathPart, tuple[int, int, int]] = {}
+        self.complete = False
+        #: a key of this object appears twice: only the last occurrence counts, so look at all of them
+        self.repeats = repeats
+        #: key → [(position, line)] of every occurrence, kept for objects that repeat a key
+        self.occurrences: dict[str, list[tuple[int, int]]] = {}
+
+
+class JsonLines(Mapping[Path, int]):
+    """Where each value of a valid JSON text starts, found when asked.
+
+    ``json`` keeps no positions, and a full scan of a large file in Python costs
+    ten times its parse; yet lint needs the lines of a handful of findings.
+    So a lookup walks down its path only, stepping over the values before it
+    with the C scanner (built as nothing bigger than lists and scalars), and
+    remembers what it located for the next lookup. A path's line is the line of
+    its key (object members) or of the first character of its value (array
+    items, the root); a repeated key's last occurrence counts.
+
+    Iterating (``dict(lines)``) locates every value: for tools and tests, not
+    for lint.
     """
-    lines: dict[Path, int] = {}
-    duplicates: list[tuple[Path, int, int]] = []
-    # frame: [is_object, path, expecting_key, current_key_or_index, seen_keys]
-    stack: list[list[Any]] = []
-    line = 1
-    prev = 0
-    for match in _JSON_TOKEN.finditer(text):
-        start = match.start()
-        line += text.count("\n", prev, start)
-        prev = start
-        tok = match.group()
-        top = stack[-1] if stack else None
-        if top is not None and top[0] and top[2]:
-            if tok[0] == '"':
-                key = tok[1:-1] if "\\" not in tok else json.loads(tok)
-                path = (*top[1], key)
-                if key in top[4]:
-                    duplicates.append((path, line, lines[path]))
-                    # the value that counts comes next: forget where the replaced one's parts were
-                    depth = len(path)
-                    for stale in [p for p in lines if len(p) > depth and p[:depth] == path]:
-                        del lines[stale]
-                else:
-                    top[4].add(key)
-                lines[path] = line
-                top[3] = key
-                top[2] = False
-            elif tok == "}":
-                stack.pop()
-            continue
-        if tok == ":":
-            continue
-        if tok == ",":
-            if top is not None:
-                if top[0]:
-                    top[2] = True
-                else:
-                    top[3] += 1
-            continue
-        if tok in ("}", "]"):
-            if stack:
-                stack.pop()
-            continue
-        # the start of a value
-        path = () if top is None else (*top[1], top[3])
-        lines.setdefault(path, line)
-        if tok == "{":
-            stack.append([True, path, True, None, set()])
-        elif tok == "[":
-            stack.append([False, path, False, 0, None])
-    return lines, tuple(duplicates)
+
+    def __init__(self, text: str, *, repeated: Iterable[Path] = ()) -> None:
+        self.text = text
+        self._root = _after_space(text, 0)
+        self._root_line = text.count("\n", 0, self._root) + 1
+        self._repeated = set(repeated)
+        self._containers: dict[int, _Container] = {}
+        self._lock = threading.Lock()
+        #: values stepped over by the scanner so far (the work lookups cost; tests count it)
+        self.skipped = 0
+
+    # --- Mapping: exact paths --------------------------------------------------------
+
+    def __getitem__(self, parts: Path) -> int:
+        found, line = self._walk(tuple(parts))
+        if not found:
+            raise KeyError(parts)
+        return line
+
+    def __iter__(self) -> Iterator[Path]:
+        return iter(self._everything())
+
+    def __len__(self) -> int:
+        return len(self._everything())
+
+    def line_for(self, parts: Path) -> int:
+        """The line of ``parts``, or of the nearest ancestor that exists."""
+        return self._walk(tuple(parts))[1]
+
+    # --- walking --------------------------------------------------------------------
+
+    def _walk(self, parts: Path) -> tuple[bool, int]:
+        """(whether the whole path exists, the line of its longest existing prefix)."""
+        with self._lock:
+            pos, value_line, line = self._root, self._root_line, self._root_line
+            path: Path = ()
+            for part in parts:
+                container = self._container(pos, value_line, path)
+                entry = self._child(container, part) if container is not None else None
+                if entry is None:
+                    return False, line
+                line, pos, value_line = entry
+                path = (*path, part)
+            return True, line
+
+    def _container(self, pos: int, line: int, path: Path) -> _Container | None:
+        char = self.text[pos]
+        if char != "{" and char != "[":
+            return None
+        container = self._containers.get(pos)
+        if container is None:
+            container = self._containers[pos] = _Container(pos, line, repeats=path in self._repeated)
+            container.is_object = char == "{"
+        return container
+
+    def _child(self, container: _Container, part: PathPart) -> tuple[int, int, int] | None:
+        children = container.children
+        if container.is_object:
+            if not isinstance(part, str):
+                return None
+        elif not isinstance(part, int) or isinstance(part, bool) or part < 0:
+            return None
+        while not container.complete:
+            if part in children and not container.repeats:
+                break
+            self._advance(container)
+        return children.get(part)
+
+    def _advance(self, container: _Container) -> None:
+        """Locate the next member of ``container``, or find that there is none."""
+        text = self.text
+        pos = _after_space(text, container.cursor)
+        if text[pos] == ",":
+            pos = _after_space(text, pos + 1)
+        if text[pos] in "}]":
+            container.complete = True
+            return
+        line = container.cursor_line + text.count("\n", container.cursor, pos)
+        if container.is_object:
+            key, end = _read_key(text, pos)
+            value = _after_space(text, _after_space(text, end) + 1)  # past the colon
+            value_line = line + text.count("\n", pos, value)
+            container.children[key] = (line, value, value_line)
+            if container.repeats:
+                container.occurrences.setdefault(key, []).append((pos, line))
+        else:
+            value, value_line = pos, line
+            container.children[len(container.children)] = (line, value, value_line)
+        end = self._skip(value)
+        container.cursor = end
+        container.cursor_line = value_line + text.count("\n", value, end)
+
+    def _skip(self, pos: int) -> int:
+        """The position just past the value at ``pos``."""
+        self.skipped += 1
+        try:
+            return int(_skip_value(self.text, pos)[1])
+        except RecursionError:  # nested deeper than this call stack allows the C scanner: count brackets
+            depth = 0
+            for match in _JSON_TOKEN.finditer(self.text, pos):
+                token = match.group()
+                if token in "{[":
+                    depth += 1
+                elif token in "}]":
+                    depth -= 1
+                if depth == 0:
+                    return match.end()
+            raise
+
+    def _everything(self) -> dict[Path, int]:
+        out: dict[Path, int] = {}
+        stack: list[Path] = [()]
+        while stack:
+            path = stack.pop()
+            found, line = self._walk(path)
+            if not found:
+                continue
+            out[path] = line
+            with self._lock:
+                container = self._container(*self._value_at(path), path)
+                if container is None:
+                    continue
+                while not container.complete:
+                    self._advance(container)
+                stack.extend((*path, part) for part in reversed(list(container.children)))
+        return out
+
+    def _value_at(self, parts: Path) -> tuple[int, int]:
+        pos, value_line = self._root, self._root_line
+        path: Path = ()
+        for part in parts:
+            container = self._container(pos, value_line, path)
+            assert container is not None
+            _, pos, value_line = container.children[part]
+            path = (*path, part)
+        return pos, value_line
+
+    def duplicate_keys(self, limit: int) -> tuple[tuple[Path, int, int], ...]:
+        """(path, line of a repeated occurrence, line of the one before it) for the objects that repeat a key,
+        in the order of the text; at most ``limit``."""
+        found: list[tuple[int, Path, int, int]] = []
+        for parent in sorted(self._repeated, key=lambda p: self._value_at_located(p)[0]):
+            with self._lock:
+                container = self._container(*self._value_at(parent), parent)
+                if container is None:
+                    continue
+                while not container.complete:
+                    self._advance(container)
+                for key, seen in container.occurrences.items():
+                    for (pos, line), (_, previous) in zip(seen[1:], seen, strict=False):
+                        found.append((pos, (*parent, key), line, previous))
+            if len(found) >= limit:
+                break
+        found.sort(key=lambda entry: entry[0])
+        return tuple((path, line, previous) for _, path, line, previous in found[:limit])
+
+    def _value_at_located(self, parts: Path) -> tuple[int, int]:
+        self._walk(parts)
+        with self._lock:
+            return self._value_at(parts)
 
 
 # --- YAML ----------------------------------------------------------------------------

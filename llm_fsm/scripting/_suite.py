@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +76,7 @@ class _Definitions:
         key = path.resolve()
         if key not in self._loaded:
             document = read_document(key)
-            document = ParsedDocument(
-                data=document.data,
-                file=display_path(path),
-                lines=document.lines,
-                duplicate_keys=document.duplicate_keys,
-                format=document.format,
-            )
+            document = replace(document, file=display_path(path))
             self._loaded[key] = (definition_from_document(document), document)
         return self._loaded[key]
 
