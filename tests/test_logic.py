@@ -536,6 +536,42 @@ def test_compiled_rule_keeps_the_original_rule():
 # --------------------------------------------------------------------------- guards
 
 
+def test_a_guard_compiles_each_clause_once_and_the_whole_rule_only_when_asked(monkeypatch) -> None:
+    from llm_fsm.logic import _guards
+    from llm_fsm.logic._compiler import _Compiler
+
+    compilers = []
+    original = _Compiler.__init__
+
+    def counting(self: _Compiler) -> None:
+        compilers.append(self)
+        original(self)
+
+    monkeypatch.setattr(_Compiler, "__init__", counting)
+    rule = {"and": [{">=": [{"var": "a"}, 1]}, {"or": [{"var": "b"}, {"!": [{"var": ["c", 0]}]}]}]}
+    guard = _guards.compile_guard(rule)
+    assert len(compilers) == 3  # the three clauses; neither the and, nor the or, compiled whole
+    assert guard.reads == compile_logic(rule).reads == {"a", "b", "c"}
+    assert guard.reads_without_default == compile_logic(rule).reads_without_default == {"a", "b"}
+    assert guard.evaluate_guard({"a": 2, "b": 1}) == GuardResult(True, True, ())
+    assert guard.evaluate_guard({"a": 2, "c": 1}) == GuardResult(False, False, ("b",))
+    compilers.clear()
+    assert guard.evaluate({"a": 2, "c": 0}) is True  # reference semantics: the whole rule, compiled now
+    assert len(compilers) == 1
+    assert guard.evaluate({"a": 2, "c": 0}) is True
+    assert len(compilers) == 1
+    clone = pickle.loads(pickle.dumps(guard))
+    assert clone.evaluate_guard({"a": 2, "c": 1}) == guard.evaluate_guard({"a": 2, "c": 1})
+
+
+def test_a_guard_reports_the_first_problem_of_the_whole_rule_with_its_path() -> None:
+    from llm_fsm.logic._guards import compile_guard
+
+    with pytest.raises(LogicError) as info:
+        compile_guard({"and": [{"var": "a"}, {"or": [{"nope": [1]}]}]})
+    assert info.value.path == "$.and[1].or[0].nope"
+
+
 def test_reference_semantics_make_a_missing_age_look_under_18():
     assert compile_logic({"<": [{"var": "age"}, 18]}).evaluate({}) is True
 

@@ -122,11 +122,27 @@ def compile_logic(
     """Check and compile a rule; raises LogicError (with a JSON path) for anything wrong."""
     if not 1 <= max_depth <= HARD_MAX_DEPTH:
         raise LogicError(f"max_depth must be between 1 and {HARD_MAX_DEPTH}, got {max_depth}")
+    check_rule(rule, max_depth=max_depth, max_nodes=max_nodes)
+    return compile_checked(rule, max_depth=max_depth, max_nodes=max_nodes, budget=budget)
+
+
+def check_rule(rule: Any, *, max_depth: int = DEFAULT_MAX_DEPTH, max_nodes: int = DEFAULT_MAX_NODES) -> None:
+    """Raise LogicError (with a JSON path) for the first structural problem of a rule, as ``compile_logic`` does."""
     issues = _scan(rule, max_depth, max_nodes, first_only=True)
     if issues:
         first = issues[0]
         message = first.message + (f" ({first.hint})" if first.hint else "")
         raise LogicError(message, path=first.path)
+
+
+def compile_checked(
+    rule: Any,
+    *,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_nodes: int = DEFAULT_MAX_NODES,
+    budget: int = DEFAULT_BUDGET,
+) -> CompiledRule:
+    """Compile a rule that ``check_rule`` passed, or a part of one (a part of a checked rule is within its limits)."""
     compiler = _Compiler()
     fn, _ = compiler.node(rule, "$", scoped=False)
     return CompiledRule(
