@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 
 from llm_fsm.definition._graph import (
@@ -101,16 +102,21 @@ def transitions(run: LintRun) -> None:
             continue
         seen: dict[tuple[str, str], int] = {}
         by_priority: dict[int, list[tuple[int, str]]] = {}
+        targets = Counter(
+            target for t in transitions if isinstance(t, Mapping) and isinstance(target := t.get("target_state"), str)
+        )
         for index, transition in enumerate(transitions):
             if not isinstance(transition, Mapping) or not isinstance(transition.get("target_state"), str):
                 continue
             target = transition["target_state"]
             conditions = transition.get("conditions") or None
-            try:
-                signature = json.dumps(conditions, sort_keys=True, default=str)
-            except (TypeError, ValueError, RecursionError):
-                signature = repr(conditions)
-            first = seen.setdefault((target, signature), index)
+            first = index
+            if targets[target] > 1:  # only transitions to the same target can be duplicates
+                try:
+                    signature = json.dumps(conditions, sort_keys=True, default=str)
+                except (TypeError, ValueError, RecursionError):
+                    signature = repr(conditions)
+                first = seen.setdefault((target, signature), index)
             if first != index:
                 run.add(
                     "duplicate-transition",

@@ -30,6 +30,10 @@ class LintRun:
         self.model_logic_errors: list[tuple[Path, LogicError]] = []
         self.logic_reported: set[Path] = set()
         self.reads: list[tuple[Path, str]] = []  # (condition, key) pairs, filled by the logic check
+        self._states: list[tuple[str, Mapping[str, Any]]] | None = None
+        self._transitions: list[tuple[str, int, Mapping[str, Any]]] | None = None
+        self._flows: list[tuple[Path, Mapping[str, Any]]] | None = None
+        self._conditions: list[tuple[Path, Mapping[str, Any]]] | None = None
 
     def add(
         self,
@@ -53,41 +57,59 @@ class LintRun:
             )
         )
 
+    # The walks are shared by most checks, so each is done once per run (the data is never changed).
+
     def states(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
-        states = self.data.get("states")
-        if isinstance(states, Mapping):
-            for key, state in states.items():
-                if isinstance(state, Mapping):
-                    yield str(key), state
+        if self._states is None:
+            states = self.data.get("states")
+            self._states = (
+                [(str(key), state) for key, state in states.items() if _is_mapping(state)]
+                if isinstance(states, Mapping)
+                else []
+            )
+        return iter(self._states)
 
     def transitions(self) -> Iterator[tuple[str, int, Mapping[str, Any]]]:
-        for key, state in self.states():
-            transitions = state.get("transitions")
-            if isinstance(transitions, list):
-                for index, transition in enumerate(transitions):
-                    if isinstance(transition, Mapping):
-                        yield key, index, transition
+        if self._transitions is None:
+            self._transitions = [
+                (key, index, transition)
+                for key, state in self.states()
+                if isinstance(transitions := state.get("transitions"), list)
+                for index, transition in enumerate(transitions)
+                if _is_mapping(transition)
+            ]
+        return iter(self._transitions)
 
     def flows(self) -> Iterator[tuple[Path, Mapping[str, Any]]]:
         """Sub-flow declarations: definition-wide, then per state."""
-        owners: list[tuple[Path, Any]] = [((), self.data)]
-        owners.extend((("states", key), state) for key, state in self.states())
-        for parts, owner in owners:
-            flows = owner.get("flows")
-            if isinstance(flows, list):
-                for index, flow in enumerate(flows):
-                    if isinstance(flow, Mapping):
-                        yield (*parts, "flows", index), flow
+        if self._flows is None:
+            owners: list[tuple[Path, Any]] = [((), self.data)]
+            owners.extend((("states", key), state) for key, state in self.states())
+            self._flows = [
+                ((*parts, "flows", index), flow)
+                for parts, owner in owners
+                if isinstance(flows := owner.get("flows"), list)
+                for index, flow in enumerate(flows)
+                if _is_mapping(flow)
+            ]
+        return iter(self._flows)
 
     def conditions(self) -> Iterator[tuple[Path, Mapping[str, Any]]]:
         """Every condition: of transitions, and of sub-flow declarations."""
-        holders: list[tuple[Path, Mapping[str, Any]]] = [
-            (("states", key, "transitions", index), transition) for key, index, transition in self.transitions()
-        ]
-        holders.extend(self.flows())
-        for parts, holder in holders:
-            conditions = holder.get("conditions")
-            if isinstance(conditions, list):
-                for cindex, condition in enumerate(conditions):
-                    if isinstance(condition, Mapping):
-                        yield (*parts, "conditions", cindex), condition
+        if self._conditions is None:
+            holders: list[tuple[Path, Mapping[str, Any]]] = [
+                (("states", key, "transitions", index), transition) for key, index, transition in self.transitions()
+            ]
+            holders.extend(self.flows())
+            self._conditions = [
+                ((*parts, "conditions", cindex), condition)
+                for parts, holder in holders
+                if isinstance(conditions := holder.get("conditions"), list)
+                for cindex, condition in enumerate(conditions)
+                if _is_mapping(condition)
+            ]
+        return iter(self._conditions)
+
+
+def _is_mapping(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)  # parsed data holds dicts: skip the ABC check
