@@ -793,6 +793,31 @@ def test_any_rule_on_any_data_returns_a_value_or_raises_a_logic_error(rule, data
     assert repr(first) == repr(second)  # deterministic (repr: NaN != NaN)
 
 
+@given(
+    st.one_of(
+        st.recursive(
+            st.none() | st.booleans() | st.text(max_size=3) | st.integers() | st.floats(),
+            lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=2),
+            max_leaves=20,
+        ),
+        rules(),
+        # an object of several keys is a literal: operators inside it are not checked, nor below in its arrays
+        st.dictionaries(st.sampled_from(["a", "b", "nope"]), st.lists(rules(), max_size=2) | rules(), min_size=2),
+        st.dictionaries(st.integers(), st.none(), min_size=1, max_size=2),
+        st.builds(
+            lambda op, a: {op: tuple(a)}, st.sampled_from(["and", "!", "var"]), st.lists(st.integers(), max_size=3)
+        ),
+    ),
+    st.integers(1, 6),
+    st.integers(1, 40),
+)
+@settings(max_examples=500)
+def test_the_quick_check_passes_exactly_the_rules_the_full_scan_passes(rule, max_depth, max_nodes):
+    from llm_fsm.logic._checks import _passes, _scan
+
+    assert _passes(rule, max_depth, max_nodes) == (not _scan(rule, max_depth, max_nodes, first_only=True))
+
+
 def test_one_compiled_rule_can_be_evaluated_from_many_threads():
     from concurrent.futures import ThreadPoolExecutor
 

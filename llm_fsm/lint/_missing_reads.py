@@ -40,14 +40,19 @@ def _as_js_number(value: Any) -> float | None:
     return None
 
 
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+_RISKY_OPERATORS = frozenset(("!", "!=", "!==", "==", "===", "<", "<=", ">", ">="))
+
+
 def _compare_chain(op: str, numbers: list[float]) -> bool:
-    compare: dict[str, Callable[[float, float], bool]] = {
-        "<": lambda a, b: a < b,
-        "<=": lambda a, b: a <= b,
-        ">": lambda a, b: a > b,
-        ">=": lambda a, b: a >= b,
-    }
-    return all(compare[op](a, b) for a, b in zip(numbers, numbers[1:], strict=False))
+    compare = _COMPARE[op]
+    return all(compare(a, b) for a, b in zip(numbers, numbers[1:], strict=False))
 
 
 def risky_missing_reads(rule: Any) -> Iterator[tuple[str, str]]:
@@ -58,15 +63,20 @@ def risky_missing_reads(rule: Any) -> Iterator[tuple[str, str]]:
     stack = [rule]
     while stack:
         node = stack.pop()
+        if type(node) is list:
+            stack.extend(node)
+            continue
+        if type(node) is not dict and not isinstance(node, (list, Mapping)):
+            continue  # a scalar: most of a rule
         if isinstance(node, list):
             stack.extend(node)
             continue
-        if not isinstance(node, Mapping) or len(node) != 1:
+        if len(node) != 1:
             continue
         ((op, args),) = node.items()
         args = args if isinstance(args, list) else [args]
         stack.extend(args)
-        if op in ("!", "!=", "!==", "==", "===", "<", "<=", ">", ">="):
+        if op in _RISKY_OPERATORS:
             for position, arg in enumerate(args):
                 key = _var_without_default(arg)
                 if key is None:

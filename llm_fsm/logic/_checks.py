@@ -5,6 +5,7 @@ Findings carry a JSON path and a hint a person can act on; lint and the loader s
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -28,6 +29,7 @@ logger = logging.getLogger(__name__)
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+@functools.lru_cache(maxsize=4096)  # rules repeat their shapes: "$.and[0].var" is spelled for thousands of them
 def _fmt_key(path: str, key: str) -> str:
     if _IDENT_RE.fullmatch(key):
         return f"{path}.{key}"
@@ -163,6 +165,52 @@ def _scan(rule: Any, max_depth: int, max_nodes: int, first_only: bool) -> list[L
             children = [(v, f"{path}[{i}]", depth + 1, literal) for i, v in enumerate(value)]
         stack.extend(reversed(children))
     return issues
+
+
+def _passes(rule: Any, max_depth: int, max_nodes: int) -> bool:
+    """Whether ``_scan`` would find nothing: the same walk without spelling a path for every node.
+
+    Most rules are fine, and building the paths was most of the cost of checking one; ``_scan`` runs only to
+    say what is wrong. ``tests/test_logic.py`` checks that the two agree.
+    """
+    stack: list[tuple[Any, int, bool]] = [(rule, 1, False)]
+    nodes = 0
+    while stack:
+        value, depth, literal = stack.pop()
+        nodes += 1
+        if nodes > max_nodes:
+            return False
+        t = type(value)
+        if value is None or t is bool or t is str or t is int:
+            continue
+        if t is float:
+            if not math.isfinite(value):
+                return False
+            continue
+        if (t is not list and t is not tuple and t is not dict) or depth > max_depth or nodes + len(value) > max_nodes:
+            return False
+        if t is dict:
+            for key in value:
+                if type(key) is not str:
+                    return False
+            if literal or len(value) != 1:
+                stack.extend((v, depth + 1, True) for v in value.values())
+                continue
+            op, args = next(iter(value.items()))
+            arity = _ARITY.get(op)
+            if arity is None:
+                return False
+            many = type(args) in (list, tuple)
+            n = len(args) if many else 1
+            if n < arity[0] or (arity[1] is not None and n > arity[1]):
+                return False
+            if many:
+                stack.extend((a, depth + 1, False) for a in args)
+            else:
+                stack.append((args, depth + 1, False))
+        else:
+            stack.extend((v, depth + 1, literal) for v in value)
+    return True
 
 
 _EXAMPLES = {

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from typing import Any
 
 from llm_fsm.errors import LogicBudgetError, LogicError
-from llm_fsm.logic._checks import _scan
+from llm_fsm.logic._checks import _passes, _scan
 from llm_fsm.logic._coercions import _MISSING_READS, _Run, truthy
 from llm_fsm.logic._compiler import Fn, _Compiler
 from llm_fsm.logic._spec import (
@@ -128,6 +128,8 @@ def compile_logic(
 
 def check_rule(rule: Any, *, max_depth: int = DEFAULT_MAX_DEPTH, max_nodes: int = DEFAULT_MAX_NODES) -> None:
     """Raise LogicError (with a JSON path) for the first structural problem of a rule, as ``compile_logic`` does."""
+    if _passes(rule, max_depth, max_nodes):
+        return
     issues = _scan(rule, max_depth, max_nodes, first_only=True)
     if issues:
         first = issues[0]
