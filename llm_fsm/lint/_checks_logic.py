@@ -17,25 +17,36 @@ from llm_fsm.logic._checks import check_logic
 from llm_fsm.logic._rules import compile_logic
 
 
-def _model_reads(run: LintRun, parts: Path) -> frozenset[str] | None:
-    """The keys a condition reads, from the rule the model compiled at validation (compiling
-    is most of lint's cost, so it is done once); None when there is no validated model."""
-    node: Any = run.definition
-    if node is None:
-        return None
-    try:
-        for part in parts:
-            container: Any = node  # a str index on a list raises TypeError: no such path
-            node = container[part] if isinstance(node, (dict, list)) else getattr(node, str(part))
-    except (KeyError, IndexError, AttributeError, TypeError):
-        return None
-    compiled = getattr(node, "compiled", None)
-    reads = getattr(compiled, "reads", None)
-    return reads if isinstance(reads, frozenset) else None
+def _model_reads(run: LintRun) -> dict[Path, frozenset[str]]:
+    """The keys each condition reads, by path, from the rules the model compiled at validation
+    (compiling is most of lint's cost, so it is done once); empty when there is no validated model."""
+    definition = run.definition
+    if definition is None:
+        return {}
+    holders: list[tuple[Path, Any]] = [
+        (("states", key, "transitions", index), transition)
+        for key, state in definition.states.items()
+        for index, transition in enumerate(state.transitions)
+    ]
+    for owner, flows in _model_flows(definition):
+        holders.extend(((*owner, "flows", index), flow) for index, flow in enumerate(flows))
+    return {
+        (*parts, "conditions", cindex): condition.compiled.reads
+        for parts, holder in holders
+        for cindex, condition in enumerate(holder.conditions or ())
+        if condition.compiled is not None
+    }
+
+
+def _model_flows(definition: Any) -> list[tuple[Path, Any]]:
+    owners: list[tuple[Path, Any]] = [((), definition.flows or [])]
+    owners.extend((("states", key), state.flows or []) for key, state in definition.states.items())
+    return owners
 
 
 def logic(run: LintRun) -> None:
     run.reads = []
+    compiled_reads = _model_reads(run)
     for parts, condition in run.conditions():
         requires = _strings(condition.get("requires_context_keys"))
         rule = condition.get("logic")
@@ -50,7 +61,7 @@ def logic(run: LintRun) -> None:
                 )
             continue
         # A rule the model compiled passed the same static checks already: check it again only without one.
-        reads = _model_reads(run, parts)
+        reads = compiled_reads.get(parts)
         issues = check_logic(rule) if reads is None else []
         if issues:
             run.logic_reported.add(parts)
@@ -76,8 +87,8 @@ def logic(run: LintRun) -> None:
                 run.reads.append((parts, key))
         required = KeyCover(requires)
         reported: set[str] = set()
-        for key, why in risky_missing_reads(rule):
-            if key in reported or required.guarantees(key):
+        for key, why in risky_missing_reads(rule, ignore=required.guarantees):
+            if key in reported:
                 continue
             reported.add(key)
             run.add(

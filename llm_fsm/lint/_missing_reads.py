@@ -49,27 +49,34 @@ _COMPARE: dict[str, Callable[[float, float], bool]] = {
 
 _RISKY_OPERATORS = frozenset(("!", "!=", "!==", "==", "===", "<", "<=", ">", ">="))
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
 
 def _compare_chain(op: str, numbers: list[float]) -> bool:
     compare = _COMPARE[op]
     return all(compare(a, b) for a, b in zip(numbers, numbers[1:], strict=False))
 
 
-def risky_missing_reads(rule: Any) -> Iterator[tuple[str, str]]:
+def risky_missing_reads(rule: Any, ignore: Callable[[str], bool] | None = None) -> Iterator[tuple[str, str]]:
     """(key, why) for each var without default whose missing value makes its operator true
     under reference JsonLogic (missing → null): ``!``, ``!=``/``!==`` against a non-null,
     ``==``/``===`` against null, and numeric comparisons true with null read as 0
-    (``<``/``<=`` against non-literal operands are flagged too). Iterative walk."""
+    (``<``/``<=`` against non-literal operands are flagged too). Iterative walk.
+
+    Keys for which ``ignore(key)`` is true are not judged (the caller would drop them)."""
     stack = [rule]
     while stack:
         node = stack.pop()
-        if type(node) is list:
+        kind = type(node)
+        if kind is list:
             stack.extend(node)
             continue
-        if type(node) is not dict and not isinstance(node, (list, Mapping)):
-            continue  # a scalar: most of a rule
+        if kind in _SCALARS:
+            continue  # most of a rule
         if isinstance(node, list):
             stack.extend(node)
+            continue
+        if kind is not dict and not isinstance(node, Mapping):
             continue
         if len(node) != 1:
             continue
@@ -78,8 +85,10 @@ def risky_missing_reads(rule: Any) -> Iterator[tuple[str, str]]:
         stack.extend(args)
         if op in _RISKY_OPERATORS:
             for position, arg in enumerate(args):
+                if type(arg) in _SCALARS:
+                    continue  # a literal operand
                 key = _var_without_default(arg)
-                if key is None:
+                if key is None or (ignore is not None and ignore(key)):
                     continue
                 others = args[:position] + args[position + 1 :]
                 why = _risk(op, position, args, others)
