@@ -459,3 +459,28 @@ def test_a_loaded_model_can_be_linted_and_keeps_its_unknown_fields() -> None:
     doc["function_handlers"] = []
     found = {d.code for d in lint_definition(FSMDefinition.model_validate(doc), file="m.json")}
     assert found == {"FSM003", "FSM007"}
+
+
+# --- the garbage collector ------------------------------------------------------------------
+
+
+def test_linting_pauses_the_garbage_collector_and_restores_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from llm_fsm.lint import _linter
+
+    seen: list[bool] = []
+    monkeypatch.setattr(_linter, "CHECKS", (lambda run: seen.append(gc.isenabled()), *_linter.CHECKS))
+    assert gc.isenabled()
+    lint_document(parse_text('{"name": "x"}', file="x.json"))
+    assert seen == [False]
+    assert gc.isenabled()
+    with pytest.raises(Exception, match="not valid JSON"):
+        parse_text('{"name": ', file="x.json")
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a program that turned the collector off keeps it off
+        lint_document(parse_text('{"name": "x"}', file="x.json"))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from llm_fsm.definition._documents import ParsedDocument
+from llm_fsm.definition._documents import ParsedDocument, paused_gc
 from llm_fsm.definition._model import (
     FSMDefinition,
 )
@@ -66,7 +66,8 @@ def _sort_key(d: Diagnostic) -> tuple[Any, ...]:
 def lint_document(doc: ParsedDocument) -> LintResult:
     """Every diagnostic for one parsed document, sorted by line. Never raises."""
     run = LintRun(doc)
-    _run_checks(run)
+    with paused_gc():  # the model of a large file is a large tree of objects (see paused_gc)
+        _run_checks(run)
     return LintResult(diagnostics=tuple(sorted(run.out, key=_sort_key)), definition=run.definition)
 
 
