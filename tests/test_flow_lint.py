@@ -108,6 +108,15 @@ def test_a_definition_without_sub_flows_never_calls_the_resolver() -> None:
     assert library.lint() == [] and library.calls == []
 
 
+def test_a_definition_without_sub_flows_is_not_dumped_into_a_graph_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llm_fsm.lint import _flows
+
+    graphs: list[Any] = []
+    monkeypatch.setattr(_flows, "graph_from_definition", lambda d: graphs.append(d))
+    library = Library(root=definition("Root"))
+    assert library.lint() == [] and graphs == []  # lint's own graph check has judged it already
+
+
 # --- FSM019 / FSM020: the referenced definition ------------------------------------------------------
 
 

@@ -232,7 +232,13 @@ class _FlowLinter:
         finishes: set[Hashable] = set()
         links_onward: set[Hashable] = set()
         linked_from: dict[Hashable, list[Hashable]] = {}
+        # Only flows that declare sub-flows or are started as one are asked about: a definition
+        # without either (most files) is not turned into a graph again (the model dump is costly).
+        asked = {key for key, node in self.nodes.items() if node.edges}
+        asked.update(edge.child for node in self.nodes.values() for edge in node.edges if edge.child is not None)
         for key, node in self.nodes.items():
+            if key not in asked:
+                continue
             definition = node.definition
             graph = graph_from_definition(definition)
             reachable = set(reachable_from(graph, definition.initial_state))
