@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from llm_fsm.definition._documents import Path
-from llm_fsm.definition._model import (
-    SUPPORTED_VERSIONS,
-    FSMDefinition,
-)
+from llm_fsm.definition._model import SUPPORTED_VERSIONS, FSMDefinition
 from llm_fsm.lint._run import LintRun
 from llm_fsm.lint._support import (
     _KNOWN_FIELDS,
@@ -31,6 +29,7 @@ def duplicate_keys(run: LintRun) -> None:
             "remove or rename one of them",
             line=line,
         )
+    run.count_more("duplicate-key", run.doc.more_duplicate_keys)
 
 
 def schema(run: LintRun) -> None:
@@ -68,8 +67,12 @@ def unknown_fields(run: LintRun) -> None:
             if field_name in known:
                 continue
             name = str(field_name)
-            hint = _LEGACY_FIELDS.get(name) or _did_you_mean(name, known) or "remove it, or check its spelling"
-            run.add("unknown-field", (*parts, name), f"unknown {kind} field {name!r}; it is ignored", hint)
+            run.add(
+                "unknown-field",
+                (*parts, name),
+                f"unknown {kind} field {name!r}; it is ignored",
+                functools.partial(_field_hint, name, known),
+            )
 
     report((), run.data, "definition")
     for key, state in run.states():
@@ -83,6 +86,10 @@ def unknown_fields(run: LintRun) -> None:
     for key, state in run.states():
         if isinstance(state.get("confirmation"), Mapping):
             report(("states", key, "confirmation"), state["confirmation"], "confirmation")
+
+
+def _field_hint(name: str, known: frozenset[str]) -> str:
+    return _LEGACY_FIELDS.get(name) or _did_you_mean(name, known) or "remove it, or check its spelling"
 
 
 def _schema_hint(parts: Path, message: str) -> str | None:

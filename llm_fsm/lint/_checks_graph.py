@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Mapping
@@ -40,7 +41,7 @@ def targets(run: LintRun) -> None:
             "initial-state-missing",
             ("initial_state",),
             f"initial_state {initial!r} is not a declared state",
-            _did_you_mean(initial, declared) or "declare it under states, or name an existing state",
+            lambda: _did_you_mean(initial, declared) or "declare it under states, or name an existing state",
         )
     if not isinstance(states, Mapping):
         return
@@ -51,8 +52,12 @@ def targets(run: LintRun) -> None:
                 "unknown-target-state",
                 ("states", key, "transitions", index, "target_state"),
                 f"transition from {key!r} targets {target!r}, which is not a declared state",
-                _did_you_mean(target, declared) or "declare the state or fix the target",
+                functools.partial(_target_hint, target, declared),
             )
+
+
+def _target_hint(target: str, declared: list[str]) -> str:
+    return _did_you_mean(target, declared) or "declare the state or fix the target"
 
 
 def graph(run: LintRun) -> None:

@@ -64,11 +64,13 @@ def _sort_key(d: Diagnostic) -> tuple[Any, ...]:
 
 
 def lint_document(doc: ParsedDocument) -> LintResult:
-    """Every diagnostic for one parsed document, sorted by line. Never raises."""
+    """Every diagnostic for one parsed document, sorted by line (at most ``MAX_FINDINGS_PER_RULE`` of one code,
+    then one per code that had more, saying how many). Never raises."""
     run = LintRun(doc)
     with paused_gc():  # the model of a large file is a large tree of objects (see paused_gc)
         _run_checks(run)
-    return LintResult(diagnostics=tuple(sorted(run.out, key=_sort_key)), definition=run.definition)
+    diagnostics = (*sorted(run.out, key=_sort_key), *run.not_shown())
+    return LintResult(diagnostics=diagnostics, definition=run.definition)
 
 
 def lint_data(data: Any, *, file: str | None = None) -> LintResult:

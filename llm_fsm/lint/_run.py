@@ -4,7 +4,7 @@ model, the graph), and tolerant walks over states, transitions, flows and condit
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from llm_fsm.definition._documents import ParsedDocument, Path, format_path
@@ -17,6 +17,12 @@ from llm_fsm.definition._model import (
 from llm_fsm.errors import LogicError
 from llm_fsm.lint._rules import Diagnostic, make_diagnostic
 
+#: findings of one code kept per file; the rest are counted, and one more finding says how many
+MAX_FINDINGS_PER_RULE = 200
+
+Hint = str | Callable[[], str | None] | None
+"""A hint, or a function that makes one (called only for a finding that is kept: did-you-mean is costly)."""
+
 
 class LintRun:
     """State shared by the checks of one document; checks are plain functions of it (see ``_linter.CHECKS``)."""
@@ -25,6 +31,8 @@ class LintRun:
         self.doc = doc
         self.data: Any = doc.data
         self.out: list[Diagnostic] = []
+        #: findings made per rule name, kept or not
+        self.counts: dict[str, int] = {}
         self.definition: FSMDefinition | None = None
         self.graph: Graph | None = None
         self.model_logic_errors: list[tuple[Path, LogicError]] = []
@@ -40,22 +48,53 @@ class LintRun:
         name: str,
         parts: Path,
         message: str,
-        hint: str | None = None,
+        hint: Hint = None,
         *,
         path: str | None = None,
         line: int | None = None,
+        capped: bool = True,
     ) -> None:
-        """Record a finding at ``parts`` (``path`` overrides the spelling, e.g. inside a rule)."""
+        """Record a finding at ``parts`` (``path`` overrides the spelling, e.g. inside a rule).
+
+        Past ``MAX_FINDINGS_PER_RULE`` findings of one rule (unless ``capped`` is false) a finding is only
+        counted: its path, line and hint are never worked out.
+        """
+        if capped:
+            count = self.counts[name] = self.counts.get(name, 0) + 1
+            if count > MAX_FINDINGS_PER_RULE:
+                return
         self.out.append(
             make_diagnostic(
                 name,
                 message,
-                hint=hint,
+                hint=hint() if callable(hint) else hint,
                 file=self.doc.file,
                 path=path or format_path(parts),
                 line=line or self.doc.line_for(parts),
             )
         )
+
+    def full(self, name: str) -> bool:
+        """Whether further findings of ``name`` would only be counted (so a check may count them cheaply)."""
+        return self.counts.get(name, 0) >= MAX_FINDINGS_PER_RULE
+
+    def count_more(self, name: str, number: int) -> None:
+        """Count findings of ``name`` that were not made one by one."""
+        self.counts[name] = self.counts.get(name, 0) + number
+
+    def not_shown(self) -> list[Diagnostic]:
+        """One finding per rule that made more than it kept, saying how many more there are (listed last)."""
+        return [
+            make_diagnostic(
+                name,
+                f"{count - MAX_FINDINGS_PER_RULE:,} more {name} findings in this file are not shown "
+                f"(at most {MAX_FINDINGS_PER_RULE} of one code are listed per file)",
+                hint="fix the ones shown and lint again",
+                file=self.doc.file,
+            )
+            for name, count in self.counts.items()
+            if count > MAX_FINDINGS_PER_RULE
+        ]
 
     # The walks are shared by most checks, so each is done once per run (the data is never changed).
 
@@ -112,4 +151,5 @@ class LintRun:
 
 
 def _is_mapping(value: Any) -> bool:
-    return type(value) is dict or isinstance(value, Mapping)  # parsed data holds dicts: skip the ABC check
+    kind = type(value)  # parsed data holds dicts and lists: skip the ABC check for those
+    return kind is dict or (kind is not list and isinstance(value, Mapping))
