@@ -67,6 +67,54 @@ def generate(states: int, branches: int) -> dict[str, Any]:
     }
 
 
+# --- hostile files ---------------------------------------------------------------------------------
+
+#: shapes of hostile files: lists nested where the schema wants strings and objects
+HOSTILE_SHAPES = ("deep", "broad", "wide")
+
+
+def hostile(size: int, shape: str = "broad") -> str:
+    """JSON text of about ``size`` bytes (at least) that breaks the schema everywhere with nested lists.
+
+    - ``deep``: every state's id, transitions, keys and dialogue are lists nested 900 deep (close to what
+      json.loads can parse), so every value sits 900 levels down;
+    - ``broad``: the same fields hold lists four wide and four deep (256 leaves each), so every field is a
+      wide tree of wrong values;
+    - ``wide``: one state whose transitions are a single list of empty lists, one schema error per 3 bytes.
+    """
+    if shape == "wide":
+        count = max(1, (size - 120) // 3)
+        return (
+            '{"name": "hostile", "description": "wide", "initial_state": "s0", "states": {"s0": '
+            '{"id": "s0", "description": "d", "purpose": "p", "transitions": [' + ",".join(["[]"] * count) + "]}}}"
+        )
+    if shape == "deep":
+        leaf = "[" * 900 + "]" * 900
+    elif shape == "broad":
+        leaf = "[]"
+        for _ in range(4):
+            leaf = "[" + ",".join([leaf] * 4) + "]"
+    else:
+        raise ValueError(f"unknown shape {shape!r}; one of {', '.join(HOSTILE_SHAPES)}")
+    states = []
+    total = 0
+    while total < size:
+        i = len(states)
+        state = (
+            f'"s{i}": {{"id": {leaf}, "description": "d", "purpose": "p", "transitions": [{leaf}, {leaf}], '
+            f'"required_context_keys": [{leaf}, {leaf}], "example_dialogue": [{leaf}]}}'
+        )
+        states.append(state)
+        total += len(state) + 2
+    return (
+        '{"name": "hostile", "description": "'
+        + shape
+        + '", "initial_state": "s0", "states": {'
+        + ", ".join(states)
+        + "}}"
+    )
+
+
 def best_of(repeat: int, func: Any, *, collect: bool = True) -> tuple[float, Any]:
     """Fastest of ``repeat`` runs; with ``collect=False`` the cyclic GC is off while timing."""
     best = float("inf")

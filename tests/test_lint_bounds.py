@@ -70,3 +70,101 @@ def test_repeated_keys_past_those_the_parser_lists_are_counted_too() -> None:
     repeated = [d for d in result.diagnostics if d.code == "FSM016"]
     assert len(repeated) == MAX_FINDINGS_PER_RULE + 1
     assert repeated[-1].message.startswith(f"{2_999 - MAX_FINDINGS_PER_RULE:,} more duplicate-key findings")
+
+
+# --- validation in pieces ---------------------------------------------------------------------
+
+
+def large(states: int, broken: set[int] | None = None) -> dict[str, Any]:
+    """A clean definition of many states (or with the listed states broken in three ways each)."""
+    data = lint_scaling.generate(states, 4)
+    for i in broken or ():
+        s = data["states"][f"s{i}"]
+        s["purpose"] = ["not", "a", "string"]
+        s["transitions"][0]["priority"] = "first"
+        del s["transitions"][-1]["description"]
+    return data
+
+
+def whole(data: Any) -> list[tuple[Any, ...]]:
+    from pydantic import ValidationError
+
+    from llm_fsm.definition._model import FSMDefinition
+
+    try:
+        FSMDefinition.model_validate(data)
+    except ValidationError as exc:
+        return sorted((tuple(e["loc"]), e["msg"]) for e in exc.errors(include_url=False))
+    return []
+
+
+def test_a_large_clean_document_validated_in_pieces_is_the_model_one_validation_builds() -> None:
+    from llm_fsm.definition._model import FSMDefinition
+    from llm_fsm.lint._validation import PIECE, _weight, validate
+
+    data = large(400)
+    assert _weight(data, FSMDefinition, PIECE) > PIECE  # so it is validated in pieces
+    validated = validate(data, budget=MAX_FINDINGS_PER_RULE)
+    assert validated.errors == [] and validated.unchecked == []
+    reference = FSMDefinition.model_validate(data)
+    assert validated.definition is not None
+    assert validated.definition.model_dump() == reference.model_dump()
+    assert validated.definition.content_hash == reference.content_hash
+    condition = validated.definition.states["s7"].transitions[2].conditions[0]  # type: ignore[index]
+    assert condition.compiled is not None and condition.compiled.reads == {"k7"}
+
+
+def test_below_the_budget_the_errors_are_those_of_one_validation() -> None:
+    from llm_fsm.lint._validation import validate
+
+    data = large(400, broken={3, 150, 151, 300})
+    validated = validate(data, budget=MAX_FINDINGS_PER_RULE)
+    assert validated.definition is None and validated.unchecked == []
+    assert sorted((tuple(e["loc"]), e["msg"]) for e in validated.errors) == whole(data)
+    assert len(validated.errors) == 12
+
+
+@pytest.mark.parametrize("shape", lint_scaling.HOSTILE_SHAPES)
+def test_a_hostile_file_gets_a_bounded_list_of_findings_for_bounded_work(
+    shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llm_fsm.lint import _validation
+
+    real = _validation._Run.call
+    work: dict[str, int] = {}
+
+    def counting(self: Any, adapter: Any, value: Any, path: Any, offset: int = 0) -> Any:
+        before = len(self.errors)
+        result = real(self, adapter, value, path, offset)
+        work["errors"] += len(self.errors) - before
+        work["items"] += len(value) if isinstance(value, (list, dict)) else 1
+        return result
+
+    monkeypatch.setattr(_validation._Run, "call", counting)
+
+    def lint(size: int) -> tuple[Any, dict[str, int]]:
+        work.update(errors=0, items=0)
+        doc = parse_text(lint_scaling.hostile(size, shape), file="hostile.json")
+        result = lint_document(doc)
+        return result, {**work, "line steps": doc.lines.skipped}  # type: ignore[attr-defined]
+
+    _, work_1mb = lint(1_200_000)  # past the first piece of every shape
+    big, work_2mb = lint(2_400_000)
+    assert work_2mb == work_1mb  # twice the file, not one more error, item validated or scanner step
+    assert work_2mb["errors"] <= MAX_FINDINGS_PER_RULE + _validation.PIECE
+    codes = Counter(d.code for d in big.diagnostics)
+    assert set(codes) == {"FSM001"}  # nothing else is judged of a part never validated
+    assert codes["FSM001"] <= MAX_FINDINGS_PER_RULE + 3  # the listed ones, where validation stopped, the count
+    stopped = [d for d in big.diagnostics if d.message.startswith("validation stopped")]
+    assert stopped and all("were not checked" in d.message for d in stopped)
+    assert big.diagnostics[-1].message.endswith("(at most 200 of one code are listed per file)")
+
+
+def test_checks_that_need_the_whole_file_are_skipped_when_validation_stopped() -> None:
+    data = definition(state("start", "end"), state("end"))
+    data["states"]["start"]["transitions"].extend([[]] * 5_000)  # then targets states that are not validated
+    data["states"].update({f"late{i}": state(f"late{i}", "nowhere") for i in range(10)})
+    result = lint_data(data)
+    assert {d.code for d in result.diagnostics} == {"FSM001"}  # no FSM006 for nowhere, no FSM007 for late*
+    stopped = next(d for d in result.diagnostics if d.message.startswith("validation stopped"))
+    assert stopped.path == "$.states" and "from 'end' on" in stopped.message

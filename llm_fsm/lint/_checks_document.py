@@ -6,17 +6,16 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
 from llm_fsm.definition._documents import Path
-from llm_fsm.definition._model import SUPPORTED_VERSIONS, FSMDefinition
-from llm_fsm.lint._run import LintRun
+from llm_fsm.definition._model import SUPPORTED_VERSIONS
+from llm_fsm.lint._run import MAX_FINDINGS_PER_RULE, LintRun
 from llm_fsm.lint._support import (
     _KNOWN_FIELDS,
     _LEGACY_FIELDS,
     _did_you_mean,
     validation_problems,
 )
+from llm_fsm.lint._validation import validate
 
 
 def duplicate_keys(run: LintRun) -> None:
@@ -34,18 +33,38 @@ def duplicate_keys(run: LintRun) -> None:
 
 def schema(run: LintRun) -> None:
     try:
-        run.definition = FSMDefinition.model_validate(run.data)
-        return
-    except ValidationError as exc:
-        problems = validation_problems(exc)
+        validated = validate(run.data, budget=MAX_FINDINGS_PER_RULE)
     except RecursionError:
         run.add("schema-violation", (), "the document is nested too deeply to validate")
         return
-    for parts, message, logic_error in problems:
+    run.definition = validated.definition
+    for parts, message, logic_error in validation_problems(validated.errors):
         if logic_error is None:
             run.add("schema-violation", parts, message, _schema_hint(parts, message))
         else:  # reported by check_logic with every issue of the rule; kept in case it cannot
             run.model_logic_errors.append((parts, logic_error))
+    if not validated.unchecked:
+        return
+    # Stop descending: later checks see only what was validated, and those that need the whole
+    # document (targets, reachability, keys) would misjudge a part of it, so they are skipped.
+    for parts, position, count in validated.unchecked:
+        run.add(
+            "schema-violation",
+            parts,
+            f"validation stopped after {MAX_FINDINGS_PER_RULE} problems: {count:,} items here, "
+            f"from {_item_name(run.data, parts, position)} on, were not checked; neither were the targets, "
+            "reachability and context keys of the file",
+            "fix the problems shown and lint again",
+            capped=False,
+        )
+    run.data = validated.checked_part(run.data)
+    run.partial = True
+
+
+def _item_name(data: Any, parts: Path, position: int) -> str:
+    for part in parts:
+        data = data[part]
+    return f"[{position}]" if isinstance(data, list) else repr(list(data)[position])
 
 
 def version(run: LintRun) -> None:

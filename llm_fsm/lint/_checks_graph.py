@@ -32,6 +32,8 @@ def state_ids(run: LintRun) -> None:
 
 
 def targets(run: LintRun) -> None:
+    if run.partial:  # targets in the part not validated are unknown
+        return
     states = run.data.get("states")
     declared = [str(k) for k in states] if isinstance(states, Mapping) else []
     declared_set = set(declared)
@@ -61,7 +63,7 @@ def _target_hint(target: str, declared: list[str]) -> str:
 
 
 def graph(run: LintRun) -> None:
-    if not isinstance(run.data.get("states"), Mapping):
+    if run.partial or not isinstance(run.data.get("states"), Mapping):
         return
     graph = run.graph = graph_from_document(run.data)
     declared = [n.id for n in graph.nodes.values() if n.declared]

@@ -29,10 +29,12 @@ class LintRun:
 
     def __init__(self, doc: ParsedDocument) -> None:
         self.doc = doc
-        self.data: Any = doc.data
+        self._data: Any = doc.data
         self.out: list[Diagnostic] = []
         #: findings made per rule name, kept or not
         self.counts: dict[str, int] = {}
+        #: validation stopped before the end: checks that need the whole document are skipped
+        self.partial = False
         self.definition: FSMDefinition | None = None
         self.graph: Graph | None = None
         self.model_logic_errors: list[tuple[Path, LogicError]] = []
@@ -96,7 +98,16 @@ class LintRun:
             if count > MAX_FINDINGS_PER_RULE
         ]
 
-    # The walks are shared by most checks, so each is done once per run (the data is never changed).
+    @property
+    def data(self) -> Any:
+        return self._data
+
+    @data.setter
+    def data(self, data: Any) -> None:
+        self._data = data
+        self._states = self._transitions = self._flows = self._conditions = None
+
+    # The walks are shared by most checks, so each is done once per run (unless the data is replaced).
 
     def states(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
         if self._states is None:

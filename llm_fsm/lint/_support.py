@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from llm_fsm.definition._documents import Path, format_path
 from llm_fsm.definition._model import (
@@ -84,10 +85,14 @@ class KeyCover:
         return key in self.keys or key in self.ancestors
 
 
-def validation_problems(exc: ValidationError) -> list[tuple[Path, str, LogicError | None]]:
+def validation_problems(
+    errors: ValidationError | Iterable[ErrorDetails],
+) -> list[tuple[Path, str, LogicError | None]]:
     """Pydantic errors as (path, message, logic error) without pydantic's wording leaking types."""
     problems: list[tuple[Path, str, LogicError | None]] = []
-    for error in exc.errors(include_url=False):
+    if isinstance(errors, ValidationError):
+        errors = errors.errors(include_url=False)
+    for error in errors:
         loc = tuple(error.get("loc", ()))
         message = str(error.get("msg", "invalid"))
         if loc and loc[-1] == "[key]":
