@@ -151,6 +151,16 @@ def test_a_lookup_steps_over_what_comes_before_it_and_no_more() -> None:
     assert lines.skipped < 15  # the rest of states went by in one call of the C scanner, then after[0]
 
 
+def test_a_lookup_does_not_step_over_the_value_it_goes_into() -> None:
+    text = '{"name": "n", "items": [' + ", ".join(["[[]]"] * 100_000) + '],\n"after": 1}'
+    lines = parse_json(text).lines
+    assert isinstance(lines, JsonLines)
+    assert lines.line_for(("items", 5, 0)) == 1
+    assert lines.skipped == 6  # "name", items[0] to items[4]; neither the 100,000 items nor items[5]
+    assert lines.line_for(("after",)) == 2
+    assert lines.skipped == 7  # the rest of items went by in one call of the C scanner
+
+
 def test_repeated_keys_beyond_the_listed_ones_are_counted() -> None:
     text = "{" + ",".join(['"a": 1'] * 3_000) + "}"
     doc = parse_json(text)

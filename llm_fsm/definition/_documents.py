@@ -238,16 +238,31 @@ _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]|[^\s{}\[\]:,"]+', re.S)
 class _Container:
     """One object or array of the text, its members located as far as a lookup needed."""
 
-    __slots__ = ("start", "is_object", "cursor", "cursor_line", "children", "complete", "repeats", "occurrences")
+    __slots__ = (
+        "start",
+        "is_object",
+        "cursor",
+        "cursor_line",
+        "pending",
+        "children",
+        "complete",
+        "end",
+        "repeats",
+        "occurrences",
+    )
 
     def __init__(self, start: int, line: int, *, repeats: bool) -> None:
         self.start = start
         self.is_object = True  # set by the caller
-        self.cursor = start + 1  # just past the last member located
+        self.cursor = start + 1  # just past the last member stepped over
         self.cursor_line = line
+        #: (position, line) of the last member's value, not stepped over until the next member is wanted:
+        #: a lookup descends into it, and stepping over a large value costs what parsing it does
+        self.pending: tuple[int, int] | None = None
         #: key or index → (line of the member, position of its value, line of its value)
         self.children: dict[PathPart, tuple[int, int, int]] = {}
         self.complete = False
+        self.end = 0  # just past the closing bracket, once complete
         #: a key of this object appears twice: only the last occurrence counts, so look at all of them
         self.repeats = repeats
         #: key → [(position, line)] of every occurrence, kept for objects that repeat a key
@@ -339,11 +354,18 @@ class JsonLines(Mapping[Path, int]):
     def _advance(self, container: _Container) -> None:
         """Locate the next member of ``container``, or find that there is none."""
         text = self.text
+        if container.pending is not None:
+            value, value_line = container.pending
+            end = self._skip(value)
+            container.cursor = end
+            container.cursor_line = value_line + text.count("\n", value, end)
+            container.pending = None
         pos = _after_space(text, container.cursor)
         if text[pos] == ",":
             pos = _after_space(text, pos + 1)
         if text[pos] in "}]":
             container.complete = True
+            container.end = pos + 1
             return
         line = container.cursor_line + text.count("\n", container.cursor, pos)
         if container.is_object:
@@ -356,12 +378,13 @@ class JsonLines(Mapping[Path, int]):
         else:
             value, value_line = pos, line
             container.children[len(container.children)] = (line, value, value_line)
-        end = self._skip(value)
-        container.cursor = end
-        container.cursor_line = value_line + text.count("\n", value, end)
+        container.pending = (value, value_line)
 
     def _skip(self, pos: int) -> int:
         """The position just past the value at ``pos``."""
+        located = self._containers.get(pos)
+        if located is not None and located.complete:
+            return located.end
         self.skipped += 1
         try:
             return int(_skip_value(self.text, pos)[1])
