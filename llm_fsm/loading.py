@@ -33,6 +33,9 @@ logger = logging.getLogger(__name__)
 
 #: files larger than this are refused before parsing (override per call with ``max_bytes``)
 DEFAULT_MAX_BYTES = 5 * 1024 * 1024
+#: a file may hold one object or array per this many bytes of ``max_bytes`` (524,288 for the default): built,
+#: each costs 60 to 200 bytes, so a file of nothing but brackets would otherwise cost 40 times its size
+BYTES_PER_CONTAINER = 10
 #: environment variable: extra definition directories, separated by os.pathsep
 DEFINITIONS_ENV = "LLM_FSM_DEFINITIONS"
 SUFFIXES = (".json", ".yaml", ".yml")
@@ -83,7 +86,7 @@ def read_document(path: PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Pars
     """Read and parse one file (JSON or YAML by suffix) under a size cap."""
     name = os.fspath(path)
     raw = read_capped(name, max_bytes=max_bytes)
-    return parse_text(raw, file=name)
+    return parse_text(raw, file=name, max_containers=max_bytes // BYTES_PER_CONTAINER)
 
 
 def read_capped(
@@ -200,7 +203,8 @@ class DefinitionCache:
         if entry is not None and entry.digest == digest:
             definition = entry.definition
         else:
-            definition = definition_from_document(parse_text(raw, file=name))
+            document = parse_text(raw, file=name, max_containers=max_bytes // BYTES_PER_CONTAINER)
+            definition = definition_from_document(document)
         with self._lock:
             self._entries[path] = _Entry(signature, digest, racy, definition)
         return definition

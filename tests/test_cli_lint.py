@@ -236,6 +236,16 @@ def test_a_file_over_the_size_limit_is_unreadable(tmp_path: Path) -> None:
     assert "limit" in result.output
 
 
+def test_a_file_of_nested_lists_is_refused_before_they_are_built(tmp_path: Path) -> None:
+    path = write(tmp_path, "nested.json", '{"name": ' + "[" * 500 + "]" * 500 + ', "states": []}')
+    result = run("lint", "--format", "json", "--max-bytes", "2000", str(path))
+    assert result.exit_code == 2
+    (finding,) = json.loads(result.output)["diagnostics"]
+    assert finding["code"] == "FSM000" and finding["message"].startswith("more than 200 objects and arrays")
+    assert "--max-bytes" in finding["hint"]
+    assert run("lint", "--max-bytes", "20000", str(path)).exit_code == 1  # parsed: schema errors
+
+
 def test_the_size_limit_can_be_raised(tmp_path: Path) -> None:
     path = write(tmp_path, "big.json", {**good(), "persona": "x" * 100})
     assert run("lint", "--max-bytes", "50", str(path)).exit_code == 2

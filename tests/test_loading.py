@@ -348,6 +348,34 @@ def test_the_size_limit_is_configurable(tmp_path: Path) -> None:
     assert load_fsm_definition(path, max_bytes=100_000).name == "Mini"
 
 
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("lists.json", '{"states": ' + "[" * 60 + "]" * 60 + ', "x": [' + ", ".join(["[]"] * 50) + "]}"),
+        ("objects.json", '{"a": ' + '{"b": ' * 110 + "1" + "}" * 110 + "}"),
+        ("lists.yaml", "states:\n" + "".join("  - [[], {}]\n" for _ in range(40))),
+    ],
+)
+def test_a_file_holding_more_objects_and_arrays_than_its_size_limit_allows_is_refused_before_they_are_built(
+    tmp_path: Path, name: str, content: str
+) -> None:
+    from llm_fsm.loading import read_document
+
+    path = write(tmp_path, name, content)
+    assert len(content) < 1_000
+    with pytest.raises(DefinitionError) as info:
+        read_document(path, max_bytes=1_000)  # at most one object or array per 10 bytes: 100
+    assert info.value.message.startswith("more than 100 objects and arrays")
+    assert read_document(path, max_bytes=10_000).data  # 1,000 allowed
+
+
+def test_brackets_inside_strings_are_not_objects_or_arrays(tmp_path: Path) -> None:
+    from llm_fsm.loading import read_document
+
+    path = write(tmp_path, "strings.json", json.dumps({"persona": "[{" * 300, "x": ["[", "{"]}))
+    assert read_document(path, max_bytes=1_000).data["x"] == ["[", "{"]
+
+
 def test_null_conditions_load_as_an_unguarded_transition() -> None:
     doc = minimal()
     doc["states"]["start"]["transitions"][0]["conditions"] = None

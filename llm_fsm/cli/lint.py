@@ -196,6 +196,8 @@ def _unreadable_hint(message: str) -> str | None:
         return "re-save the file with UTF-8 encoding"
     if "limit" in message:
         return "definitions are small; split the file or raise --max-bytes"
+    if "objects and arrays" in message:
+        return "a definition has far fewer; if this one is real, raise --max-bytes (one per 10 bytes of it)"
     if message.startswith("file is empty"):
         return "a definition is one object with name, description, initial_state and states"
     if "alias" in message:
@@ -286,7 +288,10 @@ def _lint_options(func: Any) -> Any:
     )(func)
     func = click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")(func)
     func = click.option(
-        "--max-bytes", type=click.IntRange(min=1), default=None, help="Refuse files larger than this (default 5 MB)."
+        "--max-bytes",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Refuse files larger than this (default 5 MB), or holding more objects and arrays than a tenth of it.",
     )(func)
     return func
 

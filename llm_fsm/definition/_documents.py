@@ -112,14 +112,23 @@ class ParsedDocument:
         return None
 
 
-def parse_text(raw: bytes | str, *, file: str | None = None, fmt: str | None = None) -> ParsedDocument:
-    """Parse JSON or YAML (chosen by ``fmt`` or the file suffix; JSON by default)."""
+def parse_text(
+    raw: bytes | str, *, file: str | None = None, fmt: str | None = None, max_containers: int | None = None
+) -> ParsedDocument:
+    """Parse JSON or YAML (chosen by ``fmt`` or the file suffix; JSON by default).
+
+    ``max_containers`` refuses a document of more objects and arrays, before they are built.
+    """
     if fmt is None:
         fmt = format_for(file)
     text = decode(raw, file=file)
     if fmt == "yaml":
-        return parse_yaml(text, file=file)
-    return parse_json(text, file=file)
+        return parse_yaml(text, file=file, max_containers=max_containers)
+    return parse_json(text, file=file, max_containers=max_containers)
+
+
+def _too_many(limit: int, file: str | None) -> DefinitionError:
+    return DefinitionError(f"more than {limit:,} objects and arrays; a definition has far fewer", file=file)
 
 
 def format_for(file: str | None) -> str:
@@ -153,10 +162,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def parse_json(text: str, *, file: str | None = None) -> ParsedDocument:
+def parse_json(text: str, *, file: str | None = None, max_containers: int | None = None) -> ParsedDocument:
     """Strict JSON (no NaN/Infinity), plus a path→line map computed on demand."""
     if not text.strip():
         raise DefinitionError(_EMPTY, file=file)
+    if max_containers is not None and _json_containers(text, max_containers) > max_containers:
+        raise _too_many(max_containers, file)
     repeated = _Repeated()
     try:
         with paused_gc():
@@ -177,6 +188,19 @@ def parse_json(text: str, *, file: str | None = None) -> ParsedDocument:
         more_duplicate_keys=repeated.count - len(duplicates),
         format="json",
     )
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+
+
+def _json_containers(text: str, limit: int) -> int:
+    """How many objects and arrays the text holds: a count of brackets, not looking inside strings
+    unless the plain count passes ``limit`` (a memory bound: each costs 60 to 200 bytes once built)."""
+    rough = text.count("[") + text.count("{")
+    if rough <= limit:
+        return rough
+    bare = _JSON_STRING.sub("", text)
+    return bare.count("[") + bare.count("{")
 
 
 #: repeated keys listed by position; past this many only their number is kept (a file can repeat a key a million times)
@@ -471,12 +495,24 @@ class _AliasRefused(Exception):
         self.line = line
 
 
+class _TooMany(Exception):
+    pass
+
+
 class _DefinitionLoader(yaml.SafeLoader):
-    """SafeLoader restricted to JSON data: no aliases, no timestamps, sets or binary."""
+    """SafeLoader restricted to JSON data: no aliases, no timestamps, sets or binary; optionally a limit on
+    mappings and sequences, counted as they are composed."""
+
+    max_containers: int | None = None
+    containers = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D401 - PyYAML hook
         if self.check_event(yaml.AliasEvent):
             raise _AliasRefused(self.peek_event().start_mark.line + 1)
+        if self.max_containers is not None and self.check_event(yaml.MappingStartEvent, yaml.SequenceStartEvent):
+            self.containers += 1
+            if self.containers > self.max_containers:
+                raise _TooMany
         return super().compose_node(parent, index)
 
 
@@ -489,15 +525,18 @@ _DefinitionLoader.yaml_implicit_resolvers = {
 }
 
 
-def parse_yaml(text: str, *, file: str | None = None) -> ParsedDocument:
+def parse_yaml(text: str, *, file: str | None = None, max_containers: int | None = None) -> ParsedDocument:
     """Safe YAML restricted to JSON data, plus a path→line map from the node marks."""
     if not text.strip():
         raise DefinitionError(_EMPTY, file=file)
     loader: _DefinitionLoader | None = None
     try:
         loader = _DefinitionLoader(text)  # the reader rejects control characters right here
+        loader.max_containers = max_containers
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
+    except _TooMany:
+        raise _too_many(max_containers or 0, file) from None
     except _AliasRefused as exc:
         raise DefinitionError(
             "YAML aliases (*name) are not allowed in definitions; write the value out", file=file, line=exc.line
