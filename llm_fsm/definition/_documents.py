@@ -199,8 +199,11 @@ def _json_containers(text: str, limit: int) -> int:
     rough = text.count("[") + text.count("{")
     if rough <= limit:
         return rough
-    bare = _JSON_STRING.sub("", text)
-    return bare.count("[") + bare.count("{")
+    inside = 0  # string by string, to hold no copy of the text (a file of short strings has a million)
+    for match in _JSON_STRING.finditer(text):
+        start, end = match.span()
+        inside += text.count("[", start, end) + text.count("{", start, end)
+    return rough - inside
 
 
 #: repeated keys listed by position; past this many only their number is kept (a file can repeat a key a million times)
