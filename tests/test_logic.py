@@ -7,7 +7,7 @@ import math
 import pickle
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from llm_fsm.errors import FSMError, LogicBudgetError, LogicError
@@ -812,6 +812,7 @@ def test_any_rule_on_any_data_returns_a_value_or_raises_a_logic_error(rule, data
     st.integers(1, 40),
 )
 @settings(max_examples=500)
+@example(rule={"max": [{"merge": []}, {"": [None] * 4, "0": [None]}, {"var": "a"}, [None]]}, max_depth=3, max_nodes=14)
 def test_the_quick_check_passes_exactly_the_rules_the_full_scan_passes(rule, max_depth, max_nodes):
     from llm_fsm.logic._checks import _passes, _scan
 

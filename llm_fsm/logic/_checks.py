@@ -168,7 +168,8 @@ def _scan(rule: Any, max_depth: int, max_nodes: int, first_only: bool) -> list[L
 
 
 def _passes(rule: Any, max_depth: int, max_nodes: int) -> bool:
-    """Whether ``_scan`` would find nothing: the same walk without spelling a path for every node.
+    """Whether ``_scan`` would find nothing: the same walk, in the same order (the size check looks ahead from
+    the count so far), without spelling a path for every node.
 
     Most rules are fine, and building the paths was most of the cost of checking one; ``_scan`` runs only to
     say what is wrong. ``tests/test_logic.py`` checks that the two agree.
@@ -194,7 +195,7 @@ def _passes(rule: Any, max_depth: int, max_nodes: int) -> bool:
                 if type(key) is not str:
                     return False
             if literal or len(value) != 1:
-                stack.extend((v, depth + 1, True) for v in value.values())
+                stack.extend((v, depth + 1, True) for v in reversed(value.values()))
                 continue
             op, args = next(iter(value.items()))
             arity = _ARITY.get(op)
@@ -205,11 +206,11 @@ def _passes(rule: Any, max_depth: int, max_nodes: int) -> bool:
             if n < arity[0] or (arity[1] is not None and n > arity[1]):
                 return False
             if many:
-                stack.extend((a, depth + 1, False) for a in args)
+                stack.extend((a, depth + 1, False) for a in reversed(args))
             else:
                 stack.append((args, depth + 1, False))
         else:
-            stack.extend((v, depth + 1, literal) for v in value)
+            stack.extend((v, depth + 1, literal) for v in reversed(value))
     return True
 
 
