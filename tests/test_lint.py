@@ -7,11 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_fsm.definition._documents import parse_text
+from llm_fsm.errors import LogicError
 from llm_fsm.lint._linter import lint_data, lint_document
 from llm_fsm.lint._missing_reads import risky_missing_reads
 from llm_fsm.lint._rules import RULES, RULES_BY_CODE, Diagnostic, Severity
+from llm_fsm.logic._guards import compile_guard
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -484,3 +488,37 @@ def test_linting_pauses_the_garbage_collector_and_restores_it(monkeypatch: pytes
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+# --- FSM013 skips rules whose every var without a default is required -----------------------------
+
+_NAMES = st.sampled_from(["a", "b", "a.b", "", 0, 1, 1.5, True, None])
+_VARS = st.one_of(
+    st.builds(lambda n: {"var": n}, _NAMES),
+    st.builds(lambda n: {"var": [n]}, _NAMES),
+    st.builds(lambda n, d: {"var": [n, d]}, _NAMES, st.integers()),
+)
+
+
+def _fsm013_rules() -> st.SearchStrategy[Any]:
+    operators = ["!", "!=", "==", "<", "<=", ">", ">=", "and", "or", "if", "in", "map", "filter", "some", "var", "+"]
+    leaf = _VARS | st.integers(-2, 2) | st.none() | st.sampled_from(["x", ""])
+    return st.recursive(
+        leaf,
+        lambda children: (
+            st.builds(lambda op, args: {op: args}, st.sampled_from(operators), st.lists(children, max_size=3))
+            | st.lists(children, max_size=2)
+            | st.dictionaries(st.sampled_from(["p", "q"]), children, min_size=2, max_size=2)
+        ),
+        max_leaves=12,
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(_fsm013_rules())
+def test_every_key_fsm013_can_flag_is_among_the_compiled_rules_mentions(rule: Any) -> None:
+    try:
+        guard = compile_guard(rule)
+    except LogicError:
+        return
+    assert {key for key, _ in risky_missing_reads(rule)} <= guard.mentions_without_default

@@ -14,12 +14,13 @@ from llm_fsm.lint._support import (
     _strings,
 )
 from llm_fsm.logic._checks import check_logic
+from llm_fsm.logic._guards import Guard
 from llm_fsm.logic._rules import compile_logic
 
 
-def _model_reads(run: LintRun) -> dict[Path, frozenset[str]]:
-    """The keys each condition reads, by path, from the rules the model compiled at validation
-    (compiling is most of lint's cost, so it is done once); empty when there is no validated model."""
+def _model_guards(run: LintRun) -> dict[Path, Guard]:
+    """Each condition's rule as the model compiled it at validation, by path (compiling is most of
+    lint's cost, so it is done once); empty when there is no validated model."""
     definition = run.definition
     if definition is None:
         return {}
@@ -31,7 +32,7 @@ def _model_reads(run: LintRun) -> dict[Path, frozenset[str]]:
     for owner, flows in _model_flows(definition):
         holders.extend(((*owner, "flows", index), flow) for index, flow in enumerate(flows))
     return {
-        (*parts, "conditions", cindex): condition.compiled.reads
+        (*parts, "conditions", cindex): condition.compiled
         for parts, holder in holders
         for cindex, condition in enumerate(holder.conditions or ())
         if condition.compiled is not None
@@ -46,7 +47,7 @@ def _model_flows(definition: Any) -> list[tuple[Path, Any]]:
 
 def logic(run: LintRun) -> None:
     run.reads = []
-    compiled_reads = _model_reads(run)
+    guards = _model_guards(run)
     for parts, condition in run.conditions():
         requires = _strings(condition.get("requires_context_keys"))
         rule = condition.get("logic")
@@ -61,7 +62,8 @@ def logic(run: LintRun) -> None:
                 )
             continue
         # A rule the model compiled passed the same static checks already: check it again only without one.
-        reads = compiled_reads.get(parts)
+        guard = guards.get(parts)
+        reads = guard.reads if guard is not None else None
         issues = check_logic(rule) if reads is None else []
         if issues:
             run.logic_reported.add(parts)
@@ -86,6 +88,8 @@ def logic(run: LintRun) -> None:
             if key:
                 run.reads.append((parts, key))
         required = KeyCover(requires)
+        if guard is not None and all(required.guarantees(key) for key in guard.mentions_without_default):
+            continue  # every var without a default names a key the condition requires: nothing can be risky
         reported: set[str] = set()
         for key, why in risky_missing_reads(rule, ignore=required.guarantees):
             if key in reported:

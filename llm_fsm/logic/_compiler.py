@@ -64,6 +64,7 @@ class _Compiler:
     def __init__(self) -> None:
         self.reads: set[str] = set()
         self.reads_without_default: set[str] = set()
+        self.mentions_without_default: set[str] = set()
 
     # Each compile step returns (closure, constant value or _NC) so that parents can
     # specialise on constant arguments (e.g. ``{"==": [{"var": "x"}, "premium"]}``).
@@ -137,6 +138,8 @@ def _build_var(c: _Compiler, args: list[Any], paths: list[str], op_path: str, sc
     if name is None or (type(name) is str and name == ""):
         return _whole_data
     key = _to_str(list(name) if type(name) is tuple else name)
+    if not has_default:
+        c.mentions_without_default.add(key)
     if not scoped:
         c.reads.add(key)
         if not has_default:

@@ -34,7 +34,7 @@ class Guard:
     well as clause by clause was a third of the cost of loading a definition.
     """
 
-    __slots__ = ("logic", "operator", "children", "reads", "reads_without_default", "_rule")
+    __slots__ = ("logic", "operator", "children", "reads", "reads_without_default", "mentions_without_default", "_rule")
 
     def __init__(
         self,
@@ -50,11 +50,15 @@ class Guard:
         self.reads: frozenset[str]
         self.reads_without_default: frozenset[str]
         """The dot paths the rule reads (of them, those read by a ``var`` without a default), as ``rule`` has them."""
+        self.mentions_without_default: frozenset[str]
+        """Every static var name read without a default, inside map/filter/reduce bodies too (for lint)."""
         if rule is not None:
             self.reads, self.reads_without_default = rule.reads, rule.reads_without_default
+            self.mentions_without_default = rule.mentions_without_default
         else:  # and/or add no reads of their own
             self.reads = frozenset().union(*(child.reads for child in children))
             self.reads_without_default = frozenset().union(*(child.reads_without_default for child in children))
+            self.mentions_without_default = frozenset().union(*(c.mentions_without_default for c in children))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (compile_guard, (self.logic,))

@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 class CompiledRule:
     """A rule checked and compiled once; evaluate it as often as needed (thread-safe)."""
 
-    __slots__ = ("rule", "reads", "reads_without_default", "budget", "_fn", "_limits")
+    __slots__ = ("rule", "reads", "reads_without_default", "mentions_without_default", "budget", "_fn", "_limits")
 
     def __init__(
         self,
@@ -38,12 +38,15 @@ class CompiledRule:
         reads_without_default: frozenset[str],
         budget: int,
         limits: tuple[int, int] = (DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES),
+        mentions_without_default: frozenset[str] = frozenset(),
     ) -> None:
         self.rule = rule
         #: dot paths the rule reads from the top-level data (static names only)
         self.reads = reads
         #: the subset of ``reads`` read by a ``var`` without a default
         self.reads_without_default = reads_without_default
+        #: every static var name read without a default, inside map/filter/reduce bodies too (for lint)
+        self.mentions_without_default = mentions_without_default
         self.budget = budget
         self._fn = fn
         self._limits = limits
@@ -154,6 +157,7 @@ def compile_checked(
         frozenset(compiler.reads_without_default),
         budget,
         (max_depth, max_nodes),
+        frozenset(compiler.mentions_without_default),
     )
 
 
