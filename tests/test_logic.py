@@ -536,7 +536,7 @@ def test_compiled_rule_keeps_the_original_rule():
 # --------------------------------------------------------------------------- guards
 
 
-def test_a_guard_compiles_each_clause_once_and_the_whole_rule_only_when_asked(monkeypatch) -> None:
+def test_a_guard_compiles_a_clause_when_first_judged_and_the_whole_rule_only_when_asked(monkeypatch) -> None:
     from llm_fsm.logic import _guards
     from llm_fsm.logic._compiler import _Compiler
 
@@ -550,16 +550,17 @@ def test_a_guard_compiles_each_clause_once_and_the_whole_rule_only_when_asked(mo
     monkeypatch.setattr(_Compiler, "__init__", counting)
     rule = {"and": [{">=": [{"var": "a"}, 1]}, {"or": [{"var": "b"}, {"!": [{"var": ["c", 0]}]}]}]}
     guard = _guards.compile_guard(rule)
-    assert len(compilers) == 3  # the three clauses; neither the and, nor the or, compiled whole
-    assert guard.reads == compile_logic(rule).reads == {"a", "b", "c"}
-    assert guard.reads_without_default == compile_logic(rule).reads_without_default == {"a", "b"}
+    assert guard.reads == {"a", "b", "c"} and guard.reads_without_default == {"a", "b"}
+    assert compilers == []  # checked and read, not compiled
+    assert guard.evaluate_guard({"a": 0}) == GuardResult(False, False, ())
+    assert len(compilers) == 1  # the first clause failed: the or was never judged
     assert guard.evaluate_guard({"a": 2, "b": 1}) == GuardResult(True, True, ())
     assert guard.evaluate_guard({"a": 2, "c": 1}) == GuardResult(False, False, ("b",))
-    compilers.clear()
+    assert len(compilers) == 3  # each clause once
     assert guard.evaluate({"a": 2, "c": 0}) is True  # reference semantics: the whole rule, compiled now
-    assert len(compilers) == 1
     assert guard.evaluate({"a": 2, "c": 0}) is True
-    assert len(compilers) == 1
+    assert len(compilers) == 4
+    assert guard.reads == compile_logic(rule).reads
     clone = pickle.loads(pickle.dumps(guard))
     assert clone.evaluate_guard({"a": 2, "c": 1}) == guard.evaluate_guard({"a": 2, "c": 1})
 
@@ -817,6 +818,28 @@ def test_the_quick_check_passes_exactly_the_rules_the_full_scan_passes(rule, max
     from llm_fsm.logic._checks import _passes, _scan
 
     assert _passes(rule, max_depth, max_nodes) == (not _scan(rule, max_depth, max_nodes, first_only=True))
+
+
+@given(rules())
+@settings(max_examples=600, deadline=None)
+@example({"var": []})
+@example({"map": [{"var": "items"}, {"var": "x"}]})
+@example({"var": [["a", 1]]})
+@example({"var": [{"cat": ["a", "b"]}]})
+@example({"reduce": [{"var": "xs"}, {"var": "current"}, {"var": "start"}]})
+@example({"var": [[], 1]})
+@example({"missing": [0]})
+@example({"missing": [["a", "", 1.5, True]]})
+@example({"missing_some": [1, ["a", "b"]]})
+@example({"filter": [{"var": "xs"}, {"missing": ["inside"]}]})
+def test_what_a_rule_reads_is_found_without_compiling_it_exactly_as_compiling_finds_it(rule):
+    from llm_fsm.logic._compiler import static_reads
+
+    try:
+        compiled = compile_logic(rule)
+    except LogicError:
+        return
+    assert static_reads(rule) == (compiled.reads, compiled.reads_without_default, compiled.mentions_without_default)
 
 
 def test_one_compiled_rule_can_be_evaluated_from_many_threads():

@@ -81,14 +81,14 @@ class TransitionCondition(_Model):
 
     @model_validator(mode="after")
     def _compile(self) -> TransitionCondition:
-        # Compiled once at load time: unknown operators fail here, not at run time.
+        # Checked at load time: unknown operators fail here, not at run time (clauses compile when first judged).
         if self.logic is not None:
             self.__dict__["compiled"] = compile_guard(self.logic)
         return self
 
     @functools.cached_property
     def compiled(self) -> Guard | None:
-        """The rule compiled at load time into a guard (see ``llm_fsm.logic``), or None without logic.
+        """The rule, checked at load time, as a guard (see ``llm_fsm.logic``), or None without logic.
 
         A cached property, not a private attribute: pydantic's private-attribute
         lookup costs microseconds, and guards are read on every turn.

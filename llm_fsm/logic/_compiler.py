@@ -117,6 +117,77 @@ class _Compiler:
         return [self.node(a, p, scoped) for a, p in zip(args, paths, strict=False)]
 
 
+_SCALAR_TYPES = (type(None), bool, int, float, str)
+
+_ITERATOR_OPS = frozenset(("map", "filter", "reduce", "all", "some", "none"))
+
+
+def _all_scalars(values: Any) -> bool:
+    """Whether the compiler folds this array to a constant (see ``_Compiler.array``)."""
+    return all(type(v) in _SCALAR_TYPES for v in values)
+
+
+def static_reads(rule: Any) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """(reads, reads_without_default, mentions_without_default) of a checked rule, as compiling it records
+    them, found by a walk that builds no closures.
+
+    It follows the compiler: objects of several keys are literals; a var's name is static when it is a scalar
+    or an array of scalars, and reads nothing when it is null or ""; the constant keys of missing and
+    missing_some are reads too; the body of map, filter, reduce, all, some and none reads the item, not the
+    context. ``tests/test_logic.py`` holds the two to the same sets.
+    """
+    reads: set[str] = set()
+    without_default: set[str] = set()
+    mentions: set[str] = set()
+    context: list[Any] = [rule]  # nodes that read the context
+    items: list[Any] = []  # nodes in the body of an iteration: they read the item
+    for stack, scoped in ((context, False), (items, True)):
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            if kind is not dict:
+                if kind is list or kind is tuple:
+                    stack.extend(node)
+                continue
+            if len(node) != 1:
+                continue
+            for op, args in node.items():
+                arguments = args if type(args) in (list, tuple) else (args,)
+                if op in _ITERATOR_OPS:
+                    for index, arg in enumerate(arguments):
+                        (items if index == 1 else stack).append(arg)
+                    continue
+                stack.extend(arguments)
+                if op == "var":
+                    if not arguments:
+                        continue
+                    name = arguments[0]
+                    if type(name) is str:
+                        if not name:
+                            continue  # the whole data
+                        key = name
+                    elif type(name) in (list, tuple):
+                        if not _all_scalars(name):
+                            continue  # a name computed at run time
+                        key = _to_str(list(name))
+                    elif type(name) in _SCALAR_TYPES and name is not None:
+                        key = _to_str(name)
+                    else:
+                        continue
+                    if len(arguments) == 1:
+                        mentions.add(key)
+                        if not scoped:
+                            without_default.add(key)
+                    if not scoped:
+                        reads.add(key)
+                elif (op == "missing" or op == "missing_some") and not scoped:
+                    # their constant keys count as reads (see _static_keys)
+                    for arg in arguments if op == "missing" else arguments[1:]:
+                        values = arg if type(arg) in (list, tuple) and _all_scalars(arg) else (arg,)
+                        reads.update(_to_str(v) for v in values if type(v) in (str, int, float) and v != "")
+    return frozenset(reads), frozenset(without_default), frozenset(mentions)
+
+
 def _fns(parts: list[tuple[Fn, Any]]) -> list[Fn]:
     return [f for f, _ in parts]
 

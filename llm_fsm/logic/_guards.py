@@ -21,20 +21,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from llm_fsm.logic._compiler import static_reads
 from llm_fsm.logic._rules import CompiledRule, check_rule, compile_checked
 from llm_fsm.logic._spec import GuardResult
 
 
 class Guard:
-    """A compiled condition: an ``and``/``or`` skeleton over compiled leaf clauses.
+    """A checked condition: an ``and``/``or`` skeleton over leaf clauses, each compiled when first judged.
 
-    Each clause is compiled once. The whole rule (``rule``: what ``reads`` and
-    plain ``evaluate`` stand for) is compiled only if asked for: guards are
-    judged clause by clause, and compiling every ``and``/``or`` rule whole as
-    well as clause by clause was a third of the cost of loading a definition.
+    Loading a definition checks every rule (unknown operators, arities, limits fail there, with their path)
+    but compiles none: compiling was most of the cost of loading a large definition, and a conversation
+    judges only the conditions of the states it visits. What a rule reads is found without compiling it
+    (``static_reads``, held to the compiler's answer by a property test). The whole rule (``rule``: what
+    plain ``evaluate`` runs) is compiled only if asked for: guards are judged clause by clause.
     """
 
-    __slots__ = ("logic", "operator", "children", "reads", "reads_without_default", "mentions_without_default", "_rule")
+    __slots__ = ("logic", "operator", "children", "_rule", "_reads")
 
     def __init__(
         self,
@@ -47,18 +49,7 @@ class Guard:
         self.operator = operator
         self.children = children
         self._rule = rule
-        self.reads: frozenset[str]
-        self.reads_without_default: frozenset[str]
-        """The dot paths the rule reads (of them, those read by a ``var`` without a default), as ``rule`` has them."""
-        self.mentions_without_default: frozenset[str]
-        """Every static var name read without a default, inside map/filter/reduce bodies too (for lint)."""
-        if rule is not None:
-            self.reads, self.reads_without_default = rule.reads, rule.reads_without_default
-            self.mentions_without_default = rule.mentions_without_default
-        else:  # and/or add no reads of their own
-            self.reads = frozenset().union(*(child.reads for child in children))
-            self.reads_without_default = frozenset().union(*(child.reads_without_default for child in children))
-            self.mentions_without_default = frozenset().union(*(c.mentions_without_default for c in children))
+        self._reads: tuple[frozenset[str], frozenset[str], frozenset[str]] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (compile_guard, (self.logic,))
@@ -68,10 +59,34 @@ class Guard:
 
     @property
     def rule(self) -> CompiledRule:
-        """The whole rule, compiled (on first use for an and/or guard; the rule was checked already)."""
+        """The whole rule, compiled (on first use; the rule was checked already)."""
         if self._rule is None:
             self._rule = compile_checked(self.logic)
         return self._rule
+
+    def _static(self) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+        if self._reads is None:
+            if self._rule is not None:
+                rule = self._rule
+                self._reads = (rule.reads, rule.reads_without_default, rule.mentions_without_default)
+            else:
+                self._reads = static_reads(self.logic)
+        return self._reads
+
+    @property
+    def reads(self) -> frozenset[str]:
+        """The dot paths the rule reads from the context (static names only), as compiling it records them."""
+        return self._static()[0]
+
+    @property
+    def reads_without_default(self) -> frozenset[str]:
+        """Of ``reads``, those read by a ``var`` without a default."""
+        return self._static()[1]
+
+    @property
+    def mentions_without_default(self) -> frozenset[str]:
+        """Every static var name read without a default, inside map/filter/reduce bodies too (for lint)."""
+        return self._static()[2]
 
     def evaluate(self, data: Any = None) -> Any:
         return self.rule.evaluate(data)
@@ -95,7 +110,7 @@ class Guard:
 
 
 def compile_guard(logic: Any) -> Guard:
-    """Check a condition's rule (raising LogicError with a path on any problem) and compile it into a Guard."""
+    """Check a condition's rule (raising LogicError with a path on any problem) and make it a Guard."""
     check_rule(logic)
     return _skeleton(logic)
 
@@ -105,7 +120,7 @@ def _skeleton(logic: Any) -> Guard:
         ((operator, args),) = logic.items()
         if operator in ("and", "or") and isinstance(args, list) and args:
             return Guard(logic, operator=operator, children=tuple(_skeleton(arg) for arg in args))
-    return Guard(logic, compile_checked(logic))
+    return Guard(logic)
 
 
 __all__ = ["Guard", "compile_guard"]
