@@ -19,6 +19,9 @@ slows both alike).
   (w untimed, then n timed conversations of the first ``short_turns`` turns)
 - ``{"op": "long", "capture_at": [turn numbers]}`` → ``{"long": {...}, "captured": {turn: [requests]}}``
   (one conversation of all turns; full requests kept for the listed turns, 0 = opening)
+- ``{"op": "validate", "path", "timeout"}`` → ``{"seconds", "outcome", "errors", "warnings"}``: the
+  original's own validator (``llm_fsm.validator.validate_fsm_from_file``, what its ``llm-fsm-validate``
+  command runs) on one JSON file, stopped after ``timeout`` seconds (outcome ``timeout``); needs no ``setup``.
 - ``{"op": "live", "definition_path", "user_turns": [...], "initial_context", "litellm": {model,
   api_base, api_key, temperature, max_tokens, ...}}`` → one conversation against a real model
   with the original's *own* ``LiteLLMInterface`` (see ``live_conversation``); needs no ``setup``.
@@ -200,6 +203,39 @@ def live_conversation(job, FSMManager, load_fsm_definition):
         original_llm.completion = real_completion
 
 
+class _OutOfTime(BaseException):
+    """Raised by the timer inside the original's validator: not an Exception, so its ``except Exception`` lets it by."""
+
+
+def validate_file(job):
+    """Time the original's validator on one file; a timer stops it after ``timeout`` seconds."""
+    import signal
+
+    from llm_fsm.validator import validate_fsm_from_file
+
+    def out_of_time(signum, frame):
+        raise _OutOfTime()
+
+    previous = signal.signal(signal.SIGALRM, out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, float(job.get("timeout", 60)))
+    gc.collect()
+    started = time.perf_counter()
+    try:
+        result = validate_fsm_from_file(job["path"])
+    except _OutOfTime:
+        return {"seconds": time.perf_counter() - started, "outcome": "timeout", "errors": [], "warnings": 0}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    seconds = time.perf_counter() - started
+    return {
+        "seconds": seconds,
+        "outcome": "valid" if result.is_valid else "invalid",
+        "errors": [str(e)[:200] for e in result.errors[:5]],
+        "warnings": len(result.warnings),
+    }
+
+
 def main():
     metadata, module_file, FSMManager, LLMInterface, LLMResponse, StateTransition, load_fsm_definition = (
         _load_original()
@@ -274,6 +310,8 @@ def main():
         op = job.get("op")
         if op == "live":
             return live_conversation(job, FSMManager, load_fsm_definition)
+        if op == "validate":
+            return validate_file(job)
         if op == "setup":
             scenario.update(
                 definition_path=job["definition_path"],
