@@ -133,6 +133,12 @@ def test_the_original_function_handlers_field_is_only_a_warning() -> None:
     assert result.definition is not None
 
 
+def test_a_json_file_naming_its_schema_is_not_an_unknown_field() -> None:
+    """``"$schema"`` at the top is how editors are pointed at the schema; it is expected, not ignored by mistake."""
+    result = lint_data({"$schema": "../schemas/fsm_definition.schema.json", **base()})
+    assert [d.code for d in result.diagnostics] == []
+
+
 def test_unknown_fields_in_transitions_and_conditions_are_found() -> None:
     doc = with_transitions({**guarded(requires=["age"]), "weight": 1})
     doc["states"]["start"]["transitions"][0]["conditions"][0]["note"] = "x"

@@ -24,7 +24,8 @@ from llm_fsm.errors import LogicError
 
 
 _KNOWN_FIELDS: dict[str, frozenset[str]] = {
-    "definition": frozenset(FSMDefinition.model_fields),
+    # "$schema" points an editor at the JSON Schema; the schema allows it and the engine ignores it
+    "definition": frozenset(FSMDefinition.model_fields) | {"$schema"},
     "state": frozenset(State.model_fields),
     "transition": frozenset(Transition.model_fields),
     "condition": frozenset(TransitionCondition.model_fields),
