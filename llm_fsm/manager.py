@@ -148,6 +148,9 @@ class FSMManager:
                 self.hooks.register(name, function)
         self.definition_recheck_seconds = definition_recheck_seconds
         self._definitions: dict[str, tuple[FSMDefinition, float]] = {}
+        # definitions handed to start_conversation as objects, by the name their conversations store:
+        # no loader could find them again, so this manager keeps them
+        self._given_definitions: dict[str, FSMDefinition] = {}
         # One FairLock per conversation, shared by threads and coroutines. The registry keeps them weakly,
         # so whoever takes one keeps a reference until it releases it; otherwise it could be collected
         # mid-turn and the next caller would get a fresh, unrelated lock.
@@ -193,6 +196,9 @@ class FSMManager:
         """The definition when no loader call is due (no I/O), else None."""
         if isinstance(fsm_id, FSMDefinition):
             return fsm_id
+        given = self._given_definitions.get(fsm_id)
+        if given is not None:
+            return given
         cached = self._definitions.get(fsm_id)
         if cached is not None and time.monotonic() - cached[1] < self.definition_recheck_seconds:
             return cached[0]
@@ -388,6 +394,8 @@ class FSMManager:
         self, fsm_id: Any, initial_context: Mapping[str, Any] | None, user_id: str | None, room_id: str | None
     ) -> Generator[Any, Any, tuple[str, str]]:
         definition = yield LoadDefinition(fsm_id)
+        if isinstance(fsm_id, FSMDefinition):
+            self._given_definitions[definition.name] = definition
         instance = self._new_instance(fsm_id, definition, user_id, room_id)
         outcome = yield from run_opening(
             definition, instance, self.prompt_builder, self.config, initial_context, schema_sent=self._schema_sent()
@@ -403,7 +411,12 @@ class FSMManager:
         user_id: str | None = None,
         room_id: str | None = None,
     ) -> tuple[str, str]:
-        """Create a conversation and return ``(conversation_id, opening message)``."""
+        """Create a conversation and return ``(conversation_id, opening message)``.
+
+        ``fsm_id`` is an id or path for the loader, or an ``FSMDefinition``: this manager then keeps
+        it under its name for the conversation's later turns (another process needs a loader that
+        finds that name).
+        """
         return self._drive(self._starting(fsm_id, initial_context, user_id, room_id))
 
     async def astart_conversation(

@@ -403,3 +403,13 @@ def test_prompts_leave_the_format_to_the_schema_when_the_interface_sends_it():
     for request in llm.requests:
         assert "<response_format>" not in request.system_prompt
         assert "response schema" in request.system_prompt and request.response_schema
+
+
+def test_a_conversation_started_from_a_definition_object_keeps_running_on_it():
+    """start_conversation(FSMDefinition) stores the definition's name; later turns must find that definition."""
+    from llm_fsm.definition import FSMDefinition
+
+    fsm = FSMManager(llm_interface=ScriptedLLM([reply("ask_name", "Name?"), reply("ask_email", "Email?", name="Ann")]))
+    cid, _ = fsm.start_conversation(FSMDefinition.model_validate(FORM))
+    assert fsm.process_message(cid, "Ann") == "Email?"
+    assert fsm.get_current_state(cid) == "ask_email"
