@@ -63,10 +63,15 @@ def clean_json(value: Any, depth: int = 0) -> Any:
         return clean_text(value)
     if depth > MAX_VALUE_DEPTH:
         return value
+    # Every reply passes here, and nearly all are clean: the input itself is returned unless something changed.
     if isinstance(value, dict):
-        return {clean_text(k) if isinstance(k, str) else k: clean_json(v, depth + 1) for k, v in value.items()}
+        items = [(clean_text(k) if isinstance(k, str) else k, clean_json(v, depth + 1)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
+            return value
+        return dict(items)
     if isinstance(value, list):
-        return [clean_json(item, depth + 1) for item in value]
+        cleaned = [clean_json(item, depth + 1) for item in value]
+        return value if all(a is b for a, b in zip(cleaned, value, strict=True)) else cleaned
     return value
 
 
