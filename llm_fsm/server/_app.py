@@ -20,7 +20,7 @@ import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -70,7 +70,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (503, "The store cannot be reached (`store_unavailable`)"),
     )
 }
-_NOT_FOUND = {404: {"model": ErrorOut, "description": "Unknown id, or another tenant's (`conversation_not_found`)"}}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "Unknown id, or another tenant's (`conversation_not_found`)"}
+}
 
 
 @dataclass(frozen=True)
@@ -183,8 +185,8 @@ def create_app(
 
     def requires(right: Literal["read", "write"]) -> Callable[..., Awaitable[Caller]]:
         async def caller(
-            credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
-            api_key: str | None = Depends(header_key),
+            credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+            api_key: Annotated[str | None, Depends(header_key)],
         ) -> Caller:
             presented = credentials.credentials if credentials is not None else api_key
             if not keyring:
@@ -221,7 +223,7 @@ def create_app(
     # --- definitions ---------------------------------------------------------------------
 
     @v1.get("/definitions", response_model=DefinitionList, tags=["definitions"])
-    async def list_definitions(caller: Caller = Depends(reader)) -> DefinitionList:
+    async def list_definitions(caller: Annotated[Caller, Depends(reader)]) -> DefinitionList:
         """The definitions this server offers; start a conversation with one's `id`."""
         items = []
         for served in registry.by_id.values():
@@ -245,8 +247,8 @@ def create_app(
     )
     async def definition_graph(
         definition_id: str,
-        format: Literal["mermaid", "dot", "text"] = Query("mermaid", description="Diagram format."),
-        caller: Caller = Depends(reader),
+        caller: Annotated[Caller, Depends(reader)],
+        format: Annotated[Literal["mermaid", "dot", "text"], Query(description="Diagram format.")] = "mermaid",
     ) -> GraphOut:
         """A definition's states and transitions as a diagram (Mermaid by default), as `llm-fsm graph` draws it."""
         from llm_fsm.definition._graph import graph_from_definition
@@ -259,7 +261,7 @@ def create_app(
     # --- conversations -------------------------------------------------------------------
 
     @v1.post("/conversations", status_code=201, response_model=Started, tags=["conversations"])
-    async def start_conversation(body: StartConversation, caller: Caller = Depends(writer)) -> Started:
+    async def start_conversation(body: StartConversation, caller: Annotated[Caller, Depends(writer)]) -> Started:
         """Start a conversation of a served definition; returns its id and the assistant's opening."""
         served = registry.get(body.definition)
 
@@ -281,8 +283,8 @@ def create_app(
 
     @v1.get("/conversations", response_model=ConversationList, tags=["conversations"])
     async def list_conversations(
-        limit: int = Query(100, ge=1, le=1000, description="At most this many, newest first."),
-        caller: Caller = Depends(reader),
+        caller: Annotated[Caller, Depends(reader)],
+        limit: Annotated[int, Query(ge=1, le=1000, description="At most this many, newest first.")] = 100,
     ) -> ConversationList:
         """The caller's conversations, newest first."""
         summaries = await manager.alist_conversations(user_id=caller.tenant)
@@ -301,7 +303,7 @@ def create_app(
         )
 
     @v1.get("/conversations/{conversation_id}", response_model=ConversationDetail, tags=["conversations"])
-    async def get_conversation(conversation_id: str, caller: Caller = Depends(reader)) -> ConversationDetail:
+    async def get_conversation(conversation_id: str, caller: Annotated[Caller, Depends(reader)]) -> ConversationDetail:
         """One conversation: state, context (sensitive values masked) and the full history."""
         instance: FSMInstance = await manager.aget_instance(conversation_id, user_id=caller.tenant)
         definition = await manager.aget_definition(conversation_id, user_id=caller.tenant)
@@ -320,10 +322,8 @@ def create_app(
             history=[HistoryMessage(role=role, content=text) for m in history for role, text in m.items()],
         )
 
-    @v1.delete(
-        "/conversations/{conversation_id}", status_code=204, response_class=Response, tags=["conversations"]
-    )
-    async def delete_conversation(conversation_id: str, caller: Caller = Depends(writer)) -> Response:
+    @v1.delete("/conversations/{conversation_id}", status_code=204, response_class=Response, tags=["conversations"])
+    async def delete_conversation(conversation_id: str, caller: Annotated[Caller, Depends(writer)]) -> Response:
         """Delete a conversation and everything stored of it."""
         if not await manager.adelete_conversation(conversation_id, user_id=caller.tenant):
             raise ConversationNotFoundError(conversation_id)
@@ -345,7 +345,7 @@ def create_app(
         },
     )
     async def send_message(
-        conversation_id: str, body: SendMessage, request: Request, caller: Caller = Depends(writer)
+        conversation_id: str, body: SendMessage, request: Request, caller: Annotated[Caller, Depends(writer)]
     ) -> Any:
         """Send the user's message; returns the reply, the state, whether the conversation ended, and the verdict.
 
@@ -353,9 +353,7 @@ def create_app(
         """
         message_id = body.message_id or f"srv-{uuid.uuid4().hex}"
         if "text/event-stream" in request.headers.get("accept", ""):
-            return await _stream_response(
-                manager, runner, conversation_id, body.message, message_id, caller.tenant
-            )
+            return await _stream_response(manager, runner, conversation_id, body.message, message_id, caller.tenant)
 
         async def turn() -> TurnResult:
             reply = await manager.aprocess_message(conversation_id, body.message, message_id, user_id=caller.tenant)
@@ -370,7 +368,7 @@ def create_app(
         tags=["conversations"],
         responses={404: {"model": ErrorOut, "description": "Unknown conversation or turn not kept"}},
     )
-    async def explain_turn(conversation_id: str, turn: int, caller: Caller = Depends(reader)) -> TurnRecord:
+    async def explain_turn(conversation_id: str, turn: int, caller: Annotated[Caller, Depends(reader)]) -> TurnRecord:
         """Why the engine decided what it did in one turn: `turn` is its index (1-based), or -1 for the last."""
         record: TurnRecord = await manager.aexplain(conversation_id, turn, user_id=caller.tenant)
         return record
@@ -381,7 +379,7 @@ def create_app(
         tags=["conversations"],
         responses=_NOT_FOUND,
     )
-    async def trace(conversation_id: str, caller: Caller = Depends(reader)) -> list[TraceEvent]:
+    async def trace(conversation_id: str, caller: Annotated[Caller, Depends(reader)]) -> list[TraceEvent]:
         """The conversation's audit trail: every turn, update, transition, flow push and pop, refusal."""
         events: list[TraceEvent] = await manager.aget_trace(conversation_id, user_id=caller.tenant)
         return events
