@@ -157,3 +157,46 @@ def make_server(definitions: Path, store_url: str) -> Iterator[MakeServer]:
 @pytest.fixture
 def server(make_server: MakeServer) -> Server:
     return make_server()
+
+
+# --- Redis: the store tests' real redis-server, reused (skipped where redis-server is not installed) ---------
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from stores.redis_server import REDIS_SERVER, RedisServer  # tests/stores, on the path as pytest puts it
+
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server binary not found on PATH")
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: Any) -> str:
+    """The session's server, emptied: each test starts from a blank database."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    return str(redis_server.url)
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[Any]:
+    """A redis-server of this test alone, which it may stop and start again."""
+    from stores.redis_server import REDIS_SERVER, RedisServer
+
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server binary not found on PATH")
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def any_store(request: pytest.FixtureRequest, store_url: str) -> str:
+    """A store URL of each kind the workers of a deployment share."""
+    return store_url if request.param == "sqlite" else str(request.getfixturevalue("redis_url"))
