@@ -382,7 +382,13 @@ def create_app(
     async def trace(conversation_id: str, caller: Annotated[Caller, Depends(reader)]) -> list[TraceEvent]:
         """The conversation's audit trail: every turn, update, transition, flow push and pop, refusal."""
         events: list[TraceEvent] = await manager.aget_trace(conversation_id, user_id=caller.tenant)
-        return events
+        # the stored fsm_id is a path on the server's disk: clients see the definition's id instead
+        return [
+            e.model_copy(update={"data": {**e.data, "fsm_id": registry.id_for(str(e.data["fsm_id"]))}})
+            if "fsm_id" in e.data
+            else e
+            for e in events
+        ]
 
     app.include_router(v1)
 

@@ -106,6 +106,16 @@ def test_the_trace_lists_the_conversations_events(server: Server) -> None:
     assert "transition" in events and all("timestamp" in e for e in response.json())
 
 
+def test_the_trace_names_the_definition_by_its_id_not_by_a_path_on_the_server(server: Server) -> None:
+    cid = server.start()
+    (start,) = [
+        e
+        for e in server.client.get(f"/v1/conversations/{cid}/trace", headers=server.headers()).json()
+        if e["event"] == "start"
+    ]
+    assert start["data"]["fsm_id"] == "signup"
+
+
 def test_deleting_a_conversation_removes_it(server: Server) -> None:
     cid = server.start()
     response = server.client.delete(f"/v1/conversations/{cid}", headers=server.headers())
