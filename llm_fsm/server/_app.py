@@ -438,8 +438,16 @@ async def _events(
     """The turn's events: the manager's own stream when it has one, else the whole reply as one token."""
     stream = getattr(manager, "astream_message", None)
     if stream is not None:
+        text: list[str] = []
         async for event in stream(conversation_id, message, message_id=message_id, user_id=tenant):
-            yield StreamEvent(str(event.event), dict(event.data))
+            name, data = str(event.event), dict(event.data)
+            if name == "token":
+                text.append(str(data.get("text", "")))
+            elif name == "done":  # the same object as the JSON endpoint's, whatever the stream's done carries
+                reply = str(data.get("reply", "".join(text)))
+                result = await _turn_result(manager, conversation_id, message_id, reply, tenant)
+                data = {**result.model_dump(mode="json"), **data}
+            yield StreamEvent(name, data)
         return
     reply = await manager.aprocess_message(conversation_id, message, message_id, user_id=tenant)
     result = await _turn_result(manager, conversation_id, message_id, reply, tenant)

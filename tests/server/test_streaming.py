@@ -108,11 +108,24 @@ def test_the_managers_own_stream_is_passed_through_when_it_has_one(make_server: 
     response = server.client.post(
         f"/v1/conversations/{cid}/messages", json={"message": "hello"}, headers={**server.headers(), **STREAM}
     )
-    assert events(response.text) == [
-        ("token", {"text": "Thinking"}),
-        ("token", {"text": "echo: hello"}),
-        ("done", {"reply": "echo: hello"}),
-    ]
+    parsed = events(response.text)
+    assert parsed[:2] == [("token", {"text": "Thinking"}), ("token", {"text": "echo: hello"})]
+    assert parsed[2][0] == "done" and parsed[2][1]["reply"] == "echo: hello"
+
+
+def test_the_done_event_of_the_managers_stream_carries_the_json_endpoints_fields(
+    make_server: MakeServer, store_url: str
+) -> None:
+    server, _ = streaming_server(make_server, store_url)
+    cid = server.start()
+    response = server.client.post(
+        f"/v1/conversations/{cid}/messages",
+        json={"message": FINISH, "message_id": "m-7"},
+        headers={**server.headers(), **STREAM},
+    )
+    done = events(response.text)[-1][1]
+    assert done["message_id"] == "m-7" and done["state"] == "done" and done["ended"] is True
+    assert done["verdict"]["kind"] == "proposal_accepted"
 
 
 def test_an_error_in_the_middle_of_a_stream_is_an_error_event(make_server: MakeServer, store_url: str) -> None:
