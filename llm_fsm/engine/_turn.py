@@ -99,6 +99,24 @@ class LoadDefinition:
     fsm_id: str
 
 
+@dataclass(frozen=True)
+class Decided:
+    """The turn has decided where the conversation is; only the reply remains (streaming drivers tell the client).
+
+    Non-streaming drivers answer None and go on.
+    """
+
+    state: str
+    verdict: str
+    ended: bool
+    regenerating: bool
+
+
+@dataclass(frozen=True)
+class AwaitMessage:
+    """The streamed turn call's message is the reply: the driver answers with its full text once it has it."""
+
+
 @dataclass
 class TurnOutcome:
     reply: str
@@ -106,7 +124,7 @@ class TurnOutcome:
     changes: list[ContextChange] = field(default_factory=list)
 
 
-Effect = CallLLM | CallHook | LoadFlow | LoadDefinition
+Effect = CallLLM | CallHook | LoadFlow | LoadDefinition | Decided | AwaitMessage
 TurnGenerator = Generator[Effect, Any, TurnOutcome]
 
 
@@ -752,7 +770,16 @@ def run_turn(
     reask = _reask_note(definition, [c for c in model_changes if not c.applied and c.rule in REASK_RULES])
     if reask is not None:
         note = reask if note is None else f"{note}\n{reask}"
-    if note is not None and instance.status == "active":
+    regenerating = note is not None and instance.status == "active"
+    yield Decided(
+        state=instance.current_state,
+        verdict=verdict.kind,
+        ended=instance.status != "active" or new_state.is_terminal,
+        regenerating=regenerating,
+    )
+    if not regenerating and result.message_pending:
+        reply = yield AwaitMessage()
+    if regenerating:
         # The model wrote its reply for a situation the engine did not accept: ask again for
         # the state actually reached, so the user never reads a reply meant for another state.
         regenerated: LLMResult = yield CallLLM(
@@ -816,7 +843,9 @@ def run_turn(
 
 
 __all__ = [
+    "AwaitMessage",
     "CallHook",
+    "Decided",
     "CallLLM",
     "EngineConfig",
     "LoadDefinition",
