@@ -175,10 +175,14 @@ def _grounding(instance: FSMInstance, message: str) -> Grounding:
     return Grounding(grounding_texts(users, message, offer))
 
 
-def _redact(definition: FSMDefinition, data: dict[str, Any], *texts: str) -> list[str]:
-    """``texts`` with the stored values of sensitive keys masked: the explain record quotes the user."""
+def _redact(definitions: tuple[FSMDefinition, ...], data: dict[str, Any], *texts: str) -> list[str]:
+    """``texts`` with the stored values of sensitive keys masked: the explain record quotes the user.
+
+    The keys of every flow the turn ran in count (a sub-flow's value handed to a parent that calls it sensitive).
+    """
     secrets = [
         str(value)
+        for definition in definitions
         for key, declaration in (definition.context_keys or {}).items()
         if declaration.sensitive and isinstance(value := data.get(key), (str, int, float)) and len(str(value)) >= 3
     ]
@@ -478,6 +482,7 @@ def _start_flow(
             max_depth=config.max_flow_depth,
             reason=f"user asked for {declaration.name}",
             max_completed=config.max_completed_flows,
+            policy=_policy(child),
         )
     except FlowError as exc:
         verdict = _stay_rejected(state_before, str(exc))
@@ -617,8 +622,13 @@ def _complete_finished_flows(
     changes: list[ContextChange] = []
     note = None
     while instance.flow_stack and definition.get_state(instance.current_state).is_terminal:
+        parent: FSMDefinition = yield LoadDefinition(instance.flow_stack[-1].fsm_id)
         finished, outputs = pop_flow(
-            instance, "completed", reason="reached a terminal state", max_completed=config.max_completed_flows
+            instance,
+            "completed",
+            reason="reached a terminal state",
+            max_completed=config.max_completed_flows,
+            policy=_policy(parent),
         )
         changes += outputs
         _trace(
@@ -638,7 +648,7 @@ def _complete_finished_flows(
                 source=f"sub-flow:{finished.flow_name}",
                 keys=[c.key for c in outputs],
             )
-        definition = yield LoadDefinition(instance.fsm_id)
+        definition = parent
         verdict, _ = decide(definition, instance.current_state, instance.context.data, None)
         if verdict.moved:
             _trace(
@@ -811,7 +821,7 @@ def run_turn(
     _prune_transcript(instance, config)
 
     instance.turn_count += 1
-    shown_message, shown_reply = _redact(definition, instance.context.data, message, reply)
+    shown_message, shown_reply = _redact((definition, active), instance.context.data, message, reply)
     record = TurnRecord(
         index=instance.turn_count,
         message_id=message_id,
