@@ -86,7 +86,7 @@ class Caller:
 
 @dataclass(frozen=True)
 class StreamEvent:
-    """One server-sent event, as the manager's stream yields them: ``token``, ``state``, ``done`` or ``error``."""
+    """One server-sent event: the manager's ``token``, ``state`` and ``done``, or our ``error``."""
 
     event: str
     data: dict[str, Any]
@@ -435,26 +435,21 @@ async def _turn_result(manager: Any, conversation_id: str, message_id: str, repl
 async def _events(
     manager: Any, conversation_id: str, message: str, message_id: str, tenant: str
 ) -> AsyncIterator[StreamEvent]:
-    """The turn's events: the manager's own stream when it has one, else the whole reply as one token."""
-    stream = getattr(manager, "astream_message", None)
-    if stream is not None:
-        text: list[str] = []
-        async for event in stream(conversation_id, message, message_id=message_id, user_id=tenant):
-            name, data = str(event.event), dict(event.data)
-            if name == "token":
-                text.append(str(data.get("text", "")))
-            elif name == "done":  # the same object as the JSON endpoint's, whatever the stream's done carries
-                reply = str(data.get("reply", "".join(text)))
-                result = await _turn_result(manager, conversation_id, message_id, reply, tenant)
-                data = {**result.model_dump(mode="json"), **data}
-            yield StreamEvent(name, data)
-        return
-    reply = await manager.aprocess_message(conversation_id, message, message_id, user_id=tenant)
-    result = await _turn_result(manager, conversation_id, message_id, reply, tenant)
-    done = result.model_dump(mode="json")
-    yield StreamEvent("state", {"state": done["state"], "ended": done["ended"], "verdict": done["verdict"]})
-    yield StreamEvent("token", {"text": reply})
-    yield StreamEvent("done", done)
+    """The manager's stream of the turn (``FSMManager.astream_message``), its ``done`` completed.
+
+    ``done`` carries the same object as the JSON endpoint (the full verdict, the message id), whatever
+    the stream's own ``done`` holds (a duplicate ``message_id`` there says only ``reply``).
+    """
+    text: list[str] = []
+    async for event in manager.astream_message(conversation_id, message, message_id=message_id, user_id=tenant):
+        name, data = str(event.event), dict(event.data)
+        if name == "token":
+            text.append(str(data.get("text", "")))
+        elif name == "done":
+            reply = str(data.get("reply", "".join(text)))
+            result = await _turn_result(manager, conversation_id, message_id, reply, tenant)
+            data = {**data, **result.model_dump(mode="json")}
+        yield StreamEvent(name, data)
 
 
 async def _stream_response(

@@ -44,9 +44,34 @@ def test_accept_event_stream_answers_with_state_token_and_done_events(server: Se
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
     parsed = events(response.text)
     assert [name for name, _ in parsed] == ["state", "token", "done"]
-    assert parsed[0][1]["state"] == "done" and parsed[0][1]["verdict"]["kind"] == "proposal_accepted"
+    assert parsed[0][1] == {"state": "done", "verdict": "proposal_accepted", "ended": True}
     assert parsed[1][1] == {"text": "Thanks, Ann!"}
     assert parsed[2][1]["reply"] == "Thanks, Ann!" and parsed[2][1]["ended"] is True
+
+
+def test_the_done_event_carries_the_same_object_as_the_json_endpoint(server: Server) -> None:
+    cid = server.start()
+    streamed = server.client.post(
+        f"/v1/conversations/{cid}/messages",
+        json={"message": "hello", "message_id": "m-1"},
+        headers={**server.headers(), **STREAM},
+    )
+    again = server.send(cid, "hello", message_id="m-1")  # the same id: the saved turn, no second one
+    assert events(streamed.text)[-1][1] == again.json() and server.model.turn_calls == 1
+
+
+def test_a_duplicate_message_id_streams_the_saved_reply(server: Server) -> None:
+    cid = server.start()
+    first = server.send(cid, "hello", message_id="m-1").json()
+    streamed = server.client.post(
+        f"/v1/conversations/{cid}/messages",
+        json={"message": "hello", "message_id": "m-1"},
+        headers={**server.headers(), **STREAM},
+    )
+    parsed = events(streamed.text)
+    assert parsed[-1][0] == "done" and parsed[-1][1]["reply"] == first["reply"] and parsed[-1][1]["duplicate"] is True
+    assert "".join(d["text"] for name, d in parsed if name == "token") == first["reply"]
+    assert server.model.turn_calls == 1
 
 
 def test_a_streamed_turn_is_saved_like_any_other(server: Server) -> None:
