@@ -214,7 +214,7 @@ def build_llama_server(
         )
         progress(f"llama-server: configured in {_seconds(time.monotonic() - step)}")
         n_jobs = jobs or cpu_count()
-        progress(f"llama-server: compiling with {n_jobs} job{'s' if n_jobs != 1 else ''} (about 7 minutes on 2 cores)")
+        progress(f"llama-server: compiling with {n_jobs} job{'s' if n_jobs != 1 else ''} (about 5 minutes on 2 cores)")
         step = time.monotonic()
         build_log = home / "logs" / "build.log"
         build_log.parent.mkdir(parents=True, exist_ok=True)
