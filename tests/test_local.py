@@ -108,6 +108,17 @@ def test_home_directory_defaults_to_the_user_cache(monkeypatch: pytest.MonkeyPat
     assert _catalogue.home_dir() == tmp_path / "llm_fsm"
 
 
+def test_the_cache_directory_is_public_so_other_processes_find_the_built_server(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """benchmarks/live.py borrows the built binary from it; the move to a sub-package had dropped it."""
+    import llm_fsm.local
+
+    monkeypatch.setenv("LLM_FSM_HOME", str(tmp_path / "x"))
+    assert llm_fsm.local.home_dir() == tmp_path / "x"
+    assert "home_dir" in llm_fsm.local.__all__
+
+
 def test_binary_name_carries_the_source_version_so_an_upgrade_rebuilds(tmp_path: Path) -> None:
     assert _catalogue.server_binary_path(tmp_path, "0.3.36") != _catalogue.server_binary_path(tmp_path, "0.3.37")
 
