@@ -29,10 +29,16 @@ _ORDER = frozenset(("<", "<=", ">", ">="))
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 #: operators whose second argument (the body) is evaluated with each item as its data: a var there reads the item
 _ITERATORS = frozenset(("map", "filter", "reduce", "all", "some", "none"))
+_COMPARING = _EQUALITY | _ORDER | {"in", "contains"}
+_CONTAINERS = (dict, list)
+
+#: where a literal is: (path of an argument list, position in it)
+Place = tuple[Path, int]
 #: the comparable kind of each declared type (integer and number compare alike)
 _KIND = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean", "array": "array"}
 _KIND["object"] = "object"
-#: enums longer than this are not searched for substrings (``in`` against a string key): the work stays bounded
+#: enums longer than this are not searched for substrings (``in`` against a string key) nor for a close spelling
+#: (a hint): the work per finding stays bounded
 _MAX_SUBSTRING_ENUM = 1_000
 #: a rule nested deeper than this is not a rule the model compiled (FSM012 reports it); not walked further
 _MAX_RULE_DEPTH = 128
@@ -154,52 +160,58 @@ class _Comparisons:
         return self._enums[key]
 
     def walk(self, rule: Any, at: Path) -> None:
+        """Judge every comparison of ``rule`` (whose path is ``at``); iterative, and paths into the rule are
+        spelt out only for the operators that compare (most of a rule is literals and vars)."""
         stack: list[tuple[Any, Path]] = [(rule, at)]
         limit = len(at) + _MAX_RULE_DEPTH
         while stack:
             node, where = stack.pop()
-            kind = type(node)
             if len(where) > limit:
                 continue
-            if kind is list:
-                stack.extend((item, (*where, index)) for index, item in enumerate(node))
+            if type(node) is list:
+                stack.extend((item, (*where, i)) for i, item in enumerate(node) if type(item) in _CONTAINERS)
                 continue
-            if kind is not dict or len(node) != 1:
-                continue  # a literal (an object of more than one key is a literal too)
+            if len(node) != 1:
+                continue  # an object of more than one key is a literal
             ((op, args),) = node.items()
             if op == "var":
                 continue
-            listed = type(args) is list
-            items: list[Any] = args if listed else [args]
-            paths: list[Path] = [(*where, op, i) for i in range(len(items))] if listed else [(*where, op)]
+            if type(args) is not list:
+                if type(args) in _CONTAINERS:
+                    stack.append((args, (*where, op)))
+                continue
             if op in _ITERATORS:
                 # the body reads each item, not the context: only the collection (and reduce's initial value) do
-                stack.extend((items[i], paths[i]) for i in ((0, 2) if op == "reduce" else (0,)) if i < len(items))
+                stack.extend((args[i], (*where, op, i)) for i in ((0, 2) if op == "reduce" else (0,)) if i < len(args))
                 continue
-            if listed:
-                self.compare(str(op), items, paths)
-            stack.extend(zip(items, paths, strict=True))
+            if op in _COMPARING:
+                self.compare(op, args, (*where, op))
+            stack.extend((item, (*where, op, i)) for i, item in enumerate(args) if type(item) in _CONTAINERS)
 
-    def compare(self, op: str, items: list[Any], paths: list[Path]) -> None:
-        if op in _EQUALITY and len(items) == 2:
-            for one, other in ((0, 1), (1, 0)):
-                var = _var(items[one])
-                if var is not None:
-                    self.pair(op, var, items[other], paths[other])
-        elif op in _ORDER and len(items) in (2, 3):
-            for left in range(len(items) - 1):  # a chain: {"<": [0, {"var": "x"}, 10]} is 0 < x and x < 10
-                var = _var(items[left])
-                if var is not None:
-                    self.pair(op, var, items[left + 1], paths[left + 1])
-                var = _var(items[left + 1])
-                if var is not None:
-                    self.pair(_FLIP[op], var, items[left], paths[left])
-        elif op in ("in", "contains") and len(items) == 2:
+    def compare(self, op: str, items: list[Any], at: Path) -> None:
+        """One comparison operator whose arguments are ``items`` at path ``at``."""
+        if op in _EQUALITY:
+            if len(items) == 2:
+                for one, other in ((0, 1), (1, 0)):
+                    var = _var(items[one])
+                    if var is not None:
+                        self.pair(op, var, items[other], (at, other))
+        elif op in _ORDER:
+            if len(items) in (2, 3):
+                for left in range(len(items) - 1):  # a chain: {"<": [0, {"var": "x"}, 10]} is 0 < x and x < 10
+                    var = _var(items[left])
+                    if var is not None:
+                        self.pair(op, var, items[left + 1], (at, left + 1))
+                    var = _var(items[left + 1])
+                    if var is not None:
+                        self.pair(_FLIP[op], var, items[left], (at, left))
+        elif len(items) == 2:  # in, contains
             value, collection = (0, 1) if op == "in" else (1, 0)
-            self.membership(op, items[value], items[collection], paths[value], paths[collection])
+            self.membership(op, items[value], items[collection], (*at, value), (*at, collection))
 
-    def pair(self, op: str, var: tuple[str, bool, Any], literal: Any, where: Path, *, in_list: bool = False) -> None:
-        """``key op literal`` (the var on the left), reported at the literal."""
+    def pair(self, op: str, var: tuple[str, bool, Any], literal: Any, place: Place, *, in_list: bool = False) -> None:
+        """``key op literal`` (the var on the left), reported at the literal: item ``place[1]`` of the arguments
+        at ``place[0]`` (a path is spelt out only for a finding)."""
         key, has_default, default = var
         literal_kind = _literal_kind(literal)
         if literal_kind is None or (has_default and default is not None and _literal_kind(default) is None):
@@ -210,13 +222,13 @@ class _Comparisons:
         declared_kind = _KIND[declaration.type]
         if declared_kind != literal_kind:
             if not (has_default and _literal_kind(default) == literal_kind):
-                self.mismatch(op, repr(key), declaration, literal, where, in_list=in_list)
+                self.mismatch(op, repr(key), declaration, literal, (*place[0], place[1]), in_list=in_list)
             return
         if has_default and _holds(op, default, literal):
             return  # the rule may see the default, for which the comparison holds
         if declaration.enum is not None:
             if op in _EQUALITY and literal != "":  # "" is how a rule says "nothing yet"
-                self.not_in_enum(op, repr(key), declaration, literal, where, in_list=in_list)
+                self.not_in_enum(op, repr(key), declaration, literal, (*place[0], place[1]), in_list=in_list)
             return
         if literal_kind == "number" and op not in _NEGATED:
             why = _never_in_range(op, literal, declaration)
@@ -224,7 +236,7 @@ class _Comparisons:
                 shown_op = "===" if op == "===" else op
                 self.run.add(
                     "condition-value-out-of-range",
-                    where,
+                    (*place[0], place[1]),
                     f"{key!r} {shown_op} {_show(literal)} never holds: {why}, and the engine stores no value "
                     "outside the declared bounds",
                     "compare with a value within the bounds, or change minimum/maximum in context_keys",
@@ -273,7 +285,7 @@ class _Comparisons:
         var = _var(value)
         if var is not None and type(collection) is list:
             for index, item in enumerate(collection):  # `in` compares with ===: each item is a comparison
-                self.pair("===", var, item, (*collection_at, index), in_list=True)
+                self.pair("===", var, item, (collection_at, index), in_list=True)
             return
         var = _var(collection)
         if var is None or var[1] or _literal_kind(value) is None:
@@ -333,9 +345,11 @@ def _enum_hint(declaration: KeyDeclaration, literal: Any) -> str:
             if literal.casefold() == str(canonical).casefold():
                 how = "is spelt"
             return f"values are stored in their declared spelling: {_show(literal)} {how} {_show(canonical)}"
-        close = _did_you_mean(literal, [v for v in declaration.enum or () if isinstance(v, str)])
-        if close:
-            return close
+        enum = declaration.enum or ()
+        if len(enum) <= _MAX_SUBSTRING_ENUM:  # did-you-mean compares with every value: bounded like substrings
+            close = _did_you_mean(literal, [v for v in enum if isinstance(v, str)])
+            if close:
+                return close
     return "compare with one of the declared values, or add the value to the enum in context_keys"
 
 
@@ -546,23 +560,27 @@ def undeclared_keys(run: LintRun) -> None:
         ]
     )
     typos = _Typos(list(declared))
-    references: list[tuple[Path, str, str]] = []
+    # (where, key, verb, owner): one finding per key and owner (a condition that requires and reads a key)
+    references: list[tuple[Path, str, str, Path]] = []
     if not strict:  # with additional_keys: false a state's undeclared key is FSM030's finding
         for state_key, state in run.states():
             keys = state.get("required_context_keys")
             for index, key in enumerate(keys if isinstance(keys, list) else ()):
                 if isinstance(key, str):
-                    references.append((("states", state_key, "required_context_keys", index), key, "collects"))
+                    where: Path = ("states", state_key, "required_context_keys", index)
+                    references.append((where, key, "collects", where))
     for parts, condition in run.conditions():
         keys = condition.get("requires_context_keys")
         for index, key in enumerate(keys if isinstance(keys, list) else ()):
             if isinstance(key, str):
-                references.append(((*parts, "requires_context_keys", index), key, "requires"))
-    references.extend(((*parts, "logic"), key, "reads") for parts, key in run.reads)
-    for where, key, verb in references:
-        if known.covers(key) or provided.covers(key):
+                references.append(((*parts, "requires_context_keys", index), key, "requires", parts))
+    references.extend(((*parts, "logic"), key, "reads", parts) for parts, key in run.reads)
+    reported: set[tuple[Path, str]] = set()
+    for where, key, verb, owner in references:
+        if known.covers(key) or provided.covers(key) or (owner, key) in reported:
             continue
         if strict:
+            reported.add((owner, key))
             run.add(
                 "undeclared-key",
                 where,
@@ -573,6 +591,7 @@ def undeclared_keys(run: LintRun) -> None:
             continue
         close = typos.near(key)
         if close is not None:
+            reported.add((owner, key))
             run.add(
                 "undeclared-key",
                 where,
