@@ -462,3 +462,17 @@ def test_a_hint_for_a_value_outside_a_huge_enum_does_not_compare_it_with_every_v
     keys = {"city": {"type": "string", "enum": [f"city {i}" for i in range(_checks_keys._MAX_SUBSTRING_ENUM + 1)]}}
     (finding,) = found(fsm(when({"==": [var("city"), "nowhere"]}), keys=keys, collect=["city"]), "FSM028")
     assert compared == [] and finding.hint is not None
+
+
+def test_a_state_asking_for_a_field_of_a_key_declared_without_fields_is_an_error() -> None:
+    (finding,) = found(fsm(collect=[*COLLECTED, "origin.city"]), "FSM030")
+    assert "'origin' is declared as string, which has no fields" in finding.message
+    assert found(fsm(collect=[*COLLECTED, "customer.tier"]), "FSM030") == []
+
+
+def test_a_dot_path_of_a_million_levels_is_matched_through_its_first_levels_only() -> None:
+    from llm_fsm.lint._support import MAX_PATH_LEVELS, KeyCover, _prefixes
+
+    key = "a." * 1_000_000 + "a"
+    assert len(list(_prefixes(key))) == MAX_PATH_LEVELS
+    assert KeyCover([key]).covers("a.a") and not KeyCover(["a"]).covers("b.a")

@@ -20,7 +20,7 @@ from typing import Any
 from llm_fsm.definition._documents import Path
 from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.lint._run import LintRun
-from llm_fsm.lint._support import KeyCover, _did_you_mean, _strings
+from llm_fsm.lint._support import KeyCover, _did_you_mean, _prefixes, _strings
 from llm_fsm.logic._coercions import _le, _loose_eq, _lt, _strict_eq
 
 _EQUALITY = frozenset(("==", "===", "!=", "!=="))
@@ -429,6 +429,14 @@ def required_keys_writable(run: LintRun) -> None:
                     "remove it from required_context_keys (a condition's requires_context_keys can wait for the "
                     "application's value), or let the model write it",
                 )
+            elif (parent := _scalar_parent(key, declared)) is not None:
+                run.add(
+                    "required-key-not-writable",
+                    ("states", state_key, "required_context_keys", index),
+                    f"state {state_key!r} asks the user for {key!r}, but {parent!r} is declared as "
+                    f"{declared[parent].type}, which has no fields: the model's value is refused",
+                    f"ask for {parent!r} itself, or declare it type: object",
+                )
             elif strict and not declared_cover.covers(key):
                 run.add(
                     "required-key-not-writable",
@@ -437,6 +445,16 @@ def required_keys_writable(run: LintRun) -> None:
                     "additional_keys: false the model's value is refused, so the assistant keeps asking",
                     functools.partial(_undeclared_hint, key, typos),
                 )
+
+
+def _scalar_parent(key: str, declared: Mapping[str, KeyDeclaration]) -> str | None:
+    """The declared key ``key`` is a field of, when its type has no fields (the engine refuses such a write)."""
+    if "." not in key or key in declared:
+        return None
+    for parent in reversed(list(_prefixes(key))):  # the nearest declared ancestor governs, as in the engine
+        if parent in declared:
+            return parent if declared[parent].type != "object" else None
+    return None
 
 
 def _mentions(run: LintRun) -> Iterator[str]:

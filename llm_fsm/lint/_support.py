@@ -82,11 +82,19 @@ def _did_you_mean(word: str, options: Iterable[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else ""
 
 
+#: ancestors of a dot path are looked for this many levels deep; a deeper path (no real key is one) is matched
+#: only through its first levels, so a hostile key of a million dots costs linear work, not quadratic
+MAX_PATH_LEVELS = 32
+
+
 def _prefixes(key: str) -> Iterator[str]:
-    """``a.b.c`` → ``a``, ``a.b`` (proper ancestors)."""
-    parts = key.split(".")
-    for end in range(1, len(parts)):
-        yield ".".join(parts[:end])
+    """``a.b.c`` → ``a``, ``a.b`` (proper ancestors, the first ``MAX_PATH_LEVELS`` of them)."""
+    end = -1
+    for _ in range(MAX_PATH_LEVELS):
+        end = key.find(".", end + 1)
+        if end < 0:
+            return
+        yield key[:end]
 
 
 class KeyCover:
