@@ -476,3 +476,13 @@ def test_a_dot_path_of_a_million_levels_is_matched_through_its_first_levels_only
     key = "a." * 1_000_000 + "a"
     assert len(list(_prefixes(key))) == MAX_PATH_LEVELS
     assert KeyCover([key]).covers("a.a") and not KeyCover(["a"]).covers("b.a")
+
+
+def test_a_value_with_stray_spaces_is_reported_with_the_stored_spelling() -> None:
+    (finding,) = found(fsm(when({"==": [var("origin"), "new  york "]})), "FSM028")
+    assert finding.hint is not None and 'is spelt "New York"' in finding.hint
+
+
+def test_a_state_asking_for_an_underscore_key_is_an_error_without_declarations() -> None:
+    (finding,) = found(fsm(keys={}, collect=["_internal"]), "FSM030")
+    assert "starts with _" in finding.message

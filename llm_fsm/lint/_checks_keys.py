@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from llm_fsm.definition._documents import Path
-from llm_fsm.definition._keys import KeyDeclaration
+from llm_fsm.definition._keys import KeyDeclaration, fold
 from llm_fsm.lint._run import LintRun
 from llm_fsm.lint._support import KeyCover, _did_you_mean, _prefixes, _strings
 from llm_fsm.logic._coercions import _le, _loose_eq, _lt, _strict_eq
@@ -35,8 +35,16 @@ _CONTAINERS = (dict, list)
 #: where a literal is: (path of an argument list, position in it)
 Place = tuple[Path, int]
 #: the comparable kind of each declared type (integer and number compare alike)
-_KIND = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean", "array": "array"}
-_KIND["object"] = "object"
+_KIND = {
+    "string": "string",
+    "integer": "number",
+    "number": "number",
+    "boolean": "boolean",
+    "array": "array",
+    "object": "object",
+}
+#: a literal longer than this is cut short in a message
+_MAX_SHOWN = 80
 #: enums longer than this are not searched for substrings (``in`` against a string key) nor for a close spelling
 #: (a hint): the work per finding stays bounded
 _MAX_SUBSTRING_ENUM = 1_000
@@ -77,7 +85,8 @@ def _var(node: Any) -> tuple[str, bool, Any] | None:
 
 
 def _show(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 4] + '..."'
 
 
 def _values(declaration: KeyDeclaration, limit: int = 6) -> str:
@@ -339,11 +348,10 @@ class _Comparisons:
 def _enum_hint(declaration: KeyDeclaration, literal: Any) -> str:
     """Point at the stored spelling when the literal is one the engine would normalise to it."""
     if isinstance(literal, str):
-        canonical = declaration.enum_lookup.get(" ".join(literal.casefold().split()))
+        folded = fold(literal)
+        canonical = declaration.enum_lookup.get(folded)
         if canonical is not None:
-            how = "is a synonym of" if canonical != literal and literal not in (declaration.enum or ()) else "is"
-            if literal.casefold() == str(canonical).casefold():
-                how = "is spelt"
+            how = "is spelt" if fold(str(canonical)) == folded else "is a synonym of"
             return f"values are stored in their declared spelling: {_show(literal)} {how} {_show(canonical)}"
         enum = declaration.enum or ()
         if len(enum) <= _MAX_SUBSTRING_ENUM:  # did-you-mean compares with every value: bounded like substrings
@@ -415,12 +423,13 @@ def required_keys_writable(run: LintRun) -> None:
         for index, key in enumerate(keys if isinstance(keys, list) else ()):
             if not isinstance(key, str):
                 continue
-            if only.covers(key):
-                why = (
-                    "is declared writable_by: application"
-                    if by_declaration.covers(key)
-                    else "is in protected_context_keys"
-                )
+            if key.startswith("_") or only.covers(key):
+                if key.startswith("_"):
+                    why = "starts with _ (such keys are the application's and the engine's)"
+                elif by_declaration.covers(key):
+                    why = "is declared writable_by: application"
+                else:
+                    why = "is in protected_context_keys"
                 run.add(
                     "required-key-not-writable",
                     ("states", state_key, "required_context_keys", index),
