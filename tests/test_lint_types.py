@@ -200,7 +200,7 @@ def test_the_empty_string_is_not_judged_against_an_enum() -> None:
     assert found(fsm(when({"!=": [var("origin"), ""]})), "FSM028") == []
 
 
-# --- FSM029 condition-value-out-of-range -------------------------------------------------------------
+# --- FSM029 condition-value-outside-declaration ----------------------------------------------------
 
 
 def test_greater_than_the_maximum_never_holds() -> None:
@@ -486,3 +486,63 @@ def test_a_value_with_stray_spaces_is_reported_with_the_stored_spelling() -> Non
 def test_a_state_asking_for_an_underscore_key_is_an_error_without_declarations() -> None:
     (finding,) = found(fsm(keys={}, collect=["_internal"]), "FSM030")
     assert "starts with _" in finding.message
+
+
+FORMS: dict[str, Any] = {
+    "email": {"type": "string", "format": "email"},
+    "day": {"type": "string", "format": "date"},
+    "at": {"type": "string", "format": "time"},
+    "code": {"type": "string", "min_length": 3, "max_length": 5},
+    "name": {"type": "string"},
+}
+
+
+def formed(logic: Any) -> dict[str, Any]:
+    return fsm(when(logic), keys=FORMS, collect=list(FORMS))
+
+
+def test_equal_to_a_value_of_the_wrong_format_never_holds() -> None:
+    (finding,) = found(formed({"==": [var("email"), "not an address"]}), "FSM029")
+    assert "it is not an email address, the declared format" in finding.message and "never true" in finding.message
+
+
+def test_equal_to_a_date_not_in_its_stored_form_never_holds_and_the_hint_gives_the_stored_form() -> None:
+    (finding,) = found(formed({"==": [var("day"), "5 January 2027"]}), "FSM029")
+    assert finding.hint == 'compare with "2027-01-05"'
+
+
+def test_ordering_times_against_a_literal_in_another_form_is_reported() -> None:
+    (finding,) = found(formed({"<": [var("at"), "9:30"]}), "FSM029")
+    assert finding.hint == 'compare with "09:30"'
+    assert found(formed({"<": [var("at"), "09:30"]}), "FSM029") == []
+
+
+def test_ordering_plain_strings_is_not_judged() -> None:
+    assert found(formed({"<": [var("name"), " m"]}), "FSM029") == []
+
+
+def test_equal_to_a_value_of_the_wrong_length_never_holds() -> None:
+    (finding,) = found(formed({"!=": [var("code"), "toolong"]}), "FSM029")
+    assert "longer than the declared max_length (5)" in finding.message and "always true" in finding.message
+
+
+def test_equal_to_a_value_with_stray_spaces_never_holds_since_stored_values_are_trimmed() -> None:
+    (finding,) = found(formed({"==": [var("name"), "Ada "]}), "FSM029")
+    assert finding.hint == 'compare with "Ada"'
+
+
+def test_values_in_their_stored_form_are_not_reported() -> None:
+    rule = {
+        "and": [
+            {"==": [var("email"), "ada@example.com"]},
+            {"==": [var("day"), "2027-01-05"]},
+            {"in": [var("code"), ["abc", "abcde"]]},
+            {"==": [var("name"), "Ada"]},
+        ]
+    }
+    assert found(formed(rule), "FSM029") == []
+
+
+def test_a_pattern_is_not_run_by_lint() -> None:
+    keys = {"code": {"type": "string", "pattern": "^(a+)+$"}}
+    assert found(fsm(when({"==": [var("code"), "a" * 40 + "b"]}), keys=keys, collect=["code"]), "FSM029") == []

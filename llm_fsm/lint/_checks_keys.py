@@ -1,6 +1,6 @@
-"""Checks that read the declared context keys (``context_keys``): conditions against a key's declared type, enum
-and range (FSM027-FSM029), keys a state asks the user for that the model may not write (FSM030), declarations
-nothing collects or provides (FSM031), and references to keys that are not declared (FSM032).
+"""Checks that read the declared context keys (``context_keys``): conditions against a key's declared type, enum,
+range, format and stored form (FSM027-FSM029), keys a state asks the user for that the model may not write
+(FSM030), declarations nothing collects or provides (FSM031), and references to keys that are not declared (FSM032).
 
 The engine checks every write against its declaration, the application's included, so a stored value always has
 the declared type, is one of the enum (in its canonical spelling) and lies within the bounds. A comparison with a
@@ -19,6 +19,7 @@ from typing import Any
 
 from llm_fsm.definition._documents import Path
 from llm_fsm.definition._keys import KeyDeclaration, fold
+from llm_fsm.engine._values import _FORMAT_HINT, _format_ok, normalise
 from llm_fsm.lint._run import LintRun
 from llm_fsm.lint._support import KeyCover, _did_you_mean, _prefixes, _strings
 from llm_fsm.logic._coercions import _le, _loose_eq, _lt, _strict_eq
@@ -48,6 +49,10 @@ _MAX_SHOWN = 80
 #: enums longer than this are not searched for substrings (``in`` against a string key) nor for a close spelling
 #: (a hint): the work per finding stays bounded
 _MAX_SUBSTRING_ENUM = 1_000
+#: string literals longer than this are not judged against a format (the format rules are regular expressions)
+_MAX_JUDGED_LITERAL = 1_000
+#: formats whose stored text orders as its values do, so `<` against a literal in another form is a mistake
+_ORDERED_FORMATS = frozenset(("date", "time", "date-time"))
 #: a rule nested deeper than this is not a rule the model compiled (FSM012 reports it); not walked further
 _MAX_RULE_DEPTH = 128
 #: longer names are not compared for spelling mistakes (the single-deletion index grows with the square of a name)
@@ -127,6 +132,25 @@ def _never_in_range(op: str, literal: float, declaration: KeyDeclaration) -> str
         return f"the declared minimum is {_number(low)}"
     if op == "<=" and low is not None and literal < low:
         return f"the declared minimum is {_number(low)}"
+    return None
+
+
+def _stored_problem(declaration: KeyDeclaration, literal: str) -> tuple[str, str | None] | None:
+    """Why no stored value of a string key equals ``literal`` (and the form it would be stored in), or None.
+
+    The engine's own normalising and format rules decide; the ``pattern`` is not run (a hostile pattern can
+    backtrack for ever on a crafted literal, and lint must stay fast on any file)."""
+    stored = normalise(declaration, literal)
+    if type(stored) is not str:
+        return None
+    if declaration.format is not None and not _format_ok(declaration.format, stored):
+        return f"it is not {_FORMAT_HINT[declaration.format]}, the declared format", None
+    if declaration.min_length is not None and len(stored) < declaration.min_length:
+        return f"it is shorter than the declared min_length ({declaration.min_length})", None
+    if declaration.max_length is not None and len(stored) > declaration.max_length:
+        return f"it is longer than the declared max_length ({declaration.max_length})", None
+    if stored != literal:
+        return f"the engine stores that value as {_show(stored)}", stored
     return None
 
 
@@ -239,17 +263,49 @@ class _Comparisons:
             if op in _EQUALITY and literal != "":  # "" is how a rule says "nothing yet"
                 self.not_in_enum(op, repr(key), declaration, literal, (*place[0], place[1]), in_list=in_list)
             return
+        if literal_kind == "string":
+            self.stored_form(op, key, declaration, literal, place, in_list=in_list)
+            return
         if literal_kind == "number" and op not in _NEGATED:
             why = _never_in_range(op, literal, declaration)
             if why is not None:
                 shown_op = "===" if op == "===" else op
                 self.run.add(
-                    "condition-value-out-of-range",
+                    "condition-value-outside-declaration",
                     (*place[0], place[1]),
                     f"{key!r} {shown_op} {_show(literal)} never holds: {why}, and the engine stores no value "
                     "outside the declared bounds",
                     "compare with a value within the bounds, or change minimum/maximum in context_keys",
                 )
+
+    def stored_form(
+        self, op: str, key: str, declaration: KeyDeclaration, literal: str, place: Place, *, in_list: bool
+    ) -> None:
+        """A string the engine would refuse (format, length) or store in another form (trimmed, a date as
+        YYYY-MM-DD, an email's domain in lower case): an equality with it is decided, and so is an ordering of
+        dates or times against a literal not in their stored form."""
+        if op in _ORDER and declaration.format not in _ORDERED_FORMATS:
+            return
+        if literal == "" or len(literal) > _MAX_JUDGED_LITERAL:
+            return
+        problem = _stored_problem(declaration, literal)
+        if problem is None:
+            return
+        why, stored = problem
+        if in_list:
+            outcome = "that item never matches"
+        elif op in _ORDER:
+            outcome = f"`{op}` compares the stored text with one in another form"
+        elif op in _NEGATED:
+            outcome = "the comparison is always true"
+        else:
+            outcome = "the comparison is never true"
+        self.run.add(
+            "condition-value-outside-declaration",
+            (*place[0], place[1]),
+            f"{key!r} is compared with {_show(literal)}, but {why}; {outcome}",
+            f"compare with {_show(stored)}" if stored is not None else "compare with a value the declaration allows",
+        )
 
     def not_in_enum(
         self, op: str, label: str, declaration: KeyDeclaration, literal: Any, where: Path, *, in_list: bool

@@ -162,10 +162,10 @@ RULES: dict[str, Rule] = {
         ),
         Rule(
             "FSM029",
-            "condition-value-out-of-range",
+            "condition-value-outside-declaration",
             _E,
-            "A condition compares a key declared with `minimum`/`maximum` in a way no value within the bounds"
-            " satisfies.",
+            "A condition compares a declared key with a value no stored value can match: outside"
+            " `minimum`/`maximum`, of the wrong format or length, or in a form the engine normalises away.",
         ),
         Rule(
             "FSM030",
