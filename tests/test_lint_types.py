@@ -546,3 +546,16 @@ def test_values_in_their_stored_form_are_not_reported() -> None:
 def test_a_pattern_is_not_run_by_lint() -> None:
     keys = {"code": {"type": "string", "pattern": "^(a+)+$"}}
     assert found(fsm(when({"==": [var("code"), "a" * 40 + "b"]}), keys=keys, collect=["code"]), "FSM029") == []
+
+
+def test_ordering_a_numeric_enum_past_all_its_values_never_holds() -> None:
+    keys = {"stars": {"type": "integer", "enum": [1, 2, 3, 4, 5]}}
+    (finding,) = found(fsm(when({">": [var("stars"), 5]}), keys=keys, collect=["stars"]), "FSM029")
+    assert "no declared value (1, 2, 3, 4, 5) is" in finding.message
+    assert found(fsm(when({">=": [var("stars"), 5]}), keys=keys, collect=["stars"]), "FSM029") == []
+
+
+def test_an_integer_key_never_equals_a_fraction() -> None:
+    (finding,) = found(fsm(when({"==": [var("age"), 17.5]})), "FSM029")
+    assert "declared integer" in finding.message
+    assert found(fsm(when({"==": [var("age"), 17.0]})), "FSM029") == []

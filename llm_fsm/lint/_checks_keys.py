@@ -262,20 +262,39 @@ class _Comparisons:
         if declaration.enum is not None:
             if op in _EQUALITY and literal != "":  # "" is how a rule says "nothing yet"
                 self.not_in_enum(op, repr(key), declaration, literal, (*place[0], place[1]), in_list=in_list)
+            elif (
+                op in _ORDER
+                and literal_kind == "number"
+                and len(declaration.enum) <= _MAX_SUBSTRING_ENUM
+                and not any(_holds(op, value, literal) for value in declaration.enum)
+            ):
+                self.run.add(
+                    "condition-value-outside-declaration",
+                    (*place[0], place[1]),
+                    f"{key!r} {op} {_show(literal)} never holds: no declared value ({_values(declaration)}) is",
+                    "compare with a value between the declared ones, or add values to the enum in context_keys",
+                )
             return
         if literal_kind == "string":
             self.stored_form(op, key, declaration, literal, place, in_list=in_list)
             return
         if literal_kind == "number" and op not in _NEGATED:
             why = _never_in_range(op, literal, declaration)
+            if (
+                why is None
+                and declaration.type == "integer"
+                and op in ("==", "===")
+                and not float(literal).is_integer()
+            ):
+                why = "the key is declared integer"
             if why is not None:
                 shown_op = "===" if op == "===" else op
                 self.run.add(
                     "condition-value-outside-declaration",
                     (*place[0], place[1]),
-                    f"{key!r} {shown_op} {_show(literal)} never holds: {why}, and the engine stores no value "
-                    "outside the declared bounds",
-                    "compare with a value within the bounds, or change minimum/maximum in context_keys",
+                    f"{key!r} {shown_op} {_show(literal)} never holds: {why}, and the engine stores only values "
+                    "the declaration allows",
+                    "compare with a value the declaration allows, or change it in context_keys",
                 )
 
     def stored_form(
