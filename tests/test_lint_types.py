@@ -559,3 +559,8 @@ def test_an_integer_key_never_equals_a_fraction() -> None:
     (finding,) = found(fsm(when({"==": [var("age"), 17.5]})), "FSM029")
     assert "declared integer" in finding.message
     assert found(fsm(when({"==": [var("age"), 17.0]})), "FSM029") == []
+
+
+@pytest.mark.parametrize("rule", [True, "x", 3, None, [], {}, {"a": 1, "b": 2}])
+def test_a_literal_rule_is_walked_without_failing(rule: Any) -> None:
+    assert found(fsm(when(rule)), "FSM099") == []

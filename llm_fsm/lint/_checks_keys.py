@@ -204,8 +204,8 @@ class _Comparisons:
             if type(node) is list:
                 stack.extend((item, (*where, i)) for i, item in enumerate(node) if type(item) in _CONTAINERS)
                 continue
-            if len(node) != 1:
-                continue  # an object of more than one key is a literal
+            if type(node) is not dict or len(node) != 1:
+                continue  # a literal rule (logic: true), or an object of more than one key, which is a literal too
             ((op, args),) = node.items()
             if op == "var":
                 continue
