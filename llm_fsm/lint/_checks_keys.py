@@ -219,7 +219,10 @@ class _Comparisons:
                 continue
             if op in _COMPARING:
                 self.compare(op, args, (*where, op))
-            stack.extend((item, (*where, op, i)) for i, item in enumerate(args) if type(item) in _CONTAINERS)
+            for i, item in enumerate(args):
+                kind = type(item)
+                if kind is list or (kind is dict and "var" not in item):  # a var holds no comparison to judge
+                    stack.append((item, (*where, op, i)))
 
     def compare(self, op: str, items: list[Any], at: Path) -> None:
         """One comparison operator whose arguments are ``items`` at path ``at``."""
