@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from llm_fsm._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from llm_fsm._stream import StreamEvent
     from llm_fsm.definition._keys import KeyDeclaration
     from llm_fsm.definition._model import (
         FSMDefinition,
@@ -108,6 +109,7 @@ _EXPORTS: dict[str, str] = {
     "PromptBuilder": "llm_fsm.engine._prompts",
     "RecordTooLargeError": "llm_fsm.errors",
     "State": "llm_fsm.definition._model",
+    "StreamEvent": "llm_fsm._stream",
     "KeyDeclaration": "llm_fsm.definition._keys",
     "StateNotFoundError": "llm_fsm.errors",
     "StateTransition": "llm_fsm.engine._records",
@@ -168,6 +170,7 @@ __all__ = [
     "PromptBuilder",
     "RecordTooLargeError",
     "State",
+    "StreamEvent",
     "KeyDeclaration",
     "StateNotFoundError",
     "StateTransition",

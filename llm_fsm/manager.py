@@ -20,9 +20,9 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from llm_fsm._locking import FairLock
 from llm_fsm._threads import run_blocking
@@ -48,6 +48,7 @@ from llm_fsm.engine._transitions import validate_transition as _validate_transit
 from llm_fsm.engine._turn import (
     CallHook,
     CallLLM,
+    Decided,
     EngineConfig,
     LoadDefinition,
     LoadFlow,
@@ -71,6 +72,9 @@ from llm_fsm.errors import (
 )
 from llm_fsm.loading import load_fsm_definition, resolve_flow_reference
 from llm_fsm.stores import ConversationStore, ConversationSummary, open_store
+
+if TYPE_CHECKING:
+    from llm_fsm._stream import StreamEvent
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +109,7 @@ class SaveConversation:
     expected_version: int | None
 
 
-_RECOVERABLE = (DefinitionError, ConcurrentUpdateError)
+_RECOVERABLE: tuple[type[Exception], ...] = (DefinitionError, ConcurrentUpdateError)
 """Errors thrown back into a generator, which handles them; everything else reaches the caller."""
 
 _T = TypeVar("_T")
@@ -163,6 +167,7 @@ class FSMManager:
         self._turn_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
+        self._background: set[asyncio.Future[None]] = set()  # streamed turns outliving their consumer
 
     # --- configuration ------------------------------------------------------------
 
@@ -290,6 +295,8 @@ class FSMManager:
 
     def _perform(self, effect: Any) -> Any:
         """The synchronous effects other than the LLM and hook calls."""
+        if isinstance(effect, Decided):
+            return None  # only a streaming driver has someone to tell
         if isinstance(effect, LoadConversation):
             return self.store.load(effect.conversation_id, user_id=effect.user_id, room_id=effect.room_id)
         if isinstance(effect, SaveConversation):
@@ -309,6 +316,8 @@ class FSMManager:
 
     async def _aperform(self, effect: Any) -> Any:
         """The async effects; nothing that is pure computation or a cache hit leaves the event loop."""
+        if isinstance(effect, Decided):
+            return None
         if isinstance(effect, LoadConversation):
             return await self._astore("load", effect.conversation_id, user_id=effect.user_id, room_id=effect.room_id)
         if isinstance(effect, SaveConversation):
@@ -520,6 +529,32 @@ class FSMManager:
         message = self._check_message(message, message_id)
         async with self._lock_for(conversation_id), self._turn_slot():  # lock first: a slot never waits for a lock
             return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
+
+    def astream_message(
+        self,
+        conversation_id: str,
+        message: str,
+        message_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Run one turn and stream it: ``state`` once decided, ``token`` events with the reply's text, ``done``.
+
+        No text of a refused move is ever streamed: the engine decides as soon as the decision part of
+        the model's reply has arrived, and streams the message only when it keeps it (otherwise the
+        regenerated reply is streamed). The turn runs to its end even if the consumer stops reading; a
+        failure raises the same typed errors as ``aprocess_message``, and nothing of the turn is saved.
+        Interfaces that cannot stream give the same events once the whole reply is there.
+        """
+        from llm_fsm._stream import stream_turn
+
+        message = self._check_message(message, message_id)
+        generator = self._turn(conversation_id, message, message_id, user_id, room_id)
+        return stream_turn(self, generator, self._lock_for(conversation_id), self._turn_slot())
+
+    recoverable_errors = _RECOVERABLE
+    """Errors the engine's generators handle themselves (thrown back into them by the drivers)."""
 
     def _turn_slot(self) -> asyncio.Semaphore:
         """This event loop's bound on async turns in flight (asyncio primitives belong to one loop)."""

@@ -11,6 +11,7 @@ message is not left dangling in the history.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +40,7 @@ from llm_fsm.engine._records import (
     TurnRecord,
     Verdict,
 )
-from llm_fsm.engine._reply_schema import response_json_schema
+from llm_fsm.engine._reply_schema import key_json_schema, response_json_schema
 from llm_fsm.engine._transitions import decide, evaluate_condition
 from llm_fsm.engine._values import MASK, REASK_RULES, Grounding, KeyPolicy, grounding_texts
 from llm_fsm.errors import DefinitionError, FlowError, InvalidTransitionError
@@ -98,6 +99,24 @@ class LoadDefinition:
     fsm_id: str
 
 
+@dataclass(frozen=True)
+class Decided:
+    """The turn has decided where the conversation is; only the reply remains (streaming drivers tell the client).
+
+    Non-streaming drivers answer None and go on.
+    """
+
+    state: str
+    verdict: str
+    ended: bool
+    regenerating: bool
+
+
+@dataclass(frozen=True)
+class AwaitMessage:
+    """The streamed turn call's message is the reply: the driver answers with its full text once it has it."""
+
+
 @dataclass
 class TurnOutcome:
     reply: str
@@ -105,7 +124,7 @@ class TurnOutcome:
     changes: list[ContextChange] = field(default_factory=list)
 
 
-Effect = CallLLM | CallHook | LoadFlow | LoadDefinition
+Effect = CallLLM | CallHook | LoadFlow | LoadDefinition | Decided | AwaitMessage
 TurnGenerator = Generator[Effect, Any, TurnOutcome]
 
 
@@ -156,10 +175,14 @@ def _grounding(instance: FSMInstance, message: str) -> Grounding:
     return Grounding(grounding_texts(users, message, offer))
 
 
-def _redact(definition: FSMDefinition, data: dict[str, Any], *texts: str) -> list[str]:
-    """``texts`` with the stored values of sensitive keys masked: the explain record quotes the user."""
+def _redact(definitions: tuple[FSMDefinition, ...], data: dict[str, Any], *texts: str) -> list[str]:
+    """``texts`` with the stored values of sensitive keys masked: the explain record quotes the user.
+
+    The keys of every flow the turn ran in count (a sub-flow's value handed to a parent that calls it sensitive).
+    """
     secrets = [
         str(value)
+        for definition in definitions
         for key, declaration in (definition.context_keys or {}).items()
         if declaration.sensitive and isinstance(value := data.get(key), (str, int, float)) and len(str(value)) >= 3
     ]
@@ -248,6 +271,7 @@ def _request(
         tuple(targets),
         tuple(builder.intents_for(definition, instance, state)) if allow_moves else None,
         tuple(builder.flow_names_for(definition, instance, state)) if allow_moves else None,
+        _typed_keys(definition, state) if allow_moves and definition.context_keys else (),
     )
     return LLMRequest(
         system_prompt=prompt,
@@ -271,10 +295,44 @@ def _context_keys(state: State, instance: FSMInstance) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
+_TYPED_KEYS: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
+
+
+def _typed_keys(definition: FSMDefinition, state: State) -> tuple[tuple[str, str], ...]:
+    """(key, JSON Schema as text) of the declared keys the model may write in ``state`` (hashable, built once)."""
+    cache_key = (definition.content_hash, state.id)
+    found = _TYPED_KEYS.get(cache_key)
+    if found is None:
+        keys = list(state.required_context_keys or ())
+        for transition in state.transitions:
+            for condition in transition.conditions or ():
+                keys += condition.requires_context_keys or ()
+                if condition.compiled is not None:
+                    keys += sorted(condition.compiled.reads)
+        typed = []
+        for key in dict.fromkeys(keys):
+            declaration = (definition.context_keys or {}).get(key)
+            if declaration is None or key in definition.application_only_keys:
+                continue
+            schema = key_json_schema(declaration)
+            if schema is not None:
+                typed.append((key, json.dumps(schema, sort_keys=True)))
+        found = tuple(typed)
+        if len(_TYPED_KEYS) < 4096:
+            _TYPED_KEYS[cache_key] = found
+    return found
+
+
 @functools.lru_cache(maxsize=512)
-def _schema(targets: tuple[str, ...], intents: tuple[str, ...] | None, flows: tuple[str, ...] | None) -> dict[str, Any]:
+def _schema(
+    targets: tuple[str, ...],
+    intents: tuple[str, ...] | None,
+    flows: tuple[str, ...] | None,
+    typed_keys: tuple[tuple[str, str], ...] = (),
+) -> dict[str, Any]:
     """Reply schemas depend only on the state's options, so each is built once (and shared: do not mutate)."""
-    return response_json_schema(list(targets), intents=intents, flows=flows, bounded=False)
+    key_schemas = {key: json.loads(text) for key, text in typed_keys}
+    return response_json_schema(list(targets), intents=intents, flows=flows, bounded=False, key_schemas=key_schemas)
 
 
 # --- the opening -----------------------------------------------------------------------
@@ -424,6 +482,7 @@ def _start_flow(
             max_depth=config.max_flow_depth,
             reason=f"user asked for {declaration.name}",
             max_completed=config.max_completed_flows,
+            policy=_policy(child),
         )
     except FlowError as exc:
         verdict = _stay_rejected(state_before, str(exc))
@@ -563,8 +622,13 @@ def _complete_finished_flows(
     changes: list[ContextChange] = []
     note = None
     while instance.flow_stack and definition.get_state(instance.current_state).is_terminal:
+        parent: FSMDefinition = yield LoadDefinition(instance.flow_stack[-1].fsm_id)
         finished, outputs = pop_flow(
-            instance, "completed", reason="reached a terminal state", max_completed=config.max_completed_flows
+            instance,
+            "completed",
+            reason="reached a terminal state",
+            max_completed=config.max_completed_flows,
+            policy=_policy(parent),
         )
         changes += outputs
         _trace(
@@ -584,7 +648,7 @@ def _complete_finished_flows(
                 source=f"sub-flow:{finished.flow_name}",
                 keys=[c.key for c in outputs],
             )
-        definition = yield LoadDefinition(instance.fsm_id)
+        definition = parent
         verdict, _ = decide(definition, instance.current_state, instance.context.data, None)
         if verdict.moved:
             _trace(
@@ -716,7 +780,16 @@ def run_turn(
     reask = _reask_note(definition, [c for c in model_changes if not c.applied and c.rule in REASK_RULES])
     if reask is not None:
         note = reask if note is None else f"{note}\n{reask}"
-    if note is not None and instance.status == "active":
+    regenerating = note is not None and instance.status == "active"
+    yield Decided(
+        state=instance.current_state,
+        verdict=verdict.kind,
+        ended=instance.status != "active" or new_state.is_terminal,
+        regenerating=regenerating,
+    )
+    if not regenerating and result.message_pending:
+        reply = yield AwaitMessage()
+    if regenerating:
         # The model wrote its reply for a situation the engine did not accept: ask again for
         # the state actually reached, so the user never reads a reply meant for another state.
         regenerated: LLMResult = yield CallLLM(
@@ -748,7 +821,7 @@ def run_turn(
     _prune_transcript(instance, config)
 
     instance.turn_count += 1
-    shown_message, shown_reply = _redact(definition, instance.context.data, message, reply)
+    shown_message, shown_reply = _redact((definition, active), instance.context.data, message, reply)
     record = TurnRecord(
         index=instance.turn_count,
         message_id=message_id,
@@ -780,7 +853,9 @@ def run_turn(
 
 
 __all__ = [
+    "AwaitMessage",
     "CallHook",
+    "Decided",
     "CallLLM",
     "EngineConfig",
     "LoadDefinition",
