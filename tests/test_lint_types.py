@@ -564,3 +564,12 @@ def test_an_integer_key_never_equals_a_fraction() -> None:
 @pytest.mark.parametrize("rule", [True, "x", 3, None, [], {}, {"a": 1, "b": 2}])
 def test_a_literal_rule_is_walked_without_failing(rule: Any) -> None:
     assert found(fsm(when(rule)), "FSM099") == []
+
+
+def test_a_broken_declaration_still_declares_its_key() -> None:
+    keys = {**DECLARED, "origin": {"type": "string", "synonyms": {"NYC": "New York"}}}  # synonyms without an enum
+    rule = {"==": [var("origin"), "Olso"]}
+    codes = {
+        d.code for d in lint_data(fsm(when(rule, requires=["origin"]), keys=keys, additional_keys=False)).diagnostics
+    }
+    assert codes == {"FSM001"}

@@ -476,9 +476,7 @@ def comparisons(run: LintRun) -> None:
 
 def _application_only(run: LintRun) -> KeyCover:
     """Keys the model may not write: protected, or declared ``writable_by: application``."""
-    declared = run.declarations()
-    only = [k for k, d in declared.items() if d.writable_by == "application"]
-    return KeyCover([*_strings(run.data.get("protected_context_keys")), *only])
+    return KeyCover([*_strings(run.data.get("protected_context_keys")), *run.application_declared()])
 
 
 def _additional_keys(run: LintRun) -> bool:
@@ -491,11 +489,12 @@ def required_keys_writable(run: LintRun) -> None:
     if run.partial:
         return
     only = _application_only(run)
-    declared = run.declarations()
-    by_declaration = KeyCover(k for k, d in declared.items() if d.writable_by == "application")
-    strict = bool(declared) and not _additional_keys(run)
-    declared_cover = KeyCover(declared)
-    typos = functools.cache(lambda: _Typos(list(declared)))  # built for the first finding that needs a hint
+    declared = run.declarations()  # valid ones: what a field's parent is declared as
+    names = run.declared_names()
+    by_declaration = KeyCover(run.application_declared())
+    strict = bool(names) and not _additional_keys(run)
+    declared_cover = KeyCover(names)
+    typos = functools.cache(lambda: _Typos(names))  # built for the first finding that needs a hint
     for state_key, state in run.states():
         keys = state.get("required_context_keys")
         for index, key in enumerate(keys if isinstance(keys, list) else ()):
@@ -651,7 +650,7 @@ def undeclared_keys(run: LintRun) -> None:
     """
     if run.partial:
         return
-    declared = run.declarations()
+    declared = run.declared_names()  # a broken declaration still declares its key (FSM001 says what is wrong)
     if not declared:
         return
     strict = not _additional_keys(run)
@@ -664,7 +663,7 @@ def undeclared_keys(run: LintRun) -> None:
             *(k for k in outputs if isinstance(k, str)),
         ]
     )
-    typos = _Typos(list(declared))
+    typos = _Typos(declared)
     # (where, key, verb, owner): one finding per key and owner (a condition that requires and reads a key)
     references: list[tuple[Path, str, str, Path]] = []
     if not strict:  # with additional_keys: false a state's undeclared key is FSM030's finding

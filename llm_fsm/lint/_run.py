@@ -180,6 +180,23 @@ class LintRun:
                             continue
         return self._declarations
 
+    def declared_names(self) -> list[str]:
+        """Every key ``context_keys`` names, its declaration valid or not: a broken declaration is FSM001's
+        finding, and its key is no less declared for the checks that ask only whether it is."""
+        raw = self.data.get("context_keys")
+        return [key for key in raw if isinstance(key, str)] if isinstance(raw, Mapping) else []
+
+    def application_declared(self) -> list[str]:
+        """Keys declared ``writable_by: application`` (read as written, so a declaration broken elsewhere counts)."""
+        raw = self.data.get("context_keys")
+        if not isinstance(raw, Mapping):
+            return []
+        return [
+            key
+            for key, value in raw.items()
+            if isinstance(key, str) and _is_mapping(value) and value.get("writable_by") == "application"
+        ]
+
 
 def _is_mapping(value: Any) -> bool:
     kind = type(value)  # parsed data holds dicts and lists: skip the ABC check for those
