@@ -160,7 +160,9 @@ def _hook(name: str, instance: FSMInstance, **fields: Any) -> CallHook:
     )
 
 
-def _policy(definition: FSMDefinition, grounding: Grounding | None = None) -> KeyPolicy | None:
+def _policy(
+    definition: FSMDefinition, grounding: Grounding | Callable[[], Grounding] | None = None
+) -> KeyPolicy | None:
     """The declarations' policy, or None for a definition that declares nothing (today's behaviour, at no cost)."""
     if not definition.context_keys and definition.additional_keys:
         return None
@@ -569,6 +571,18 @@ def _digression(definition: FSMDefinition, instance: FSMInstance, config: Engine
     return _Decision(verdict, note=note)
 
 
+def _took_guarded(definition: FSMDefinition, state_id: str, verdict: Verdict) -> bool:
+    """Whether the turn moved by a guarded transition.
+
+    A judgment move that stores nothing new ("let me change the date") is the model's choice of a state to
+    be in, and chaining straight out of it would undo it; with new values (the new date given at once, or a
+    whole form in the first message) the chain goes on (the caller checks that).
+    """
+    index = verdict.transition_index
+    transitions = definition.get_state(state_id).transitions
+    return index is not None and 0 <= index < len(transitions) and transitions[index].is_guarded
+
+
 def _chain(
     definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, message: str
 ) -> Generator[Effect, Any, tuple[list[Verdict], list[ContextChange]]]:
@@ -709,7 +723,7 @@ def run_turn(
         source="model",
         protected=definition.application_only_keys,
         max_bytes=config.max_context_bytes,
-        policy=_policy(definition, _grounding(instance, message) if definition.context_keys else None),
+        policy=_policy(definition, functools.partial(_grounding, instance, message)),
     )
     changes += model_changes
     if model_changes:
@@ -762,7 +776,9 @@ def run_turn(
             "on_transition", instance, message=message, previous_state=state_before, verdict=verdict
         )
         changes += _apply_application(active, instance, additions, config, "on_transition")
-        if decision.definition is None:
+        if decision.definition is None and (
+            _took_guarded(definition, state_before, verdict) or any(c.applied for c in model_changes)
+        ):
             chained, chain_changes = yield from _chain(active, instance, config, message)
             changes += chain_changes
             if chained:
