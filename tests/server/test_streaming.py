@@ -307,3 +307,33 @@ def test_the_same_message_id_sent_twice_at_once_runs_one_turn_and_gets_the_same_
     assert first.json() == second.json() and first.json()["reply"] == "echo: hello"
     assert server.model.turn_calls == 1
     assert server.manager.get_instance(cid, user_id="alice").turn_count == 1
+
+
+def test_shutting_down_waits_for_a_turn_in_flight_to_be_saved(server: Server) -> None:
+    cid = server.start()
+
+    async def scenario() -> None:
+        server.model.gate, server.model.entered = asyncio.Event(), asyncio.Event()
+        lifespan_in: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        lifespan_out: list[dict[str, Any]] = []
+
+        async def send_lifespan(message: dict[str, Any]) -> None:
+            lifespan_out.append(message)
+
+        lifespan = asyncio.ensure_future(server.app({"type": "lifespan"}, lifespan_in.get, send_lifespan))
+        await lifespan_in.put({"type": "lifespan.startup"})
+        client = Client({"message": FINISH, "message_id": "m-1"})
+        request = asyncio.ensure_future(
+            server.app(_scope(f"/v1/conversations/{cid}/messages", stream=False), client.receive, client.send)
+        )
+        await server.model.entered.wait()
+        request.cancel()  # the server stops taking requests ...
+        await lifespan_in.put({"type": "lifespan.shutdown"})
+        await asyncio.sleep(0.1)
+        assert not lifespan.done()  # ... but does not finish shutting down while the turn runs
+        server.model.gate.set()
+        await asyncio.wait_for(lifespan, 5)
+        assert lifespan_out[-1]["type"] == "lifespan.shutdown.complete"
+        assert server.manager.get_instance(cid, user_id="alice").current_state == "done"
+
+    run(scenario())
