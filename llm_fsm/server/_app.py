@@ -35,6 +35,7 @@ from llm_fsm.engine._values import masked
 from llm_fsm.errors import ConversationNotFoundError, FSMError, UsageError
 from llm_fsm.server._definitions import DefinitionRegistry, DefinitionSource
 from llm_fsm.server._errors import ApiError, api_error_for, logger
+from llm_fsm.server._inspector import inspector_api, mount_inspector
 from llm_fsm.server._keys import KeyRing
 from llm_fsm.server._limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, CatchAllMiddleware, RateLimiter
 from llm_fsm.server._models import (
@@ -391,6 +392,8 @@ def create_app(
         ]
 
     app.include_router(v1)
+    app.include_router(inspector_api(reader, keys_required=bool(keyring)))  # the web inspector: /v1/me, lint
+    mount_inspector(app)  # its page at / (docs/server.md, "The inspector")
 
     # --- health ----------------------------------------------------------------------------
 
