@@ -1,0 +1,350 @@
+"""The inspector page in a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``), driven by selenium.
+
+Each test starts uvicorn on a free 127.0.0.1 port, in a thread, with the API mounted under ``/fsm`` in a
+parent application (so the page's relative URLs are tested too), a SQLite store in tmp_path and a
+scripted model (``--model scripted:FILE``'s model) whose replies stream a few characters at a time.
+The browser is found at fixed paths, and Selenium Manager is made to fail if anything calls it: it
+would download a driver, which cannot work here. A failing test saves a screenshot (path printed).
+With ``LLM_FSM_INSPECTOR_SCREENSHOT=docs/inspector.png`` the conversation test saves the docs' picture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+pytest.importorskip("fastapi", reason="the server extra is not installed (pip install -e '.[server]')")
+pytest.importorskip("uvicorn", reason="the server extra is not installed (pip install -e '.[server]')")
+pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[dev]')")
+if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+    pytest.skip(
+        f"no headless browser: {CHROMIUM} and {CHROMEDRIVER} are needed (apt-get install chromium chromium-driver)",
+        allow_module_level=True,
+    )
+
+import httpx  # noqa: E402
+import uvicorn  # noqa: E402
+from fastapi import FastAPI  # noqa: E402
+from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.selenium_manager import SeleniumManager  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from llm_fsm.cli.chat import make_llm  # noqa: E402
+from llm_fsm.engine._records import LLMRequest, LLMResult  # noqa: E402
+from llm_fsm.llm._streaming import reply_text  # noqa: E402
+from llm_fsm.manager import FSMManager  # noqa: E402
+from llm_fsm.server import KeyRing, create_app  # noqa: E402
+from llm_fsm.server._keys import ApiKey, hash_key  # noqa: E402
+from llm_fsm.stores import open_store  # noqa: E402
+
+WRITER_KEY = "writer-key-0123456789abcdef"
+READER_KEY = "reader-key-0123456789abcdef"
+XSS = '<img src=x onerror="document.body.dataset.pwned=1">'
+LONG_REPLY = "Thank you, Ann. Now I need your email address, so that we can send you the confirmation of your signup."
+
+SIGNUP = """\
+name: Signup
+description: A name, then an email
+initial_state: ask_name
+context_keys:
+  name: {type: string}
+  email: {type: string, format: email}
+states:
+  ask_name:
+    id: ask_name
+    description: Asking for the name
+    purpose: Ask for the user's name
+    transitions:
+      - target_state: ask_email
+        description: The name is known
+        conditions:
+          - description: name recorded
+            requires_context_keys: [name]
+  ask_email:
+    id: ask_email
+    description: Asking for the email
+    purpose: Ask for the user's email
+    transitions:
+      - target_state: done
+        description: The email is known
+        conditions:
+          - description: email recorded
+            requires_context_keys: [email]
+  done:
+    id: done
+    description: Done
+    purpose: Thank the user
+    transitions: []
+"""
+
+REPLIES = [
+    "Hello! What is your name?",
+    "I did not catch a name: <b>try again</b>",  # the model's text holds markup too: shown as typed
+    {"target_state": "ask_email", "context_update": {"name": "Ann", "email": "not an address"}, "message": LONG_REPLY},
+    "A spare reply",
+]
+
+
+class SlowStream:
+    """The scripted model of ``--model scripted:FILE``, its replies streamed six characters every 40 ms.
+
+    ``ReplyFileModel`` gives each reply whole; streamed slowly, the page can be seen writing a reply
+    before it has all of it.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def astream(self, request: LLMRequest) -> AsyncIterator[str | LLMResult]:
+        result: LLMResult = self.inner.complete(request)
+        text = reply_text(result.response)
+        for start in range(0, len(text), 6):
+            await asyncio.sleep(0.04)
+            yield text[start : start + 6]
+        yield result
+
+
+@dataclass
+class Served:
+    base: str  # the page's URL: the API is mounted under /fsm
+    api: str
+
+
+def _free_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "signup.yaml").write_text(SIGNUP, encoding="utf-8")
+    (tmp_path / "replies.json").write_text(json.dumps(REPLIES), encoding="utf-8")
+    store = open_store(f"sqlite:///{tmp_path}/conversations.db")
+    manager = FSMManager(llm_interface=SlowStream(make_llm(f"scripted:{tmp_path}/replies.json")), store=store)
+    keys = KeyRing(
+        [
+            ApiKey(hash_key(WRITER_KEY), "alice", frozenset({"read", "write"})),
+            ApiKey(hash_key(READER_KEY), "alice", frozenset({"read"})),
+        ]
+    )
+    parent = FastAPI()
+    parent.mount("/fsm", create_app(manager, [tmp_path / "defs"], keys=keys))
+    sock = _free_socket()
+    server = uvicorn.Server(uvicorn.Config(parent, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    port = sock.getsockname()[1]
+    yield Served(base=f"http://127.0.0.1:{port}/fsm/", api=f"http://127.0.0.1:{port}/fsm/v1")
+    server.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
+    store.close()
+
+
+def _no_selenium_manager(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("Selenium Manager was called: it would download a browser or a driver")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    patch = pytest.MonkeyPatch()
+    patch.setattr(SeleniumManager, "binary_paths", _no_selenium_manager)
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",  # CI runs as root
+        "--disable-dev-shm-usage",
+        "--window-size=1600,1000",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-default-apps",
+        "--disable-extensions",
+    ):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(20)
+    yield driver
+    driver.quit()
+    patch.undo()
+
+
+@pytest.fixture
+def page(browser: WebDriver, request: pytest.FixtureRequest) -> Iterator[WebDriver]:
+    """The browser for one test; if the test fails, a screenshot of the page is saved and its path printed."""
+    failed_before = request.session.testsfailed
+    browser.get_log("performance")  # drop what earlier tests left
+    browser.get_log("browser")
+    yield browser
+    if request.session.testsfailed > failed_before:
+        folder = Path(os.environ.get("LLM_FSM_TEST_ARTIFACTS") or Path(tempfile.gettempdir()) / "llm-fsm-browser")
+        folder.mkdir(parents=True, exist_ok=True)
+        shot = folder / f"{request.node.name}.png"
+        browser.save_screenshot(str(shot))
+        print(f"screenshot of the failed page: {shot}")
+        for entry in browser.get_log("browser"):
+            print("console:", entry.get("level"), entry.get("message"))
+
+
+def wait_for(driver: WebDriver, condition: Any, what: str, timeout: float = 10) -> Any:
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.02).until(lambda d: condition(d))
+    except TimeoutException:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+def visible(driver: WebDriver, css: str) -> WebElement | None:
+    found = [e for e in driver.find_elements(By.CSS_SELECTOR, css) if e.is_displayed()]
+    return found[0] if found else None
+
+
+def enter_key(driver: WebDriver, served: Served, key: str) -> None:
+    driver.get(served.base)
+    field = wait_for(driver, lambda d: visible(d, "#key-input"), "the key form")
+    field.send_keys(key)
+    driver.find_element(By.CSS_SELECTOR, "#key-form button").click()
+    wait_for(driver, lambda d: visible(d, "#definitions li"), "the definitions")
+
+
+def current_state(driver: WebDriver) -> str | None:
+    """The label of the state Mermaid drew with the ``current`` class, read from the SVG itself."""
+    nodes = driver.find_elements(By.CSS_SELECTOR, "#diagram svg g.current")
+    return nodes[0].text.strip() if nodes else None
+
+
+def send(driver: WebDriver, text: str) -> None:
+    field = driver.find_element(By.ID, "message-input")
+    # set the value directly: send_keys would type a markup message key by key and that is not the point here
+    driver.execute_script("arguments[0].value = arguments[1];", field, text)
+    driver.find_element(By.ID, "send-button").click()
+
+
+def assistant_texts(driver: WebDriver) -> list[str]:
+    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#messages .assistant .text")]
+
+
+def test_a_conversation_streams_moves_the_highlighted_state_and_explains_the_verdict(
+    page: WebDriver, served: Served
+) -> None:
+    enter_key(page, served, WRITER_KEY)
+    page.find_element(By.CSS_SELECTOR, "#definitions .start-conversation").click()
+    wait_for(page, lambda d: "Hello! What is your name?" in assistant_texts(d), "the opening")
+    wait_for(page, lambda d: current_state(d) == "ask_name", "ask_name highlighted")
+
+    send(page, XSS)
+    wait_for(page, lambda d: len(assistant_texts(d)) == 2 and not visible(d, ".streaming"), "the second reply")
+    user_texts = [e.text for e in page.find_elements(By.CSS_SELECTOR, "#messages .user .text")]
+    assert user_texts == [XSS]  # the markup shows as typed ...
+    assert assistant_texts(page)[1] == "I did not catch a name: <b>try again</b>"
+    assert page.find_elements(By.CSS_SELECTOR, "#messages img, #messages b, #explain img") == []  # ... and is not HTML
+    assert page.execute_script("return document.body.dataset.pwned") is None
+    wait_for(page, lambda d: XSS in d.find_element(By.ID, "explain").text, "the first turn explained")
+
+    send(page, "I am Ann")
+    partial = wait_for(
+        page,
+        lambda d: (e := visible(d, "#messages .assistant.streaming .text")) is not None and e.text or None,
+        "the reply to start streaming",
+    )
+    assert 0 < len(partial) < len(LONG_REPLY) and LONG_REPLY.startswith(partial)
+    wait_for(page, lambda d: current_state(d) == "ask_email", "the highlight to move to ask_email")
+    wait_for(page, lambda d: assistant_texts(d)[-1] == LONG_REPLY and not visible(d, ".streaming"), "the whole reply")
+
+    verdict = wait_for(page, lambda d: visible(d, "#explain [data-turn='2'] .verdict"), "the turn's verdict")
+    assert verdict.get_attribute("data-kind") == "proposal_accepted"
+    assert "ask_email" in verdict.text and verdict.find_element(By.CSS_SELECTOR, ".verdict-reason").text
+    refused = page.find_elements(By.CSS_SELECTOR, "#explain tr.refused")
+    assert [row.find_element(By.TAG_NAME, "td").text for row in refused] == ["email"]
+    condition = page.find_element(By.CSS_SELECTOR, "#explain .evaluation.taken .conditions li")
+    assert "name recorded" in condition.text and "holds" in condition.text
+    assert page.find_element(By.ID, "path").text == "Path: ask_name → ask_email"
+    assert page.find_element(By.ID, "chat-state").text == "ask_email"
+
+    shot = os.environ.get("LLM_FSM_INSPECTOR_SCREENSHOT")
+    if shot:
+        page.save_screenshot(shot)
+
+
+def test_a_key_without_the_write_right_reads_but_cannot_send(page: WebDriver, served: Served) -> None:
+    started = httpx.post(
+        f"{served.api}/conversations",
+        json={"definition": "signup"},
+        headers={"Authorization": f"Bearer {WRITER_KEY}"},
+    )
+    assert started.status_code == 201, started.text
+    enter_key(page, served, READER_KEY)
+    assert "read" in page.find_element(By.ID, "who").text and "write" not in page.find_element(By.ID, "who").text
+    assert page.find_elements(By.CSS_SELECTOR, ".start-conversation") == []
+    wait_for(page, lambda d: visible(d, "#conversations li[data-conversation]"), "the conversation listed").click()
+    wait_for(page, lambda d: "Hello! What is your name?" in assistant_texts(d), "the history")
+    assert visible(page, "#send-form") is None and visible(page, "#read-only") is not None
+
+
+def test_a_wrong_key_is_refused_and_asked_again(page: WebDriver, served: Served) -> None:
+    page.get(served.base)
+    wait_for(page, lambda d: visible(d, "#key-input"), "the key form").send_keys("not-a-key-of-this-server")
+    page.find_element(By.CSS_SELECTOR, "#key-form button").click()
+    wait_for(page, lambda d: "not accepted" in d.find_element(By.ID, "key-error").text, "the refusal")
+    assert visible(page, "#main") is None
+    assert page.execute_script("return sessionStorage.length") == 0
+
+
+def test_the_definition_view_draws_it_and_lists_its_lint_findings(page: WebDriver, served: Served) -> None:
+    enter_key(page, served, READER_KEY)
+    page.find_element(By.CSS_SELECTOR, "#definitions .view-definition").click()
+    wait_for(page, lambda d: visible(d, "#diagram svg"), "the diagram")
+    labels = page.find_element(By.CSS_SELECTOR, "#diagram svg").text
+    assert all(state in labels for state in ("ask_name", "ask_email", "done"))
+    findings = wait_for(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#lint .finding"), "the lint findings")
+    # no state lists name in required_context_keys: FSM015, at the line of the condition that requires it
+    line = SIGNUP.splitlines().index("            requires_context_keys: [name]") + 1
+    assert any("FSM015" in f.text and f"(line {line})" in f.text and "'name'" in f.text for f in findings)
+
+
+def test_every_request_of_the_page_goes_to_its_own_server(page: WebDriver, served: Served) -> None:
+    enter_key(page, served, READER_KEY)
+    page.find_element(By.CSS_SELECTOR, "#definitions .view-definition").click()
+    wait_for(page, lambda d: visible(d, "#diagram svg"), "the diagram")
+    origin = served.base.split("/fsm/")[0]
+    requested = []
+    for entry in page.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            requested.append(message["params"]["request"]["url"])
+    assert requested and any(url.endswith("/fsm/static/vendor/mermaid.min.js") for url in requested)
+    assert [url for url in requested if not (url.startswith(origin + "/fsm/") or url.startswith("data:"))] == []
+    # a script error or a Content-Security-Policy refusal would be here; the 401 of asking v1/me without a key is not
+    errors = [e["message"] for e in page.get_log("browser") if e["level"] == "SEVERE"]
+    assert [m for m in errors if "v1/me - Failed to load resource" not in m] == []
