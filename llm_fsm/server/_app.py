@@ -58,6 +58,10 @@ DEFAULT_RATE_LIMIT_PER_MINUTE = 600
 """Requests a minute per key (a bucket of as many, refilled evenly); 0 turns the limit off."""
 
 READINESS_TIMEOUT_SECONDS = 5.0
+MAX_CONVERSATION_ID_LENGTH = 200
+"""Longer ids are no one's (the manager makes 36-character ids): 404 without asking the store, which
+might otherwise fail on a file name too long and answer as if it were down."""
+
 SHUTDOWN_GRACE_SECONDS = 30.0
 """How long shutting down waits for turns already running to be saved."""
 
@@ -111,8 +115,9 @@ class _TurnRunner:
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self.tasks.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved here, so an abandoned turn's failure is not reported as "never retrieved"
+        if not task.cancelled() and task.exception() is not None:
+            # retrieved here, so a turn whose client went away does not fail as "never retrieved"
+            logger.debug("turn task ended with %s", type(task.exception()).__name__)
 
     async def run(self, coroutine: Awaitable[Any]) -> Any:
         """Await the turn; if the awaiting request is cancelled, the turn goes on and lands by itself."""
@@ -306,6 +311,7 @@ def create_app(
     @v1.get("/conversations/{conversation_id}", response_model=ConversationDetail, tags=["conversations"])
     async def get_conversation(conversation_id: str, caller: Annotated[Caller, Depends(reader)]) -> ConversationDetail:
         """One conversation: state, context (sensitive values masked) and the full history."""
+        _check_id(conversation_id)
         instance: FSMInstance = await manager.aget_instance(conversation_id, user_id=caller.tenant)
         definition = await manager.aget_definition(conversation_id, user_id=caller.tenant)
         history = await manager.aget_conversation_history(conversation_id, user_id=caller.tenant)
@@ -326,6 +332,7 @@ def create_app(
     @v1.delete("/conversations/{conversation_id}", status_code=204, response_class=Response, tags=["conversations"])
     async def delete_conversation(conversation_id: str, caller: Annotated[Caller, Depends(writer)]) -> Response:
         """Delete a conversation and everything stored of it."""
+        _check_id(conversation_id)
         if not await manager.adelete_conversation(conversation_id, user_id=caller.tenant):
             raise ConversationNotFoundError(conversation_id)
         return Response(status_code=204)
@@ -352,6 +359,7 @@ def create_app(
 
         Give a `message_id` to make the call safe to retry: the same id is answered once, with the same reply.
         """
+        _check_id(conversation_id)
         message_id = body.message_id or f"srv-{uuid.uuid4().hex}"
         if "text/event-stream" in request.headers.get("accept", ""):
             return await _stream_response(manager, runner, conversation_id, body.message, message_id, caller.tenant)
@@ -371,6 +379,7 @@ def create_app(
     )
     async def explain_turn(conversation_id: str, turn: int, caller: Annotated[Caller, Depends(reader)]) -> TurnRecord:
         """Why the engine decided what it did in one turn: `turn` is its index (1-based), or -1 for the last."""
+        _check_id(conversation_id)
         record: TurnRecord = await manager.aexplain(conversation_id, turn, user_id=caller.tenant)
         return record
 
@@ -382,6 +391,7 @@ def create_app(
     )
     async def trace(conversation_id: str, caller: Annotated[Caller, Depends(reader)]) -> list[TraceEvent]:
         """The conversation's audit trail: every turn, update, transition, flow push and pop, refusal."""
+        _check_id(conversation_id)
         events: list[TraceEvent] = await manager.aget_trace(conversation_id, user_id=caller.tenant)
         # the stored fsm_id is a path on the server's disk: clients see the definition's id instead
         return [
@@ -419,6 +429,11 @@ def create_app(
         return Health(status="ok")  # pragma: no cover - a random id is never found
 
     return app
+
+
+def _check_id(conversation_id: str) -> None:
+    if len(conversation_id) > MAX_CONVERSATION_ID_LENGTH:
+        raise ConversationNotFoundError("id too long")
 
 
 async def _turn_result(manager: Any, conversation_id: str, message_id: str, reply: str, tenant: str) -> TurnResult:

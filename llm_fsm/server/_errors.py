@@ -101,7 +101,8 @@ def api_error_for(error: BaseException, *, conversation_id: str | None = None) -
                 logger.warning("%s: %s", code, error)
             if code == "conversation_not_found":
                 # an unknown id and another tenant's id must read the same: the message names only the id
-                message = f"no conversation {conversation_id}" if conversation_id else "no such conversation"
+                shown_id = conversation_id if conversation_id and len(conversation_id) <= 200 else None
+                message = f"no conversation {shown_id}" if shown_id else "no such conversation"
             elif shown:
                 message = (str(error).splitlines() or [code])[0]
             else:

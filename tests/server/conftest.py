@@ -15,17 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient  # the dev extra installs the server's (pip install -e '.[dev]')
 
-pytest.importorskip("fastapi", reason="the server extra is not installed (pip install -e '.[server]')")
-
-from fastapi.testclient import TestClient  # noqa: E402
-
-from llm_fsm.engine import LLMRequest  # noqa: E402
-from llm_fsm.manager import FSMManager  # noqa: E402
-from llm_fsm.server import KeyRing, create_app  # noqa: E402
-from llm_fsm.server._keys import ApiKey, hash_key  # noqa: E402
-from llm_fsm.stores import open_store  # noqa: E402
-from llm_fsm.testing import FunctionLLM  # noqa: E402
+from llm_fsm.engine import LLMRequest
+from llm_fsm.manager import FSMManager
+from llm_fsm.server import KeyRing, create_app
+from llm_fsm.server._keys import ApiKey, hash_key
+from llm_fsm.stores import open_store
+from llm_fsm.testing import FunctionLLM
 
 SIGNUP = """\
 name: Signup

@@ -25,6 +25,14 @@ def test_a_message_to_an_unknown_conversation_is_404(server: Server) -> None:
     assert response.status_code == 404 and error(response)["code"] == "conversation_not_found"
 
 
+def test_an_id_too_long_to_be_anyones_is_404_even_on_a_file_store(make_server: MakeServer, tmp_path: Any) -> None:
+    server = make_server(store=f"file://{tmp_path}/conversations")
+    long_id = "x" * 5000  # longer than any file name: the store itself would fail on it
+    response = server.client.get(f"/v1/conversations/{long_id}", headers=server.headers())
+    assert response.status_code == 404 and error(response)["code"] == "conversation_not_found"
+    assert long_id not in response.text
+
+
 def test_a_message_to_an_ended_conversation_is_409(server: Server) -> None:
     cid = server.start()
     server.send(cid, f"I am Ann, card {CARD}, finish")
