@@ -194,7 +194,3 @@ def test_the_openapi_document_lists_every_endpoint(server: Server) -> None:
 def test_the_openapi_document_declares_the_key_schemes(server: Server) -> None:
     schemes = server.client.get("/openapi.json").json()["components"]["securitySchemes"]
     assert {"HTTPBearer", "APIKeyHeader"} <= set(schemes)
-
-
-def test_the_root_path_is_left_free(server: Server) -> None:
-    assert server.client.get("/").status_code == 404
