@@ -140,7 +140,9 @@ def _free_socket() -> socket.socket:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
+def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
+    """The API with keys, mounted under /fsm; ``"anonymous"`` (indirect parameter): no keys, at the root."""
+    anonymous = getattr(request, "param", "keys") == "anonymous"
     (tmp_path / "defs").mkdir()
     (tmp_path / "defs" / "signup.yaml").write_text(SIGNUP, encoding="utf-8")
     (tmp_path / "replies.json").write_text(json.dumps(REPLIES), encoding="utf-8")
@@ -152,10 +154,13 @@ def served(tmp_path: Path) -> Iterator[Served]:
             ApiKey(hash_key(READER_KEY), "alice", frozenset({"read"})),
         ]
     )
-    parent = FastAPI()
-    parent.mount("/fsm", create_app(manager, [tmp_path / "defs"], keys=keys))
+    if anonymous:
+        prefix, app = "/", create_app(manager, [tmp_path / "defs"], keys=KeyRing(), anonymous_tenant="local")
+    else:
+        prefix, app = "/fsm/", FastAPI()
+        app.mount("/fsm", create_app(manager, [tmp_path / "defs"], keys=keys))
     sock = _free_socket()
-    server = uvicorn.Server(uvicorn.Config(parent, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -163,7 +168,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
         assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.02)
     port = sock.getsockname()[1]
-    yield Served(base=f"http://127.0.0.1:{port}/fsm/", api=f"http://127.0.0.1:{port}/fsm/v1")
+    yield Served(base=f"http://127.0.0.1:{port}{prefix}", api=f"http://127.0.0.1:{port}{prefix}v1")
     server.should_exit = True
     thread.join(timeout=10)
     sock.close()
@@ -298,6 +303,17 @@ def test_a_conversation_streams_moves_the_highlighted_state_and_explains_the_ver
         page.set_window_size(1500, 1650)
         page.save_screenshot(shot)
         page.set_window_size(size["width"], size["height"])
+
+
+@pytest.mark.parametrize("served", ["anonymous"], indirect=True)
+def test_without_keys_on_loopback_the_page_asks_for_none_and_may_write(page: WebDriver, served: Served) -> None:
+    page.get(served.base)
+    wait_for(page, lambda d: visible(d, "#definitions li"), "the definitions")
+    assert visible(page, "#key-panel") is None and visible(page, "#forget-key") is None
+    assert page.find_element(By.ID, "who").text == "no keys (loopback): tenant local · read, write"
+    page.find_element(By.CSS_SELECTOR, "#definitions .start-conversation").click()
+    wait_for(page, lambda d: "Hello! What is your name?" in assistant_texts(d), "the opening")
+    assert visible(page, "#send-form") is not None
 
 
 def test_a_key_without_the_write_right_reads_but_cannot_send(page: WebDriver, served: Served) -> None:
