@@ -367,3 +367,45 @@ def test_every_request_of_the_page_goes_to_its_own_server(page: WebDriver, serve
     # a script error or a Content-Security-Policy refusal would be here; the 401 of asking v1/me without a key is not
     errors = [e["message"] for e in page.get_log("browser") if e["level"] == "SEVERE"]
     assert [m for m in errors if "v1/me - Failed to load resource" not in m] == []
+
+
+def test_the_page_finds_every_state_in_the_mermaid_text_whatever_its_name(page: WebDriver, served: Served) -> None:
+    """The highlight names a state by the id the renderer gave it: the page reads them back from its escaped labels."""
+    from llm_fsm.definition._graph import graph_from_definition
+    from llm_fsm.definition._model import FSMDefinition
+    from llm_fsm.renderers import render
+    from llm_fsm.renderers.mermaid import escape
+
+    names = ["ask-name", 'a "quoted" #1: {x}', "done; [end] (100%) & <b>", "naïve | back\\slash `tick`"]
+    definition = FSMDefinition.model_validate(
+        {
+            "name": "Odd names",
+            "description": "States whose names Mermaid would read as syntax",
+            "initial_state": names[0],
+            "states": {
+                name: {
+                    "id": name,
+                    "description": "a state",
+                    "purpose": "be drawn",
+                    "transitions": [{"target_state": names[i + 1], "description": "next"}]
+                    if i + 1 < len(names)
+                    else [],
+                }
+                for i, name in enumerate(names)
+            },
+        }
+    )
+    text = render(graph_from_definition(definition), "mermaid")
+    page.get(served.base)
+    found = page.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        import(new URL("static/diagram.js", document.baseURI))
+          .then((m) => done(Object.fromEntries(m.stateIds(arguments[0]))))
+          .catch((error) => done(String(error)));
+        """,
+        text,
+    )
+    assert isinstance(found, dict) and sorted(found) == sorted(names)
+    for name, mermaid_id in found.items():  # each name paired with the id the renderer wrote it with
+        assert f'    state "{escape(name)}" as {mermaid_id}\n' in text, name
