@@ -141,11 +141,14 @@ def _free_socket() -> socket.socket:
 
 @pytest.fixture
 def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
-    """The API with keys, mounted under /fsm; ``"anonymous"`` (indirect parameter): no keys, at the root."""
-    anonymous = getattr(request, "param", "keys") == "anonymous"
+    """The API with keys, mounted under /fsm. Indirect parameters: ``"anonymous"``, no keys and at the root;
+    ``"exhausted"``, the same with a model that has a reply for the opening only."""
+    mode = getattr(request, "param", "keys")
+    anonymous = mode in ("anonymous", "exhausted")
     (tmp_path / "defs").mkdir()
     (tmp_path / "defs" / "signup.yaml").write_text(SIGNUP, encoding="utf-8")
-    (tmp_path / "replies.json").write_text(json.dumps(REPLIES), encoding="utf-8")
+    replies = REPLIES[:1] if mode == "exhausted" else REPLIES
+    (tmp_path / "replies.json").write_text(json.dumps(replies), encoding="utf-8")
     store = open_store(f"sqlite:///{tmp_path}/conversations.db")
     manager = FSMManager(llm_interface=SlowStream(make_llm(f"scripted:{tmp_path}/replies.json")), store=store)
     keys = KeyRing(
@@ -314,6 +317,19 @@ def test_without_keys_on_loopback_the_page_asks_for_none_and_may_write(page: Web
     page.find_element(By.CSS_SELECTOR, "#definitions .start-conversation").click()
     wait_for(page, lambda d: "Hello! What is your name?" in assistant_texts(d), "the opening")
     assert visible(page, "#send-form") is not None
+
+
+@pytest.mark.parametrize("served", ["exhausted"], indirect=True)
+def test_a_turn_that_fails_shows_the_error_and_changes_nothing(page: WebDriver, served: Served) -> None:
+    page.get(served.base)
+    wait_for(page, lambda d: visible(d, "#definitions .start-conversation"), "the definitions").click()
+    wait_for(page, lambda d: "Hello! What is your name?" in assistant_texts(d), "the opening")
+    send(page, "I am Ann")
+    error = wait_for(page, lambda d: d.find_element(By.ID, "chat-error").text, "the error")
+    assert "(model_error)" in error
+    failed = page.find_element(By.CSS_SELECTOR, "#messages .assistant.failed .text").text
+    assert failed.startswith("(no reply") and current_state(page) == "ask_name"
+    assert visible(page, "#send-form") is not None and page.find_element(By.ID, "message-input").is_enabled()
 
 
 def test_a_key_without_the_write_right_reads_but_cannot_send(page: WebDriver, served: Served) -> None:

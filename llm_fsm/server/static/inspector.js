@@ -320,6 +320,7 @@ async function send(text) {
     await loadConversations();
   } catch (error) {
     reply.classList.add("failed");
+    if (!replyText.textContent) replyText.textContent = "(no reply: the turn failed and changed nothing)";
     report("chat-error", error);
   } finally {
     reply.classList.remove("streaming");
