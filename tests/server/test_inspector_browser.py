@@ -96,6 +96,59 @@ states:
     transitions: []
 """
 
+HELPDESK = """\
+name: Helpdesk
+description: Answers, with a sub-flow to file a ticket
+initial_state: chat
+flows:
+  - name: ticket
+    definition: flows/ticket.yaml
+    mode: call
+    description: The user wants to file a ticket
+states:
+  chat:
+    id: chat
+    description: Chatting
+    purpose: Help the user
+    transitions:
+      - target_state: bye
+        description: The user is done
+        conditions:
+          - description: done
+            requires_context_keys: [done]
+  bye:
+    id: bye
+    description: Bye
+    purpose: Say goodbye
+    transitions: []
+context_keys:
+  done: {type: boolean}
+"""
+
+TICKET = """\
+name: Ticket
+description: File a ticket
+initial_state: describe
+context_keys:
+  problem: {type: string}
+states:
+  describe:
+    id: describe
+    description: Asking what happened
+    purpose: Ask what went wrong
+    transitions:
+      - target_state: filed
+        description: The problem is known
+        conditions:
+          - description: problem recorded
+            requires_context_keys: [problem]
+  filed:
+    id: filed
+    description: Filed
+    purpose: Say the ticket is filed
+    transitions: []
+"""
+
 REPLIES = [
     "Hello! What is your name?",
     "I did not catch a name: <b>try again</b>",  # the model's text holds markup too: shown as typed
@@ -142,12 +195,21 @@ def _free_socket() -> socket.socket:
 @pytest.fixture
 def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
     """The API with keys, mounted under /fsm. Indirect parameters: ``"anonymous"``, no keys and at the root;
-    ``"exhausted"``, the same with a model that has a reply for the opening only."""
+    ``"exhausted"``, the same with a model that has a reply for the opening only; ``"subflow"``, the same
+    serving a helpdesk too, whose model starts its ticket sub-flow at the first message."""
     mode = getattr(request, "param", "keys")
-    anonymous = mode in ("anonymous", "exhausted")
+    anonymous = mode in ("anonymous", "exhausted", "subflow")
     (tmp_path / "defs").mkdir()
     (tmp_path / "defs" / "signup.yaml").write_text(SIGNUP, encoding="utf-8")
     replies = REPLIES[:1] if mode == "exhausted" else REPLIES
+    if mode == "subflow":
+        (tmp_path / "defs" / "helpdesk.yaml").write_text(HELPDESK, encoding="utf-8")
+        (tmp_path / "defs" / "flows").mkdir()
+        (tmp_path / "defs" / "flows" / "ticket.yaml").write_text(TICKET, encoding="utf-8")
+        replies = [
+            "Hi, how can I help?",
+            {"intent": "start_flow", "flow": "ticket", "message": "Let us file a ticket. What happened?"},
+        ]
     (tmp_path / "replies.json").write_text(json.dumps(replies), encoding="utf-8")
     store = open_store(f"sqlite:///{tmp_path}/conversations.db")
     manager = FSMManager(llm_interface=SlowStream(make_llm(f"scripted:{tmp_path}/replies.json")), store=store)
@@ -330,6 +392,20 @@ def test_a_turn_that_fails_shows_the_error_and_changes_nothing(page: WebDriver, 
     failed = page.find_element(By.CSS_SELECTOR, "#messages .assistant.failed .text").text
     assert failed.startswith("(no reply") and current_state(page) == "ask_name"
     assert visible(page, "#send-form") is not None and page.find_element(By.ID, "message-input").is_enabled()
+
+
+@pytest.mark.parametrize("served", ["subflow"], indirect=True)
+def test_in_a_sub_flow_the_page_says_so_and_highlights_nothing_of_the_root_diagram(
+    page: WebDriver, served: Served
+) -> None:
+    page.get(served.base)
+    wait_for(
+        page, lambda d: visible(d, "#definitions li[data-definition='helpdesk'] .start-conversation"), "helpdesk"
+    ).click()
+    wait_for(page, lambda d: current_state(d) == "chat", "chat highlighted")
+    send(page, "I want to file a ticket")
+    wait_for(page, lambda d: "In sub-flow ticket" in d.find_element(By.ID, "path").text, "the sub-flow note")
+    assert current_state(page) is None and page.find_element(By.ID, "chat-state").text == "describe"
 
 
 def test_a_key_without_the_write_right_reads_but_cannot_send(page: WebDriver, served: Served) -> None:

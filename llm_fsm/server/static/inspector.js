@@ -220,7 +220,10 @@ async function drawConversation() {
   const open = page.conversation;
   if (!open) return;
   const text = await graph(open.definition);
-  $("path").textContent = page.path.length ? `Path: ${page.path.join(" → ")}` : "";
+  const path = page.path.length ? `Path: ${page.path.join(" → ")}` : "";
+  // a sub-flow runs another definition: its states are not in this diagram, so nothing is highlighted
+  const flows = open.stack?.length ? `In sub-flow ${open.stack.join(" › ")} (not drawn here). ` : "";
+  $("path").textContent = flows + path;
   await draw($("diagram"), text, open.state, page.path);
 }
 
