@@ -158,7 +158,7 @@ REPLIES = [
 
 
 class SlowStream:
-    """The scripted model of ``--model scripted:FILE``, its replies streamed six characters every 40 ms.
+    """The scripted model of ``--model scripted:FILE``, its replies streamed six characters every 60 ms.
 
     ``ReplyFileModel`` gives each reply whole; streamed slowly, the page can be seen writing a reply
     before it has all of it.
@@ -174,7 +174,7 @@ class SlowStream:
         result: LLMResult = self.inner.complete(request)
         text = reply_text(result.response)
         for start in range(0, len(text), 6):
-            await asyncio.sleep(0.04)
+            await asyncio.sleep(0.06)
             yield text[start : start + 6]
         yield result
 
