@@ -191,6 +191,7 @@ def create_app(
 
     def requires(right: Literal["read", "write"]) -> Callable[..., Awaitable[Caller]]:
         async def caller(
+            request: Request,
             credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
             api_key: Annotated[str | None, Depends(header_key)],
         ) -> Caller:
@@ -200,6 +201,10 @@ def create_app(
             else:
                 key = keyring.verify(presented)
                 if key is None:
+                    # failed attempts are limited per client address, so guessing keys is slow; a valid key
+                    # never touches this bucket, so no one can lock a tenant out by failing on purpose
+                    address = request.client.host if request.client is not None else "unknown"
+                    _limit(limiter, f"unauthenticated:{address}")
                     raise ApiError(
                         401,
                         "unauthorized",
@@ -207,15 +212,7 @@ def create_app(
                         headers={"WWW-Authenticate": "Bearer"},
                     )
                 found = Caller(key.tenant, key.rights, key.key_sha256)
-            if limiter is not None:
-                wait = limiter.take(found.bucket)
-                if wait > 0:
-                    raise ApiError(
-                        429,
-                        "rate_limited",
-                        "too many requests for this key",
-                        headers={"Retry-After": str(max(1, math.ceil(wait)))},
-                    )
+            _limit(limiter, found.bucket)
             if right not in found.rights:
                 raise ApiError(403, "forbidden", f"this key may not {right}")
             return found
@@ -429,6 +426,17 @@ def create_app(
         return Health(status="ok")  # pragma: no cover - a random id is never found
 
     return app
+
+
+def _limit(limiter: RateLimiter | None, bucket: str) -> None:
+    """Spend a token of ``bucket``, or answer 429 with the seconds until the next one."""
+    if limiter is None:
+        return
+    wait = limiter.take(bucket)
+    if wait > 0:
+        raise ApiError(
+            429, "rate_limited", "too many requests; slow down", headers={"Retry-After": str(max(1, math.ceil(wait)))}
+        )
 
 
 def _check_id(conversation_id: str) -> None:

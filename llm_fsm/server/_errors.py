@@ -135,7 +135,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "invalid_request": (422, "the body or a parameter does not match the schema"),
     "invalid_message": (422, "the message is not text the engine can take"),
     "invalid_context": (422, "the initial context breaks a key's declaration"),
-    "rate_limited": (429, "too many requests for this key; see Retry-After"),
+    "rate_limited": (429, "too many requests for this key, or failed attempts from this address; see Retry-After"),
     "internal_error": (500, "an unexpected error (logged on the server)"),
     "server_error": (500, "a server-side failure: a definition, a hook, a flow (logged)"),
     "model_error": (502, "the model's answer could not be used after re-asks; nothing changed"),

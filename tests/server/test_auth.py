@@ -118,6 +118,20 @@ def test_the_rate_limit_is_per_key(make_server: MakeServer) -> None:
     assert server.client.get("/v1/definitions", headers=server.headers(BOB_KEY)).status_code == 200
 
 
+def test_failed_attempts_are_rate_limited_per_client_address(make_server: MakeServer) -> None:
+    server = make_server(rate_limit_per_minute=60, rate_limit_burst=2)
+    wrong = {"Authorization": "Bearer guess-0123456789abcdef"}
+    statuses = [server.client.get("/v1/definitions", headers=wrong).status_code for _ in range(3)]
+    assert statuses == [401, 401, 429]
+
+
+def test_failed_attempts_do_not_lock_out_a_valid_key(make_server: MakeServer) -> None:
+    server = make_server(rate_limit_per_minute=60, rate_limit_burst=2)
+    for _ in range(5):
+        server.client.get("/v1/definitions", headers={"Authorization": "Bearer guess-0123456789abcdef"})
+    assert server.client.get("/v1/definitions", headers=server.headers()).status_code == 200
+
+
 def test_a_token_bucket_refills_with_time() -> None:
     now = [0.0]
     limiter = RateLimiter(60, 1, clock=lambda: now[0])
