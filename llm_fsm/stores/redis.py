@@ -4,19 +4,23 @@ Key layout (``P`` is the prefix, default ``llm_fsm``; ``U``/``R``/``C`` are the
 user, room and conversation ids escaped by ``key_part`` so no id can contain
 ``:`` or pose as another key; a missing user or room is ``_``)::
 
-    P:U:R:C            hash  version, record (the whole FSMInstance JSON), updated_at, fsm_id, state, status
+    P:U:R:C            hash  version, record (the hot record's JSON), updated_at, fsm_id, state, status,
+                             last_turn (index of the last turn record logged)
     P:U:R:C:archive    list  archived transcript messages, oldest first
+    P:U:R:C:turns      list  turn records (JSON), oldest first, trimmed to the save's retention
+    P:U:R:C:replies    hash  processed message id → reply
+    P:U:R:C:reply_ids  list  the same message ids, oldest first (which one the retention drops next)
     P:U:R              zset  the pair's conversation ids scored by updated_at (for list)
     P:%all             zset  "U:R:C" of every conversation scored by updated_at (for list-all and expire)
 
 The owner is part of every key, so a request for another user or room reads
 another key and finds nothing. A save is one Lua script: compare the stored
-version, write the record, append the archive, index it and refresh the TTL of
-record, archive and pair index together, so two workers can never both apply a
-turn to one version and a failure never leaves half a save. Records expire
-``ttl_seconds`` after their last save (6 hours by default); index entries whose
-record has expired are pruned lazily when read, so a listing never shows a
-conversation that cannot be loaded.
+version, write the record, append the archive and the turn log (trimmed with
+LTRIM), index it and refresh the TTL of every key of the conversation together,
+so two workers can never both apply a turn to one version and a failure never
+leaves half a save. Records expire ``ttl_seconds`` after their last save (6 hours
+by default); index entries whose record has expired are pruned lazily when read,
+so a listing never shows a conversation that cannot be loaded.
 
 Unreachable Redis (refused, timed out, dropped) raises StoreUnavailableError.
 ``fallback_to_memory=True`` opts into the seed's graceful degradation: see
@@ -42,17 +46,22 @@ from llm_fsm.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
 from llm_fsm.stores.codec import (
     REDIS_MAX_CONTEXT_BYTES,
     REDIS_MAX_RECORD_BYTES,
+    Encoded,
     SizeLimits,
     committed,
     decode,
     decode_message,
+    decode_turn,
     encode,
     encode_message,
+    for_turn,
     not_found,
+    turns_after,
+    with_log,
 )
 from llm_fsm.stores.memory import MemoryStore
 
@@ -66,13 +75,17 @@ _ARCHIVE_BATCH = 1000  # RPUSH arguments per call, well under Lua's stack limit
 
 _T = TypeVar("_T")
 
-# KEYS: record, archive, pair index, global index
+# KEYS: record, archive, pair index, global index, turns, replies, reply ids
 # ARGV: expected ('' = create), new version, record, updated_at, fsm_id, state, status, ttl_ms,
-#       pair member, global member, save id, archived messages...
+#       pair member, global member, save id, number of archived messages, of turn records, of replies,
+#       turn records kept, message ids kept, then the archived messages, (index, turn record) pairs in
+#       index order and (message id, reply) pairs, oldest first.
 # Each save() call sends a random save id. When redis-py re-sends the script
 # because the connection dropped after it ran, the script finds its own save id
 # at the new version and reports success without applying twice; any other
 # save at that version, even an identical one, is a conflict.
+# A turn record at or below ``last_turn`` is already logged and a message id already in ``replies``
+# keeps its first reply, so an instance loaded whole and saved again logs nothing twice.
 _SAVE = (  # a placeholder, not str.format: Lua's braces would all need doubling
     """
 local cur = redis.call('HGET', KEYS[1], 'version')
@@ -84,40 +97,75 @@ if ARGV[1] == '' then
 elseif cur ~= ARGV[1] then
   return {0, cur or ''}
 end
+for k, kind in pairs({[2] = 'list', [3] = 'zset', [4] = 'zset', [5] = 'list', [6] = 'hash', [7] = 'list'}) do
+  local found = redis.call('TYPE', KEYS[k])['ok']
+  if found ~= 'none' and found ~= kind then  -- refused before the first write: a script is not rolled back
+    return redis.error_reply('WRONGTYPE ' .. KEYS[k] .. ' is a ' .. found .. ', not a ' .. kind)
+  end
+end
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'record', ARGV[3], 'updated_at', ARGV[4],
            'fsm_id', ARGV[5], 'state', ARGV[6], 'status', ARGV[7], 'save_id', ARGV[11])
-if ARGV[1] == '' then redis.call('DEL', KEYS[2]) end
-local n = #ARGV
-local i = 12
-while i <= n do
-  local j = math.min(i + ARCHIVE_BATCH - 1, n)
+if ARGV[1] == '' then redis.call('DEL', KEYS[2], KEYS[5], KEYS[6], KEYS[7]) end
+local i = 17
+local stop = 16 + tonumber(ARGV[12])
+while i <= stop do
+  local j = math.min(i + ARCHIVE_BATCH - 1, stop)
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
   i = j + 1
+end
+local turns = tonumber(ARGV[13])
+if turns > 0 then
+  local last = tonumber(redis.call('HGET', KEYS[1], 'last_turn') or '')
+  local appended = false
+  for k = 0, turns - 1 do
+    local index = tonumber(ARGV[i + 2 * k])
+    if last == nil or index > last then
+      redis.call('RPUSH', KEYS[5], ARGV[i + 2 * k + 1])
+      last = index
+      appended = true
+    end
+  end
+  if appended then
+    redis.call('HSET', KEYS[1], 'last_turn', ARGV[i + 2 * (turns - 1)])
+    redis.call('LTRIM', KEYS[5], -tonumber(ARGV[15]), -1)
+  end
+  i = i + 2 * turns
+end
+local replies = tonumber(ARGV[14])
+if replies > 0 then
+  local added = false
+  for k = 0, replies - 1 do
+    if redis.call('HSETNX', KEYS[6], ARGV[i + 2 * k], ARGV[i + 2 * k + 1]) == 1 then
+      redis.call('RPUSH', KEYS[7], ARGV[i + 2 * k])
+      added = true
+    end
+  end
+  if added then
+    local extra = redis.call('LLEN', KEYS[7]) - tonumber(ARGV[16])
+    if extra > 0 then
+      redis.call('HDEL', KEYS[6], unpack(redis.call('LPOP', KEYS[7], extra)))
+    end
+  end
 end
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[9])
 redis.call('ZADD', KEYS[4], ARGV[4], ARGV[10])
 local ttl = tonumber(ARGV[8])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  redis.call('PEXPIRE', KEYS[3], ttl)
-else
-  redis.call('PERSIST', KEYS[1])
-  redis.call('PERSIST', KEYS[2])
-  redis.call('PERSIST', KEYS[3])
+for _, k in ipairs({1, 2, 3, 5, 6, 7}) do
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[k], ttl) else redis.call('PERSIST', KEYS[k]) end
 end
 return {2, ARGV[2]}
 """.replace("ARCHIVE_BATCH", str(_ARCHIVE_BATCH))
 )
 
-# KEYS: record, archive, pair index, global index; ARGV: pair member, global member, cutoff ('' = always)
+# KEYS: record, archive, pair index, global index, turns, replies, reply ids
+# ARGV: pair member, global member, cutoff ('' = always)
 _DELETE = """
 local existed = redis.call('EXISTS', KEYS[1])
 if existed == 1 and ARGV[3] ~= '' then
   local updated = tonumber(redis.call('HGET', KEYS[1], 'updated_at'))
   if updated and updated >= tonumber(ARGV[3]) then return 0 end
 end
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[5], KEYS[6], KEYS[7])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[2])
 return existed
@@ -208,6 +256,11 @@ class RedisStore(AsyncStoreMixin):
         record = f"{pair}:{key_part(conversation_id)}"
         return record, f"{record}:archive", pair, f"{self.prefix}:%all"
 
+    def _all_keys(self, conversation_id: str, user_id: str | None, room_id: str | None) -> list[str]:
+        """What the save and delete scripts take: ``_keys``, then the turn log's keys."""
+        keys = self._keys(conversation_id, user_id, room_id)
+        return [*keys, *_log_keys(keys[0])]
+
     @staticmethod
     def _member(conversation_id: str, user_id: str | None, room_id: str | None) -> str:
         return f"{key_part(user_id)}:{key_part(room_id)}:{key_part(conversation_id)}"
@@ -216,16 +269,51 @@ class RedisStore(AsyncStoreMixin):
 
     def load(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
         record_key = self._keys(conversation_id, user_id, room_id)[0]
+        turns_key, replies_key, reply_ids_key = _log_keys(record_key)
         with self._calls():
-            text = self._client.hget(record_key, "record")
-        if text is None:
-            raise not_found(conversation_id)
-        return decode(text, where=f"redis {record_key}")
+            pipe = self._client.pipeline(transaction=True)
+            pipe.hget(record_key, "record")
+            pipe.lrange(turns_key, 0, -1)
+            pipe.lrange(reply_ids_key, 0, -1)
+            pipe.hgetall(replies_key)
+            text, turns, reply_ids, replies = pipe.execute()
+        return self._whole(record_key, conversation_id, text, turns, reply_ids, replies)
 
-    def save(self, instance: FSMInstance, *, expected_version: int | None) -> int:
-        encoded = encode(instance, expected_version=expected_version, limits=self._limits)
+    def load_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> FSMInstance:
+        record_key = self._keys(conversation_id, user_id, room_id)[0]
+        reply = None
+        with self._calls():
+            if message_id is None:
+                text = self._client.hget(record_key, "record")
+            else:
+                pipe = self._client.pipeline(transaction=True)
+                pipe.hget(record_key, "record")
+                pipe.hget(_log_keys(record_key)[1], message_id)
+                text, reply = pipe.execute()
+        return self._hot(record_key, conversation_id, text, message_id, reply)
+
+    def save(self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None) -> int:
+        encoded = encode(
+            instance, expected_version=expected_version, limits=self._limits, split=True, retention=retention
+        )
+        keys, args = self._save_call(instance, expected_version, encoded)
+        with self._calls():
+            outcome, stored = self._save_script(keys=keys, args=args)
+        return self._saved(instance, expected_version, encoded, outcome, stored)
+
+    def _save_call(
+        self, instance: FSMInstance, expected_version: int | None, encoded: Encoded
+    ) -> tuple[builtins.list[str], builtins.list[str]]:
+        """KEYS and ARGV of the save script (see ``_SAVE``)."""
         cid, user, room = instance.conversation_id, instance.user_id, instance.room_id
-        keys = self._keys(cid, user, room)
+        turns = turns_after(encoded.turns, None)
         args = [
             "" if expected_version is None else str(expected_version),
             str(encoded.version),
@@ -238,17 +326,49 @@ class RedisStore(AsyncStoreMixin):
             key_part(cid),
             self._member(cid, user, room),
             uuid.uuid4().hex,
+            str(len(encoded.archive)),
+            str(len(turns)),
+            str(len(encoded.replies)),
+            str(encoded.retention.turn_records),
+            str(encoded.retention.message_ids),
             *[encode_message(m) for m in encoded.archive],
         ]
-        with self._calls():
-            outcome, stored = self._save_script(keys=list(keys), args=args)
+        for index, text in turns:
+            args += [str(index), text]
+        for message_id, reply in encoded.replies:
+            args += [message_id, reply]
+        return self._all_keys(cid, user, room), args
+
+    @staticmethod
+    def _saved(instance: FSMInstance, expected_version: int | None, encoded: Encoded, outcome: Any, stored: Any) -> int:
+        """The save script's answer: the new version, or ConcurrentUpdateError when the compare-and-set lost."""
         if int(outcome) == 0:
+            cid = instance.conversation_id
             stored_text = stored.decode() if isinstance(stored, bytes) else str(stored)
             found = "absent" if stored_text == "" else f"at version {stored_text}"
             if expected_version is None:
                 raise ConcurrentUpdateError(f"conversation {cid!r} already exists ({found})")
             raise ConcurrentUpdateError(f"conversation {cid!r} is {found}, not at version {expected_version}")
         return committed(instance, encoded)
+
+    @staticmethod
+    def _hot(record_key: str, conversation_id: str, text: Any, message_id: str | None, reply: Any) -> FSMInstance:
+        if text is None:
+            raise not_found(conversation_id)
+        instance = decode(text, where=f"redis {record_key}")
+        return for_turn(instance, message_id, None if reply is None else _text(reply))
+
+    @staticmethod
+    def _whole(
+        record_key: str, conversation_id: str, text: Any, turns: Any, reply_ids: Any, replies: Any
+    ) -> FSMInstance:
+        if text is None:
+            raise not_found(conversation_id)
+        where = f"redis {record_key}"
+        by_id = {_text(k): _text(v) for k, v in replies.items()}
+        answered = [(m, by_id[m]) for m in map(_text, reply_ids) if m in by_id]
+        logged = [decode_turn(t, where=f"{where}:turns") for t in turns]
+        return with_log(decode(text, where=where), logged, answered)
 
     def delete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
         return self._delete(conversation_id, user_id, room_id, cutoff=None)
@@ -344,14 +464,14 @@ class RedisStore(AsyncStoreMixin):
     # --- plumbing ---------------------------------------------------------------
 
     def _delete(self, conversation_id: str, user_id: str | None, room_id: str | None, *, cutoff: float | None) -> bool:
-        keys = self._keys(conversation_id, user_id, room_id)
+        keys = self._all_keys(conversation_id, user_id, room_id)
         args = [
             key_part(conversation_id),
             self._member(conversation_id, user_id, room_id),
             "" if cutoff is None else repr(cutoff),
         ]
         with self._calls():
-            return bool(self._delete_script(keys=list(keys), args=args))
+            return bool(self._delete_script(keys=keys, args=args))
 
     def _prune(self, gone: builtins.list[tuple[str, str | None, str | None]]) -> None:
         """Drop index entries whose record expired by TTL, so the indexes do not grow forever.
@@ -417,16 +537,32 @@ class FallbackStore(AsyncStoreMixin):
             return self.fallback.load(conversation_id, user_id=user_id, room_id=room_id)
         return self._redis(lambda: self.primary.load(conversation_id, user_id=user_id, room_id=room_id))
 
-    def save(self, instance: FSMInstance, *, expected_version: int | None) -> int:
+    def load_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> FSMInstance:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.load_for_turn(conversation_id, user_id=user_id, room_id=room_id, message_id=message_id)
+        return self._redis(
+            lambda: self.primary.load_for_turn(conversation_id, user_id=user_id, room_id=room_id, message_id=message_id)
+        )
+
+    def save(self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None) -> int:
         if self.fallback.contains(instance.conversation_id):
-            return self.fallback.save(instance, expected_version=expected_version)
+            return self.fallback.save(instance, expected_version=expected_version, retention=retention)
         try:
-            return self._redis(lambda: self.primary.save(instance, expected_version=expected_version))
+            return self._redis(
+                lambda: self.primary.save(instance, expected_version=expected_version, retention=retention)
+            )
         except StoreUnavailableError:
             self._warn(f"saving conversation {instance.conversation_id} in process memory")
             if expected_version is None:
-                return self.fallback.save(instance, expected_version=None)
-            return self._adopt(instance, expected_version)
+                return self.fallback.save(instance, expected_version=None, retention=retention)
+            return self._adopt(instance, expected_version, retention)
 
     def delete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
         if self.fallback.contains(conversation_id):
@@ -461,9 +597,12 @@ class FallbackStore(AsyncStoreMixin):
         self.primary.close()
         self.fallback.close()
 
-    def _adopt(self, instance: FSMInstance, expected_version: int) -> int:
-        """Keep a turn of a Redis conversation in memory at the version it would have had."""
-        return self.fallback.adopt(instance, expected_version=expected_version)
+    def _adopt(self, instance: FSMInstance, expected_version: int, retention: Retention | None = None) -> int:
+        """Keep a turn of a Redis conversation in memory at the version it would have had.
+
+        Only the turn's own records come along: the turn log stays in Redis, out of reach.
+        """
+        return self.fallback.adopt(instance, expected_version=expected_version, retention=retention)
 
     def _redis(self, call: Callable[[], _T]) -> _T:
         try:
@@ -495,6 +634,11 @@ def _import_redis() -> Any:
     except ImportError as exc:
         raise StoreError('the Redis store needs the redis client library: pip install "llm_fsm[redis]"') from exc
     return redis
+
+
+def _log_keys(record_key: str) -> tuple[str, str, str]:
+    """The turn log's keys beside a record: turns, replies, reply ids."""
+    return f"{record_key}:turns", f"{record_key}:replies", f"{record_key}:reply_ids"
 
 
 def _text(value: Any) -> str:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._records import TurnRecord
 from llm_fsm.errors import (
     ConcurrentUpdateError,
     ConversationNotFoundError,
@@ -64,8 +65,13 @@ def test_a_conversation_is_a_hash_under_prefix_user_room_and_id(store: RedisStor
     key = f"llm_fsm:alice:room-1:{instance.conversation_id}"
     fields = client.hgetall(key)
     assert fields[b"version"] == b"1" and fields[b"state"] == b"confirm" and fields[b"fsm_id"] == b"booking"
-    assert FSMInstance.model_validate_json(fields[b"record"]).model_dump() == instance.model_dump()
+    hot = instance.model_dump(exclude={"turns", "processed_messages"})
+    assert FSMInstance.model_validate_json(fields[b"record"]).model_dump(exclude={"turns", "processed_messages"}) == hot
     assert client.lrange(f"{key}:archive", 0, -1) == [b'{"user":"old"}']
+    logged = [TurnRecord.model_validate_json(t) for t in client.lrange(f"{key}:turns", 0, -1)]
+    assert logged == instance.turns and fields[b"last_turn"] == str(instance.turns[-1].index).encode()
+    assert client.lrange(f"{key}:reply_ids", 0, -1) == [m.encode() for m in instance.processed_messages]
+    assert client.hgetall(f"{key}:replies") == {m.encode(): r.encode() for m, r in instance.processed_messages.items()}
     assert client.zscore("llm_fsm:alice:room-1", instance.conversation_id) == pytest.approx(instance.updated_at)
 
 
