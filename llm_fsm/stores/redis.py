@@ -35,9 +35,10 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import (
@@ -50,7 +51,6 @@ from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
 from llm_fsm.stores.codec import (
     REDIS_MAX_CONTEXT_BYTES,
     REDIS_MAX_RECORD_BYTES,
-    Encoded,
     SizeLimits,
     committed,
     decode,
@@ -172,6 +172,40 @@ return existed
 """
 
 
+@dataclass(frozen=True)
+class _Command:
+    """One Redis command (a redis-py method name and its arguments); answered with its reply."""
+
+    name: str
+    args: tuple[Any, ...]
+
+    def __init__(self, name: str, *args: Any) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "args", args)
+
+
+@dataclass(frozen=True)
+class _Pipeline:
+    """Commands sent in one round trip, in MULTI/EXEC when ``transaction``; answered with the list of replies."""
+
+    commands: tuple[_Command, ...]
+    transaction: bool
+
+
+@dataclass(frozen=True)
+class _Script:
+    """The save or the delete script; answered with its reply."""
+
+    name: Literal["save", "delete"]
+    keys: builtins.list[str]
+    args: builtins.list[str]
+
+
+_Call = _Command | _Pipeline | _Script
+_Ops = Generator[_Call, Any, _T]
+"""A store operation: yields the Redis calls it needs, receives each answer, returns its result."""
+
+
 def key_part(value: str | None) -> str:
     """An id as one key segment: ``%`` and ``:`` escaped, ``None`` as ``_`` and a literal ``_`` as ``%5F``.
 
@@ -266,18 +300,11 @@ class RedisStore(AsyncStoreMixin):
         return f"{key_part(user_id)}:{key_part(room_id)}:{key_part(conversation_id)}"
 
     # --- protocol ---------------------------------------------------------------
+    # Each operation is a generator of the Redis calls it needs (``_Call``), written once and driven by
+    # ``_run``, which performs each call on the client and sends the answer back in.
 
     def load(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
-        record_key = self._keys(conversation_id, user_id, room_id)[0]
-        turns_key, replies_key, reply_ids_key = _log_keys(record_key)
-        with self._calls():
-            pipe = self._client.pipeline(transaction=True)
-            pipe.hget(record_key, "record")
-            pipe.lrange(turns_key, 0, -1)
-            pipe.lrange(reply_ids_key, 0, -1)
-            pipe.hgetall(replies_key)
-            text, turns, reply_ids, replies = pipe.execute()
-        return self._whole(record_key, conversation_id, text, turns, reply_ids, replies)
+        return self._run(self._load(conversation_id, user_id, room_id))
 
     def load_for_turn(
         self,
@@ -287,31 +314,90 @@ class RedisStore(AsyncStoreMixin):
         room_id: str | None = None,
         message_id: str | None = None,
     ) -> FSMInstance:
-        record_key = self._keys(conversation_id, user_id, room_id)[0]
-        reply = None
-        with self._calls():
-            if message_id is None:
-                text = self._client.hget(record_key, "record")
-            else:
-                pipe = self._client.pipeline(transaction=True)
-                pipe.hget(record_key, "record")
-                pipe.hget(_log_keys(record_key)[1], message_id)
-                text, reply = pipe.execute()
-        return self._hot(record_key, conversation_id, text, message_id, reply)
+        return self._run(self._load_for_turn(conversation_id, user_id, room_id, message_id))
 
     def save(self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None) -> int:
+        return self._run(self._save(instance, expected_version, retention))
+
+    def delete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        return self._run(self._delete(conversation_id, user_id, room_id, cutoff=None))
+
+    def list(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
+        return self._run(self._list(user_id, room_id))
+
+    def expire(self, *, older_than: float) -> int:
+        return self._run(self._expire(older_than))
+
+    def transcript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> builtins.list[dict[str, str]]:
+        return self._run(self._transcript(conversation_id, user_id, room_id))
+
+    def close(self) -> None:
+        try:
+            self._client.close()
+        except Exception as exc:  # closing must never mask the caller's own error
+            logger.debug("closing %r: %s", self, exc)
+
+    def ping(self) -> bool:
+        """Whether Redis answers now (no exception; for health checks)."""
+        try:
+            with self._calls():
+                return bool(self._client.ping())
+        except StoreUnavailableError:
+            return False
+
+    def ttl(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> float | None:
+        """Seconds until the conversation expires; None without TTL; ConversationNotFoundError when absent."""
+        with self._calls():
+            ms = self._client.pttl(self._keys(conversation_id, user_id, room_id)[0])
+        if ms == -2:
+            raise not_found(conversation_id)
+        return None if ms < 0 else ms / 1000
+
+    # --- operations -------------------------------------------------------------
+
+    def _load(self, conversation_id: str, user_id: str | None, room_id: str | None) -> _Ops[FSMInstance]:
+        record_key = self._keys(conversation_id, user_id, room_id)[0]
+        turns_key, replies_key, reply_ids_key = _log_keys(record_key)
+        text, turns, reply_ids, replies = yield _Pipeline(
+            (
+                _Command("hget", record_key, "record"),
+                _Command("lrange", turns_key, 0, -1),
+                _Command("lrange", reply_ids_key, 0, -1),
+                _Command("hgetall", replies_key),
+            ),
+            transaction=True,
+        )
+        if text is None:
+            raise not_found(conversation_id)
+        where = f"redis {record_key}"
+        by_id = {_text(k): _text(v) for k, v in replies.items()}
+        answered = [(m, by_id[m]) for m in map(_text, reply_ids) if m in by_id]
+        logged = [decode_turn(t, where=f"{where}:turns") for t in turns]
+        return with_log(decode(text, where=where), logged, answered)
+
+    def _load_for_turn(
+        self, conversation_id: str, user_id: str | None, room_id: str | None, message_id: str | None
+    ) -> _Ops[FSMInstance]:
+        record_key = self._keys(conversation_id, user_id, room_id)[0]
+        reply = None
+        if message_id is None:
+            text = yield _Command("hget", record_key, "record")
+        else:
+            text, reply = yield _Pipeline(
+                (_Command("hget", record_key, "record"), _Command("hget", _log_keys(record_key)[1], message_id)),
+                transaction=True,
+            )
+        if text is None:
+            raise not_found(conversation_id)
+        instance = decode(text, where=f"redis {record_key}")
+        return for_turn(instance, message_id, None if reply is None else _text(reply))
+
+    def _save(self, instance: FSMInstance, expected_version: int | None, retention: Retention | None) -> _Ops[int]:
         encoded = encode(
             instance, expected_version=expected_version, limits=self._limits, split=True, retention=retention
         )
-        keys, args = self._save_call(instance, expected_version, encoded)
-        with self._calls():
-            outcome, stored = self._save_script(keys=keys, args=args)
-        return self._saved(instance, expected_version, encoded, outcome, stored)
-
-    def _save_call(
-        self, instance: FSMInstance, expected_version: int | None, encoded: Encoded
-    ) -> tuple[builtins.list[str], builtins.list[str]]:
-        """KEYS and ARGV of the save script (see ``_SAVE``)."""
         cid, user, room = instance.conversation_id, instance.user_id, instance.room_id
         turns = turns_after(encoded.turns, None)
         args = [
@@ -337,13 +423,8 @@ class RedisStore(AsyncStoreMixin):
             args += [str(index), text]
         for message_id, reply in encoded.replies:
             args += [message_id, reply]
-        return self._all_keys(cid, user, room), args
-
-    @staticmethod
-    def _saved(instance: FSMInstance, expected_version: int | None, encoded: Encoded, outcome: Any, stored: Any) -> int:
-        """The save script's answer: the new version, or ConcurrentUpdateError when the compare-and-set lost."""
+        outcome, stored = yield _Script("save", self._all_keys(cid, user, room), args)
         if int(outcome) == 0:
-            cid = instance.conversation_id
             stored_text = stored.decode() if isinstance(stored, bytes) else str(stored)
             found = "absent" if stored_text == "" else f"at version {stored_text}"
             if expected_version is None:
@@ -351,46 +432,22 @@ class RedisStore(AsyncStoreMixin):
             raise ConcurrentUpdateError(f"conversation {cid!r} is {found}, not at version {expected_version}")
         return committed(instance, encoded)
 
-    @staticmethod
-    def _hot(record_key: str, conversation_id: str, text: Any, message_id: str | None, reply: Any) -> FSMInstance:
-        if text is None:
-            raise not_found(conversation_id)
-        instance = decode(text, where=f"redis {record_key}")
-        return for_turn(instance, message_id, None if reply is None else _text(reply))
-
-    @staticmethod
-    def _whole(
-        record_key: str, conversation_id: str, text: Any, turns: Any, reply_ids: Any, replies: Any
-    ) -> FSMInstance:
-        if text is None:
-            raise not_found(conversation_id)
-        where = f"redis {record_key}"
-        by_id = {_text(k): _text(v) for k, v in replies.items()}
-        answered = [(m, by_id[m]) for m in map(_text, reply_ids) if m in by_id]
-        logged = [decode_turn(t, where=f"{where}:turns") for t in turns]
-        return with_log(decode(text, where=where), logged, answered)
-
-    def delete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
-        return self._delete(conversation_id, user_id, room_id, cutoff=None)
-
-    def list(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
+    def _list(self, user_id: str | None, room_id: str | None) -> _Ops[builtins.list[ConversationSummary]]:
         if user_id is None and room_id is None:
-            index = f"{self.prefix}:%all"
-            with self._calls():
-                members = self._client.zrevrange(index, 0, -1)
+            members = yield _Command("zrevrange", f"{self.prefix}:%all", 0, -1)
             owners = [_split_member(_text(m)) for m in members]
         else:
-            index = self._keys("", user_id, room_id)[2]
-            with self._calls():
-                members = self._client.zrevrange(index, 0, -1)
+            members = yield _Command("zrevrange", self._keys("", user_id, room_id)[2], 0, -1)
             owners = [(user_id, room_id, _unescape(_text(m))) for m in members]
         if not owners:
             return []
-        with self._calls():
-            pipe = self._client.pipeline(transaction=False)
-            for cid, user, room in ((o[2], o[0], o[1]) for o in owners):
-                pipe.hmget(self._keys(cid, user, room)[0], "version", "updated_at", "fsm_id", "state", "status")
-            rows = pipe.execute()
+        rows = yield _Pipeline(
+            tuple(
+                _Command("hmget", self._keys(cid, user, room)[0], "version", "updated_at", "fsm_id", "state", "status")
+                for user, room, cid in owners
+            ),
+            transaction=False,
+        )
         found: list[ConversationSummary] = []
         gone: list[tuple[str, str | None, str | None]] = []
         for (user, room, cid), (version, updated, fsm_id, state, status) in zip(owners, rows, strict=False):
@@ -410,85 +467,90 @@ class RedisStore(AsyncStoreMixin):
                 )
             )
         if gone:
-            self._prune(gone)
+            yield from self._prune(gone)
         return sorted(found, key=lambda s: s.updated_at, reverse=True)
 
-    def expire(self, *, older_than: float) -> int:
+    def _expire(self, older_than: float) -> _Ops[int]:
         cutoff = time.time() - older_than
-        with self._calls():
-            members = self._client.zrangebyscore(f"{self.prefix}:%all", "-inf", f"({cutoff!r}")
+        members = yield _Command("zrangebyscore", f"{self.prefix}:%all", "-inf", f"({cutoff!r}")
         removed = 0
         for member in members:
             user, room, cid = _split_member(_text(member))
-            if self._delete(cid, user, room, cutoff=cutoff):
+            if (yield from self._delete(cid, user, room, cutoff=cutoff)):
                 removed += 1
         return removed
 
-    def transcript(
-        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> builtins.list[dict[str, str]]:
+    def _transcript(
+        self, conversation_id: str, user_id: str | None, room_id: str | None
+    ) -> _Ops[builtins.list[dict[str, str]]]:
         record_key, archive_key, _, _ = self._keys(conversation_id, user_id, room_id)
-        with self._calls():
-            pipe = self._client.pipeline(transaction=True)
-            pipe.hget(record_key, "record")
-            pipe.lrange(archive_key, 0, -1)
-            text, archived = pipe.execute()
+        text, archived = yield _Pipeline(
+            (_Command("hget", record_key, "record"), _Command("lrange", archive_key, 0, -1)), transaction=True
+        )
         if text is None:
             raise not_found(conversation_id)
         where = f"redis {archive_key}"
         live = decode(text, where=f"redis {record_key}").context.conversation.exchanges
         return [decode_message(m, where=where) for m in archived] + [dict(m) for m in live]
 
-    def close(self) -> None:
-        try:
-            self._client.close()
-        except Exception as exc:  # closing must never mask the caller's own error
-            logger.debug("closing %r: %s", self, exc)
-
-    def ping(self) -> bool:
-        """Whether Redis answers now (no exception; for health checks)."""
-        try:
-            with self._calls():
-                return bool(self._client.ping())
-        except StoreUnavailableError:
-            return False
-
-    def ttl(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> float | None:
-        """Seconds until the conversation expires; None without TTL; ConversationNotFoundError when absent."""
-        with self._calls():
-            ms = self._client.pttl(self._keys(conversation_id, user_id, room_id)[0])
-        if ms == -2:
-            raise not_found(conversation_id)
-        return None if ms < 0 else ms / 1000
-
-    # --- plumbing ---------------------------------------------------------------
-
-    def _delete(self, conversation_id: str, user_id: str | None, room_id: str | None, *, cutoff: float | None) -> bool:
-        keys = self._all_keys(conversation_id, user_id, room_id)
+    def _delete(
+        self, conversation_id: str, user_id: str | None, room_id: str | None, *, cutoff: float | None
+    ) -> _Ops[bool]:
         args = [
             key_part(conversation_id),
             self._member(conversation_id, user_id, room_id),
             "" if cutoff is None else repr(cutoff),
         ]
-        with self._calls():
-            return bool(self._delete_script(keys=keys, args=args))
+        return bool((yield _Script("delete", self._all_keys(conversation_id, user_id, room_id), args)))
 
-    def _prune(self, gone: builtins.list[tuple[str, str | None, str | None]]) -> None:
+    def _prune(self, gone: builtins.list[tuple[str, str | None, str | None]]) -> _Ops[None]:
         """Drop index entries whose record expired by TTL, so the indexes do not grow forever.
 
         Safe against races: a record is created and indexed by one script, so an
         entry without a record really is stale.
         """
+        commands: list[_Command] = []
+        for cid, user, room in gone:
+            _, _, pair, everything = self._keys(cid, user, room)
+            commands += [
+                _Command("zrem", pair, key_part(cid)),
+                _Command("zrem", everything, self._member(cid, user, room)),
+            ]
         try:
-            with self._calls():
-                pipe = self._client.pipeline(transaction=False)
-                for cid, user, room in gone:
-                    _, _, pair, everything = self._keys(cid, user, room)
-                    pipe.zrem(pair, key_part(cid))
-                    pipe.zrem(everything, self._member(cid, user, room))
-                pipe.execute()
+            yield _Pipeline(tuple(commands), transaction=False)
         except StoreUnavailableError as exc:
             logger.debug("pruning expired index entries failed: %s", exc)
+
+    # --- plumbing ---------------------------------------------------------------
+
+    def _run(self, operation: _Ops[_T]) -> _T:
+        """Drive an operation on the client: each call performed, its answer (or its error, as a StoreError)
+        sent back into the generator."""
+        answer: Any = None
+        error: StoreError | None = None
+        while True:
+            try:
+                call = operation.throw(error) if error is not None else operation.send(answer)
+            except StopIteration as stop:
+                result: _T = stop.value
+                return result
+            answer, error = None, None
+            try:
+                with self._calls():
+                    answer = self._perform(call)
+            except StoreError as exc:
+                error = exc
+
+    def _perform(self, call: _Call) -> Any:
+        if isinstance(call, _Command):
+            return getattr(self._client, call.name)(*call.args)
+        if isinstance(call, _Pipeline):
+            pipe = self._client.pipeline(transaction=call.transaction)
+            for command in call.commands:
+                getattr(pipe, command.name)(*command.args)
+            return pipe.execute()
+        script = self._save_script if call.name == "save" else self._delete_script
+        return script(keys=call.keys, args=call.args)
 
     @contextmanager
     def _calls(self) -> Iterator[None]:
