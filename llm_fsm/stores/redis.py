@@ -22,6 +22,14 @@ leaves half a save. Records expire ``ttl_seconds`` after their last save (6 hour
 by default); index entries whose record has expired are pruned lazily when read,
 so a listing never shows a conversation that cannot be loaded.
 
+Async: the async twins (``aload``, ``asave``, ...) talk to Redis with a
+``redis.asyncio`` client of the running event loop, created on first use in
+each loop and closed with it (``asyncio.run`` closes it when it shuts the
+loop's async generators down; ``close()`` closes them all), so an async turn
+makes no thread hop. Both drive the same operations (generators of Redis
+calls, see ``_run`` and ``_arun``). A store built on a given ``client`` has no
+asyncio twin of it and runs its async methods on the library's thread pool.
+
 Unreachable Redis (refused, timed out, dropped) raises StoreUnavailableError.
 ``fallback_to_memory=True`` opts into the seed's graceful degradation: see
 ``FallbackStore``.
@@ -29,17 +37,20 @@ Unreachable Redis (refused, timed out, dropped) raises StoreUnavailableError.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import logging
 import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from llm_fsm._threads import run_blocking
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import (
     ConcurrentUpdateError,
@@ -262,7 +273,15 @@ class RedisStore(AsyncStoreMixin):
         self.ttl_ms = int(ttl_seconds * 1000) if ttl_seconds else 0
         self._limits = SizeLimits(max_record_bytes=max_record_bytes, max_context_bytes=max_context_bytes)
         self._errors = redis.exceptions
+        self._async_options: dict[str, Any] | None = None
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _AsyncClient] = weakref.WeakKeyDictionary()
         if client is None:
+            self._async_options = {
+                "socket_timeout": socket_timeout,
+                "socket_connect_timeout": connect_timeout,
+                "retries": retries,
+                **redis_options,
+            }
             from redis.backoff import ExponentialBackoff
             from redis.retry import Retry
 
@@ -338,6 +357,50 @@ class RedisStore(AsyncStoreMixin):
             self._client.close()
         except Exception as exc:  # closing must never mask the caller's own error
             logger.debug("closing %r: %s", self, exc)
+        loops, self._loops = list(self._loops.items()), weakref.WeakKeyDictionary()
+        for loop, clients in loops:
+            try:
+                _close_in(loop, clients.client.aclose())
+            except Exception as exc:  # noqa: BLE001 - as above
+                logger.debug("closing %r's asyncio client: %s", self, exc)
+
+    # --- async twins: the same operations on the running loop's asyncio client ----------
+
+    async def aload(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> FSMInstance:
+        return await self._arun(self._load(conversation_id, user_id, room_id))
+
+    async def aload_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> FSMInstance:
+        return await self._arun(self._load_for_turn(conversation_id, user_id, room_id, message_id))
+
+    async def asave(
+        self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None
+    ) -> int:
+        return await self._arun(self._save(instance, expected_version, retention))
+
+    async def adelete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        return await self._arun(self._delete(conversation_id, user_id, room_id, cutoff=None))
+
+    async def alist(
+        self, *, user_id: str | None = None, room_id: str | None = None
+    ) -> builtins.list[ConversationSummary]:
+        return await self._arun(self._list(user_id, room_id))
+
+    async def aexpire(self, *, older_than: float) -> int:
+        return await self._arun(self._expire(older_than))
+
+    async def atranscript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> builtins.list[dict[str, str]]:
+        return await self._arun(self._transcript(conversation_id, user_id, room_id))
 
     def ping(self) -> bool:
         """Whether Redis answers now (no exception; for health checks)."""
@@ -541,6 +604,38 @@ class RedisStore(AsyncStoreMixin):
             except StoreError as exc:
                 error = exc
 
+    async def _arun(self, operation: _Ops[_T]) -> _T:
+        """``_run`` on the running loop's asyncio client; on the thread pool when the store has none."""
+        clients = await self._async_client()
+        if clients is None:
+            return await run_blocking(self._run, operation)
+        answer: Any = None
+        error: StoreError | None = None
+        while True:
+            try:
+                call = operation.throw(error) if error is not None else operation.send(answer)
+            except StopIteration as stop:
+                result: _T = stop.value
+                return result
+            answer, error = None, None
+            try:
+                with self._calls():
+                    answer = await clients.perform(call)
+            except StoreError as exc:
+                error = exc
+
+    async def _async_client(self) -> _AsyncClient | None:
+        """The running loop's asyncio client (an asyncio connection belongs to one loop), made on first use."""
+        if self._async_options is None:
+            return None
+        loop = asyncio.get_running_loop()
+        clients = self._loops.get(loop)
+        if clients is None:
+            clients = _AsyncClient.connect(self.url, self._async_options)
+            self._loops[loop] = clients
+            await clients.closer.__anext__()  # started in this loop: the loop's shutdown_asyncgens() closes it
+        return clients
+
     def _perform(self, call: _Call) -> Any:
         if isinstance(call, _Command):
             return getattr(self._client, call.name)(*call.args)
@@ -566,6 +661,64 @@ class RedisStore(AsyncStoreMixin):
             raise StoreError(f"redis at {_redact(self.url)}: {type(exc).__name__}: {exc}") from exc
 
 
+class _AsyncClient:
+    """A ``redis.asyncio`` client of one event loop, with its scripts."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.save = client.register_script(_SAVE)
+        self.delete = client.register_script(_DELETE)
+        self.closer = self._close_with_the_loop()
+
+    @classmethod
+    def connect(cls, url: str, options: dict[str, Any]) -> _AsyncClient:
+        from redis.asyncio import Redis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ExponentialBackoff
+
+        options = dict(options)
+        retry = Retry(ExponentialBackoff(cap=0.2, base=0.02), options.pop("retries"))
+        return cls(Redis.from_url(url, retry=retry, **options))
+
+    async def perform(self, call: _Call) -> Any:
+        if isinstance(call, _Command):
+            return await getattr(self.client, call.name)(*call.args)
+        if isinstance(call, _Pipeline):
+            pipe = self.client.pipeline(transaction=call.transaction)
+            for command in call.commands:
+                getattr(pipe, command.name)(*command.args)  # buffered: a pipeline's commands are not awaited
+            return await pipe.execute()
+        script = self.save if call.name == "save" else self.delete
+        return await script(keys=call.keys, args=call.args)
+
+    async def _close_with_the_loop(self) -> AsyncIterator[None]:
+        """Suspended for the client's life; ``asyncio.run`` finalises it (closing the client) before the loop closes.
+
+        Without it, a loop that ends (every ``asyncio.run``) would leave its client's sockets open.
+        """
+        try:
+            yield
+        finally:
+            await self.client.aclose()
+
+
+def _close_in(loop: asyncio.AbstractEventLoop, closing: Any) -> None:
+    """Run the coroutine ``closing`` in ``loop``, however that loop stands now."""
+    if loop.is_closed():
+        closing.close()  # the loop took its sockets with it
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if loop is running:
+        loop.create_task(closing)
+    elif loop.is_running():
+        asyncio.run_coroutine_threadsafe(closing, loop)
+    else:
+        loop.run_until_complete(closing)
+
+
 class FallbackStore(AsyncStoreMixin):
     """Redis first; process memory while Redis is unreachable (opt-in, ``fallback_to_memory=True``).
 
@@ -575,7 +728,8 @@ class FallbackStore(AsyncStoreMixin):
     memory instead of being lost. A conversation that lives in Redis cannot be
     loaded while Redis is down: that raises StoreUnavailableError rather than
     pretending the conversation does not exist. Every switch to memory is logged
-    as a warning.
+    as a warning. The async twins follow the same rules on Redis's asyncio path
+    (the memory store needs no I/O).
     """
 
     def __init__(self, primary: RedisStore, fallback: MemoryStore | None = None) -> None:
@@ -659,6 +813,77 @@ class FallbackStore(AsyncStoreMixin):
         self.primary.close()
         self.fallback.close()
 
+    async def aload(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> FSMInstance:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.load(conversation_id, user_id=user_id, room_id=room_id)
+        return await self._aredis(lambda: self.primary.aload(conversation_id, user_id=user_id, room_id=room_id))
+
+    async def aload_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> FSMInstance:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.load_for_turn(conversation_id, user_id=user_id, room_id=room_id, message_id=message_id)
+        return await self._aredis(
+            lambda: self.primary.aload_for_turn(
+                conversation_id, user_id=user_id, room_id=room_id, message_id=message_id
+            )
+        )
+
+    async def asave(
+        self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None
+    ) -> int:
+        if self.fallback.contains(instance.conversation_id):
+            return self.fallback.save(instance, expected_version=expected_version, retention=retention)
+        try:
+            return await self._aredis(
+                lambda: self.primary.asave(instance, expected_version=expected_version, retention=retention)
+            )
+        except StoreUnavailableError:
+            self._warn(f"saving conversation {instance.conversation_id} in process memory")
+            if expected_version is None:
+                return self.fallback.save(instance, expected_version=None, retention=retention)
+            return self._adopt(instance, expected_version, retention)
+
+    async def adelete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.delete(conversation_id, user_id=user_id, room_id=room_id)
+        return await self._aredis(lambda: self.primary.adelete(conversation_id, user_id=user_id, room_id=room_id))
+
+    async def alist(
+        self, *, user_id: str | None = None, room_id: str | None = None
+    ) -> builtins.list[ConversationSummary]:
+        local = self.fallback.list(user_id=user_id, room_id=room_id)
+        try:
+            remote: builtins.list[ConversationSummary] = await self._aredis(
+                lambda: self.primary.alist(user_id=user_id, room_id=room_id)
+            )
+        except StoreUnavailableError:
+            self._warn("listing only conversations held in process memory")
+            remote = []
+        return sorted(local + remote, key=lambda s: s.updated_at, reverse=True)
+
+    async def aexpire(self, *, older_than: float) -> int:
+        removed = self.fallback.expire(older_than=older_than)
+        try:
+            removed += await self._aredis(lambda: self.primary.aexpire(older_than=older_than))
+        except StoreUnavailableError:
+            self._warn("expiring only conversations held in process memory")
+        return removed
+
+    async def atranscript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> builtins.list[dict[str, str]]:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.transcript(conversation_id, user_id=user_id, room_id=room_id)
+        return await self._aredis(lambda: self.primary.atranscript(conversation_id, user_id=user_id, room_id=room_id))
+
     def _adopt(self, instance: FSMInstance, expected_version: int, retention: Retention | None = None) -> int:
         """Keep a turn of a Redis conversation in memory at the version it would have had.
 
@@ -669,6 +894,19 @@ class FallbackStore(AsyncStoreMixin):
     def _redis(self, call: Callable[[], _T]) -> _T:
         try:
             result = call()
+        except StoreUnavailableError:
+            with self._lock:
+                self._degraded = True
+            raise
+        except ConversationNotFoundError:
+            self._recovered()
+            raise
+        self._recovered()
+        return result
+
+    async def _aredis(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        try:
+            result = await call()
         except StoreUnavailableError:
             with self._lock:
                 self._degraded = True
