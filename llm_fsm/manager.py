@@ -148,6 +148,7 @@ class FSMManager:
         self.config = config or EngineConfig(max_context_bytes=max_context_bytes, strict=strict)
         self.store: ConversationStore = open_store(store if store is not None else "memory://")
         self._turn_log_of: tuple[object, bool] = (None, False)
+        self._retention_of: tuple[object, Retention | None] = (None, None)
         self.hooks = Hooks()
         for name, functions in (hooks or {}).items():
             for function in functions if isinstance(functions, list) else [functions]:
@@ -305,9 +306,13 @@ class FSMManager:
 
     def _retention(self) -> Retention | None:
         """The turn log's limits from the engine's configuration; None for the defaults every store applies."""
-        config = self.config
-        retention = Retention(turn_records=config.max_turn_records, message_ids=config.max_processed_message_ids)
-        return None if retention == _DEFAULT_RETENTION else retention
+        config, retention = self._retention_of
+        if config is not self.config:
+            config = self.config
+            retention = Retention(turn_records=config.max_turn_records, message_ids=config.max_processed_message_ids)
+            retention = None if retention == _DEFAULT_RETENTION else retention
+            self._retention_of = (config, retention)
+        return retention
 
     def _load_args(
         self, user_id: str | None, room_id: str | None, message_id: str | None, whole: bool
