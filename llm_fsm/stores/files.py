@@ -535,13 +535,13 @@ class FileStore(AsyncStoreMixin):
                 fh.write("".join(lines))
                 self._flush(fh)
             return
+        # Rewritten with what the committed version shows (its newest ``keep`` of each kind), then this save's
+        # lines: should the save not commit, its readers still find every entry they keep.
         old_turns, old_replies = _log_entries(raw, committed_version, paths.log)
-        new_turns = [line for line in lines if line.startswith('{"turn_index":')]
-        new_replies = [line for line in lines if line.startswith('{"message_id":')]
-        kept = [_line(e) for e in old_turns[max(0, len(old_turns) + len(new_turns) - keep.turn_records) :]]
-        kept += [_line(e) for e in old_replies[max(0, len(old_replies) + len(new_replies) - keep.message_ids) :]]
-        kept += new_turns[-keep.turn_records :] + new_replies[-keep.message_ids :]
-        self._write_atomic(paths.log_temp, "".join(kept))
+        kept = [_line(e) for e in old_turns[-keep.turn_records :]] + [
+            _line(e) for e in old_replies[-keep.message_ids :]
+        ]
+        self._write_atomic(paths.log_temp, "".join(kept + lines))
         os.replace(paths.log_temp, paths.log)
 
     def _committed_log(self, path: Path, conversation_id: str, committed_version: int) -> bytes:
