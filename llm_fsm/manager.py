@@ -52,6 +52,7 @@ from llm_fsm.engine._turn import (
     EngineConfig,
     LoadDefinition,
     LoadFlow,
+    TurnOutcome,
     run_opening,
     run_turn,
 )
@@ -538,13 +539,16 @@ class FSMManager:
 
     def _turn(
         self, conversation_id: str, message: str, message_id: str | None, user_id: str | None, room_id: str | None
-    ) -> Generator[Any, Any, str]:
+    ) -> Generator[Any, Any, TurnOutcome]:
         """Load, run the turn, save with compare-and-set; on a lost race, run it again on the new version."""
         for attempt in range(self.max_save_retries + 1):
             instance = yield LoadConversation(conversation_id, user_id, room_id, message_id)
             expected = instance.version
             if message_id is not None and message_id in instance.processed_messages:
-                return instance.processed_messages[message_id]  # a retried delivery: answered once
+                # a retried delivery: answered once
+                return TurnOutcome(
+                    reply=instance.processed_messages[message_id], state=instance.current_state, ended=instance.ended
+                )
             if instance.ended:
                 raise ConversationEndedError(f"conversation {instance.conversation_id} has ended ({instance.status})")
             definition = self._checked(instance, (yield LoadDefinition(instance.fsm_id)))
@@ -564,7 +568,7 @@ class FSMManager:
                     raise
                 logger.info("conversation %s changed under us; running the turn again", conversation_id)
                 continue
-            return outcome.reply
+            return outcome
         raise AssertionError("unreachable")  # pragma: no cover
 
     def process_message(
@@ -577,6 +581,22 @@ class FSMManager:
         room_id: str | None = None,
     ) -> str:
         """Run one turn and return the reply. A repeated ``message_id`` returns the stored reply."""
+        return self.process_turn(conversation_id, message, message_id, user_id=user_id, room_id=room_id).reply
+
+    def process_turn(
+        self,
+        conversation_id: str,
+        message: str,
+        message_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> TurnOutcome:
+        """``process_message`` returning the whole outcome: reply, turn record, state reached, ended.
+
+        Saves a server or a channel adapter a second load to learn where the turn went. For a repeated
+        ``message_id`` the record is None and the state is the conversation's current one.
+        """
         message = self._check_message(message, message_id)
         with self._lock_for(conversation_id):  # the with statement keeps the weakly registered lock alive
             return self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
@@ -595,6 +615,18 @@ class FSMManager:
         Turns on one conversation run in arrival order; a duplicate ``message_id`` waits for the
         first delivery and returns its stored reply, with no second model call.
         """
+        return (await self.aprocess_turn(conversation_id, message, message_id, user_id=user_id, room_id=room_id)).reply
+
+    async def aprocess_turn(
+        self,
+        conversation_id: str,
+        message: str,
+        message_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> TurnOutcome:
+        """The async twin of ``process_turn``."""
         message = self._check_message(message, message_id)
         async with self._lock_for(conversation_id), self._turn_slot():  # lock first: a slot never waits for a lock
             return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
