@@ -119,9 +119,14 @@ class AwaitMessage:
 
 @dataclass
 class TurnOutcome:
+    """What a turn gave: the reply, its record (None for a retried ``message_id`` answered from the store), the
+    context changes, and where it left the conversation."""
+
     reply: str
     record: TurnRecord | None = None
     changes: list[ContextChange] = field(default_factory=list)
+    state: str = ""
+    ended: bool = False
 
 
 Effect = CallLLM | CallHook | LoadFlow | LoadDefinition | Decided | AwaitMessage
@@ -370,7 +375,7 @@ def run_opening(
         instance.status = "ended"
         _trace(instance, config, "end", state=state.id, reason="initial state is terminal")
     instance.updated_at = now()
-    return TurnOutcome(reply=reply, changes=changes)
+    return TurnOutcome(reply=reply, changes=changes, state=instance.current_state, ended=instance.status != "active")
 
 
 # --- a turn ----------------------------------------------------------------------------
@@ -865,7 +870,9 @@ def run_turn(
         while len(instance.processed_messages) > config.max_processed_message_ids:
             instance.processed_messages.pop(next(iter(instance.processed_messages)))
     instance.updated_at = record.finished_at
-    return TurnOutcome(reply=reply, record=record, changes=changes)
+    return TurnOutcome(
+        reply=reply, record=record, changes=changes, state=instance.current_state, ended=instance.status != "active"
+    )
 
 
 __all__ = [

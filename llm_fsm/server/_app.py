@@ -362,8 +362,17 @@ def create_app(
             return await _stream_response(manager, runner, conversation_id, body.message, message_id, caller.tenant)
 
         async def turn() -> TurnResult:
-            reply = await manager.aprocess_message(conversation_id, body.message, message_id, user_id=caller.tenant)
-            return await _turn_result(manager, conversation_id, message_id, reply, caller.tenant)
+            outcome = await manager.aprocess_turn(conversation_id, body.message, message_id, user_id=caller.tenant)
+            if outcome.record is None:  # a retried message id: where its turn went is in the stored record
+                return await _turn_result(manager, conversation_id, message_id, outcome.reply, caller.tenant)
+            return TurnResult(
+                conversation_id=conversation_id,
+                message_id=message_id,
+                reply=outcome.reply,
+                state=outcome.state,
+                ended=outcome.ended,
+                verdict=outcome.record.verdict,
+            )
 
         result: TurnResult = await runner.run(turn())
         return result
