@@ -415,7 +415,14 @@ def test_a_key_without_the_write_right_reads_but_cannot_send(page: WebDriver, se
         headers={"Authorization": f"Bearer {WRITER_KEY}"},
     )
     assert started.status_code == 201, started.text
-    enter_key(page, served, READER_KEY)
+    enter_key(page, served, WRITER_KEY)  # first a key that may write, with the conversation open ...
+    wait_for(page, lambda d: visible(d, "#conversations li[data-conversation]"), "the conversation listed").click()
+    wait_for(page, lambda d: visible(d, "#send-form"), "the chat input")
+    page.find_element(By.ID, "forget-key").click()  # ... then the reader's key, in the same tab
+    wait_for(page, lambda d: visible(d, "#key-input"), "the key form").send_keys(READER_KEY)
+    page.find_element(By.CSS_SELECTOR, "#key-form button").click()
+    wait_for(page, lambda d: visible(d, "#definitions li"), "the definitions")
+    assert visible(page, "#send-form") is None and assistant_texts(page) == []
     assert "read" in page.find_element(By.ID, "who").text and "write" not in page.find_element(By.ID, "who").text
     assert page.find_elements(By.CSS_SELECTOR, ".start-conversation") == []
     wait_for(page, lambda d: visible(d, "#conversations li[data-conversation]"), "the conversation listed").click()

@@ -344,9 +344,21 @@ $("key-form").addEventListener("submit", (event) => {
   start();
 });
 
+// Another key may see other conversations and have other rights: nothing of the last one's stays on the page.
+function closeAll() {
+  page.conversation = null;
+  page.path = [];
+  page.graphs.clear();
+  for (const id of ["messages", "diagram", "turn-picker", "explain", "lint", "trace", "conversations", "definitions"]) clear($(id));
+  for (const id of ["context", "path", "chat-state", "chat-error"]) $(id).textContent = "";
+  $("chat-title").textContent = "No conversation selected";
+  updateSendForm();
+}
+
 $("forget-key").addEventListener("click", () => {
   forgetKey();
   page.me = null;
+  closeAll();
   askForKey();
 });
 
