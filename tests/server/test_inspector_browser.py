@@ -158,7 +158,7 @@ REPLIES = [
 
 
 class SlowStream:
-    """The scripted model of ``--model scripted:FILE``, its replies streamed six characters every 60 ms.
+    """The scripted model of ``--model scripted:FILE``, its messages streamed six characters every 60 ms.
 
     ``ReplyFileModel`` gives each reply whole; streamed slowly, the page can be seen writing a reply
     before it has all of it.
@@ -173,7 +173,9 @@ class SlowStream:
     async def astream(self, request: LLMRequest) -> AsyncIterator[str | LLMResult]:
         result: LLMResult = self.inner.complete(request)
         text = reply_text(result.response)
-        for start in range(0, len(text), 6):
+        decided = text.index('"message"')  # the decision comes at once (reply_text writes it first) ...
+        yield text[:decided]
+        for start in range(decided, len(text), 6):  # ... and the message slowly
             await asyncio.sleep(0.06)
             yield text[start : start + 6]
         yield result
