@@ -70,6 +70,8 @@ def test_the_page_works_under_a_mount_prefix(make_server: MakeServer) -> None:
     parent = FastAPI()
     parent.mount("/fsm", api)
     client = TestClient(parent)
+    bare = client.get("/fsm", follow_redirects=False)  # relative URLs resolve against /fsm/ only with the slash
+    assert bare.status_code == 307 and bare.headers["location"].endswith("/fsm/")
     page = client.get("/fsm/")
     assert page.status_code == 200 and "llm-fsm inspector" in page.text
     for reference in re.findall(r'(?:src|href)="([^"]+)"', page.text):
