@@ -43,6 +43,7 @@ from llm_fsm.engine._records import (
     LLMResult,
     TraceEvent,
     TurnRecord,
+    Usage,
 )
 from llm_fsm.engine._transitions import validate_transition as _validate_transition
 from llm_fsm.engine._turn import (
@@ -368,8 +369,12 @@ class FSMManager:
         if isinstance(effect, Decided):
             return None  # only a streaming driver has someone to tell
         if isinstance(effect, LoadConversation):
+            logger.debug("load conversation %s", effect.conversation_id)
             return self._load(effect.conversation_id, effect.user_id, effect.room_id, effect.message_id)
         if isinstance(effect, SaveConversation):
+            logger.debug(
+                "save conversation %s (expected version %s)", effect.instance.conversation_id, effect.expected_version
+            )
             return self.store.save(effect.instance, **self._save_args(effect.expected_version))
         if isinstance(effect, LoadFlow):
             return self._resolve_flow(effect.declaration, effect.parent)
@@ -389,8 +394,12 @@ class FSMManager:
         if isinstance(effect, Decided):
             return None
         if isinstance(effect, LoadConversation):
+            logger.debug("load conversation %s", effect.conversation_id)
             return await self._aload(effect.conversation_id, effect.user_id, effect.room_id, effect.message_id)
         if isinstance(effect, SaveConversation):
+            logger.debug(
+                "save conversation %s (expected version %s)", effect.instance.conversation_id, effect.expected_version
+            )
             return await self._astore("save", effect.instance, **self._save_args(effect.expected_version))
         if isinstance(effect, LoadFlow):
             reference = resolve_flow_reference(effect.declaration.definition, effect.parent.source)
@@ -568,6 +577,7 @@ class FSMManager:
                     raise
                 logger.info("conversation %s changed under us; running the turn again", conversation_id)
                 continue
+            _log_refusals(conversation_id, outcome)
             return outcome
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -734,6 +744,15 @@ class FSMManager:
     ) -> TurnRecord:
         return _turn_record(await self._aload(conversation_id, user_id, room_id, whole=True), turn)
 
+    def get_usage(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> Usage:
+        """Model calls, tokens and cost of the conversation so far (each turn's calls are in its explain record)."""
+        return self._load(conversation_id, user_id, room_id).usage
+
+    async def aget_usage(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> Usage:
+        return (await self._aload(conversation_id, user_id, room_id)).usage
+
     def get_trace(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> list[TraceEvent]:
@@ -896,6 +915,35 @@ class FSMManager:
     ) -> bool:
         deleted: bool = await self._astore("delete", conversation_id, user_id=user_id, room_id=room_id)
         return deleted
+
+
+def _log_refusals(conversation_id: str, outcome: TurnOutcome) -> None:
+    """What the engine refused, at WARNING, with ids and rules only: never the user's text or a value."""
+    record = outcome.record
+    if record is None or not logger.isEnabledFor(logging.WARNING):
+        return
+    if record.verdict.kind == "stay_rejected":
+        logger.warning(
+            "conversation %s: turn %d: %s refused in state %r (%s)",
+            conversation_id,
+            record.index,
+            "proposal " + repr(record.proposal) if record.proposal else f"intent {record.intent!r}",
+            record.state_before,
+            _without_values(record.verdict.reason),
+        )
+    refused = [(c.key, c.rule) for c in record.context_changes if not c.applied and c.rule is not None]
+    if refused:
+        logger.warning(
+            "conversation %s: turn %d: values refused: %s",
+            conversation_id,
+            record.index,
+            ", ".join(f"{key} ({rule})" for key, rule in refused),
+        )
+
+
+def _without_values(reason: str) -> str:
+    """A verdict's reason names states, transitions and conditions (definition text), not user data."""
+    return reason if len(reason) <= 300 else reason[:297] + "..."
 
 
 def _end(instance: FSMInstance) -> None:
