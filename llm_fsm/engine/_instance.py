@@ -189,5 +189,5 @@ class FSMInstance(_Data):
             completed_flows=list(self.completed_flows),
             flow_output_mapping=dict(self.flow_output_mapping),
             archive_outbox=list(self.archive_outbox),
-            usage=self.usage.model_copy(),
+            usage=_replace(self.usage),
         )

@@ -132,6 +132,8 @@ class TurnOutcome:
     changes: list[ContextChange] = field(default_factory=list)
     state: str = ""
     ended: bool = False
+    fsm_id: str = ""
+    flow_depth: int = 1
 
 
 Effect = CallLLM | CallHook | LoadFlow | LoadDefinition | Decided | AwaitMessage
@@ -895,7 +897,13 @@ def run_turn(
             instance.processed_messages.pop(next(iter(instance.processed_messages)))
     instance.updated_at = record.finished_at
     return TurnOutcome(
-        reply=reply, record=record, changes=changes, state=instance.current_state, ended=instance.status != "active"
+        reply=reply,
+        record=record,
+        changes=changes,
+        state=instance.current_state,
+        ended=instance.status != "active",
+        fsm_id=instance.fsm_id,
+        flow_depth=len(instance.flow_stack) + 1,
     )
 
 
