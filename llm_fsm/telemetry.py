@@ -158,6 +158,12 @@ class Telemetry:
     @contextmanager
     def store(self, operation: str, conversation_id: str) -> Iterator[None]:
         started = time.perf_counter()
+        if not self.store_spans:
+            try:
+                yield
+            finally:
+                self.store_duration.record(time.perf_counter() - started, _STORE_ATTRIBUTES[operation])
+            return
         span = self.tracer.start_span(
             f"llm_fsm.store.{operation}", attributes={"llm_fsm.conversation.id": conversation_id}
         )
