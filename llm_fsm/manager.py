@@ -43,6 +43,7 @@ from llm_fsm.engine._records import (
     LLMResult,
     TraceEvent,
     TurnRecord,
+    Usage,
 )
 from llm_fsm.engine._transitions import validate_transition as _validate_transition
 from llm_fsm.engine._turn import (
@@ -77,6 +78,7 @@ from llm_fsm.stores.base import Retention, TurnLogStore
 
 if TYPE_CHECKING:
     from llm_fsm._stream import StreamEvent
+    from llm_fsm.telemetry import Telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +144,10 @@ class FSMManager:
         config: EngineConfig | None = None,
         definition_recheck_seconds: float = 1.0,
         max_concurrent_turns: int = DEFAULT_MAX_CONCURRENT_TURNS,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        self.telemetry = telemetry
+        """OpenTelemetry spans and metrics (``llm_fsm.telemetry``); None emits and imports nothing."""
         self.fsm_loader = fsm_loader
         self.llm_interface = llm_interface
         self.prompt_builder = prompt_builder or PromptBuilder(max_history_size=max_history_size)
@@ -268,6 +273,30 @@ class FSMManager:
         return LLMResult(response=_as_response(value))
 
     def _call_llm(self, request: LLMRequest) -> LLMResult:
+        if self.telemetry is None:
+            return self._call_llm_untraced(request)
+        with self.telemetry.model_call(_model_name(self.llm_interface), request.purpose) as call:
+            try:
+                result = self._call_llm_untraced(request)
+            except BaseException as exc:
+                call.failed(exc)
+                raise
+            call.result(result)
+            return result
+
+    async def _acall_llm(self, request: LLMRequest) -> LLMResult:
+        if self.telemetry is None:
+            return await self._acall_llm_untraced(request)
+        with self.telemetry.model_call(_model_name(self.llm_interface), request.purpose) as call:
+            try:
+                result = await self._acall_llm_untraced(request)
+            except BaseException as exc:
+                call.failed(exc)
+                raise
+            call.result(result)
+            return result
+
+    def _call_llm_untraced(self, request: LLMRequest) -> LLMResult:
         llm = self._llm()
         try:
             complete = getattr(llm, "complete", None)
@@ -279,7 +308,7 @@ class FSMManager:
         except Exception as exc:  # a custom interface's own failure: typed, with the cause kept
             raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
 
-    async def _acall_llm(self, request: LLMRequest) -> LLMResult:
+    async def _acall_llm_untraced(self, request: LLMRequest) -> LLMResult:
         llm = self._llm()
         try:
             acomplete = getattr(llm, "acomplete", None)
@@ -367,9 +396,19 @@ class FSMManager:
         """The synchronous effects other than the LLM and hook calls."""
         if isinstance(effect, Decided):
             return None  # only a streaming driver has someone to tell
+        if self.telemetry is not None and isinstance(effect, (LoadConversation, SaveConversation)):
+            with self.telemetry.store(*_store_span(effect)):
+                return self._perform_io(effect)
+        return self._perform_io(effect)
+
+    def _perform_io(self, effect: Any) -> Any:
         if isinstance(effect, LoadConversation):
+            logger.debug("load conversation %s", effect.conversation_id)
             return self._load(effect.conversation_id, effect.user_id, effect.room_id, effect.message_id)
         if isinstance(effect, SaveConversation):
+            logger.debug(
+                "save conversation %s (expected version %s)", effect.instance.conversation_id, effect.expected_version
+            )
             return self.store.save(effect.instance, **self._save_args(effect.expected_version))
         if isinstance(effect, LoadFlow):
             return self._resolve_flow(effect.declaration, effect.parent)
@@ -388,9 +427,19 @@ class FSMManager:
         """The async effects; nothing that is pure computation or a cache hit leaves the event loop."""
         if isinstance(effect, Decided):
             return None
+        if self.telemetry is not None and isinstance(effect, (LoadConversation, SaveConversation)):
+            with self.telemetry.store(*_store_span(effect)):
+                return await self._aperform_io(effect)
+        return await self._aperform_io(effect)
+
+    async def _aperform_io(self, effect: Any) -> Any:
         if isinstance(effect, LoadConversation):
+            logger.debug("load conversation %s", effect.conversation_id)
             return await self._aload(effect.conversation_id, effect.user_id, effect.room_id, effect.message_id)
         if isinstance(effect, SaveConversation):
+            logger.debug(
+                "save conversation %s (expected version %s)", effect.instance.conversation_id, effect.expected_version
+            )
             return await self._astore("save", effect.instance, **self._save_args(effect.expected_version))
         if isinstance(effect, LoadFlow):
             reference = resolve_flow_reference(effect.declaration.definition, effect.parent.source)
@@ -568,6 +617,7 @@ class FSMManager:
                     raise
                 logger.info("conversation %s changed under us; running the turn again", conversation_id)
                 continue
+            _log_refusals(conversation_id, outcome)
             return outcome
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -599,7 +649,12 @@ class FSMManager:
         """
         message = self._check_message(message, message_id)
         with self._lock_for(conversation_id):  # the with statement keeps the weakly registered lock alive
-            return self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
+            if self.telemetry is None:
+                return self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
+            with self.telemetry.turn(conversation_id) as span:
+                outcome = self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
+                self.telemetry.turn_done(span, outcome)
+                return outcome
 
     async def aprocess_message(
         self,
@@ -629,7 +684,12 @@ class FSMManager:
         """The async twin of ``process_turn``."""
         message = self._check_message(message, message_id)
         async with self._lock_for(conversation_id), self._turn_slot():  # lock first: a slot never waits for a lock
-            return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
+            if self.telemetry is None:
+                return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
+            with self.telemetry.turn(conversation_id) as span:
+                outcome = await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
+                self.telemetry.turn_done(span, outcome)
+                return outcome
 
     def astream_message(
         self,
@@ -652,7 +712,7 @@ class FSMManager:
 
         message = self._check_message(message, message_id)
         generator = self._turn(conversation_id, message, message_id, user_id, room_id)
-        return stream_turn(self, generator, self._lock_for(conversation_id), self._turn_slot())
+        return stream_turn(self, generator, self._lock_for(conversation_id), self._turn_slot(), conversation_id)
 
     recoverable_errors = _RECOVERABLE
     """Errors the engine's generators handle themselves (thrown back into them by the drivers)."""
@@ -733,6 +793,15 @@ class FSMManager:
         self, conversation_id: str, turn: int = -1, *, user_id: str | None = None, room_id: str | None = None
     ) -> TurnRecord:
         return _turn_record(await self._aload(conversation_id, user_id, room_id, whole=True), turn)
+
+    def get_usage(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> Usage:
+        """Model calls, tokens and cost of the conversation so far (each turn's calls are in its explain record)."""
+        return self._load(conversation_id, user_id, room_id).usage
+
+    async def aget_usage(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> Usage:
+        return (await self._aload(conversation_id, user_id, room_id)).usage
 
     def get_trace(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
@@ -896,6 +965,46 @@ class FSMManager:
     ) -> bool:
         deleted: bool = await self._astore("delete", conversation_id, user_id=user_id, room_id=room_id)
         return deleted
+
+
+def _model_name(llm: Any) -> str:
+    model = getattr(llm, "model", None)
+    return model if isinstance(model, str) and model else type(llm).__name__
+
+
+def _store_span(effect: Any) -> tuple[str, str]:
+    if isinstance(effect, LoadConversation):
+        return "load", effect.conversation_id
+    return "save", effect.instance.conversation_id
+
+
+def _log_refusals(conversation_id: str, outcome: TurnOutcome) -> None:
+    """What the engine refused, at WARNING, with ids and rules only: never the user's text or a value."""
+    record = outcome.record
+    if record is None or not logger.isEnabledFor(logging.WARNING):
+        return
+    if record.verdict.kind == "stay_rejected":
+        logger.warning(
+            "conversation %s: turn %d: %s refused in state %r (%s)",
+            conversation_id,
+            record.index,
+            "proposal " + repr(record.proposal) if record.proposal else f"intent {record.intent!r}",
+            record.state_before,
+            _without_values(record.verdict.reason),
+        )
+    refused = [(c.key, c.rule) for c in record.context_changes if not c.applied and c.rule is not None]
+    if refused:
+        logger.warning(
+            "conversation %s: turn %d: values refused: %s",
+            conversation_id,
+            record.index,
+            ", ".join(f"{key} ({rule})" for key, rule in refused),
+        )
+
+
+def _without_values(reason: str) -> str:
+    """A verdict's reason names states, transitions and conditions (definition text), not user data."""
+    return reason if len(reason) <= 300 else reason[:297] + "..."
 
 
 def _end(instance: FSMInstance) -> None:

@@ -17,7 +17,7 @@ from llm_fsm.engine._data import (
     new_conversation_id,
     now,
 )
-from llm_fsm.engine._records import TraceEvent, TurnRecord
+from llm_fsm.engine._records import TraceEvent, TurnRecord, Usage
 
 # --- the seed's runtime models ---------------------------------------------------
 
@@ -139,6 +139,7 @@ class FSMInstance(_Data):
         default_factory=list, description="Archive of completed and cancelled flows, with their outputs."
     )
     consecutive_digressions: int = 0
+    usage: Usage = Field(default_factory=Usage, description="Model calls, tokens and cost of the conversation so far.")
     archive_outbox: list[dict[str, str]] = Field(
         default_factory=list,
         description=(
@@ -188,4 +189,5 @@ class FSMInstance(_Data):
             completed_flows=list(self.completed_flows),
             flow_output_mapping=dict(self.flow_output_mapping),
             archive_outbox=list(self.archive_outbox),
+            usage=_replace(self.usage),
         )

@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from llm_fsm.errors import (
+    BudgetExceededError,
     ConcurrentUpdateError,
     ContextError,
     ContextTooLargeError,
@@ -74,6 +75,7 @@ _MAPPING: tuple[tuple[type[BaseException], int, str, bool], ...] = (
     (ContextTooLargeError, 413, "context_too_large", True),
     (ContextError, 422, "invalid_context", True),
     (UsageError, 422, "invalid_request", True),
+    (BudgetExceededError, 429, "budget_exceeded", True),
     (StoreUnavailableError, 503, "store_unavailable", False),
     (LLMConfigurationError, 503, "model_not_configured", False),
     (LLMScriptExhaustedError, 502, "model_error", True),
@@ -135,6 +137,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "invalid_request": (422, "the body or a parameter does not match the schema"),
     "invalid_message": (422, "the message is not text the engine can take"),
     "invalid_context": (422, "the initial context breaks a key's declaration"),
+    "budget_exceeded": (429, "the conversation has spent its token or cost budget; it takes no more messages"),
     "rate_limited": (429, "too many requests for this key, or failed attempts from this address; see Retry-After"),
     "internal_error": (500, "an unexpected error (logged on the server)"),
     "server_error": (500, "a server-side failure: a definition, a hook, a flow (logged)"),
