@@ -16,7 +16,7 @@ The shape of a converted service:
   intent state can move to every other one (users switch from searching to
   booking) and back to ``start``, so none is terminal and a dialogue never ends
   early; the definition is not ``cancellable`` for the same reason. A terminal
-  state ``over`` is reachable only through a condition that never holds (the
+  state ``over`` is reachable from ``start`` only through a condition that never holds (the
   original refuses a definition without a reachable terminal state).
 - with declarations, a definition-level ``context_keys`` block: each slot's
   description and display name; categorical slots become enums of their
@@ -44,7 +44,7 @@ OVER = "over"
 
 _NEVER = {
     "target_state": OVER,
-    "description": "Never taken: the replay decides when a dialogue ends",
+    "description": "The dialogue has ended (the application decides)",
     "priority": 3,
     "conditions": [{"description": "Never true", "logic": {"==": [1, 2]}}],
 }
@@ -224,7 +224,7 @@ def convert(service: Service, *, declarations: bool) -> dict[str, Any]:
             + ". Record every detail the user gives."
         ),
         "required_context_keys": service.user_slots,
-        "transitions": intent_transitions,
+        "transitions": [*intent_transitions, _NEVER],
     }
     for intent in service.intents:
         own = state_id(intent.name)
@@ -240,7 +240,6 @@ def convert(service: Service, *, declarations: bool) -> dict[str, Any]:
             "transitions": [
                 *(t for t in intent_transitions if t["target_state"] != own),
                 {"target_state": START, "description": "The user wants something else", "priority": 2},
-                _NEVER,
             ],
         }
     states[OVER] = {

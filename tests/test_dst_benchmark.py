@@ -143,8 +143,8 @@ def test_without_declarations_the_definition_has_key_names_only(service: Any) ->
 def test_each_intent_is_a_state_that_can_reach_every_other_intent_and_none_is_terminal(service: Any) -> None:
     definition = FSMDefinition.model_validate(convert.convert(service, declarations=True))
     assert set(definition.states) == {"start", "find_cafe", "order_drink", "over"}
-    assert {t.target_state for t in definition.states["start"].transitions} == {"find_cafe", "order_drink"}
-    assert {t.target_state for t in definition.states["find_cafe"].transitions} == {"order_drink", "start", "over"}
+    assert {t.target_state for t in definition.states["start"].transitions} == {"find_cafe", "order_drink", "over"}
+    assert {t.target_state for t in definition.states["find_cafe"].transitions} == {"order_drink", "start"}
     assert [s for s, state in definition.states.items() if state.is_terminal] == ["over"]
     assert definition.cancellable is False  # a "cancel" read into a user turn must not end the replay
 
@@ -300,6 +300,25 @@ def test_only_the_turn_call_reaches_the_model(dataset: Path, service: Any) -> No
     paths = convert.write_definitions({"Cafes_1": service}, dataset / "defs")
     dst_engines.OursDST("plain", Recording(), {"Cafes_1": paths[("Cafes_1", False)]}).play(dialogue)
     assert asked == ["turn"] * len(dialogue.turns)
+
+
+def test_with_a_real_interface_each_user_turn_costs_one_counted_model_call(dataset: Path, service: Any) -> None:
+    from llm_fsm.llm import LiteLLMInterface
+
+    live_engines = importlib.import_module("live_engines")
+    reply = {"transition": {"target_state": "find_cafe", "context_update": {"city": "San Jose"}}, "message": "hi"}
+    interface = LiteLLMInterface("openai/mock", mock_response=json.dumps(reply), api_key="not-used")
+    dialogue = convert.load_dialogues(dataset, {"Cafes_1": service})[0]
+    paths = convert.write_definitions({"Cafes_1": service}, dataset / "defs")
+    counter = live_engines.CallCounter()
+    counter.install()
+    try:
+        played = dst_engines.OursDST("plain", interface, {"Cafes_1": paths[("Cafes_1", False)]}, counter).play(dialogue)
+    finally:
+        counter.uninstall()
+    assert [t.calls for t in played.turns] == [1, 1, 1]
+    assert [t.error for t in played.turns] == [None, None, None]
+    assert played.turns[0].data == {"city": "San Jose"}
 
 
 # --- the command line ---------------------------------------------------------------------------
