@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from llm_fsm._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from llm_fsm.definition._keys import KeyDeclaration
     from llm_fsm.definition._model import (
         FSMDefinition,
         State,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         ConcurrentUpdateError,
         ContextError,
         ContextTooLargeError,
+        ContextValidationError,
         ConversationEndedError,
         ConversationNotFoundError,
         DefinitionChangedError,
@@ -75,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "ConcurrentUpdateError": "llm_fsm.errors",
     "ContextError": "llm_fsm.errors",
     "ContextTooLargeError": "llm_fsm.errors",
+    "ContextValidationError": "llm_fsm.errors",
     "Conversation": "llm_fsm.engine._instance",
     "ConversationEndedError": "llm_fsm.errors",
     "ConversationNotFoundError": "llm_fsm.errors",
@@ -105,6 +108,7 @@ _EXPORTS: dict[str, str] = {
     "PromptBuilder": "llm_fsm.engine._prompts",
     "RecordTooLargeError": "llm_fsm.errors",
     "State": "llm_fsm.definition._model",
+    "KeyDeclaration": "llm_fsm.definition._keys",
     "StateNotFoundError": "llm_fsm.errors",
     "StateTransition": "llm_fsm.engine._records",
     "StoreCorruptedError": "llm_fsm.errors",
@@ -133,6 +137,7 @@ __all__ = [
     "ConcurrentUpdateError",
     "ContextError",
     "ContextTooLargeError",
+    "ContextValidationError",
     "Conversation",
     "ConversationEndedError",
     "ConversationNotFoundError",
@@ -163,6 +168,7 @@ __all__ = [
     "PromptBuilder",
     "RecordTooLargeError",
     "State",
+    "KeyDeclaration",
     "StateNotFoundError",
     "StateTransition",
     "StoreCorruptedError",

@@ -157,6 +157,19 @@ class ContextTooLargeError(ContextError):
     """The context would exceed its size cap after this update."""
 
 
+class ContextValidationError(ContextError):
+    """An application write broke a key's declaration (type, enum, format, pattern, bounds).
+
+    ``key`` is the dot path written, ``rule`` the rule broken (``"type"``, ``"enum"``, ``"format"``,
+    ``"pattern"``, ``"length"``, ``"range"``, ``"items"``).
+    """
+
+    def __init__(self, message: str, *, key: str, rule: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.rule = rule
+
+
 class InvalidMessageError(FSMError, ValueError):
     """A user message the engine cannot take: not a string, or text that is not valid Unicode."""
 
@@ -225,6 +238,7 @@ __all__ = [
     "ConcurrentUpdateError",
     "ContextError",
     "ContextTooLargeError",
+    "ContextValidationError",
     "ConversationEndedError",
     "ConversationNotFoundError",
     "DefinitionChangedError",

@@ -54,6 +54,7 @@ from llm_fsm.engine._turn import (
     run_opening,
     run_turn,
 )
+from llm_fsm.engine._values import KeyPolicy
 from llm_fsm.errors import (
     ConcurrentUpdateError,
     ConversationEndedError,
@@ -721,7 +722,11 @@ class FSMManager:
         user_id: str | None = None,
         room_id: str | None = None,
     ) -> dict[str, Any]:
-        """Set context keys as the application (protected keys allowed; ``None`` removes a key)."""
+        """Set context keys as the application (protected keys allowed; ``None`` removes a key).
+
+        Values of declared keys are normalised and checked; an invalid one raises ``ContextValidationError``
+        and nothing of the update is kept.
+        """
         return self._mutate(conversation_id, user_id, room_id, self._updater(updates)).context.data
 
     async def aupdate_context(
@@ -736,8 +741,14 @@ class FSMManager:
 
     def _updater(self, updates: Mapping[str, Any]) -> Callable[[FSMInstance], None]:
         def update(instance: FSMInstance) -> None:
+            definition = self._load_definition(instance.fsm_id)
+            policy = KeyPolicy(definition) if definition.context_keys else None
             changes = apply_update(
-                instance.context.data, updates, source="application", max_bytes=self.config.max_context_bytes
+                instance.context.data,
+                updates,
+                source="application",
+                max_bytes=self.config.max_context_bytes,
+                policy=policy,
             )
             instance.trace.append(
                 TraceEvent(event="context_update", data={"source": "application", "keys": [c.key for c in changes]})

@@ -49,6 +49,7 @@ POLICY = {
     "FlowError": EXIT_FINDINGS,
     "ContextError": EXIT_FINDINGS,
     "ContextTooLargeError": EXIT_FINDINGS,
+    "ContextValidationError": EXIT_FINDINGS,
     "RecordTooLargeError": EXIT_FINDINGS,
     "MessageTooLargeError": EXIT_FINDINGS,
     "InvalidMessageError": EXIT_FINDINGS,

@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.errors import StateNotFoundError
 from llm_fsm.logic._guards import Guard, compile_guard
 
@@ -189,6 +190,13 @@ class State(_Model):
     confirmation: Confirmation | None = Field(
         default=None, description="Makes this state a confirmation step (yes / no / change a value)."
     )
+    auto_advance: StrictBool = Field(
+        default=True,
+        description=(
+            "When a turn reaches this state and one of its guarded transitions already holds, the engine follows "
+            "it in the same turn (see EngineConfig.max_chained_transitions). false: always stop here for a turn."
+        ),
+    )
 
     @field_validator("transitions", mode="before")
     @classmethod
@@ -231,6 +239,17 @@ class FSMDefinition(_Model):
         ),
     )
 
+    context_keys: dict[str, KeyDeclaration] | None = Field(
+        default=None,
+        description=(
+            "Declared context keys: type, allowed values, format, bounds, who may write them, whether a value "
+            "must be grounded in what the user said. Every write is checked against its declaration."
+        ),
+    )
+    additional_keys: StrictBool = Field(
+        default=True,
+        description="Whether the model may write keys that are not declared in context_keys (default true).",
+    )
     knowledge: str | None = Field(
         default=None, description="Facts (an FAQ) the assistant may use to answer side questions in any state."
     )
@@ -276,11 +295,37 @@ class FSMDefinition(_Model):
     @property
     def provided_context_keys(self) -> set[str]:
         """Keys the application promises to provide."""
-        return set(self.application_context_keys or ()) | set(self.protected_context_keys or ())
+        return set(self.application_context_keys or ()) | self.application_only_keys
+
+    @functools.cached_property
+    def application_only_keys(self) -> set[str]:
+        """Keys the model may not write: ``protected_context_keys`` and keys declared ``writable_by: application``."""
+        declared = {key for key, d in (self.context_keys or {}).items() if d.writable_by == "application"}
+        return set(self.protected_context_keys or ()) | declared
+
+    def declaration_for(self, path: str) -> tuple[str, KeyDeclaration] | None:
+        """The declaration governing a dot path: its own, or the nearest declared parent's (an object key)."""
+        keys = self.context_keys
+        if not keys:
+            return None
+        if path in keys:
+            return path, keys[path]
+        parts = path.split(".")
+        for end in range(len(parts) - 1, 0, -1):
+            parent = ".".join(parts[:end])
+            if parent in keys:
+                return parent, keys[parent]
+        return None
+
+    def is_declared_path(self, path: str) -> bool:
+        """Whether ``path`` is a declared key, inside one, or a parent of one (``{"a": {"b": 1}}`` for "a.b")."""
+        keys = self.context_keys or {}
+        return self.declaration_for(path) is not None or any(k.startswith(path + ".") for k in keys)
 
 
 __all__ = [
     "Confirmation",
+    "KeyDeclaration",
     "DEFAULT_PRIORITY",
     "FlowDeclaration",
     "FSMDefinition",

@@ -17,6 +17,11 @@ explain record shows exactly what happened to every key. The rules:
   is dropped key by key and recorded; an application update that would pass it
   raises ``ContextTooLargeError``. A refused key leaves the context exactly as it
   was: parents it would have created or replaced are restored too.
+- With a ``KeyPolicy`` (a definition that declares its keys), each value is normalised and
+  checked against its declaration first (``engine._values``): a model value that breaks it,
+  or a grounded one the user never said, is dropped and recorded with the rule it broke; an
+  application value that breaks it raises ``ContextValidationError``. Sensitive values are
+  recorded masked.
 - A value nested deeper than ``MAX_VALUE_DEPTH`` (its dot path counted), or with text
   that is not valid Unicode, is refused (model) or raises ``ContextError``
   (application): whatever is accepted here can be saved and loaded again.
@@ -31,7 +36,8 @@ from typing import Any, Literal
 
 from llm_fsm.engine._data import MAX_VALUE_DEPTH, has_lone_surrogate
 from llm_fsm.engine._records import ContextChange
-from llm_fsm.errors import ContextError, ContextTooLargeError
+from llm_fsm.engine._values import MASK, KeyPolicy
+from llm_fsm.errors import ContextError, ContextTooLargeError, ContextValidationError
 
 Source = Literal["model", "application"]
 
@@ -174,6 +180,7 @@ def apply_update(
     source: Source,
     protected: Iterable[str] = (),
     max_bytes: int | None = None,
+    policy: KeyPolicy | None = None,
 ) -> list[ContextChange]:
     """Apply ``update`` to ``data`` in place and return what happened to every key.
 
@@ -201,9 +208,18 @@ def apply_update(
             # the refused value is not recorded either: the explain record must stay storable
             changes.append(ContextChange(key=_safe_key(path), value=None, applied=False, reason=problem))
             continue
+        masked = policy is not None and policy.is_sensitive(path)
         if source == "model":
             if _is_protected(path, protected):
-                changes.append(ContextChange(key=path, value=value, applied=False, reason="protected key"))
+                changes.append(
+                    ContextChange(
+                        key=path,
+                        value=MASK if masked else value,
+                        applied=False,
+                        reason="protected key",
+                        rule="not_writable",
+                    )
+                )
                 continue
             if is_empty(value):
                 changes.append(ContextChange(key=path, value=value, applied=False, reason="empty value ignored"))
@@ -214,8 +230,25 @@ def apply_update(
         elif value is None:
             previous = _delete_path(data, path)
             if previous is not _MISSING:
-                changes.append(ContextChange(key=path, previous=previous, applied=True, reason="removed"))
+                changes.append(
+                    ContextChange(key=path, previous=MASK if masked else previous, applied=True, reason="removed")
+                )
             continue
+        if policy is not None:
+            value, refusal = policy.vet(path, value, model=source == "model")
+            if refusal is not None:
+                if source == "application":
+                    raise ContextValidationError(f"cannot set {path!r}: {refusal.reason}", key=path, rule=refusal.rule)
+                changes.append(
+                    ContextChange(
+                        key=path,
+                        value=MASK if masked else value,
+                        applied=False,
+                        reason=refusal.reason,
+                        rule=refusal.rule,
+                    )
+                )
+                continue
 
         previous = get_path(data, path) if "." in path else data.get(path, _MISSING)
         if previous is not _MISSING and previous == value:
@@ -245,11 +278,10 @@ def apply_update(
             )
             continue
         reason = "set" if previous is _MISSING or is_empty(previous) else "corrected"
-        changes.append(
-            ContextChange(
-                key=path, value=value, previous=None if previous is _MISSING else previous, applied=True, reason=reason
-            )
-        )
+        shown_previous = None if previous is _MISSING else previous
+        if masked:
+            value, shown_previous = MASK, None if shown_previous is None else MASK
+        changes.append(ContextChange(key=path, value=value, previous=shown_previous, applied=True, reason=reason))
     return changes
 
 

@@ -118,6 +118,7 @@ VerdictKind = Literal[
     "proposal_accepted",  # the model's eligible proposal stands
     "guarded_override",  # a guarded transition of strictly higher priority beat the proposal
     "guarded_fallback",  # the proposal was stay or ineligible; an eligible guarded transition fired
+    "chained",  # after the turn's move, a guarded transition of the state reached already held and was followed
     "stay",  # nothing moved
     "stay_rejected",  # the model proposed a move (or a flow action) that is not allowed; stayed
     "digression",  # a side question was answered; state and stack unchanged
@@ -142,7 +143,7 @@ class Verdict(_Data):
     @property
     def moved(self) -> bool:
         """A transition inside the active flow was taken."""
-        return self.kind in ("proposal_accepted", "guarded_override", "guarded_fallback")
+        return self.kind in ("proposal_accepted", "guarded_override", "guarded_fallback", "chained")
 
 
 class ContextChange(_Data):
@@ -153,6 +154,13 @@ class ContextChange(_Data):
     previous: Any = None
     applied: bool
     reason: str = Field(description="'set', 'corrected', 'removed', or why it was dropped.")
+    rule: str | None = Field(
+        default=None,
+        description=(
+            "For a refused value, the rule it broke: type, enum, format, pattern, length, range, items, "
+            "ungrounded, not_writable or undeclared (None for other drops)."
+        ),
+    )
 
 
 class LLMCallRecord(_Data):
@@ -181,6 +189,13 @@ class TurnRecord(_Data):
     context_changes: list[ContextChange] = Field(default_factory=list)
     evaluations: list[TransitionEvaluation] = Field(default_factory=list)
     verdict: Verdict
+    chained: list[Verdict] = Field(
+        default_factory=list,
+        description=(
+            "Guarded transitions followed after the verdict, in order (forms filled in one turn); "
+            "state_after is where the last one led."
+        ),
+    )
     llm_calls: list[LLMCallRecord] = Field(default_factory=list)
     reply: str
     started_at: float

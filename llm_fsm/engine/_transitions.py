@@ -117,11 +117,28 @@ def decide(
     current_state: str,
     data: Mapping[str, Any],
     proposal: str | None,
+    *,
+    guards_fire: bool = True,
+    refused_targets: frozenset[str] = frozenset(),
 ) -> tuple[Verdict, list[TransitionEvaluation]]:
-    """Apply the decision rule. ``proposal`` None, empty, or the current state means 'stay'."""
+    """Apply the decision rule. ``proposal`` None, empty, or the current state means 'stay'.
+
+    ``guards_fire=False`` keeps guarded transitions from firing on their own (a confirmation step
+    moves on the user's yes or no, not because its data is complete); ``refused_targets`` are
+    states the proposal may not name in this route (the confirmation's ``on_yes`` without a yes).
+    """
     state = definition.get_state(current_state)
     evaluations = evaluate_transitions(definition, state, data)
-    best_guarded = _best([e for e in evaluations if e.guarded and e.eligible])
+    if proposal in refused_targets:
+        return (
+            Verdict(
+                kind="stay_rejected",
+                target_state=current_state,
+                reason=f"proposal {proposal!r} rejected: this is a confirmation step and the user did not confirm",
+            ),
+            evaluations,
+        )
+    best_guarded = _best([e for e in evaluations if e.guarded and e.eligible]) if guards_fire else None
     wants_move = bool(proposal) and proposal != current_state
     proposal = proposal or ""
 

@@ -41,6 +41,7 @@ from llm_fsm.engine._records import (
 )
 from llm_fsm.engine._reply_schema import response_json_schema
 from llm_fsm.engine._transitions import decide, evaluate_condition
+from llm_fsm.engine._values import MASK, REASK_RULES, Grounding, KeyPolicy, grounding_texts
 from llm_fsm.errors import DefinitionError, FlowError, InvalidTransitionError
 
 DEFAULT_MAX_TRACE_EVENTS = 100
@@ -58,6 +59,10 @@ class EngineConfig:
     max_processed_message_ids: int = DEFAULT_MAX_PROCESSED_MESSAGE_IDS
     max_completed_flows: int = DEFAULT_MAX_COMPLETED_FLOWS
     max_flow_depth: int = DEFAULT_MAX_FLOW_DEPTH
+    max_chained_transitions: int = 5
+    """Guarded transitions followed in one turn after its move, when the state reached already has its data
+    (0 turns chaining off). Never through a confirmation step, a terminal state or a state with
+    ``auto_advance: false``; never a judgment transition."""
     strict: bool = False
     """Raise InvalidTransitionError when the model proposes a transition that is refused."""
 
@@ -136,10 +141,66 @@ def _hook(name: str, instance: FSMInstance, **fields: Any) -> CallHook:
     )
 
 
-def _apply_application(instance: FSMInstance, additions: Any, config: EngineConfig, hook: str) -> list[ContextChange]:
+def _policy(definition: FSMDefinition, grounding: Grounding | None = None) -> KeyPolicy | None:
+    """The declarations' policy, or None for a definition that declares nothing (today's behaviour, at no cost)."""
+    if not definition.context_keys and definition.additional_keys:
+        return None
+    return KeyPolicy(definition, grounding)
+
+
+def _grounding(instance: FSMInstance, message: str) -> Grounding:
+    """What a grounded value may be taken from: the user's stored messages, this one, and the last reply."""
+    exchanges = instance.context.conversation.exchanges
+    users = [entry["user"] for entry in exchanges if "user" in entry]
+    offer = next((entry["assistant"] for entry in reversed(exchanges) if "assistant" in entry), None)
+    return Grounding(grounding_texts(users, message, offer))
+
+
+def _redact(definition: FSMDefinition, data: dict[str, Any], *texts: str) -> list[str]:
+    """``texts`` with the stored values of sensitive keys masked: the explain record quotes the user."""
+    secrets = [
+        str(value)
+        for key, declaration in (definition.context_keys or {}).items()
+        if declaration.sensitive and isinstance(value := data.get(key), (str, int, float)) and len(str(value)) >= 3
+    ]
+    out = []
+    for text in texts:
+        for secret in secrets:
+            text = text.replace(secret, MASK)
+        out.append(text)
+    return out
+
+
+def _reask_note(definition: FSMDefinition, refused: list[ContextChange]) -> str | None:
+    """The instruction to ask again for values that were refused, saying what was wrong with each."""
+    lines = []
+    for change in refused:
+        found = definition.declaration_for(change.key)
+        declaration = found[1] if found else None
+        label = declaration.label(change.key) if declaration else change.key
+        why = (declaration.invalid_message if declaration else None) or change.reason
+        lines.append(f"- {label}: {why}")
+    if not lines:
+        return None
+    return (
+        "These values were NOT accepted and are not stored:\n"
+        + "\n".join(lines)
+        + "\nDo not treat them as known. Say briefly what was wrong and ask the user for them again."
+    )
+
+
+def _apply_application(
+    definition: FSMDefinition, instance: FSMInstance, additions: Any, config: EngineConfig, hook: str
+) -> list[ContextChange]:
     if not additions:
         return []
-    changes = apply_update(instance.context.data, additions, source="application", max_bytes=config.max_context_bytes)
+    changes = apply_update(
+        instance.context.data,
+        additions,
+        source="application",
+        max_bytes=config.max_context_bytes,
+        policy=_policy(definition),
+    )
     if changes:
         _trace(instance, config, "context_update", source=f"application:{hook}", keys=[c.key for c in changes])
     return changes
@@ -233,10 +294,10 @@ def run_opening(
     ``schema_sent`` (here and in ``run_turn``): the LLM interface sends the reply
     schema as ``response_format``, so prompts need no format example.
     """
-    changes = _apply_application(instance, initial_context, config, "initial_context")
+    changes = _apply_application(definition, instance, initial_context, config, "initial_context")
     _trace(instance, config, "start", state=instance.current_state, fsm_id=instance.fsm_id)
     additions = yield _hook("on_start", instance)
-    changes += _apply_application(instance, additions, config, "on_start")
+    changes += _apply_application(definition, instance, additions, config, "on_start")
     state = definition.get_state(instance.current_state)
     result: LLMResult = yield CallLLM(
         _request(
@@ -271,9 +332,21 @@ def _stay_rejected(state_id: str, reason: str) -> Verdict:
 
 
 def _decide_transition(
-    definition: FSMDefinition, state_id: str, data: dict[str, Any], proposal: str | None
+    definition: FSMDefinition, state_id: str, data: dict[str, Any], proposal: str | None, *, confirming: bool = False
 ) -> _Decision:
-    verdict, evaluations = decide(definition, state_id, data, proposal)
+    state = definition.get_state(state_id)
+    if state.confirmation is not None and not confirming:
+        # Outside the yes/no routes a confirmation step only moves where the model proposes, and never to on_yes.
+        verdict, evaluations = decide(
+            definition,
+            state_id,
+            data,
+            proposal,
+            guards_fire=False,
+            refused_targets=frozenset({state.confirmation.on_yes}),
+        )
+    else:
+        verdict, evaluations = decide(definition, state_id, data, proposal)
     moved_elsewhere = verdict.target_state != (proposal or state_id)
     note = None
     if verdict.kind in ("guarded_override", "guarded_fallback", "stay_rejected") or moved_elsewhere:
@@ -406,7 +479,7 @@ def _confirmation(
     confirmation = state.confirmation
     assert confirmation is not None
     if intent == "confirm":
-        return _decide_transition(definition, state.id, instance.context.data, confirmation.on_yes)
+        return _decide_transition(definition, state.id, instance.context.data, confirmation.on_yes, confirming=True)
     if corrected:
         verdict = Verdict(
             kind="stay", target_state=state.id, reason="values changed during confirmation; confirming again"
@@ -416,7 +489,7 @@ def _confirmation(
     if confirmation.on_no == "cancel":
         return (yield from _cancel(definition, instance, config, state.id))
     if confirmation.on_no:
-        return _decide_transition(definition, state.id, instance.context.data, confirmation.on_no)
+        return _decide_transition(definition, state.id, instance.context.data, confirmation.on_no, confirming=True)
     verdict = Verdict(kind="stay", target_state=state.id, reason="the user said no; asking what to change")
     return _Decision(verdict, note=None if not proposal or proposal == state.id else _decision_note(verdict, state))
 
@@ -435,6 +508,48 @@ def _digression(definition: FSMDefinition, instance: FSMInstance, config: Engine
             "then steer back to the current purpose and repeat its question."
         )
     return _Decision(verdict, note=note)
+
+
+def _chain(
+    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, message: str
+) -> Generator[Effect, Any, tuple[list[Verdict], list[ContextChange]]]:
+    """Follow guarded transitions that already hold from the state the turn reached (forms filled in one turn).
+
+    Only the engine's own kind of move: a guarded transition whose conditions hold, the one ``decide`` picks with
+    no proposal. Stops at a confirmation step (the user must say yes), a terminal state, a state with
+    ``auto_advance: false``, a state already visited this turn, or after ``max_chained_transitions`` steps.
+    """
+    steps: list[Verdict] = []
+    changes: list[ContextChange] = []
+    visited = {instance.current_state}
+    while len(steps) < config.max_chained_transitions and instance.status == "active":
+        state = definition.get_state(instance.current_state)
+        if state.is_terminal or state.confirmation is not None or not state.auto_advance:
+            break
+        verdict, _ = decide(definition, state.id, instance.context.data, None)
+        if not verdict.moved or verdict.target_state in visited:
+            break
+        step = Verdict(
+            kind="chained",
+            target_state=verdict.target_state,
+            reason=f"from {state.id!r}: guarded transition to {verdict.target_state!r} already holds",
+            transition_index=verdict.transition_index,
+        )
+        steps.append(step)
+        visited.add(step.target_state)
+        instance.current_state = step.target_state
+        _trace(
+            instance,
+            config,
+            "transition",
+            source=state.id,
+            target=step.target_state,
+            kind="chained",
+            reason=step.reason,
+        )
+        additions = yield _hook("on_transition", instance, message=message, previous_state=state.id, verdict=step)
+        changes += _apply_application(definition, instance, additions, config, "on_transition")
+    return steps, changes
 
 
 def _complete_finished_flows(
@@ -512,7 +627,9 @@ def run_turn(
     state = definition.get_state(state_before)
     calls: list[LLMCallRecord] = []
 
-    changes = _apply_application(instance, (yield _hook("before_llm", instance, message=message)), config, "before_llm")
+    changes = _apply_application(
+        definition, instance, (yield _hook("before_llm", instance, message=message)), config, "before_llm"
+    )
 
     result: LLMResult = yield CallLLM(
         _request(builder, definition, instance, state, message, "turn", schema_sent=schema_sent)
@@ -526,8 +643,9 @@ def run_turn(
         instance.context.data,
         response.transition.context_update,
         source="model",
-        protected=definition.protected_context_keys or (),
+        protected=definition.application_only_keys,
         max_bytes=config.max_context_bytes,
+        policy=_policy(definition, _grounding(instance, message) if definition.context_keys else None),
     )
     changes += model_changes
     if model_changes:
@@ -540,7 +658,7 @@ def run_turn(
             dropped={c.key: c.reason for c in model_changes if not c.applied},
         )
     additions = yield _hook("after_context_update", instance, message=message)
-    changes += _apply_application(instance, additions, config, "after_context_update")
+    changes += _apply_application(definition, instance, additions, config, "after_context_update")
     if intent != "digression":
         instance.consecutive_digressions = 0
 
@@ -563,6 +681,7 @@ def run_turn(
         raise InvalidTransitionError(verdict.reason, explanation=decision.evaluations)
     active = decision.definition or definition
     note = decision.note
+    chained: list[Verdict] = []
 
     if verdict.moved:
         instance.current_state = verdict.target_state
@@ -578,7 +697,12 @@ def run_turn(
         additions = yield _hook(
             "on_transition", instance, message=message, previous_state=state_before, verdict=verdict
         )
-        changes += _apply_application(instance, additions, config, "on_transition")
+        changes += _apply_application(active, instance, additions, config, "on_transition")
+        if decision.definition is None:
+            chained, chain_changes = yield from _chain(active, instance, config, message)
+            changes += chain_changes
+            if chained:
+                note = _decision_note(chained[-1], active.get_state(instance.current_state))
     elif verdict.kind == "stay_rejected":
         _trace(instance, config, "rejection", proposal=proposal, intent=intent, reason=verdict.reason)
 
@@ -589,6 +713,9 @@ def run_turn(
 
     reply = response.message
     new_state = active.get_state(instance.current_state)
+    reask = _reask_note(definition, [c for c in model_changes if not c.applied and c.rule in REASK_RULES])
+    if reask is not None:
+        note = reask if note is None else f"{note}\n{reask}"
     if note is not None and instance.status == "active":
         # The model wrote its reply for a situation the engine did not accept: ask again for
         # the state actually reached, so the user never reads a reply meant for another state.
@@ -613,7 +740,7 @@ def run_turn(
         _trace(instance, config, "end", state=new_state.id)
     if instance.status != "active":
         additions = yield _hook("on_end", instance, message=message, previous_state=state_before, verdict=verdict)
-        changes += _apply_application(instance, additions, config, "on_end")
+        changes += _apply_application(active, instance, additions, config, "on_end")
 
     conversation = instance.context.conversation
     conversation.add_user_message(message)
@@ -621,10 +748,11 @@ def run_turn(
     _prune_transcript(instance, config)
 
     instance.turn_count += 1
+    shown_message, shown_reply = _redact(definition, instance.context.data, message, reply)
     record = TurnRecord(
         index=instance.turn_count,
         message_id=message_id,
-        user_message=message,
+        user_message=shown_message,
         intent=intent,
         state_before=state_before,
         state_after=instance.current_state,
@@ -634,8 +762,9 @@ def run_turn(
         context_changes=changes,
         evaluations=decision.evaluations,
         verdict=verdict,
+        chained=chained,
         llm_calls=calls,
-        reply=reply,
+        reply=shown_reply,
         started_at=started,
         finished_at=now(),
     )

@@ -83,6 +83,8 @@ def _kind(annotation: Any) -> tuple[int, Any]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return _MODEL, annotation
     args = typing.get_args(annotation)
+    if origin in (list, dict) and args and args[-1] is Any:
+        return _SCALAR, None  # items of any value cannot fail: one error at most, for the container itself
     if origin is list and args:
         inner, model = _kind(args[0])
         if inner == _MODEL:

@@ -89,6 +89,12 @@ class DefinitionCoverage:
             index = record.verdict.transition_index
             if index is not None and record.verdict.moved:
                 self.take(record.state_before, index)
+                source = record.verdict.target_state
+                for step in record.chained:  # transitions followed in the same turn count as taken
+                    self.visit(source)
+                    if step.transition_index is not None:
+                        self.take(source, step.transition_index)
+                    source = step.target_state
             if record.state_after != record.state_before:
                 self.visit(record.state_after)
 

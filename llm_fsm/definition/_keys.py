@@ -1,0 +1,184 @@
+"""Declared context keys: what a value may be, who may write it, and how it is shown.
+
+A definition may declare the keys its conversation carries. A declaration is a
+small JSON Schema subset (the part form bots need: type, enum, pattern, format,
+bounds, list items) plus the fields only a conversation engine needs: where a
+value may come from (``grounded``, ``writable_by``), how it is spoken about
+(``display_name``, ``synonyms``, ``invalid_message``) and whether it may be
+shown (``sensitive``). The engine checks every write against it
+(``llm_fsm.engine._values``); the reply schema carries it, so constrained
+decoding enforces the same rules before any check; lint reads it to type-check
+conditions.
+
+Names are snake_case like the rest of the format (``min_length``, not JSON
+Schema's ``minLength``); lint points at the JSON Schema spelling when it sees one.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+
+KeyType = Literal["string", "integer", "number", "boolean", "array", "object"]
+KeyFormat = Literal["email", "phone", "date", "time", "date-time", "uri", "uuid"]
+
+FORMATS: tuple[str, ...] = ("email", "phone", "date", "time", "date-time", "uri", "uuid")
+
+#: formats whose values are copied from what the user said (so grounded by default); the others are derived
+#: (a date from "next Friday", a time from "half past seven")
+_COPIED_FORMATS = frozenset({"email", "phone", "uri", "uuid"})
+
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+}
+
+
+def json_type_matches(type_name: str, value: Any) -> bool:
+    """Is ``value`` of JSON Schema type ``type_name``? (booleans are not numbers; 5.0 is an integer)"""
+    if isinstance(value, bool):
+        return type_name == "boolean"
+    if type_name == "integer":
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    return isinstance(value, _PYTHON_TYPES[type_name])
+
+
+class KeyDeclaration(BaseModel):
+    """One declared context key (or, under ``items``, the items of a list key)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    type: KeyType = Field(default="string", description="JSON type of the value (default string).")
+    description: str | None = Field(default=None, description="What the value is; shown to the model beside the key.")
+    examples: list[Any] | None = Field(default=None, description="Example values, shown to the model (never stored).")
+    enum: list[Any] | None = Field(
+        default=None,
+        description=(
+            "The allowed values. The model's value is matched case-insensitively (and through `synonyms`) "
+            "and stored in the spelling given here."
+        ),
+    )
+    synonyms: dict[str, Any] | None = Field(
+        default=None,
+        description='Other ways to say an enum value: {"NYC": "New York"}. Each maps to one of `enum`.',
+    )
+    pattern: str | None = Field(
+        default=None, description="A regular expression a string value must match (searched, as in JSON Schema)."
+    )
+    format: KeyFormat | None = Field(
+        default=None,
+        description=(
+            "A string format: email, phone, date (stored as YYYY-MM-DD), time (HH:MM, 24 h), "
+            "date-time (ISO 8601), uri, uuid. Common spellings are normalised to the stored form."
+        ),
+    )
+    minimum: float | None = Field(default=None, description="Smallest allowed number (inclusive).")
+    maximum: float | None = Field(default=None, description="Largest allowed number (inclusive).")
+    min_length: int | None = Field(default=None, ge=0, description="Fewest characters of a string value.")
+    max_length: int | None = Field(default=None, ge=0, description="Most characters of a string value.")
+    items: KeyDeclaration | None = Field(
+        default=None, description="Declaration every item of a list (type: array) must satisfy."
+    )
+    min_items: int | None = Field(default=None, ge=0, description="Fewest items of a list value.")
+    max_items: int | None = Field(default=None, ge=0, description="Most items of a list value.")
+    grounded: StrictBool | None = Field(
+        default=None,
+        description=(
+            "Refuse a model value the user never said (docs/definition-format.md, 'Grounding'). Default: true "
+            "for free-text strings and for email, phone, uri and uuid; false for enums, dates, times, numbers, "
+            "booleans and lists."
+        ),
+    )
+    writable_by: Literal["model", "application"] = Field(
+        default="model",
+        description=(
+            "Who may write the key: model (from the conversation; the application may too) or application "
+            "only (hooks, update_context, initial context; the model's writes are dropped)."
+        ),
+    )
+    sensitive: StrictBool = Field(
+        default=False,
+        description=(
+            "Mask the value wherever the library shows or logs data (explain, trace, CLI); it is still "
+            "stored and still given to the model."
+        ),
+    )
+    invalid_message: str | None = Field(
+        default=None, description="What the assistant tells the user when a value for this key is refused."
+    )
+    display_name: str | None = Field(
+        default=None, description="How the key is named to the user, e.g. in a confirmation read-back."
+    )
+
+    @model_validator(mode="after")
+    def _coherent(self) -> KeyDeclaration:
+        # Checked at load time so a typo in a declaration fails the file, not a conversation.
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {self.pattern!r} does not compile: {exc}") from None
+        if self.enum is not None:
+            if not self.enum:
+                raise ValueError("enum must list at least one value")
+            wrong = [v for v in self.enum if not json_type_matches(self.type, v)]
+            if wrong:
+                raise ValueError(f"enum values {wrong!r} are not of type {self.type}")
+        if self.synonyms:
+            if self.enum is None:
+                raise ValueError("synonyms need an enum: each synonym names one of its values")
+            unknown = [v for v in self.synonyms.values() if v not in self.enum]
+            if unknown:
+                raise ValueError(f"synonyms map to values not in enum: {unknown!r}")
+        if self.format is not None and self.type != "string":
+            raise ValueError(f"format {self.format!r} applies to strings, not {self.type}")
+        for low, high in (("minimum", "maximum"), ("min_length", "max_length"), ("min_items", "max_items")):
+            a, b = getattr(self, low), getattr(self, high)
+            if a is not None and b is not None and a > b:
+                raise ValueError(f"{low} ({a}) is greater than {high} ({b})")
+        if self.items is not None and self.type != "array":
+            raise ValueError(f"items applies to lists (type: array), not {self.type}")
+        return self
+
+    @property
+    def is_grounded(self) -> bool:
+        """Whether a model value must be supported by what the user said (the documented default applies)."""
+        if self.grounded is not None:
+            return self.grounded
+        if self.type != "string" or self.enum is not None:
+            return False
+        return self.format is None or self.format in _COPIED_FORMATS
+
+    @functools.cached_property
+    def compiled_pattern(self) -> re.Pattern[str] | None:
+        return re.compile(self.pattern) if self.pattern is not None else None
+
+    @functools.cached_property
+    def enum_lookup(self) -> dict[str, Any]:
+        """Folded spelling → canonical enum value, synonyms included (for normalising model values)."""
+        table: dict[str, Any] = {}
+        for value in self.enum or ():
+            if isinstance(value, str):
+                table.setdefault(fold(value), value)
+        for alias, value in (self.synonyms or {}).items():
+            table.setdefault(fold(alias), value)
+        return table
+
+    def label(self, key: str) -> str:
+        """How the key is named to people."""
+        return self.display_name or key.replace("_", " ")
+
+
+def fold(text: str) -> str:
+    """Case- and spacing-insensitive form used to match enum values and synonyms."""
+    return " ".join(text.casefold().split())
+
+
+__all__ = ["FORMATS", "KeyDeclaration", "KeyFormat", "KeyType", "fold", "json_type_matches"]

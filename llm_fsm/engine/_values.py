@@ -1,0 +1,393 @@
+"""Checking a value against its declaration: normalise, validate, ground.
+
+A model's value is a guess until checked. Three steps, each pure:
+
+1. **Normalise** what is unambiguous: trim; enum values matched case- and
+   spacing-insensitively and through synonyms to their canonical spelling;
+   numeric strings to numbers for numeric keys; common yes/no words for
+   booleans; dates, times and emails to one stored form. Nothing is guessed
+   (``03/04/2027`` is not a date: day and month are ambiguous).
+2. **Validate** against the declaration: type, enum, format, pattern, length,
+   range, list items. The first failure is the reason.
+3. **Ground** (model writes of grounded keys only): the value must be
+   supported by what the user said. The rule, documented in
+   docs/definition-format.md: split the value and the user's messages into
+   words and digit runs (Unicode-normalised, case-folded); every word of the
+   value must be a word the user used (or its singular/plural), and the
+   value's digits, run together, must appear in the digits of one message run
+   together (so ``555-1234`` is supported by "555 1234"). The assistant's
+   message the user is answering counts too: a value the assistant offered
+   and the user accepted ("Akiko's at 7?" — "yes") is grounded.
+
+A refused value is never stored; the caller records the ``Refusal``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
+from llm_fsm.definition._model import FSMDefinition
+
+Rule = Literal[
+    "type", "enum", "format", "pattern", "length", "range", "items", "ungrounded", "not_writable", "undeclared"
+]
+
+#: rules whose refusal makes the assistant ask again (the others are silent: the model wrote where it may not)
+REASK_RULES: frozenset[str] = frozenset({"type", "enum", "format", "pattern", "length", "range", "items", "ungrounded"})
+
+MASK = "***"
+"""What a sensitive value is shown as."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a value was not stored: the rule it broke and a sentence for people."""
+
+    rule: Rule
+    reason: str
+
+
+# --- normalising ---------------------------------------------------------------------------------
+
+_TRUE = frozenset({"yes", "y", "true", "t", "1", "yeah", "yep", "yup", "sure", "correct", "right", "ok", "okay"})
+_FALSE = frozenset({"no", "n", "false", "f", "0", "nope", "nah", "incorrect", "wrong"})
+_NUMBER = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[+-]?\.\d+")
+_CURRENCY = "$€£¥"
+
+
+def _to_number(text: str) -> int | float | None:
+    cleaned = text.strip().strip(_CURRENCY).strip()
+    if not _NUMBER.fullmatch(cleaned):
+        return None
+    cleaned = cleaned.replace(",", "")
+    number = float(cleaned)
+    if not math.isfinite(number):
+        return None
+    return int(cleaned) if re.fullmatch(r"[+-]?\d+", cleaned) else number
+
+
+_MONTHS = {
+    name: index
+    for index, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ],
+        start=1,
+    )
+    for name in names
+}
+_WEEKDAY = r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|sat|sun)\.?,?\s+"
+_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
+_DAY_MONTH_YEAR = re.compile(rf"(?:{_WEEKDAY})?(?:the\s+)?{_ORDINAL}(?:\s+of)?\s+([a-z]+)\.?,?\s+(\d{{4}})")
+_MONTH_DAY_YEAR = re.compile(rf"(?:{_WEEKDAY})?([a-z]+)\.?\s+{_ORDINAL},?\s+(\d{{4}})")
+_YEAR_MONTH_DAY = re.compile(r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})")
+_TIME_24 = re.compile(r"(\d{1,2})[:.h](\d{2})(?::(\d{2}))?(?:\s*h(?:rs)?)?")
+_TIME_12 = re.compile(r"(\d{1,2})(?:[:.](\d{2}))?\s*([ap])\.?\s*m\.?")
+
+
+def _date(text: str) -> str | None:
+    folded = fold(text)
+    year = month = day = None
+    if match := _YEAR_MONTH_DAY.fullmatch(folded):
+        year, month, day = int(match[1]), int(match[2]), int(match[3])
+    elif match := _DAY_MONTH_YEAR.fullmatch(folded):
+        day, month, year = int(match[1]), _MONTHS.get(match[2]), int(match[3])
+    elif match := _MONTH_DAY_YEAR.fullmatch(folded):
+        month, day, year = _MONTHS.get(match[1]), int(match[2]), int(match[3])
+    if year is None or month is None or day is None:
+        return None
+    try:
+        return dt.date(year, month, day).isoformat()
+    except ValueError:
+        return None
+
+
+def _time(text: str) -> str | None:
+    folded = fold(text)
+    if folded in ("noon", "midday"):
+        return "12:00"
+    if folded == "midnight":
+        return "00:00"
+    hour = minute = None
+    second: int | None = None
+    if match := _TIME_24.fullmatch(folded):
+        hour, minute = int(match[1]), int(match[2])
+        second = int(match[3]) if match[3] else None
+    elif match := _TIME_12.fullmatch(folded):
+        hour, minute = int(match[1]), int(match[2] or 0)
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if match[3] == "p" else 0)
+    if hour is None or minute is None or hour > 23 or minute > 59 or (second is not None and second > 59):
+        return None
+    return f"{hour:02d}:{minute:02d}" + (f":{second:02d}" if second else "")
+
+
+def _date_time(text: str) -> str | None:
+    candidate = text.strip().replace(" ", "T", 1)
+    if candidate.endswith(("Z", "z")):
+        candidate = candidate[:-1] + "+00:00"
+    try:
+        return dt.datetime.fromisoformat(candidate).isoformat()
+    except ValueError:
+        return None
+
+
+def _email(text: str) -> str:
+    cleaned = text.strip().strip("<>").strip()
+    if cleaned.lower().startswith("mailto:"):
+        cleaned = cleaned[7:]
+    local, at, domain = cleaned.rpartition("@")
+    return f"{local}@{domain.lower()}" if at else cleaned
+
+
+_NORMALISE_FORMAT = {"date": _date, "time": _time, "date-time": _date_time}
+
+
+def normalise(declaration: KeyDeclaration, value: Any) -> Any:
+    """The value in its stored form where that is unambiguous; otherwise the value as given (validation decides)."""
+    kind = declaration.type
+    if isinstance(value, str):
+        value = value.strip()
+        if declaration.enum is not None:
+            found = declaration.enum_lookup.get(fold(value.rstrip(".!")))
+            if found is not None:
+                return found
+        if kind in ("integer", "number"):
+            number = _to_number(value)
+            if number is not None:
+                value = number
+        elif kind == "boolean":
+            word = fold(value).rstrip(".!")
+            if word in _TRUE:
+                return True
+            if word in _FALSE:
+                return False
+        elif kind == "array":
+            value = [value]
+        elif declaration.format in _NORMALISE_FORMAT:
+            return _NORMALISE_FORMAT[declaration.format](value) or value
+        elif declaration.format == "email":
+            return _email(value)
+        elif declaration.format == "uuid":
+            return value.lower()
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if kind == "string" and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)  # a zip code or a flight number the model wrote as a number
+    if kind == "boolean" and type(value) is int and value in (0, 1):
+        return bool(value)
+    if kind == "array":
+        if isinstance(value, (str, int, float, bool)):
+            value = [value]
+        if isinstance(value, list) and declaration.items is not None:
+            return [normalise(declaration.items, item) for item in value]
+    return value
+
+
+# --- validating ----------------------------------------------------------------------------------
+
+_EMAIL = re.compile(r"[A-Za-z0-9._%+\-']+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
+_PHONE = re.compile(r"\+?[0-9 ()./\-]{7,25}")
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:(?://)?[^\s]+")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_ISO_TIME = re.compile(r"\d{2}:\d{2}(?::\d{2})?")
+
+
+def _format_ok(name: str, text: str) -> bool:
+    if name == "email":
+        return _EMAIL.fullmatch(text) is not None
+    if name == "phone":
+        return _PHONE.fullmatch(text) is not None and 7 <= sum(c.isdigit() for c in text) <= 15
+    if name == "uri":
+        return _URI.fullmatch(text) is not None
+    if name == "uuid":
+        return _UUID.fullmatch(text) is not None
+    if name == "date":
+        return _ISO_DATE.fullmatch(text) is not None and _date(text) == text
+    if name == "time":
+        return _ISO_TIME.fullmatch(text) is not None and _time(text) is not None
+    if name == "date-time":
+        return _date_time(text) is not None
+    return True
+
+
+_FORMAT_HINT = {
+    "email": "an email address",
+    "phone": "a phone number",
+    "uri": "a web address (URI)",
+    "uuid": "a UUID",
+    "date": "a date (YYYY-MM-DD)",
+    "time": "a time (HH:MM)",
+    "date-time": "a date and time (ISO 8601)",
+}
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check(declaration: KeyDeclaration, value: Any, *, shown: Any = None) -> Refusal | None:
+    """Why ``value`` breaks ``declaration``, or None. ``shown`` replaces the value in reasons (masking)."""
+    label = _short(value) if shown is None else shown
+    if not json_type_matches(declaration.type, value):
+        return Refusal("type", f"{label} is not of type {declaration.type}")
+    if declaration.enum is not None and value not in declaration.enum:
+        allowed = ", ".join(map(str, declaration.enum[:12])) + (", ..." if len(declaration.enum) > 12 else "")
+        return Refusal("enum", f"{label} is not one of the allowed values ({allowed})")
+    if isinstance(value, str):
+        if declaration.format is not None and not _format_ok(declaration.format, value):
+            return Refusal("format", f"{label} is not {_FORMAT_HINT[declaration.format]}")
+        pattern = declaration.compiled_pattern
+        if pattern is not None and pattern.search(value) is None:
+            return Refusal("pattern", f"{label} does not match the pattern {declaration.pattern!r}")
+        if declaration.min_length is not None and len(value) < declaration.min_length:
+            return Refusal("length", f"{label} is shorter than {declaration.min_length} characters")
+        if declaration.max_length is not None and len(value) > declaration.max_length:
+            return Refusal("length", f"{label} is longer than {declaration.max_length} characters")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if declaration.minimum is not None and value < declaration.minimum:
+            return Refusal("range", f"{label} is less than {_number(declaration.minimum)}")
+        if declaration.maximum is not None and value > declaration.maximum:
+            return Refusal("range", f"{label} is more than {_number(declaration.maximum)}")
+    if isinstance(value, list):
+        if declaration.min_items is not None and len(value) < declaration.min_items:
+            return Refusal("items", f"{label} has fewer than {declaration.min_items} items")
+        if declaration.max_items is not None and len(value) > declaration.max_items:
+            return Refusal("items", f"{label} has more than {declaration.max_items} items")
+        if declaration.items is not None:
+            for position, item in enumerate(value):
+                problem = check(declaration.items, item, shown=None if shown is None else shown)
+                if problem is not None:
+                    return Refusal(problem.rule, f"item {position + 1}: {problem.reason}")
+    return None
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+# --- grounding -----------------------------------------------------------------------------------
+
+_WORD = re.compile(r"\d+|[^\W\d_]+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+class Grounding:
+    """What the user said (and the offer they answered), prepared once per turn for many look-ups."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        self.words: set[str] = set()
+        self.digit_runs: list[str] = []
+        for text in texts:
+            words = _words(text)
+            self.words.update(w for w in words if not w.isdigit())
+            self.digit_runs.append("".join(w for w in words if w.isdigit()))
+
+    def _has_word(self, word: str) -> bool:
+        if word in self.words:
+            return True
+        if word.endswith("s") and word[:-1] in self.words:
+            return True
+        return word + "s" in self.words or word + "es" in self.words
+
+    def supports(self, value: Any, declaration: KeyDeclaration | None = None) -> bool:
+        """Whether ``value`` is supported by the texts (an enum value also through its synonyms)."""
+        if isinstance(value, list):
+            return all(self.supports(item, declaration.items if declaration else None) for item in value)
+        if isinstance(value, bool) or value is None or isinstance(value, dict):
+            return True  # nothing to look for: booleans and objects are judged by their declaration only
+        spellings = [str(value)]
+        if declaration is not None and declaration.synonyms:
+            spellings += [alias for alias, target in declaration.synonyms.items() if target == value]
+        return any(self._supports_text(spelling) for spelling in spellings)
+
+    def _supports_text(self, text: str) -> bool:
+        words = _words(text)
+        if not words:
+            return False
+        if not all(self._has_word(w) for w in words if not w.isdigit()):
+            return False
+        digits = "".join(w for w in words if w.isdigit())
+        return not digits or any(digits in run for run in self.digit_runs)
+
+
+def grounding_texts(user_messages: Sequence[str], message: str, offer: str | None) -> list[str]:
+    """The texts a grounded value may come from: the user's messages, this one, and the offer being answered."""
+    return [*user_messages, message, *([offer] if offer else [])]
+
+
+# --- the policy a write goes through ------------------------------------------------------------
+
+
+class KeyPolicy:
+    """A definition's declarations applied to one write at a time (built per update; cheap).
+
+    ``grounding`` is given for model writes only: the application's values need no witness.
+    """
+
+    def __init__(self, definition: FSMDefinition, grounding: Grounding | None = None) -> None:
+        self.definition = definition
+        self.grounding = grounding
+
+    def is_sensitive(self, path: str) -> bool:
+        found = self.definition.declaration_for(path)
+        return found is not None and found[1].sensitive
+
+    def vet(self, path: str, value: Any, *, model: bool) -> tuple[Any, Refusal | None]:
+        """The value to store (normalised), or why it may not be stored."""
+        found = self.definition.declaration_for(path)
+        if found is None:
+            if model and not self.definition.additional_keys and not self.definition.is_declared_path(path):
+                return value, Refusal("undeclared", f"{path!r} is not a declared key")
+            return value, None
+        declared, declaration = found
+        shown = MASK if declaration.sensitive else None
+        if declared != path:
+            if declaration.type == "object":
+                return value, None
+            return value, Refusal("type", f"{declared!r} is declared as {declaration.type}, not an object")
+        value = normalise(declaration, value)
+        problem = check(declaration, value, shown=shown)
+        if problem is not None:
+            return value, problem
+        grounding = self.grounding if model and declaration.is_grounded else None
+        if grounding is not None and not grounding.supports(value, declaration):
+            return value, Refusal("ungrounded", f"{shown or _short(value)} is not something the user said")
+        return value, None
+
+
+__all__ = [
+    "MASK",
+    "KeyPolicy",
+    "REASK_RULES",
+    "Grounding",
+    "Refusal",
+    "Rule",
+    "check",
+    "grounding_texts",
+    "normalise",
+]

@@ -1,0 +1,313 @@
+"""Declared context keys: what the model writes is normalised, validated and grounded before it is stored.
+
+The engine already guarantees where a conversation goes; these are the guarantees about what it carries.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from llm_fsm.definition import FSMDefinition
+from llm_fsm.definition._keys import KeyDeclaration
+from llm_fsm.engine._values import MASK, Grounding, check, normalise
+from llm_fsm.errors import ContextValidationError, DefinitionError
+from llm_fsm.llm.fakes import FunctionLLM
+from llm_fsm.loading import load_fsm_definition
+from llm_fsm.manager import FSMManager
+
+KEYS: dict[str, Any] = {
+    "origin": {
+        "type": "string",
+        "enum": ["Oslo", "London", "Paris", "New York"],
+        "synonyms": {"NYC": "New York"},
+        "display_name": "departure city",
+    },
+    "email": {"type": "string", "format": "email", "invalid_message": "That doesn't look like an email address."},
+    "name": {"type": "string"},
+    "age": {"type": "integer", "minimum": 0, "maximum": 130},
+    "date": {"type": "string", "format": "date"},
+    "price": {"type": "number", "writable_by": "application"},
+    "card": {"type": "string", "pattern": "^[0-9 ]{12,23}$", "sensitive": True},
+    "newsletter": {"type": "boolean"},
+}
+
+
+def form(keys: dict[str, Any] | None = KEYS, **extra: Any) -> FSMDefinition:
+    return FSMDefinition.model_validate(
+        {
+            "name": "form",
+            "description": "d",
+            "initial_state": "ask",
+            **({"context_keys": keys} if keys is not None else {}),
+            **extra,
+            "states": {
+                "ask": {
+                    "id": "ask",
+                    "description": "ask",
+                    "purpose": "collect",
+                    "required_context_keys": list(keys or ()),
+                    "transitions": [{"target_state": "ask", "description": "again"}],
+                }
+            },
+        }
+    )
+
+
+class Model:
+    """A fake model writing a given update on the turn call, and recording every request."""
+
+    def __init__(self, update: dict[str, Any]) -> None:
+        self.update = update
+        self.requests: list[Any] = []
+
+    def __call__(self, request: Any) -> dict[str, Any]:
+        self.requests.append(request)
+        if request.purpose == "turn":
+            return {"transition": {"target_state": "ask", "context_update": self.update}, "message": "turn reply"}
+        return {"transition": {"target_state": "ask", "context_update": {}}, "message": f"{request.purpose} reply"}
+
+
+def run(update: dict[str, Any], message: str, definition: FSMDefinition | None = None) -> tuple[FSMManager, str, Model]:
+    model = Model(update)
+    manager = FSMManager(fsm_loader=lambda _id: definition or form(), llm_interface=FunctionLLM(model))
+    cid, _ = manager.start_conversation("form")
+    manager.process_message(cid, message)
+    return manager, cid, model
+
+
+def refused(manager: FSMManager, cid: str) -> dict[str, tuple[str | None, Any]]:
+    return {c.key: (c.rule, c.value) for c in manager.explain(cid).context_changes if not c.applied}
+
+
+# --- declarations load, or fail the file -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("declaration", "words"),
+    [
+        ({"pattern": "(["}, "does not compile"),
+        ({"synonyms": {"a": "b"}}, "synonyms need an enum"),
+        ({"enum": ["x"], "synonyms": {"a": "y"}}, "not in enum"),
+        ({"type": "integer", "enum": ["one"]}, "not of type integer"),
+        ({"type": "integer", "format": "date"}, "applies to strings"),
+        ({"type": "integer", "minimum": 5, "maximum": 1}, "greater than"),
+        ({"type": "string", "items": {"type": "string"}}, "applies to lists"),
+    ],
+)
+def test_an_incoherent_declaration_fails_the_file_at_load_time(
+    tmp_path: Path, declaration: dict[str, Any], words: str
+) -> None:
+    document = form(None).model_dump(mode="json", exclude_defaults=True)
+    document["context_keys"] = {"k": declaration}
+    (tmp_path / "form.json").write_text(json.dumps(document))
+    with pytest.raises(DefinitionError, match=words):
+        load_fsm_definition(str(tmp_path / "form.json"))
+
+
+def test_a_definition_without_declarations_stores_what_the_model_wrote_as_before() -> None:
+    manager, cid, _ = run({"age": "a lot", "anything": "goes"}, "hi", form(None))
+    assert manager.get_conversation_data(cid) == {"age": "a lot", "anything": "goes"}
+
+
+# --- normalising --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "written", "stored"),
+    [
+        ("origin", "  paris ", "Paris"),
+        ("origin", "new   york", "New York"),
+        ("origin", "nyc", "New York"),
+        ("age", "42", 42),
+        ("age", 42.0, 42),
+        ("newsletter", "Yes", True),
+        ("newsletter", "nope", False),
+        ("date", "15 May 2027", "2027-05-15"),
+        ("date", "May 15th, 2027", "2027-05-15"),
+        ("date", "Saturday, the 15th of May 2027", "2027-05-15"),
+        ("email", " <Ada@Example.COM> ", "Ada@example.com"),
+    ],
+)
+def test_unambiguous_spellings_are_stored_in_their_canonical_form(key: str, written: Any, stored: Any) -> None:
+    assert normalise(form().context_keys[key], written) == stored  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("written", "stored"), [("7pm", "19:00"), ("7:30 a.m.", "07:30"), ("19.45", "19:45")])
+def test_times_are_stored_as_24_hour_clock(written: str, stored: str) -> None:
+    assert normalise(KeyDeclaration(format="time"), written) == stored
+
+
+def test_an_ambiguous_date_is_left_for_validation_to_refuse() -> None:
+    declaration = KeyDeclaration(format="date")
+    assert normalise(declaration, "03/04/2027") == "03/04/2027"
+    assert check(declaration, "03/04/2027") is not None
+
+
+# --- validating ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "rule"),
+    [
+        ("origin", "Tokyo", "enum"),
+        ("email", "ada at example", "format"),
+        ("age", 200, "range"),
+        ("age", "forty", "type"),
+        ("card", "1234", "pattern"),
+        ("date", "2027-02-30", "format"),
+        ("newsletter", "maybe", "type"),
+    ],
+)
+def test_a_value_that_breaks_its_declaration_is_refused_with_the_rule(key: str, value: Any, rule: str) -> None:
+    declaration = form().context_keys[key]  # type: ignore[index]
+    problem = check(declaration, normalise(declaration, value))
+    assert problem is not None and problem.rule == rule
+
+
+def test_list_items_are_checked_one_by_one() -> None:
+    declaration = KeyDeclaration(type="array", items=KeyDeclaration(type="integer", maximum=9), max_items=3)
+    assert normalise(declaration, ["1", 2]) == [1, 2]
+    assert check(declaration, [1, 20]).rule == "range"  # type: ignore[union-attr]
+    assert check(declaration, [1, 2, 3, 4]).rule == "items"  # type: ignore[union-attr]
+
+
+# --- the engine: invalid values are not stored, and the user is asked again ------------------------------
+
+
+def test_an_invalid_model_value_is_not_stored_and_the_valid_keys_of_the_update_are() -> None:
+    manager, cid, _ = run({"origin": "Tokyo", "age": "41"}, "I'm 41 and fly from Tokyo")
+    assert manager.get_conversation_data(cid) == {"age": 41}
+    assert refused(manager, cid)["origin"][0] == "enum"
+
+
+def test_a_refused_value_makes_the_reply_ask_again_with_the_declared_message() -> None:
+    manager, cid, model = run({"email": "ada at example"}, "my email is ada at example")
+    regenerate = [r for r in model.requests if r.purpose == "regenerate"]
+    assert len(regenerate) == 1
+    assert "That doesn't look like an email address." in regenerate[0].system_prompt
+    assert manager.get_conversation_history(cid)[-1] == {"assistant": "regenerate reply"}
+
+
+def test_a_turn_with_only_valid_values_needs_no_second_call() -> None:
+    _, _, model = run({"origin": "paris"}, "from Paris")
+    assert [r.purpose for r in model.requests] == ["opening", "turn"]
+
+
+def test_the_model_cannot_write_an_application_key() -> None:
+    manager, cid, _ = run({"price": 1.0}, "make it free")
+    assert "price" not in manager.get_conversation_data(cid)
+    assert refused(manager, cid)["price"][0] == "not_writable"
+
+
+def test_undeclared_keys_are_refused_only_when_the_definition_says_so() -> None:
+    manager, cid, _ = run({"colour": "red"}, "red", form(KEYS))
+    assert manager.get_conversation_data(cid) == {"colour": "red"}
+    manager, cid, _ = run({"colour": "red"}, "red", form(KEYS, additional_keys=False))
+    assert manager.get_conversation_data(cid) == {}
+    assert refused(manager, cid)["colour"][0] == "undeclared"
+
+
+def test_a_sensitive_value_is_stored_but_masked_in_the_explain_record() -> None:
+    manager, cid, _ = run({"card": "4111 1111 1111 1111"}, "card 4111 1111 1111 1111")
+    assert manager.get_conversation_data(cid)["card"] == "4111 1111 1111 1111"
+    (change,) = manager.explain(cid).context_changes
+    assert change.applied and change.value == MASK
+    assert "4111" not in manager.explain(cid).model_dump_json()
+
+
+def test_a_refused_sensitive_value_is_masked_in_the_reason_too() -> None:
+    manager, cid, _ = run({"card": "12"}, "card 12")
+    record = manager.explain(cid).model_dump_json()
+    assert refused(manager, cid)["card"] == ("pattern", MASK) and "'12'" not in record
+
+
+# --- grounding ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("invented", ["Greeting", "service_type_to_choose", "John Smith"])
+def test_a_name_the_user_never_said_is_not_stored(invented: str) -> None:
+    manager, cid, _ = run({"name": invented}, "hello there")
+    assert manager.get_conversation_data(cid) == {}
+    assert refused(manager, cid)["name"][0] == "ungrounded"
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("Ada Lovelace", "I'm ada lovelace"),
+        ("ada@example.com", "it's ada at example dot com"),
+        ("555-1234", "call me on 555 1234"),
+        ("Ada", "Ada's my name"),
+    ],
+)
+def test_a_value_the_user_said_in_other_spelling_is_grounded(value: str, said: str) -> None:
+    assert Grounding([said]).supports(value)
+
+
+def test_a_value_the_assistant_offered_and_the_user_accepted_is_grounded() -> None:
+    assert Grounding(["yes please", "Would you like Akiko's Sushi at 7?"]).supports("Akiko's Sushi")
+
+
+def test_enum_keys_are_not_grounded_by_default_but_can_be() -> None:
+    assert not KeyDeclaration(enum=["Oslo"]).is_grounded
+    grounded = KeyDeclaration(enum=["New York"], synonyms={"NYC": "New York"}, grounded=True)
+    assert Grounding(["from nyc"]).supports("New York", grounded)
+    assert not Grounding(["from oslo"]).supports("New York", grounded)
+
+
+def test_grounding_defaults_follow_the_kind_of_value() -> None:
+    assert KeyDeclaration().is_grounded and KeyDeclaration(format="email").is_grounded
+    assert not KeyDeclaration(format="date").is_grounded and not KeyDeclaration(type="integer").is_grounded
+
+
+# --- application writes ---------------------------------------------------------------------------------
+
+
+def test_an_invalid_application_update_raises_and_changes_nothing() -> None:
+    manager, cid, _ = run({}, "hi")
+    with pytest.raises(ContextValidationError) as raised:
+        manager.update_context(cid, {"name": "Ada", "age": 300})
+    assert raised.value.key == "age" and raised.value.rule == "range"
+    assert manager.get_conversation_data(cid) == {}
+
+
+def test_the_application_may_write_its_own_keys_normalised() -> None:
+    manager, cid, _ = run({}, "hi")
+    assert manager.update_context(cid, {"price": "12.50", "origin": "nyc"}) == {"price": 12.5, "origin": "New York"}
+
+
+def test_an_invalid_initial_context_refuses_to_start() -> None:
+    manager = FSMManager(fsm_loader=lambda _id: form(), llm_interface=FunctionLLM(Model({})))
+    with pytest.raises(ContextValidationError):
+        manager.start_conversation("form", initial_context={"age": -1})
+
+
+# --- the invariant ----------------------------------------------------------------------------------------
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers(-1000, 1000) | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+SPELLINGS = st.sampled_from(["Paris", "nyc", "PARIS ", "41", "7pm", "15 May 2027", "yes", "ada@example.com", ""])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    update=st.dictionaries(st.sampled_from(sorted(KEYS)), SPELLINGS | JSONISH, max_size=6), said=st.text(max_size=40)
+)
+def test_no_model_output_stores_a_value_that_fails_its_declaration(update: dict[str, Any], said: str) -> None:
+    definition = form()
+    manager, cid, _ = run(update, said or "x", definition)
+    for key, value in manager.get_conversation_data(cid).items():
+        declaration = definition.context_keys[key]  # type: ignore[index]
+        assert check(declaration, value) is None, (key, value)
+        assert declaration.writable_by == "model"
+        if declaration.is_grounded:
+            assert Grounding([said or "x", manager.get_conversation_history(cid)[0]["assistant"]]).supports(value)
