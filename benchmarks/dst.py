@@ -126,13 +126,16 @@ def summarise(
                 if problem:
                     failing[(run.dialogue_id, key, json.dumps(value, default=repr))] = problem
             for change in played.refused:
-                refused[change["reason"]] += 1
+                reason = str(change["reason"]).replace(str(change["value"]), "<value>")
+                found = where_said(dialogue, index, change["value"])
+                refused[f"{reason} [{found}]"] += 1
                 refused_examples.append(
                     {
                         "dialogue": run.dialogue_id,
                         "turn": index,
                         "user": turn.utterance,
                         **change,
+                        "found_in": found,
                         "gold": list(turn.slot_values.get(change["key"], ())),
                     }
                 )
@@ -154,6 +157,24 @@ def summarise(
         }
     )
     return summary
+
+
+def where_said(dialogue: Dialogue, turn: int, value: Any) -> str:
+    """Where a value appears in the dialogue up to user turn ``turn`` (1-based): why grounding may refuse it.
+
+    ``user`` (a user utterance so far), ``last system turn`` (the message the user answers),
+    ``earlier system turn`` (an offer made before that), or ``nowhere`` (SGD's ``dontcare``, a
+    canonical spelling); case-insensitive substring search.
+    """
+    text = str(value).lower()
+    turns = dialogue.turns[:turn]
+    if any(text in t.utterance.lower() for t in turns):
+        return "user"
+    if turn >= 2 and text in turns[-2].system_reply.lower():
+        return "last system turn"
+    if any(text in t.system_reply.lower() for t in turns[:-2]):
+        return "earlier system turn"
+    return "nowhere"
 
 
 def verdicts(engines: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

@@ -263,6 +263,23 @@ def test_the_oracle_scores_100_percent_without_declarations(dataset: Path, capsy
     assert report["targets"]["oracle_plain_perfect"]["met"] is True
 
 
+def test_with_declarations_an_offer_accepted_in_the_next_turn_is_grounded_by_the_datasets_system_turn(
+    dataset: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _report(["--oracle", "--data", str(dataset)], capsys)
+    declared = report["engines"]["declared"]["summary"]
+    assert declared["refused_by_reason"] == {}  # "Blue Bottle" came from the system's offer, "two" -> "2"
+    assert declared["slot_f1"] == 1.0
+
+
+def test_a_refused_value_is_traced_to_where_the_dialogue_said_it(dataset: Path, service: Any) -> None:
+    dialogue = convert.load_dialogues(dataset, {"Cafes_1": service})[0]
+    assert dst.where_said(dialogue, 1, "san jose") == "user"
+    assert dst.where_said(dialogue, 2, "Blue Bottle") == "last system turn"
+    assert dst.where_said(dialogue, 3, "Blue Bottle") == "earlier system turn"
+    assert dst.where_said(dialogue, 3, "dontcare") == "nowhere"
+
+
 @pytest.mark.skipif(not (REAL_DATA / "dialogues.json").is_file(), reason="../shared/sgd is not there")
 def test_the_oracle_scores_100_percent_on_real_dialogues_of_every_service(capsys: pytest.CaptureFixture[str]) -> None:
     report = _report(["--oracle", "--data", str(REAL_DATA), "--limit", "8"], capsys)
