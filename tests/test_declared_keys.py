@@ -311,3 +311,43 @@ def test_no_model_output_stores_a_value_that_fails_its_declaration(update: dict[
         assert declaration.writable_by == "model"
         if declaration.is_grounded:
             assert Grounding([said or "x", manager.get_conversation_history(cid)[0]["assistant"]]).supports(value)
+
+
+# --- the model is constrained by the same declarations --------------------------------------------------
+
+
+def test_the_reply_schema_types_the_declared_keys_of_the_state() -> None:
+    _, _, model = run({}, "hi")
+    (turn,) = [r for r in model.requests if r.purpose == "turn"]
+    typed = turn.response_schema["properties"]["transition"]["properties"]["context_update"]["properties"]
+    assert typed["origin"] == {"enum": ["Oslo", "London", "Paris", "New York"]}
+    assert typed["age"] == {"type": "integer", "minimum": 0, "maximum": 130}
+    assert typed["email"] == {"type": "string", "format": "email"}
+    assert "name" not in typed  # a plain string constrains nothing: not billed
+    assert "price" not in typed  # the model may not write it
+
+
+def test_the_closed_schema_for_local_models_keeps_the_types_and_bounds_free_strings() -> None:
+    from llm_fsm.engine._reply_schema import closed_schema
+
+    _, _, model = run({}, "hi")
+    (turn,) = [r for r in model.requests if r.purpose == "turn"]
+    closed = closed_schema(turn.response_schema, ["origin", "name", "age"])
+    properties = closed["properties"]["transition"]["properties"]["context_update"]["properties"]
+    assert properties["origin"] == {"enum": ["Oslo", "London", "Paris", "New York"]}
+    assert properties["age"]["type"] == "integer"
+    assert properties["name"] == {"$ref": "#/$defs/value1"}
+
+
+def test_a_definition_without_declarations_sends_the_schema_it_sent_before() -> None:
+    _, _, model = run({}, "hi", form(None))
+    (turn,) = [r for r in model.requests if r.purpose == "turn"]
+    assert turn.response_schema["properties"]["transition"]["properties"]["context_update"] == {"type": "object"}
+
+
+def test_the_prompt_tells_the_model_what_each_declared_key_may_hold() -> None:
+    _, _, model = run({}, "hi")
+    (turn,) = [r for r in model.requests if r.purpose == "turn"]
+    assert "- origin (one of: Oslo, London, Paris, New York)" in turn.system_prompt
+    assert "- date (date as YYYY-MM-DD)" in turn.system_prompt
+    assert "- name (only as the user said it)" in turn.system_prompt

@@ -20,6 +20,7 @@ import click
 
 from llm_fsm.cli._app import EXIT_FINDINGS, GuardedCommand
 from llm_fsm.engine._records import LLMRequest, TurnRecord
+from llm_fsm.engine._values import masked
 from llm_fsm.errors import (
     ConversationEndedError,
     ConversationNotFoundError,
@@ -366,7 +367,10 @@ def chat_loop(
     if manager.is_conversation_ended(conversation_id, **mine):
         state = manager.get_current_state(conversation_id, **mine)
         click.echo(click.style(f"conversation ended in state {state}", dim=True))
-        click.echo(json.dumps(manager.get_conversation_data(conversation_id, **mine), ensure_ascii=False))
+        data = masked(
+            manager.get_definition(conversation_id, **mine), manager.get_conversation_data(conversation_id, **mine)
+        )
+        click.echo(json.dumps(data, ensure_ascii=False))
     return session
 
 

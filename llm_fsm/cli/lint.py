@@ -33,7 +33,7 @@ def iter_definition_files(paths: Iterable[str], *, skipped: list[str] | None = N
     Recordings written by ``llm-fsm test --record`` are JSON but not definitions:
     they are left out, and appended to ``skipped`` when it is given.
     """
-    from llm_fsm.scripting._scripts import is_recording_file
+    from llm_fsm.scripting._files import is_recording_file
 
     def wanted(p: Path) -> bool:
         if is_recording_file(p):

@@ -175,7 +175,7 @@ class PromptBuilder:
             shown = {k: get_path(instance.context.data, k) for k in keys} if keys else None
             if shown is None:
                 shown = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
-            shown = {k: (None if v is _MISSING else v) for k, v in shown.items()}
+            shown = {_read_back_label(k, definition): (None if v is _MISSING else v) for k, v in shown.items()}
             sections.append(_section("confirmation", escape_json(shown)))
         visible_context = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
         sections += [
@@ -203,7 +203,9 @@ class PromptBuilder:
         ]
         if state.required_context_keys:
             sections += [
-                _section("information_to_collect", escape_text(", ".join(state.required_context_keys))),
+                _section(
+                    "information_to_collect", escape_text(_keys_to_collect(state.required_context_keys, definition))
+                ),
                 _section("information_extraction_instructions", _EXTRACTION),
             ]
         if state.transitions:
@@ -226,6 +228,55 @@ class PromptBuilder:
             intents = self.intents_for(definition, instance, state)
             sections.append(_section("intents", "\n".join(_INTENT_HELP[i] for i in intents)))
         return "\n".join(s for s in sections if s)
+
+
+def _keys_to_collect(keys: list[str], definition: FSMDefinition | None) -> str:
+    """The keys to collect; a declared key with what the model must know to write it well, one per line."""
+    declared = (definition.context_keys or {}) if definition is not None else {}
+    if not any(key in declared for key in keys):
+        return ", ".join(keys)
+    lines = []
+    for key in keys:
+        declaration = declared.get(key)
+        if declaration is None:
+            lines.append(f"- {key}")
+            continue
+        notes = [declaration.description] if declaration.description else []
+        if declaration.enum is not None:
+            notes.append("one of: " + ", ".join(map(str, declaration.enum)))
+        elif declaration.format is not None:
+            notes.append(_FORMAT_NOTE.get(declaration.format, declaration.format))
+        elif declaration.type != "string":
+            notes.append(declaration.type)
+        if declaration.minimum is not None or declaration.maximum is not None:
+            low = "" if declaration.minimum is None else f"{declaration.minimum:g}"
+            high = "" if declaration.maximum is None else f"{declaration.maximum:g}"
+            notes.append(f"range {low}..{high}")
+        if declaration.examples:
+            notes.append("e.g. " + ", ".join(map(str, declaration.examples[:3])))
+        if declaration.is_grounded:
+            notes.append("only as the user said it")
+        lines.append(f"- {key}" + (f" ({'; '.join(notes)})" if notes else ""))
+    return "\n".join(lines)
+
+
+_FORMAT_NOTE = {
+    "date": "date as YYYY-MM-DD",
+    "time": "time as HH:MM, 24 h",
+    "date-time": "ISO 8601 date and time",
+    "email": "email address",
+    "phone": "phone number",
+    "uri": "web address",
+    "uuid": "UUID",
+}
+
+
+def _read_back_label(key: str, definition: FSMDefinition | None) -> str:
+    """How a key is named in the read-back: its display name, with the key for corrections."""
+    declaration = (definition.context_keys or {}).get(key) if definition is not None else None
+    if declaration is None or not declaration.display_name:
+        return key
+    return f"{declaration.display_name} ({key})"
 
 
 _HEAD_CACHE_SIZE = 1024

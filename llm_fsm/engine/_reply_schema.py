@@ -7,8 +7,10 @@ The engine owns this contract; the LLM edge parses replies against it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from llm_fsm.definition._keys import KeyDeclaration
 
 STAY = ""
 """``target_state`` when the model made no proposal (null, empty or absent): the engine treats it as "stay"."""
@@ -48,6 +50,46 @@ _THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | r
 # --- the schema the model is asked to follow ------------------------------------------
 
 
+#: string formats constrained decoders and strict structured outputs know (llama.cpp grammars, OpenAI);
+#: the others (time as we store it, phone, uri) are checked by the engine only
+_DECODER_FORMATS = frozenset({"date", "date-time", "email", "uuid"})
+
+
+def key_json_schema(declaration: KeyDeclaration) -> dict[str, Any] | None:
+    """The JSON Schema of a declared key's value, or None when it constrains nothing beyond "a string".
+
+    Only what a decoder can enforce and what changes the model's choice: an enum replaces the type, bounds
+    and patterns are kept, descriptions stay in the prompt (each schema keyword is billed on every call).
+    """
+    schema: dict[str, Any] = {}
+    if declaration.enum is not None:
+        schema["enum"] = list(declaration.enum)
+    elif declaration.type != "string":
+        schema["type"] = declaration.type
+    if declaration.format in _DECODER_FORMATS:
+        schema.update(type="string", format=declaration.format)
+    if declaration.pattern is not None:
+        schema.update(type="string", pattern=declaration.pattern)
+    for ours, theirs in (
+        ("minimum", "minimum"),
+        ("maximum", "maximum"),
+        ("min_length", "minLength"),
+        ("max_length", "maxLength"),
+        ("min_items", "minItems"),
+        ("max_items", "maxItems"),
+    ):
+        bound = getattr(declaration, ours)
+        if bound is not None:
+            schema[theirs] = int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+    if declaration.items is not None:
+        items = key_json_schema(declaration.items)
+        if items is not None:
+            schema["items"] = items
+    if schema and "type" not in schema and "enum" not in schema:
+        schema["type"] = declaration.type
+    return schema or None
+
+
 def response_json_schema(
     allowed_targets: Sequence[str] | None = None,
     *,
@@ -59,6 +101,7 @@ def response_json_schema(
     context_keys: Sequence[str] | None = None,
     max_items: int = 20,
     bounded: bool = True,
+    key_schemas: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The JSON Schema of one reply object, for structured output and for the prompt.
 
@@ -88,9 +131,14 @@ def response_json_schema(
     ``{"name": "Ada"}`` closed to ``["name"]``), because llama.cpp's grammars
     cannot bound the number of keys of an object. Leave it ``None`` for
     capable models, which may extract more than the state asks for.
+
+    ``key_schemas`` (``key_json_schema`` of declared keys) types those keys'
+    values, so constrained decoding enforces a declaration before the engine
+    checks it; in the closed form a typed key replaces the generic bounded value.
     """
+    key_schemas = key_schemas or {}
     if not bounded:
-        return _lean_schema(allowed_targets, intents, flows)
+        return _lean_schema(allowed_targets, intents, flows, key_schemas)
     # An enum bounds the string by itself; type and maxLength only matter without one.
     target: dict[str, Any] = {"type": "string", "maxLength": max_string_chars}
     if allowed_targets is not None:
@@ -100,7 +148,12 @@ def response_json_schema(
     if context_keys is not None:
         context_update = {
             "type": "object",
-            "properties": {key: {"$ref": "#/$defs/value1"} for key in dict.fromkeys(context_keys)},
+            "properties": {
+                key: _bounded_key(key_schemas[key], max_string_chars, max_items)
+                if key in key_schemas
+                else {"$ref": "#/$defs/value1"}
+                for key in dict.fromkeys(context_keys)
+            },
             "additionalProperties": False,
         }
     extra: dict[str, Any] = {}
@@ -138,8 +191,21 @@ def response_json_schema(
     }
 
 
+def _bounded_key(schema: dict[str, Any], max_string_chars: int, max_items: int) -> dict[str, Any]:
+    """A typed key under a grammar: strings and lists still get an upper bound (a looping model must stop)."""
+    bounded = dict(schema)
+    if bounded.get("type") == "string" and "enum" not in bounded and "pattern" not in bounded:
+        bounded.setdefault("maxLength", max_string_chars)
+    if bounded.get("type") == "array":
+        bounded.setdefault("maxItems", max_items)
+    return bounded
+
+
 def _lean_schema(
-    allowed_targets: Sequence[str] | None, intents: Sequence[str] | None, flows: Sequence[str] | None
+    allowed_targets: Sequence[str] | None,
+    intents: Sequence[str] | None,
+    flows: Sequence[str] | None,
+    key_schemas: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     target: dict[str, Any] = {"type": "string"}
     if allowed_targets is not None:
@@ -151,7 +217,12 @@ def _lean_schema(
         properties["flow"] = {"enum": [*dict.fromkeys(flows), None]}
     properties["transition"] = {
         "type": "object",
-        "properties": {"target_state": target, "context_update": {"type": "object"}},
+        "properties": {
+            "target_state": target,
+            "context_update": {"type": "object", "properties": dict(key_schemas)}
+            if key_schemas
+            else {"type": "object"},
+        },
         "required": ["target_state", "context_update"],
         "additionalProperties": False,
     }
@@ -223,6 +294,10 @@ def closed_schema(
     old bound of 20, spending tokens the message then lacked.
     """
     properties = schema.get("properties", {})
+    try:
+        typed = dict(properties["transition"]["properties"]["context_update"].get("properties") or {})
+    except (KeyError, TypeError, AttributeError):
+        typed = {}
     intents = (properties.get("intent") or {}).get("enum")
     flows = [f for f in (properties.get("flow") or {}).get("enum", []) if f is not None] or None
     return response_json_schema(
@@ -233,6 +308,7 @@ def closed_schema(
         max_message_chars=max_message_chars,
         max_string_chars=max_string_chars,
         max_items=max_items,
+        key_schemas=typed,
     )
 
 

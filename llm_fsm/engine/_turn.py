@@ -11,6 +11,7 @@ message is not left dangling in the history.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +40,7 @@ from llm_fsm.engine._records import (
     TurnRecord,
     Verdict,
 )
-from llm_fsm.engine._reply_schema import response_json_schema
+from llm_fsm.engine._reply_schema import key_json_schema, response_json_schema
 from llm_fsm.engine._transitions import decide, evaluate_condition
 from llm_fsm.engine._values import MASK, REASK_RULES, Grounding, KeyPolicy, grounding_texts
 from llm_fsm.errors import DefinitionError, FlowError, InvalidTransitionError
@@ -248,6 +249,7 @@ def _request(
         tuple(targets),
         tuple(builder.intents_for(definition, instance, state)) if allow_moves else None,
         tuple(builder.flow_names_for(definition, instance, state)) if allow_moves else None,
+        _typed_keys(definition, state) if allow_moves and definition.context_keys else (),
     )
     return LLMRequest(
         system_prompt=prompt,
@@ -271,10 +273,44 @@ def _context_keys(state: State, instance: FSMInstance) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
+_TYPED_KEYS: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
+
+
+def _typed_keys(definition: FSMDefinition, state: State) -> tuple[tuple[str, str], ...]:
+    """(key, JSON Schema as text) of the declared keys the model may write in ``state`` (hashable, built once)."""
+    cache_key = (definition.content_hash, state.id)
+    found = _TYPED_KEYS.get(cache_key)
+    if found is None:
+        keys = list(state.required_context_keys or ())
+        for transition in state.transitions:
+            for condition in transition.conditions or ():
+                keys += condition.requires_context_keys or ()
+                if condition.compiled is not None:
+                    keys += sorted(condition.compiled.reads)
+        typed = []
+        for key in dict.fromkeys(keys):
+            declaration = (definition.context_keys or {}).get(key)
+            if declaration is None or key in definition.application_only_keys:
+                continue
+            schema = key_json_schema(declaration)
+            if schema is not None:
+                typed.append((key, json.dumps(schema, sort_keys=True)))
+        found = tuple(typed)
+        if len(_TYPED_KEYS) < 4096:
+            _TYPED_KEYS[cache_key] = found
+    return found
+
+
 @functools.lru_cache(maxsize=512)
-def _schema(targets: tuple[str, ...], intents: tuple[str, ...] | None, flows: tuple[str, ...] | None) -> dict[str, Any]:
+def _schema(
+    targets: tuple[str, ...],
+    intents: tuple[str, ...] | None,
+    flows: tuple[str, ...] | None,
+    typed_keys: tuple[tuple[str, str], ...] = (),
+) -> dict[str, Any]:
     """Reply schemas depend only on the state's options, so each is built once (and shared: do not mutate)."""
-    return response_json_schema(list(targets), intents=intents, flows=flows, bounded=False)
+    key_schemas = {key: json.loads(text) for key, text in typed_keys}
+    return response_json_schema(list(targets), intents=intents, flows=flows, bounded=False, key_schemas=key_schemas)
 
 
 # --- the opening -----------------------------------------------------------------------

@@ -340,6 +340,25 @@ def grounding_texts(user_messages: Sequence[str], message: str, offer: str | Non
     return [*user_messages, message, *([offer] if offer else [])]
 
 
+def masked(definition: FSMDefinition, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with the values of sensitive keys replaced by ``MASK``: what the library shows people."""
+    sensitive = [key for key, d in (definition.context_keys or {}).items() if d.sensitive]
+    if not sensitive:
+        return data
+    for key in sensitive:
+        data = _mask_path(data, key)
+    return data
+
+
+def _mask_path(data: dict[str, Any], path: str) -> dict[str, Any]:
+    head, _, rest = path.partition(".")
+    if head not in data:
+        return data
+    out = dict(data)
+    out[head] = MASK if not rest else (_mask_path(out[head], rest) if isinstance(out[head], dict) else out[head])
+    return out
+
+
 # --- the policy a write goes through ------------------------------------------------------------
 
 
@@ -389,5 +408,6 @@ __all__ = [
     "Rule",
     "check",
     "grounding_texts",
+    "masked",
     "normalise",
 ]

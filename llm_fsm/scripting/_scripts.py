@@ -37,6 +37,7 @@ from llm_fsm.engine._records import Intent, VerdictKind
 from llm_fsm.errors import DefinitionError, ScriptError
 from llm_fsm.llm.fakes import script_reply
 from llm_fsm.loading import read_capped
+from llm_fsm.scripting._files import RECORDING_FORMAT, is_recording_file
 
 SCRIPT_SUFFIXES = (".conv.yaml", ".conv.yml", ".conv.json")
 DEFINITION_SUFFIXES = (".json", ".yaml", ".yml")
@@ -46,32 +47,8 @@ MAX_SCRIPT_BYTES = 2 * 1024 * 1024
 _MATCHER_KEYS = ("equals", "regex", "present", "absent")
 
 
-RECORDING_FORMAT = "llm-fsm-recording"
-"""The ``format`` of the JSON files ``llm-fsm test --record`` writes (``_recording``)."""
-
-_RECORDING_MARK = re.compile(rb'"format"\s*:\s*"' + RECORDING_FORMAT.encode() + rb'"')
-
-
 def is_script_file(path: str | os.PathLike[str]) -> bool:
     return os.fspath(path).lower().endswith(SCRIPT_SUFFIXES)
-
-
-def is_recording_file(path: str | os.PathLike[str]) -> bool:
-    """A JSON file written by ``--record``: its head declares ``"format": "llm-fsm-recording"``.
-
-    Recordings are JSON with keys such as ``initial_state``, and they are often
-    kept next to the definitions, so a folder walk (``llm-fsm test``,
-    ``fsm-lint``) must tell them apart from definitions without parsing
-    50 MB: the writer puts ``format`` first, and the head is enough.
-    """
-    if not os.fspath(path).lower().endswith(".json"):
-        return False
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(4096)
-    except OSError:
-        return False
-    return _RECORDING_MARK.search(head) is not None
 
 
 # --- the format -----------------------------------------------------------------------------
