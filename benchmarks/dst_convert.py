@@ -204,7 +204,7 @@ def declaration(slot: Slot) -> dict[str, Any]:
         synonyms.setdefault(word, DONTCARE)
     declared["enum"] = values
     declared["synonyms"] = synonyms
-    declared["description"] = f'{slot.description}. "{DONTCARE}" when the user has no preference.'
+    declared["description"] = f'{slot.description}, or "{DONTCARE}" when the user has no preference'
     return declared
 
 
