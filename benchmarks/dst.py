@@ -126,9 +126,8 @@ def summarise(
                 if problem:
                     failing[(run.dialogue_id, key, json.dumps(value, default=repr))] = problem
             for change in played.refused:
-                reason = str(change["reason"]).replace(str(change["value"]), "<value>")
                 found = where_said(dialogue, index, change["value"])
-                refused[f"{reason} [{found}]"] += 1
+                refused[f"{change.get('rule') or change['reason']} [{found}]"] += 1
                 refused_examples.append(
                     {
                         "dialogue": run.dialogue_id,

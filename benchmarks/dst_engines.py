@@ -139,7 +139,7 @@ class OursDST:
             instance = manager.get_instance(conversation_id)
             record = instance.turns[-1] if instance.turn_count > before and instance.turns else None
             refused = [
-                {"key": c.key, "value": c.value, "reason": c.reason}
+                {"key": c.key, "value": c.value, "reason": c.reason, "rule": getattr(c, "rule", None)}
                 for c in (record.context_changes if record else [])
                 if not c.applied
             ]
