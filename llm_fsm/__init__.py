@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from llm_fsm._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from llm_fsm._stream import StreamEvent
     from llm_fsm.definition._keys import KeyDeclaration
     from llm_fsm.definition._model import (
         FSMDefinition,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
         Verdict,
     )
     from llm_fsm.engine._transitions import decide
-    from llm_fsm.engine._turn import EngineConfig
+    from llm_fsm.engine._turn import EngineConfig, TurnOutcome
     from llm_fsm.errors import (
         ConcurrentUpdateError,
         ContextError,
@@ -108,6 +109,8 @@ _EXPORTS: dict[str, str] = {
     "PromptBuilder": "llm_fsm.engine._prompts",
     "RecordTooLargeError": "llm_fsm.errors",
     "State": "llm_fsm.definition._model",
+    "TurnOutcome": "llm_fsm.engine._turn",
+    "StreamEvent": "llm_fsm._stream",
     "KeyDeclaration": "llm_fsm.definition._keys",
     "StateNotFoundError": "llm_fsm.errors",
     "StateTransition": "llm_fsm.engine._records",
@@ -168,6 +171,8 @@ __all__ = [
     "PromptBuilder",
     "RecordTooLargeError",
     "State",
+    "TurnOutcome",
+    "StreamEvent",
     "KeyDeclaration",
     "StateNotFoundError",
     "StateTransition",

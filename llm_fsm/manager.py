@@ -20,9 +20,9 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from llm_fsm._locking import FairLock
 from llm_fsm._threads import run_blocking
@@ -48,9 +48,11 @@ from llm_fsm.engine._transitions import validate_transition as _validate_transit
 from llm_fsm.engine._turn import (
     CallHook,
     CallLLM,
+    Decided,
     EngineConfig,
     LoadDefinition,
     LoadFlow,
+    TurnOutcome,
     run_opening,
     run_turn,
 )
@@ -71,6 +73,10 @@ from llm_fsm.errors import (
 )
 from llm_fsm.loading import load_fsm_definition, resolve_flow_reference
 from llm_fsm.stores import ConversationStore, ConversationSummary, open_store
+from llm_fsm.stores.base import Retention, TurnLogStore
+
+if TYPE_CHECKING:
+    from llm_fsm._stream import StreamEvent
 
 logger = logging.getLogger(__name__)
 
@@ -90,11 +96,13 @@ DefinitionPolicy = Literal["continue", "error"]
 
 @dataclass(frozen=True)
 class LoadConversation:
-    """Effect: load a conversation from the store."""
+    """Effect: load what a turn or a change needs of a conversation (the hot record, on a ``TurnLogStore``)."""
 
     conversation_id: str
     user_id: str | None
     room_id: str | None
+    message_id: str | None = None
+    """The turn's message id: a store with a turn log looks up its reply, should it have been answered already."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +113,9 @@ class SaveConversation:
     expected_version: int | None
 
 
-_RECOVERABLE = (DefinitionError, ConcurrentUpdateError)
+_DEFAULT_RETENTION = Retention()
+
+_RECOVERABLE: tuple[type[Exception], ...] = (DefinitionError, ConcurrentUpdateError)
 """Errors thrown back into a generator, which handles them; everything else reaches the caller."""
 
 _T = TypeVar("_T")
@@ -143,6 +153,8 @@ class FSMManager:
         self.on_definition_change = on_definition_change
         self.config = config or EngineConfig(max_context_bytes=max_context_bytes, strict=strict)
         self.store: ConversationStore = open_store(store if store is not None else "memory://")
+        self._turn_log_of: tuple[object, bool] = (None, False)
+        self._retention_of: tuple[object, Retention | None] = (None, None)
         self.hooks = Hooks()
         for name, functions in (hooks or {}).items():
             for function in functions if isinstance(functions, list) else [functions]:
@@ -163,6 +175,7 @@ class FSMManager:
         self._turn_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
+        self._background: set[asyncio.Future[None]] = set()  # streamed turns outliving their consumer
 
     # --- configuration ------------------------------------------------------------
 
@@ -288,12 +301,76 @@ class FSMManager:
         reference = resolve_flow_reference(declaration.definition, parent.source)
         return reference, self._load_definition(reference)
 
+    # --- the store ---------------------------------------------------------------------
+
+    def _turn_log(self) -> bool:
+        """Whether the store keeps a turn log (``TurnLogStore``), asked once per store object."""
+        store, answer = self._turn_log_of
+        if store is not self.store:
+            answer = isinstance(self.store, TurnLogStore)
+            self._turn_log_of = (self.store, answer)
+        return answer
+
+    def _retention(self) -> Retention | None:
+        """The turn log's limits from the engine's configuration; None for the defaults every store applies."""
+        config, retention = self._retention_of
+        if config is not self.config:
+            config = self.config
+            retention = Retention(turn_records=config.max_turn_records, message_ids=config.max_processed_message_ids)
+            retention = None if retention == _DEFAULT_RETENTION else retention
+            self._retention_of = (config, retention)
+        return retention
+
+    def _load_args(
+        self, user_id: str | None, room_id: str | None, message_id: str | None, whole: bool
+    ) -> tuple[str, dict[str, Any]]:
+        """Which load, and with what: the hot record unless the whole instance is asked for (or there is no log)."""
+        if whole or not self._turn_log():
+            return "load", {"user_id": user_id, "room_id": room_id}
+        return "load_for_turn", {"user_id": user_id, "room_id": room_id, "message_id": message_id}
+
+    def _save_args(self, expected_version: int | None) -> dict[str, Any]:
+        """``retention`` only when it is not the default and the store keeps a log: a store (or a wrapper around
+        one) written to the older protocol takes no ``retention``."""
+        retention = self._retention() if self._turn_log() else None
+        if retention is None:
+            return {"expected_version": expected_version}
+        return {"expected_version": expected_version, "retention": retention}
+
+    def _load(
+        self,
+        conversation_id: str,
+        user_id: str | None,
+        room_id: str | None,
+        message_id: str | None = None,
+        *,
+        whole: bool = False,
+    ) -> FSMInstance:
+        operation, kwargs = self._load_args(user_id, room_id, message_id, whole)
+        instance: FSMInstance = getattr(self.store, operation)(conversation_id, **kwargs)
+        return instance
+
+    async def _aload(
+        self,
+        conversation_id: str,
+        user_id: str | None,
+        room_id: str | None,
+        message_id: str | None = None,
+        *,
+        whole: bool = False,
+    ) -> FSMInstance:
+        operation, kwargs = self._load_args(user_id, room_id, message_id, whole)
+        instance: FSMInstance = await self._astore(operation, conversation_id, **kwargs)
+        return instance
+
     def _perform(self, effect: Any) -> Any:
         """The synchronous effects other than the LLM and hook calls."""
+        if isinstance(effect, Decided):
+            return None  # only a streaming driver has someone to tell
         if isinstance(effect, LoadConversation):
-            return self.store.load(effect.conversation_id, user_id=effect.user_id, room_id=effect.room_id)
+            return self._load(effect.conversation_id, effect.user_id, effect.room_id, effect.message_id)
         if isinstance(effect, SaveConversation):
-            return self.store.save(effect.instance, expected_version=effect.expected_version)
+            return self.store.save(effect.instance, **self._save_args(effect.expected_version))
         if isinstance(effect, LoadFlow):
             return self._resolve_flow(effect.declaration, effect.parent)
         if isinstance(effect, LoadDefinition):
@@ -309,10 +386,12 @@ class FSMManager:
 
     async def _aperform(self, effect: Any) -> Any:
         """The async effects; nothing that is pure computation or a cache hit leaves the event loop."""
+        if isinstance(effect, Decided):
+            return None
         if isinstance(effect, LoadConversation):
-            return await self._astore("load", effect.conversation_id, user_id=effect.user_id, room_id=effect.room_id)
+            return await self._aload(effect.conversation_id, effect.user_id, effect.room_id, effect.message_id)
         if isinstance(effect, SaveConversation):
-            return await self._astore("save", effect.instance, expected_version=effect.expected_version)
+            return await self._astore("save", effect.instance, **self._save_args(effect.expected_version))
         if isinstance(effect, LoadFlow):
             reference = resolve_flow_reference(effect.declaration.definition, effect.parent.source)
             return reference, await self._aload_definition(reference)
@@ -460,13 +539,16 @@ class FSMManager:
 
     def _turn(
         self, conversation_id: str, message: str, message_id: str | None, user_id: str | None, room_id: str | None
-    ) -> Generator[Any, Any, str]:
+    ) -> Generator[Any, Any, TurnOutcome]:
         """Load, run the turn, save with compare-and-set; on a lost race, run it again on the new version."""
         for attempt in range(self.max_save_retries + 1):
-            instance = yield LoadConversation(conversation_id, user_id, room_id)
+            instance = yield LoadConversation(conversation_id, user_id, room_id, message_id)
             expected = instance.version
             if message_id is not None and message_id in instance.processed_messages:
-                return instance.processed_messages[message_id]  # a retried delivery: answered once
+                # a retried delivery: answered once
+                return TurnOutcome(
+                    reply=instance.processed_messages[message_id], state=instance.current_state, ended=instance.ended
+                )
             if instance.ended:
                 raise ConversationEndedError(f"conversation {instance.conversation_id} has ended ({instance.status})")
             definition = self._checked(instance, (yield LoadDefinition(instance.fsm_id)))
@@ -486,7 +568,7 @@ class FSMManager:
                     raise
                 logger.info("conversation %s changed under us; running the turn again", conversation_id)
                 continue
-            return outcome.reply
+            return outcome
         raise AssertionError("unreachable")  # pragma: no cover
 
     def process_message(
@@ -499,6 +581,22 @@ class FSMManager:
         room_id: str | None = None,
     ) -> str:
         """Run one turn and return the reply. A repeated ``message_id`` returns the stored reply."""
+        return self.process_turn(conversation_id, message, message_id, user_id=user_id, room_id=room_id).reply
+
+    def process_turn(
+        self,
+        conversation_id: str,
+        message: str,
+        message_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> TurnOutcome:
+        """``process_message`` returning the whole outcome: reply, turn record, state reached, ended.
+
+        Saves a server or a channel adapter a second load to learn where the turn went. For a repeated
+        ``message_id`` the record is None and the state is the conversation's current one.
+        """
         message = self._check_message(message, message_id)
         with self._lock_for(conversation_id):  # the with statement keeps the weakly registered lock alive
             return self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
@@ -517,9 +615,47 @@ class FSMManager:
         Turns on one conversation run in arrival order; a duplicate ``message_id`` waits for the
         first delivery and returns its stored reply, with no second model call.
         """
+        return (await self.aprocess_turn(conversation_id, message, message_id, user_id=user_id, room_id=room_id)).reply
+
+    async def aprocess_turn(
+        self,
+        conversation_id: str,
+        message: str,
+        message_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> TurnOutcome:
+        """The async twin of ``process_turn``."""
         message = self._check_message(message, message_id)
         async with self._lock_for(conversation_id), self._turn_slot():  # lock first: a slot never waits for a lock
             return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
+
+    def astream_message(
+        self,
+        conversation_id: str,
+        message: str,
+        message_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Run one turn and stream it: ``state`` once decided, ``token`` events with the reply's text, ``done``.
+
+        No text of a refused move is ever streamed: the engine decides as soon as the decision part of
+        the model's reply has arrived, and streams the message only when it keeps it (otherwise the
+        regenerated reply is streamed). The turn runs to its end even if the consumer stops reading; a
+        failure raises the same typed errors as ``aprocess_message``, and nothing of the turn is saved.
+        Interfaces that cannot stream give the same events once the whole reply is there.
+        """
+        from llm_fsm._stream import stream_turn
+
+        message = self._check_message(message, message_id)
+        generator = self._turn(conversation_id, message, message_id, user_id, room_id)
+        return stream_turn(self, generator, self._lock_for(conversation_id), self._turn_slot())
+
+    recoverable_errors = _RECOVERABLE
+    """Errors the engine's generators handle themselves (thrown back into them by the drivers)."""
 
     def _turn_slot(self) -> asyncio.Semaphore:
         """This event loop's bound on async turns in flight (asyncio primitives belong to one loop)."""
@@ -531,24 +667,18 @@ class FSMManager:
 
     # --- reading -------------------------------------------------------------------
     # Each reader has an async twin (``a`` + name) that awaits the store instead of blocking the loop.
-
-    def _load(self, conversation_id: str, user_id: str | None, room_id: str | None) -> FSMInstance:
-        return self.store.load(conversation_id, user_id=user_id, room_id=room_id)
-
-    async def _aload(self, conversation_id: str, user_id: str | None, room_id: str | None) -> FSMInstance:
-        instance: FSMInstance = await self._astore("load", conversation_id, user_id=user_id, room_id=room_id)
-        return instance
+    # Only get_instance and explain read the turn log; the others need the hot record alone.
 
     def get_instance(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> FSMInstance:
-        """The stored conversation (a copy: changing it changes nothing)."""
-        return self._load(conversation_id, user_id, room_id)
+        """The stored conversation, turn records and message ids included (a copy: changing it changes nothing)."""
+        return self._load(conversation_id, user_id, room_id, whole=True)
 
     async def aget_instance(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> FSMInstance:
-        return await self._aload(conversation_id, user_id, room_id)
+        return await self._aload(conversation_id, user_id, room_id, whole=True)
 
     def is_conversation_ended(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
@@ -597,12 +727,12 @@ class FSMManager:
         self, conversation_id: str, turn: int = -1, *, user_id: str | None = None, room_id: str | None = None
     ) -> TurnRecord:
         """The record of one turn: ``turn=-1`` is the last, a positive number is the turn's index (1-based)."""
-        return _turn_record(self._load(conversation_id, user_id, room_id), turn)
+        return _turn_record(self._load(conversation_id, user_id, room_id, whole=True), turn)
 
     async def aexplain(
         self, conversation_id: str, turn: int = -1, *, user_id: str | None = None, room_id: str | None = None
     ) -> TurnRecord:
-        return _turn_record(await self._aload(conversation_id, user_id, room_id), turn)
+        return _turn_record(await self._aload(conversation_id, user_id, room_id, whole=True), turn)
 
     def get_trace(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None

@@ -181,3 +181,34 @@ def test_chaining_never_passes_a_confirmation_step_without_a_yes(turns: list[dic
             assert step.kind == "chained"
         sources = [record.verdict.target_state, *(s.target_state for s in record.chained)][:-1]
         assert "confirm" not in sources[: len(record.chained)]
+
+
+def test_a_judgment_move_that_stores_nothing_new_is_not_chained_out_of() -> None:
+    # "I want to change the destination": the model moves back by a judgment transition to a state whose data
+    # is still there; chaining on would bounce the user straight back to the read-back (found in review).
+    back = {"transitions": [{"target_state": "destination", "description": "the user wants to change it"}]}
+    definition = booking(date={**booking().states["date"].model_dump(), **back})
+    manager, cid, _, _ = play(
+        definition,
+        {"transition": {"target_state": "destination", "context_update": {"origin": "Oslo", "destination": "Paris"}}},
+    )
+    assert manager.get_current_state(cid) == "date"  # the guarded origin -> destination move chained to date
+    manager, cid, _, _ = play(
+        definition,
+        {"transition": {"target_state": "destination", "context_update": {"origin": "Oslo", "destination": "Paris"}}},
+        {"transition": {"target_state": "destination", "context_update": {}}},
+    )
+    assert manager.get_current_state(cid) == "destination"
+    assert manager.explain(cid).chained == []
+
+
+def test_a_judgment_move_with_new_values_chains_on() -> None:
+    back = {"transitions": [{"target_state": "destination", "description": "the user wants to change it"}]}
+    definition = booking(date={**booking().states["date"].model_dump(), **back})
+    manager, cid, _, _ = play(
+        definition,
+        {"transition": {"target_state": "destination", "context_update": {"origin": "Oslo", "destination": "Paris"}}},
+        {"transition": {"target_state": "destination", "context_update": {"destination": "London"}}},
+    )
+    assert manager.get_current_state(cid) == "date"
+    assert [step.target_state for step in manager.explain(cid).chained] == ["date"]

@@ -97,6 +97,24 @@ def test_two_transitions_to_the_same_target_are_counted_apart(folder: Path) -> N
     assert hits[("ask_name", 1)] == 0  # the judgment one to the same state never did
 
 
+def test_transitions_followed_by_chaining_in_the_same_turn_count_as_taken(tmp_path: Path) -> None:
+    # one message gives name and email: ask_name -> ask_email is the move, ask_email -> done is chained
+    (tmp_path / "small.yaml").write_text(DEFINITION, encoding="utf-8")
+    script = """\
+definition: small.yaml
+turns:
+  - user: "Ann, ann@example.com"
+    model: {target_state: ask_email, context_update: {name: Ann, email: ann@example.com}, message: "Bye"}
+    expect: {state: done, chained: [done]}
+"""
+    (tmp_path / "small.conv.yaml").write_text(script, encoding="utf-8")
+    coverage = coverage_of(tmp_path)
+    hits = {(t.state, t.index): t.hits for t in coverage.transitions}
+    assert hits[("ask_name", 0)] == 1
+    assert hits[("ask_email", 0)] == 1
+    assert {s.state for s in coverage.states if s.visits} == {"ask_name", "ask_email", "done"}
+
+
 def test_what_was_never_exercised_is_located_by_json_path_and_line(folder: Path) -> None:
     coverage = coverage_of(folder)
     assert [(t.path, t.line) for t in coverage.missed_transitions] == [

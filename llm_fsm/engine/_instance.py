@@ -108,9 +108,19 @@ class FSMInstance(_Data):
     created_at: float = Field(default_factory=now)
     updated_at: float = Field(default_factory=now)
     turn_count: int = 0
-    turns: list[TurnRecord] = Field(default_factory=list)
+    turns: list[TurnRecord] = Field(
+        default_factory=list,
+        description=(
+            "Turn records (explain data), oldest first. Stores keep them in a turn log beside the hot record: "
+            "an instance loaded for a turn holds only the records that turn adds."
+        ),
+    )
     processed_messages: dict[str, str] = Field(
-        default_factory=dict, description="message_id → reply, so a retried message is answered once."
+        default_factory=dict,
+        description=(
+            "message_id → reply, so a retried message is answered once. Kept in the store's turn log too: an "
+            "instance loaded for a turn holds only that turn's id (with its reply when it was answered before)."
+        ),
     )
     trace: list[TraceEvent] = Field(default_factory=list)
     flow_id: str = Field(default="root", description="Id of the active flow instance.")

@@ -85,6 +85,9 @@ class LLMResult:
     """The structured-output mode actually used ('user' when the caller set ``response_format`` itself)."""
     usage: Mapping[str, int] = field(default_factory=dict)
     """Token counts summed over all attempts, when the provider reports them."""
+    message_pending: bool = False
+    """A streaming driver's early result: the decision is complete, the message is still arriving (the turn
+    asks for it with ``AwaitMessage`` once it knows the reply will not be regenerated)."""
 
 
 # --- explain records -------------------------------------------------------------

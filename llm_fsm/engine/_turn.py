@@ -99,14 +99,37 @@ class LoadDefinition:
     fsm_id: str
 
 
+@dataclass(frozen=True)
+class Decided:
+    """The turn has decided where the conversation is; only the reply remains (streaming drivers tell the client).
+
+    Non-streaming drivers answer None and go on.
+    """
+
+    state: str
+    verdict: str
+    ended: bool
+    regenerating: bool
+
+
+@dataclass(frozen=True)
+class AwaitMessage:
+    """The streamed turn call's message is the reply: the driver answers with its full text once it has it."""
+
+
 @dataclass
 class TurnOutcome:
+    """What a turn gave: the reply, its record (None for a retried ``message_id`` answered from the store), the
+    context changes, and where it left the conversation."""
+
     reply: str
     record: TurnRecord | None = None
     changes: list[ContextChange] = field(default_factory=list)
+    state: str = ""
+    ended: bool = False
 
 
-Effect = CallLLM | CallHook | LoadFlow | LoadDefinition
+Effect = CallLLM | CallHook | LoadFlow | LoadDefinition | Decided | AwaitMessage
 TurnGenerator = Generator[Effect, Any, TurnOutcome]
 
 
@@ -142,7 +165,9 @@ def _hook(name: str, instance: FSMInstance, **fields: Any) -> CallHook:
     )
 
 
-def _policy(definition: FSMDefinition, grounding: Grounding | None = None) -> KeyPolicy | None:
+def _policy(
+    definition: FSMDefinition, grounding: Grounding | Callable[[], Grounding] | None = None
+) -> KeyPolicy | None:
     """The declarations' policy, or None for a definition that declares nothing (today's behaviour, at no cost)."""
     if not definition.context_keys and definition.additional_keys:
         return None
@@ -157,10 +182,14 @@ def _grounding(instance: FSMInstance, message: str) -> Grounding:
     return Grounding(grounding_texts(users, message, offer))
 
 
-def _redact(definition: FSMDefinition, data: dict[str, Any], *texts: str) -> list[str]:
-    """``texts`` with the stored values of sensitive keys masked: the explain record quotes the user."""
+def _redact(definitions: tuple[FSMDefinition, ...], data: dict[str, Any], *texts: str) -> list[str]:
+    """``texts`` with the stored values of sensitive keys masked: the explain record quotes the user.
+
+    The keys of every flow the turn ran in count (a sub-flow's value handed to a parent that calls it sensitive).
+    """
     secrets = [
         str(value)
+        for definition in definitions
         for key, declaration in (definition.context_keys or {}).items()
         if declaration.sensitive and isinstance(value := data.get(key), (str, int, float)) and len(str(value)) >= 3
     ]
@@ -346,7 +375,7 @@ def run_opening(
         instance.status = "ended"
         _trace(instance, config, "end", state=state.id, reason="initial state is terminal")
     instance.updated_at = now()
-    return TurnOutcome(reply=reply, changes=changes)
+    return TurnOutcome(reply=reply, changes=changes, state=instance.current_state, ended=instance.status != "active")
 
 
 # --- a turn ----------------------------------------------------------------------------
@@ -460,6 +489,7 @@ def _start_flow(
             max_depth=config.max_flow_depth,
             reason=f"user asked for {declaration.name}",
             max_completed=config.max_completed_flows,
+            policy=_policy(child),
         )
     except FlowError as exc:
         verdict = _stay_rejected(state_before, str(exc))
@@ -546,6 +576,18 @@ def _digression(definition: FSMDefinition, instance: FSMInstance, config: Engine
     return _Decision(verdict, note=note)
 
 
+def _took_guarded(definition: FSMDefinition, state_id: str, verdict: Verdict) -> bool:
+    """Whether the turn moved by a guarded transition.
+
+    A judgment move that stores nothing new ("let me change the date") is the model's choice of a state to
+    be in, and chaining straight out of it would undo it; with new values (the new date given at once, or a
+    whole form in the first message) the chain goes on (the caller checks that).
+    """
+    index = verdict.transition_index
+    transitions = definition.get_state(state_id).transitions
+    return index is not None and 0 <= index < len(transitions) and transitions[index].is_guarded
+
+
 def _chain(
     definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, message: str
 ) -> Generator[Effect, Any, tuple[list[Verdict], list[ContextChange]]]:
@@ -599,8 +641,13 @@ def _complete_finished_flows(
     changes: list[ContextChange] = []
     note = None
     while instance.flow_stack and definition.get_state(instance.current_state).is_terminal:
+        parent: FSMDefinition = yield LoadDefinition(instance.flow_stack[-1].fsm_id)
         finished, outputs = pop_flow(
-            instance, "completed", reason="reached a terminal state", max_completed=config.max_completed_flows
+            instance,
+            "completed",
+            reason="reached a terminal state",
+            max_completed=config.max_completed_flows,
+            policy=_policy(parent),
         )
         changes += outputs
         _trace(
@@ -620,7 +667,7 @@ def _complete_finished_flows(
                 source=f"sub-flow:{finished.flow_name}",
                 keys=[c.key for c in outputs],
             )
-        definition = yield LoadDefinition(instance.fsm_id)
+        definition = parent
         verdict, _ = decide(definition, instance.current_state, instance.context.data, None)
         if verdict.moved:
             _trace(
@@ -681,7 +728,7 @@ def run_turn(
         source="model",
         protected=definition.application_only_keys,
         max_bytes=config.max_context_bytes,
-        policy=_policy(definition, _grounding(instance, message) if definition.context_keys else None),
+        policy=_policy(definition, functools.partial(_grounding, instance, message)),
     )
     changes += model_changes
     if model_changes:
@@ -734,7 +781,9 @@ def run_turn(
             "on_transition", instance, message=message, previous_state=state_before, verdict=verdict
         )
         changes += _apply_application(active, instance, additions, config, "on_transition")
-        if decision.definition is None:
+        if decision.definition is None and (
+            _took_guarded(definition, state_before, verdict) or any(c.applied for c in model_changes)
+        ):
             chained, chain_changes = yield from _chain(active, instance, config, message)
             changes += chain_changes
             if chained:
@@ -752,7 +801,16 @@ def run_turn(
     reask = _reask_note(definition, [c for c in model_changes if not c.applied and c.rule in REASK_RULES])
     if reask is not None:
         note = reask if note is None else f"{note}\n{reask}"
-    if note is not None and instance.status == "active":
+    regenerating = note is not None and instance.status == "active"
+    yield Decided(
+        state=instance.current_state,
+        verdict=verdict.kind,
+        ended=instance.status != "active" or new_state.is_terminal,
+        regenerating=regenerating,
+    )
+    if not regenerating and result.message_pending:
+        reply = yield AwaitMessage()
+    if regenerating:
         # The model wrote its reply for a situation the engine did not accept: ask again for
         # the state actually reached, so the user never reads a reply meant for another state.
         regenerated: LLMResult = yield CallLLM(
@@ -784,7 +842,7 @@ def run_turn(
     _prune_transcript(instance, config)
 
     instance.turn_count += 1
-    shown_message, shown_reply = _redact(definition, instance.context.data, message, reply)
+    shown_message, shown_reply = _redact((definition, active), instance.context.data, message, reply)
     record = TurnRecord(
         index=instance.turn_count,
         message_id=message_id,
@@ -812,11 +870,15 @@ def run_turn(
         while len(instance.processed_messages) > config.max_processed_message_ids:
             instance.processed_messages.pop(next(iter(instance.processed_messages)))
     instance.updated_at = record.finished_at
-    return TurnOutcome(reply=reply, record=record, changes=changes)
+    return TurnOutcome(
+        reply=reply, record=record, changes=changes, state=instance.current_state, ended=instance.status != "active"
+    )
 
 
 __all__ = [
+    "AwaitMessage",
     "CallHook",
+    "Decided",
     "CallLLM",
     "EngineConfig",
     "LoadDefinition",

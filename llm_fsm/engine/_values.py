@@ -28,7 +28,7 @@ import datetime as dt
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -368,9 +368,16 @@ class KeyPolicy:
     ``grounding`` is given for model writes only: the application's values need no witness.
     """
 
-    def __init__(self, definition: FSMDefinition, grounding: Grounding | None = None) -> None:
+    def __init__(self, definition: FSMDefinition, grounding: Grounding | Callable[[], Grounding] | None = None) -> None:
         self.definition = definition
-        self.grounding = grounding
+        self._grounding = grounding
+
+    @property
+    def grounding(self) -> Grounding | None:
+        """Built on first use: most turns write no grounded key, and the texts are the whole transcript."""
+        if callable(self._grounding):
+            self._grounding = self._grounding()
+        return self._grounding
 
     def is_sensitive(self, path: str) -> bool:
         found = self.definition.declaration_for(path)
@@ -393,7 +400,7 @@ class KeyPolicy:
         problem = check(declaration, value, shown=shown)
         if problem is not None:
             return value, problem
-        grounding = self.grounding if model and declaration.is_grounded else None
+        grounding = self.grounding if model and declaration.is_grounded and self._grounding is not None else None
         if grounding is not None and not grounding.supports(value, declaration):
             return value, Refusal("ungrounded", f"{shown or _short(value)} is not something the user said")
         return value, None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
 from typing import Literal
 
 from llm_fsm._threads import run_blocking
@@ -18,6 +19,10 @@ ResponseFormatMode = Literal["auto", "json_schema", "json_object", "schema_objec
 - ``none``: no ``response_format``; the prompt alone asks for JSON.
 - ``auto``: the best one litellm says the model supports.
 """
+
+
+_REPLAY_CHUNK = 64
+"""Characters per chunk when a whole reply is replayed as a stream."""
 
 
 class LLMInterface(ABC):
@@ -47,6 +52,21 @@ class LLMInterface(ABC):
 
     async def acomplete(self, request: LLMRequest) -> LLMResult:
         return LLMResult(response=await self.asend_request(request))
+
+    async def astream(self, request: LLMRequest) -> AsyncIterator[str | LLMResult]:
+        """The raw reply as it arrives (text chunks), then the validated ``LLMResult`` as the last item.
+
+        ``FSMManager.astream_message`` reads the chunks to decide early and stream the message. This
+        default cannot stream: it waits for ``acomplete`` and replays its reply, written in schema order,
+        in a few chunks. Interfaces whose provider streams override it (``LiteLLMInterface`` does).
+        """
+        from llm_fsm.llm._streaming import reply_text
+
+        result = await self.acomplete(request)
+        text = reply_text(result.response)
+        for start in range(0, len(text), _REPLAY_CHUNK):
+            yield text[start : start + _REPLAY_CHUNK]
+        yield result
 
     @property
     def sends_reply_schema(self) -> bool:

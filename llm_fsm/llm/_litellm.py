@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
@@ -164,6 +164,42 @@ class LiteLLMInterface(LLMInterface):
             result = exchange.accept(raw, mode)
             if result is not None:
                 return result
+
+    async def astream(self, request: LLMRequest) -> AsyncIterator[str | LLMResult]:
+        """The provider's stream: text chunks as they arrive, then the validated result.
+
+        One streamed attempt; a reply that fails validation is re-asked without streaming (``acomplete``),
+        and that result is the last item. A provider that refuses streaming or the format fails over the
+        same way, so a caller always ends with a result or a typed error.
+        """
+        litellm = _litellm()
+        if self._route is None:
+            await run_blocking(self._resolved)
+        exchange = _Exchange(request, 0)
+        mode, fmt = self._format_for(request)
+        parts: list[str] = []
+        finish: str | None = None
+        try:
+            stream = await litellm.acompletion(**self._call_kwargs(exchange.messages, fmt), stream=True)
+            async for chunk in stream:
+                choices = getattr(chunk, "choices", None) or []
+                if not choices:
+                    continue
+                delta = getattr(choices[0], "delta", None)
+                text = getattr(delta, "content", None)
+                finish = getattr(choices[0], "finish_reason", None) or finish
+                if isinstance(text, str) and text:
+                    parts.append(text)
+                    yield text
+        except Exception as exc:  # noqa: BLE001 - any provider failure: the ordinary call decides
+            logger.info("streaming from %s failed (%s); asking without streaming", self.model, type(exc).__name__)
+            yield await self.acomplete(request)
+            return
+        try:
+            result = exchange.accept(_Output(text="".join(parts), finish_reason=finish), mode)
+        except FSMError:
+            result = None
+        yield result if result is not None else await self.acomplete(request)
 
     # --- where calls go ------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from llm_fsm.local._catalogue import (
     DEFAULT_MODEL,
     MODELS,
     LocalModel,
+    home_dir,
     is_local_model_name,
     parse_local_model_name,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "LocalModel",
     "LocalStatus",
     "ServerState",
+    "home_dir",
     "is_local_model_name",
     "local_litellm_kwargs",
     "parse_local_model_name",

@@ -29,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import threading
 import time
@@ -131,15 +132,21 @@ def pip_install_command(spec: LocalModel) -> list[str]:
     return [*command, spec.pip_requirement]
 
 
-def cmake_configure_command(source: Path, build: Path, *, generator: str | None) -> list[str]:
+def cmake_configure_command(
+    source: Path, build: Path, *, generator: str | None, cmake: str = "cmake", make_program: str | None = None
+) -> list[str]:
     """Configure only what llama-server needs, with nothing fetched from the network at build time.
 
     Static libraries give one self-contained binary; ``GGML_NATIVE`` tunes it to
     this CPU (which is why it is cached per machine and never committed).
+    ``make_program`` names the generator's tool when it may not be on PATH
+    (Ninja from the ``[local]`` extra in a venv that is not activated).
     """
-    command = ["cmake", "-S", str(source), "-B", str(build)]
+    command = [cmake, "-S", str(source), "-B", str(build)]
     if generator:
         command += ["-G", generator]
+    if make_program:
+        command.append(f"-DCMAKE_MAKE_PROGRAM={make_program}")
     command += [
         "-DCMAKE_BUILD_TYPE=Release",
         "-DBUILD_SHARED_LIBS=OFF",
@@ -159,8 +166,8 @@ def cmake_configure_command(source: Path, build: Path, *, generator: str | None)
     return command
 
 
-def cmake_build_command(build: Path, *, jobs: int) -> list[str]:
-    return ["cmake", "--build", str(build), "--target", "llama-server", "--parallel", str(jobs)]
+def cmake_build_command(build: Path, *, jobs: int, cmake: str = "cmake") -> list[str]:
+    return [cmake, "--build", str(build), "--target", "llama-server", "--parallel", str(jobs)]
 
 
 def build_llama_server(
@@ -177,8 +184,9 @@ def build_llama_server(
     if binary.is_file() and not rebuild:
         progress(f"llama-server: already built at {binary}")
         return binary
-    _require_tool("cmake", "install CMake 3.14+ (pip install cmake, or apt-get install cmake)")
+    cmake = _require_tool("cmake", "pip install -e '.[local]' installs it (or apt-get install cmake)")
     _require_tool("c++", "install a C++ compiler (apt-get install g++)")
+    ninja = find_tool("ninja")
     work = home / "build" / f"llama-cpp-python-{version}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -194,11 +202,11 @@ def build_llama_server(
         source = _extract_llama_cpp(archive, work)
         progress(f"llama-server: extracted in {_seconds(time.monotonic() - step)}")
         build = work / "cmake-build"
-        generator = "Ninja" if shutil.which("ninja") else None
-        progress(f"llama-server: configuring (cmake{', Ninja' if generator else ''})")
+        generator = "Ninja" if ninja else None
+        progress(f"llama-server: configuring ({cmake}{', Ninja' if generator else ''})")
         step = time.monotonic()
         _run(
-            cmake_configure_command(source, build, generator=generator),
+            cmake_configure_command(source, build, generator=generator, cmake=cmake, make_program=ninja),
             what="llama-server: configuring",
             cwd=work,
             log=log,
@@ -206,13 +214,13 @@ def build_llama_server(
         )
         progress(f"llama-server: configured in {_seconds(time.monotonic() - step)}")
         n_jobs = jobs or cpu_count()
-        progress(f"llama-server: compiling with {n_jobs} job{'s' if n_jobs != 1 else ''} (about 7 minutes on 2 cores)")
+        progress(f"llama-server: compiling with {n_jobs} job{'s' if n_jobs != 1 else ''} (about 5 minutes on 2 cores)")
         step = time.monotonic()
         build_log = home / "logs" / "build.log"
         build_log.parent.mkdir(parents=True, exist_ok=True)
         build_log.write_bytes(b"")
         _run(
-            cmake_build_command(build, jobs=n_jobs),
+            cmake_build_command(build, jobs=n_jobs, cmake=cmake),
             what="llama-server: compiling",
             cwd=work,
             log=build_log,
@@ -236,9 +244,31 @@ def build_llama_server(
     return binary
 
 
-def _require_tool(name: str, hint: str) -> None:
-    if shutil.which(name) is None:
-        raise LLMConfigurationError(f"`{name}` was not found on PATH; {hint}")
+def _scripts_dir() -> Path:
+    """This environment's scripts folder (a venv's ``bin/``), where the ``[local]`` extra puts cmake and ninja."""
+    return Path(sysconfig.get_path("scripts"))
+
+
+def find_tool(name: str) -> str | None:
+    """The environment's own copy of a tool first, then PATH.
+
+    ``pip install ".[local]"`` puts cmake and ninja in the venv's ``bin/``,
+    which is on PATH only while the venv is activated; ``venv/bin/llm-fsm
+    local setup`` run as it is must still find them, and on a machine without
+    a system CMake there is no other. The venv's copy is also the version the
+    extra asked for.
+    """
+    own = _scripts_dir() / name
+    if own.is_file() and os.access(own, os.X_OK):
+        return str(own)
+    return shutil.which(name)
+
+
+def _require_tool(name: str, hint: str) -> str:
+    found = find_tool(name)
+    if found is None:
+        raise LLMConfigurationError(f"`{name}` is neither in {_scripts_dir()} nor on PATH; {hint}")
+    return found
 
 
 def _seconds(elapsed: float) -> str:

@@ -26,6 +26,7 @@ from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._context import _MISSING, get_path, has_value
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult, TurnRecord
+from llm_fsm.engine._values import MASK
 from llm_fsm.errors import FSMError, LLMConfigurationError, LLMScriptExhaustedError
 from llm_fsm.llm._interface import LLMInterface
 from llm_fsm.llm.fakes import to_response
@@ -327,11 +328,54 @@ def check_expectations(
             failures.append(f"verdict: expected {expect.verdict}, but the turn has no record (it failed)")
         elif record.verdict.kind != expect.verdict:
             failures.append(f"verdict: expected {expect.verdict}, got {record.verdict.kind} ({record.verdict.reason})")
+    failures += _check_record(expect, instance, record)
     if expect.reply is not None:
         shown: Any = reply if reply is not None else _MISSING
         problem = match(expect.reply, shown, collected=bool(reply and reply.strip()))
         if problem:
             failures.append(f"reply: {problem}, got {_show(shown)}")
+    return failures
+
+
+def _check_record(expect: Expectation, instance: FSMInstance, record: TurnRecord | None) -> list[str]:
+    """The expectations read from the turn's explain record: refused keys, masked keys, chained states."""
+    wanted = [name for name in ("refused", "masked", "chained") if getattr(expect, name) is not None]
+    if not wanted:
+        return []
+    if record is None:
+        return [f"{name}: expected, but the turn has no record (it failed)" for name in wanted]
+    failures: list[str] = []
+    for key, rule in (expect.refused or {}).items():
+        changes = [c for c in record.context_changes if c.key == key]
+        refused = [c for c in changes if not c.applied]
+        if any(c.rule == rule for c in refused):
+            continue
+        if refused:
+            got = "; ".join(f"rule {c.rule} ({c.reason})" for c in refused)
+        elif changes:
+            got = f"stored ({changes[-1].reason})"
+        else:
+            got = "no write to it this turn"
+        failures.append(f"refused.{key}: expected refused by rule {rule}, got {got}")
+    if expect.masked is not None:
+        shown = record.model_dump_json()
+        for key in expect.masked:
+            changes = [c for c in record.context_changes if c.key == key]
+            if not changes:
+                failures.append(f"masked.{key}: expected a masked write, got no write to it this turn")
+                continue
+            bare = [c for c in changes if c.value not in (None, MASK) or c.previous not in (None, MASK)]
+            if bare:
+                failures.append(f"masked.{key}: expected {MASK}, got {_show(bare[0].value)} in the explain record")
+            value = get_path(instance.context.data, key)
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+                secret = json.dumps(value, ensure_ascii=False).strip('"')
+                if len(secret) >= 3 and secret in shown:
+                    failures.append(f"masked.{key}: its value {_show(value)} appears in the explain record")
+    if expect.chained is not None:
+        through = [step.target_state for step in record.chained]
+        if through != list(expect.chained):
+            failures.append(f"chained: expected {_show(list(expect.chained))}, got {_show(through)}")
     return failures
 
 

@@ -34,6 +34,7 @@ from pydantic import (
 
 from llm_fsm.definition._documents import ParsedDocument, format_path, parse_text
 from llm_fsm.engine._records import Intent, VerdictKind
+from llm_fsm.engine._values import Rule
 from llm_fsm.errors import DefinitionError, ScriptError
 from llm_fsm.llm.fakes import script_reply
 from llm_fsm.loading import read_capped
@@ -178,6 +179,24 @@ class Expectation(_Strict):
     error: str | None = Field(
         default=None,
         description="The turn must fail with an llm_fsm error whose class name or message contains this text.",
+    )
+    refused: dict[str, Rule] | None = Field(
+        default=None,
+        description=(
+            "Context keys the turn refused to store → the rule each broke (format, enum, ungrounded, ...), "
+            "as the explain record gives it."
+        ),
+    )
+    masked: list[str] | None = Field(
+        default=None,
+        description=(
+            "Sensitive keys the turn wrote: its explain record must show them masked, and their stored "
+            "values must appear nowhere in it."
+        ),
+    )
+    chained: list[str] | None = Field(
+        default=None,
+        description="States passed through after the turn's move, in order (guarded transitions that already held).",
     )
 
     @field_validator("reply", mode="before")

@@ -209,6 +209,14 @@ def _count(
                 coverage[before].take(record.state_before, verdict.transition_index)
                 if verdict.target_state != record.state_before:
                     coverage[before].visit(verdict.target_state)
+                # guarded transitions followed in the same turn run in the same flow, and count as taken
+                source = verdict.target_state
+                for step in record.chained:
+                    if step.transition_index is not None:
+                        coverage[before].take(source, step.transition_index)
+                    if step.target_state != record.state_after:
+                        coverage[before].visit(step.target_state)
+                    source = step.target_state
         if after is not None and (after != before or record.state_after != record.state_before):
             touched.add(after)
             if not (after == before and verdict.moved and verdict.target_state == record.state_after):

@@ -1,0 +1,250 @@
+"""Driving a turn while its reply streams, so that no text of a refused move ever reaches the user.
+
+The turn is the engine's ordinary generator (``run_turn``); only the driver differs. It reads the
+turn call's stream until the decision part is complete (``llm._streaming.StreamedReply``), hands the
+engine a result whose message is still arriving, and lets it decide. If the engine keeps the reply
+(``AwaitMessage``), the message's characters are streamed as they come; if it regenerates, the first
+stream is dropped unread and the regenerated message is streamed instead. A model that writes the
+message before the decision, or an interface that cannot stream, gives the same events after the
+whole reply.
+
+The turn runs in a task of its own: a consumer that goes away (a client disconnecting) does not cut
+it short, so it is saved whole or, when it fails, not at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_fsm.engine._hooks import run_async
+from llm_fsm.engine._records import LLMRequest, LLMResult
+from llm_fsm.engine._reply_schema import allowed_targets_from_schema
+from llm_fsm.engine._turn import AwaitMessage, CallHook, CallLLM, Decided
+from llm_fsm.errors import FSMError, LLMResponseError, MalformedOutputError
+from llm_fsm.llm._parsing import parse_llm_output
+from llm_fsm.llm._streaming import StreamedReply
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One event of a streamed turn.
+
+    ``token``: ``{"text": ...}``, the next characters of the reply; ``state``: ``{"state", "verdict",
+    "ended"}`` once the turn has decided; ``done``: ``{"reply", "state", "ended", "verdict"}`` when the
+    turn is saved (``{"reply", "duplicate": true}`` for a ``message_id`` answered before). A turn that
+    fails raises its typed error from the iterator instead (a server sends it as an ``error`` event).
+    """
+
+    event: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def sse(self) -> str:
+        """The event as a server-sent event frame."""
+        return f"event: {self.event}\ndata: {json.dumps(self.data, ensure_ascii=False)}\n\n"
+
+
+@dataclass
+class _Pending:
+    """A turn call whose decision is known and whose message is still arriving."""
+
+    items: AsyncIterator[str | LLMResult]
+    reply: StreamedReply
+    final: LLMResult | None = None
+
+
+class _StreamingDriver:
+    def __init__(self, manager: Any, emit: Callable[[StreamEvent], None]) -> None:
+        self.manager = manager
+        self.emit = emit
+        self.pending: _Pending | None = None
+        self.streamed = False
+        self.decided: Decided | None = None
+
+    async def drive(self, generator: Generator[Any, Any, Any]) -> Any:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    effect = generator.throw(error) if error is not None else generator.send(value)
+                except StopIteration as stop:
+                    return stop.value
+                value, error = None, None
+                try:
+                    value = await self._perform(effect)
+                except self.manager.recoverable_errors as exc:
+                    error = exc
+        finally:
+            await self._drop_pending()
+
+    async def _perform(self, effect: Any) -> Any:
+        if isinstance(effect, CallLLM):
+            await self._drop_pending()  # a regenerated reply: the first one is never shown
+            if effect.request.purpose == "turn":
+                return await self._turn_call(effect.request)
+            if effect.request.purpose == "regenerate":
+                return await self._streamed_call(effect.request)
+            return await self.manager._acall_llm(effect.request)
+        if isinstance(effect, Decided):
+            self.decided = effect
+            self.emit(StreamEvent("state", {"state": effect.state, "verdict": effect.verdict, "ended": effect.ended}))
+            return None
+        if isinstance(effect, AwaitMessage):
+            return await self._finish_pending()
+        if isinstance(effect, CallHook):
+            functions = self.manager.hooks.get(effect.name)
+            return await run_async(effect.name, functions, effect.make_event()) if functions else None
+        return await self.manager._aperform(effect)
+
+    # --- the turn call: decide early --------------------------------------------------------
+
+    async def _turn_call(self, request: LLMRequest) -> LLMResult:
+        astream = getattr(self.manager._llm(), "astream", None)
+        if not callable(astream):
+            return await self.manager._acall_llm(request)
+        items: AsyncIterator[str | LLMResult] = astream(request).__aiter__()
+        reply = StreamedReply()
+        try:
+            async for item in items:
+                if isinstance(item, LLMResult):
+                    return item
+                reply.feed(item)
+                if reply.decision is not None:
+                    early = _early_response(reply.decision, request)
+                    if early is not None:
+                        self.pending = _Pending(items, reply)
+                        return LLMResult(response=early, message_pending=True)
+                    reply.decision = None  # not a valid decision: wait for the whole reply
+        except FSMError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an interface's own failure, typed as the drivers do
+            raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
+        raise LLMResponseError("the model's stream ended without a reply")
+
+    async def _finish_pending(self) -> str:
+        """Stream the rest of the kept reply's message and return it whole."""
+        pending = self.pending
+        if pending is None:  # pragma: no cover - the engine asks only after a pending result
+            raise LLMResponseError("no streamed reply is pending")
+        self._send(pending.reply.take_message())
+        try:
+            async for item in pending.items:
+                if isinstance(item, LLMResult):
+                    pending.final = item
+                    break
+                pending.reply.feed(item)
+                self._send(pending.reply.take_message())
+        finally:
+            self.pending = None
+        streamed = pending.reply.message
+        final = pending.final.response.message if pending.final is not None else None
+        if final is not None and final.startswith(streamed) and len(final) > len(streamed):
+            self._send(final[len(streamed) :])  # what validation kept beyond the streamed text (rare)
+            return final
+        if not streamed.strip():
+            if final:
+                self._send(final)
+                return final
+            raise LLMResponseError("the model's streamed reply had no message")
+        return streamed
+
+    async def _drop_pending(self) -> None:
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            close = getattr(pending.items, "aclose", None)
+            if callable(close):
+                try:
+                    await close()
+                except Exception:  # noqa: BLE001 - closing a dropped stream must not fail the turn
+                    logger.debug("closing a dropped model stream failed", exc_info=True)
+
+    # --- a regenerated reply: stream its message ---------------------------------------------
+
+    async def _streamed_call(self, request: LLMRequest) -> LLMResult:
+        astream = getattr(self.manager._llm(), "astream", None)
+        if not callable(astream):
+            result: LLMResult = await self.manager._acall_llm(request)
+            self._send(result.response.message)
+            return result
+        reply = StreamedReply()
+        try:
+            async for item in astream(request):
+                if isinstance(item, LLMResult):
+                    rest = item.response.message
+                    shown = reply.message
+                    self._send(rest[len(shown) :] if rest.startswith(shown) else ("" if shown else rest))
+                    return item
+                reply.feed(item)
+                self._send(reply.take_message())
+        except FSMError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
+        raise LLMResponseError("the model's stream ended without a reply")
+
+    def _send(self, text: str) -> None:
+        if text:
+            self.streamed = True
+            self.emit(StreamEvent("token", {"text": text}))
+
+
+def _early_response(decision: dict[str, Any], request: LLMRequest) -> Any:
+    """The decision part as a reply the engine can decide on (the message still to come), or None."""
+    try:
+        return parse_llm_output(
+            json.dumps({**decision, "message": "..."}),
+            allowed_targets_from_schema(request.response_schema),
+            strict_targets=False,
+        )
+    except (MalformedOutputError, TypeError, ValueError):
+        return None
+
+
+async def stream_turn(
+    manager: Any, generator: Generator[Any, Any, Any], lock: Any, slot: Any
+) -> AsyncIterator[StreamEvent]:
+    """Run the turn in its own task and yield its events; a typed error is raised after the events before it."""
+    queue: asyncio.Queue[StreamEvent | BaseException | None] = asyncio.Queue()
+    driver = _StreamingDriver(manager, queue.put_nowait)
+
+    async def run() -> None:
+        try:
+            async with lock, slot:
+                outcome = await driver.drive(generator)
+            reply = outcome.reply
+            if not driver.streamed:
+                driver._send(reply)  # answered before (a duplicate message id), or no streaming was possible
+            decided = driver.decided
+            done: dict[str, Any] = {"reply": reply}
+            if decided is not None:
+                done.update(state=decided.state, verdict=decided.verdict, ended=decided.ended)
+            else:
+                done["duplicate"] = True
+            queue.put_nowait(StreamEvent("done", done))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, who raises it
+            queue.put_nowait(exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            queue.put_nowait(None)
+
+    task = asyncio.ensure_future(run())
+    manager._background.add(task)
+    task.add_done_callback(manager._background.discard)
+    while True:
+        item = await queue.get()
+        if item is None:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
+__all__ = ["StreamEvent", "stream_turn"]
