@@ -246,12 +246,6 @@ def model_backend(args: argparse.Namespace) -> Iterator[Any]:
     """The shared local server for a ``local`` model; any other litellm model is called as it is."""
     from live_engines import Server, private_home, shared_server
 
-    from llm_fsm import local
-
-    if not hasattr(local, "home_dir"):  # main dropped the export live_engines uses; back in 58507e8 (not merged yet)
-        from llm_fsm.local._catalogue import home_dir
-
-        local.home_dir = home_dir  # type: ignore[attr-defined]
     if args.model == "local" or args.model.startswith("local/"):
         with (
             private_home(args.shared_home) as home,
