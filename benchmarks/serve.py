@@ -86,6 +86,7 @@ class LoadResult:
     errors: dict[str, int] = field(default_factory=dict)
     reply_mismatches: int = 0  # an answer that is not this message's reply (a re-sent id's included)
     sent: dict[str, list[str]] = field(default_factory=dict)  # conversation id -> its messages, in order
+    refused: set[tuple[str, str]] = field(default_factory=set)  # answered with an error: must not be there
 
     def error(self, kind: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
@@ -100,6 +101,8 @@ class TranscriptCheck:
     duplicated: int = 0
     mismatched: int = 0  # present once, but not followed by its reply, or out of order
     unreadable: int = 0  # conversations whose transcript could not be read
+    refused: int = 0  # answered with an error and rightly absent (a failed turn changes nothing)
+    landed_after_error: int = 0  # answered with an error, yet in the transcript: the answer was wrong
 
 
 def _kind(exc: BaseException) -> str:
@@ -111,8 +114,16 @@ async def _post(client: httpx.AsyncClient, cid: str, message: str, message_id: s
         f"/v1/conversations/{cid}/messages", json={"message": message, "message_id": message_id}
     )
     if response.status_code != 200:
-        return response.status_code, response.text[:200]
+        return response.status_code, _code(response)
     return 200, str(response.json()["reply"])
+
+
+def _code(response: httpx.Response) -> str:
+    """The API's error code (``store_unavailable``, ...), or the start of the body when it is not one."""
+    try:
+        return str(response.json()["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:80]
 
 
 Conversation = tuple[str, httpx.AsyncClient]
@@ -133,7 +144,7 @@ async def start_conversations(clients: list[httpx.AsyncClient], result: LoadResu
             result.error(f"start: {_kind(exc)}")
             return None
         if response.status_code != 201:
-            result.error(f"start: HTTP {response.status_code}")
+            result.error(f"start: HTTP {response.status_code} {_code(response)}")
             return None
         return str(response.json()["conversation_id"]), client
 
@@ -199,7 +210,8 @@ async def drive(
                 how = None
             elapsed = time.perf_counter() - began
             if first[0] != 200:
-                result.error(f"HTTP {first[0]}")
+                result.error(f"HTTP {first[0]} {first[1]}")
+                result.refused.add((cid, message))
                 continue
             result.turns_answered += 1
             result.added.append(elapsed - latency)
@@ -214,7 +226,7 @@ async def drive(
                     continue
             if how is not None:
                 if second[0] != 200:
-                    result.error(f"resend: HTTP {second[0]}")
+                    result.error(f"resend: HTTP {second[0]} {second[1]}")
                 elif second[1] != first[1]:
                     result.reply_mismatches += 1
 
@@ -234,9 +246,18 @@ async def drive(
 
 
 async def check_transcripts(
-    client: httpx.AsyncClient, sent: dict[str, list[str]], *, concurrency: int = 20
+    client: httpx.AsyncClient,
+    sent: dict[str, list[str]],
+    refused: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset(),
+    *,
+    concurrency: int = 20,
 ) -> TranscriptCheck:
-    """Read every conversation back: each message exactly once, followed by its own reply, in the order sent."""
+    """Read every conversation back: each message exactly once, followed by its own reply, in the order sent.
+
+    A message the server answered with an error (``refused``) must not be there at all: the API says
+    a failed turn changes nothing. A message whose answer never arrived (a transport error) was sent
+    again with its id, so it must be there once like any other.
+    """
     check = TranscriptCheck()
     gate = asyncio.Semaphore(concurrency)
 
@@ -255,6 +276,12 @@ async def check_transcripts(
         for message in messages:
             check.checked += 1
             count = said.count(message)
+            if (cid, message) in refused:
+                if count:
+                    check.landed_after_error += 1
+                else:
+                    check.refused += 1
+                continue
             if count == 0:
                 check.lost += 1
                 continue
@@ -278,11 +305,12 @@ async def stream_turns(
     latency: float,
     *,
     timeout: float = 60.0,
-) -> tuple[list[float], dict[str, int], dict[str, list[str]]]:
+) -> tuple[list[float], dict[str, int], dict[str, list[str]], set[tuple[str, str]]]:
     """``turns`` SSE turns spread over ``ids`` (one at a time per conversation): first ``token`` - latency."""
     firsts: list[float] = []
     errors: dict[str, int] = {}
     sent: dict[str, list[str]] = {cid: [] for cid, _ in ids}
+    refused: set[tuple[str, str]] = set()
 
     def count(kind: str) -> None:
         errors[kind] = errors.get(kind, 0) + 1
@@ -302,7 +330,9 @@ async def stream_turns(
                     headers={"Accept": "text/event-stream"},
                 ) as response:
                     if response.status_code != 200:
-                        count(f"stream: HTTP {response.status_code}")
+                        await response.aread()
+                        count(f"stream: HTTP {response.status_code} {_code(response)}")
+                        refused.add((cid, message))
                         continue
                     async for line in response.aiter_lines():
                         if line.startswith("event: "):
@@ -328,7 +358,7 @@ async def stream_turns(
     if pending:
         errors[f"stream: unfinished after {timeout:g} s"] = len(pending)
         await asyncio.gather(*pending, return_exceptions=True)
-    return firsts, errors, sent
+    return firsts, errors, sent, refused
 
 
 def percentile_ms(values: list[float], q: float) -> float | None:
@@ -377,16 +407,17 @@ def client_cpu_seconds() -> float:
 class Server:
     """uvicorn serving ``serve_app:app_factory`` on a free loopback port, in a process of its own."""
 
-    def __init__(self, store: str, definition: str, workers: int, latency: float, log: Path) -> None:
+    def __init__(
+        self, store: str, definition: str, workers: int, latency: float, log: Path, *, nodelay: bool = False
+    ) -> None:
         self.port = _free_port()
         self.workers = workers
         settings = {"store": store, "definition": definition, "latency": latency}
         env = {**os.environ, SETTINGS_ENV: json.dumps(settings), "PYTHONPATH": str(ROOT)}
         self.log = log.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "serve_app:app_factory", "--factory", "--app-dir", str(HERE)]
-            + ["--host", "127.0.0.1", "--port", str(self.port), "--workers", str(workers)]
-            + ["--no-access-log", "--log-level", "warning", "--backlog", "4096"],
+            [sys.executable, str(HERE / "serve_app.py"), "--port", str(self.port), "--workers", str(workers)]
+            + (["--nodelay"] if nodelay else []),
             env=env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -450,7 +481,9 @@ async def run_configuration(
     timeout = httpx.Timeout(args.request_timeout)
 
     def client(connections: int) -> httpx.AsyncClient:
-        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        # an idle connection is dropped after 2 s, before uvicorn's 5 s keep-alive timeout closes it from the
+        # other end: reusing one the server is closing is a race the client loses (a ReadError on a POST)
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=2.0)
         return httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout, transport=transport)
 
     # two connections per conversation: a message and its re-sent twin may be in flight at once
@@ -476,15 +509,20 @@ async def run_configuration(
         )
         server_cpu = (cpu_seconds(server_pid) - server_before) if server_pid else None
         client_cpu = client_cpu_seconds() - client_before
-        check = await check_transcripts(reader, result.sent)
-        stream_ids = ids[: args.stream_concurrency]
-        # the streamed turns go on conversations whose transcripts were just checked: their turns are checked too
-        firsts, stream_errors, stream_sent = await stream_turns(
+        check = await check_transcripts(reader, result.sent, result.refused)
+        # the streamed turns go on conversations of their own, started now, after the load
+        stream_clients = [client(1) for _ in range(args.stream_concurrency)]
+        for each in stream_clients:
+            await stack.enter_async_context(each)
+        stream_start = LoadResult()
+        stream_ids = await start_conversations(stream_clients, stream_start)
+        firsts, stream_errors, stream_sent, stream_refused = await stream_turns(
             stream_ids, args.stream_turns, latency, timeout=args.phase_timeout
         )
-        full = {cid: result.sent.get(cid, []) + extra for cid, extra in stream_sent.items()}
-        stream_check = await check_transcripts(reader, full)
+        stream_check = await check_transcripts(reader, stream_sent, stream_refused)
     errors = {**result.errors, **stream_errors}
+    for kind, count in stream_start.errors.items():
+        errors[f"stream {kind}"] = count
     seconds = result.seconds or float("nan")
     return {
         "conversations": conversations,
@@ -505,6 +543,8 @@ async def run_configuration(
         "duplicated": check.duplicated + stream_check.duplicated,
         "mismatched": check.mismatched + stream_check.mismatched + result.reply_mismatches,
         "unreadable": check.unreadable + stream_check.unreadable,
+        "refused_and_absent": check.refused + stream_check.refused,
+        "landed_after_error": check.landed_after_error + stream_check.landed_after_error,
         "checked": check.checked,
         "stream_turns": len(firsts),
         "stream_first_char_p50_ms": percentile_ms(firsts, 0.50),
@@ -525,7 +565,7 @@ async def _serve_and_drive(
     args: argparse.Namespace,
 ) -> dict[str, Any]:
     log = Path(args.workdir) / f"server-{store_name}-{workers}w-{conversations}c-{think_ms:g}ms.log"
-    server = Server(store, definition, workers, args.latency_ms / 1000, log)
+    server = Server(store, definition, workers, args.latency_ms / 1000, log, nodelay=args.nodelay)
     try:
         await server.ready()
         figures = await run_configuration(
@@ -546,7 +586,8 @@ def run_matrix(args: argparse.Namespace) -> dict[str, Any]:
     notes: list[str] = []
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as workdir:
-        args.workdir = workdir
+        args.workdir = args.logs or workdir
+        Path(args.workdir).mkdir(parents=True, exist_ok=True)
         definition = str(Path(workdir) / "loop.json")
         Path(definition).write_text(json.dumps(LOOP))
         with redis_server(args.redis_url, notes) if "redis" in args.stores else contextlib.nullcontext() as redis:
@@ -602,7 +643,10 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "met": worst <= P99_TARGET_MS,
             }
         )
-    bad = sum(r["errors"] + r["lost"] + r["duplicated"] + r["mismatched"] + r["unreadable"] for r in rows)
+    bad = sum(
+        r["errors"] + r["lost"] + r["duplicated"] + r["mismatched"] + r["unreadable"] + r["landed_after_error"]
+        for r in rows
+    )
     found.append({"target": "0 errors, 0 lost, 0 duplicated (nor mismatched)", "figure": bad, "met": bad == 0})
     for r1 in rows:
         if r1["workers"] != 1 or r1["think_ms"] != 0:
@@ -671,6 +715,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--redis-url", default=None, help="use this Redis instead of starting one")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="100 conversations x 5 turns, 100 SSE turns")
+    parser.add_argument(
+        "--nodelay",
+        action="store_true",
+        help="set TCP_NODELAY on the server's connections (uvicorn leaves it off with --workers N: +40 ms a turn)",
+    )
+    parser.add_argument("--logs", default=None, help="keep the servers' logs in this folder")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     args.conversations = args.conversations or ([100] if args.quick else [200, 500])

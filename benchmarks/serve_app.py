@@ -13,8 +13,11 @@ transcripts can be checked afterwards: each message must be followed by its own 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -98,6 +101,9 @@ def build_app(store: str, definition: str, latency: float, *, max_concurrent_tur
 
 def app_factory() -> Any:
     """uvicorn's factory: each worker process builds its app from ``$SERVE_BENCH_SETTINGS``."""
+    # the library only adds a NullHandler and `llm-fsm serve` configures none: without this, the server's
+    # warnings (the cause behind a 503) would go nowhere, and the benchmark's server log would say nothing
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
     settings = json.loads(os.environ[SETTINGS_ENV])
     return build_app(
         settings["store"],
@@ -105,3 +111,57 @@ def app_factory() -> Any:
         settings["latency"],
         max_concurrent_turns=settings.get("max_concurrent_turns"),
     )
+
+
+def _no_delay_protocol() -> Any:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class NoDelayH11Protocol(H11Protocol):
+        """uvicorn's h11 protocol that turns Nagle's algorithm off on every accepted connection.
+
+        With ``--workers N`` uvicorn binds the listening socket itself with ``proto`` 0, accepted
+        sockets inherit it, and asyncio sets ``TCP_NODELAY`` only on sockets that say IPPROTO_TCP: each
+        response then waits for the client's delayed ACK, about 40 ms on Linux (uvicorn issue 3149).
+        One worker is not affected (asyncio binds that socket from getaddrinfo).
+        """
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            super().connection_made(transport)
+
+    return NoDelayH11Protocol
+
+
+NoDelayH11Protocol = _no_delay_protocol()
+"""Importable by uvicorn's worker processes as ``serve_app:NoDelayH11Protocol`` (``--nodelay``)."""
+
+
+def main() -> None:
+    """Serve ``app_factory`` as ``llm-fsm serve`` does (uvicorn, 1 or N workers), optionally with TCP_NODELAY."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--nodelay", action="store_true", help="set TCP_NODELAY on accepted connections")
+    args = parser.parse_args()
+    uvicorn.run(
+        "serve_app:app_factory",
+        factory=True,
+        host="127.0.0.1",
+        port=args.port,
+        workers=args.workers,
+        http="serve_app:NoDelayH11Protocol" if args.nodelay else "auto",
+        log_level="warning",
+        access_log=False,
+        backlog=4096,
+    )
+
+
+if __name__ == "__main__":
+    main()
