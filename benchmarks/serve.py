@@ -7,13 +7,17 @@ app (``create_app``, as ``llm-fsm serve`` builds it) over an SQLite file in a te
 process with ``httpx.AsyncClient``:
 
 - ``--conversations`` conversations (200 and 500) are started, then each sends ``--turns`` (10)
-  messages one after the other, all conversations at once (a closed loop: a conversation's next
-  message leaves as soon as its reply arrives, after ``--think-ms`` of think time, 0 by default);
+  messages one after the other, all conversations at once, in a closed loop: a conversation's next
+  message leaves as soon as its reply arrives, so the server is saturated (throughput, and latency
+  that is mostly queueing);
+- the same with ``--paced`` conversations (200), each message after a think time drawn from
+  0 to 2 x ``--think-ms`` (1,000): the latency a server that is not saturated adds;
 - a tenth of the messages (``--resend``) are sent a second time with the same ``message_id``: half
   while the first is still in flight (with 2 workers it may land on the other worker), half after
   its reply; the second answer must be the first's reply and must not make a second turn;
 - afterwards every conversation's transcript is read back (``GET /v1/conversations/{id}``): each
-  message must be there exactly once, followed by its own reply (``ok: <message>``), in order;
+  message must be there exactly once, followed by its own reply (``ok: <message>``), in order; one
+  answered with an error must not be there at all;
 - then ``--stream-turns`` turns (300) with ``Accept: text/event-stream`` on ``--stream-concurrency``
   (10) conversations at once: the time to the first ``token`` event minus the model's ``--latency``
   (the fake model's time to its first character).
@@ -21,12 +25,18 @@ process with ``httpx.AsyncClient``:
 Printed per configuration: turns/s; p50 and p99 of the latency the server adds (each message's round
 trip minus the model's latency: server + engine + store + HTTP, and any queueing); errors (any
 non-2xx answer or transport failure); lost, duplicated and mismatched turns; the SSE first-character
-figure; and the CPU used by the server's processes and by this client, in cores. The machine has 2
-cores, shared by the server's workers, this client (and anything else running): with 2 workers the
-client takes CPU the workers would otherwise have, which the "cores" columns show.
+figure; the CPU used by the server's processes and by this client, in cores and per turn; and the
+1-minute load average. The machine has 2 cores, shared by the server's workers, this client and
+anything else running: with 2 workers the client takes CPU the workers would otherwise have, so the
+script also prints the most 2 workers can gain over 1 here, from the CPU per turn it measured.
 
-    python benchmarks/serve.py                      # the issue's matrix: a few minutes
-    python benchmarks/serve.py --quick              # about a minute
+``--nodelay`` sets TCP_NODELAY on the server's connections, which uvicorn leaves off with
+``--workers N`` (``serve_app.NoDelayH11Protocol``): without it, each 2-worker turn waits ~40 ms for
+the client's delayed ACK.
+
+    python benchmarks/serve.py                      # the issue's matrix: about 7 minutes
+    python benchmarks/serve.py --nodelay            # the same with TCP_NODELAY on every connection
+    python benchmarks/serve.py --quick              # about a minute and a half
     python benchmarks/serve.py --conversations 200 --workers 1 --stores sqlite --json
 
 Every request goes to 127.0.0.1; every phase is bounded by ``--phase-timeout`` seconds, after which
@@ -44,6 +54,7 @@ import random
 import resource
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -196,6 +207,8 @@ async def drive(
                     first, second = await asyncio.gather(
                         _post(client, cid, message, message_id), _post(client, cid, message, message_id)
                     )
+                    if first[0] != 200 and second[0] == 200:
+                        first, second = second, first  # the twin's turn landed: the message is answered
                 else:
                     first = await _post(client, cid, message, message_id)
             except httpx.HTTPError as exc:
@@ -551,6 +564,12 @@ async def run_configuration(
         "stream_first_char_p99_ms": percentile_ms(firsts, 0.99),
         "server_cores": round(server_cpu / seconds, 2) if server_cpu is not None else None,
         "client_cores": round(client_cpu / seconds, 2),
+        "server_cpu_ms_per_turn": round(1000 * server_cpu / result.turns_answered, 2)
+        if server_cpu is not None and result.turns_answered
+        else None,
+        "client_cpu_ms_per_turn": round(1000 * client_cpu / result.turns_answered, 2)
+        if result.turns_answered
+        else None,
         "load_average_1m": round(load_average, 2),
     }
 
@@ -620,6 +639,7 @@ def run_matrix(args: argparse.Namespace) -> dict[str, Any]:
         "resend": args.resend,
         "rows": rows,
         "targets": targets(rows),
+        "scaling_ceiling": scaling_ceiling(rows),
         "notes": notes,
     }
 
@@ -670,6 +690,21 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
+def scaling_ceiling(rows: list[dict[str, Any]]) -> float | None:
+    """What 2 workers can reach over 1 on this machine's 2 cores when the client runs on them too.
+
+    One worker is bound by one core: 1 / server CPU per turn. Two workers share both cores with the
+    client: 2 / (server + client CPU per turn). Their ratio, 2s / (s + c), from the closed-loop rows'
+    CPU per turn (medians), holds whatever else the machine is running.
+    """
+    closed = [r for r in rows if r["think_ms"] == 0 and r["server_cpu_ms_per_turn"] and r["client_cpu_ms_per_turn"]]
+    if not closed:
+        return None
+    server = statistics.median(r["server_cpu_ms_per_turn"] for r in closed)
+    client = statistics.median(r["client_cpu_ms_per_turn"] for r in closed)
+    return round(min(2.0, 2 * server / (server + client)), 2)
+
+
 def print_report(report: dict[str, Any]) -> None:
     print(
         f"HTTP server under load: {report['turns']} turns per conversation, fake model {report['latency_ms']:g} ms, "
@@ -691,6 +726,15 @@ def print_report(report: dict[str, Any]) -> None:
         )
         if r["error_kinds"]:
             print(f"      errors: {r['error_kinds']}")
+    print(
+        "CPU per turn, ms (server / client):",
+        ", ".join(f"{r['server_cpu_ms_per_turn']}/{r['client_cpu_ms_per_turn']}" for r in report["rows"]),
+    )
+    if report.get("scaling_ceiling") is not None:
+        print(
+            f"2 workers over 1 can reach at most {report['scaling_ceiling']}x here: 2 cores / (server + client CPU "
+            "per turn) against 1 core / server CPU per turn, the client being on the same 2 cores"
+        )
     print("targets:")
     for t in report["targets"]:
         print(f"  {'met   ' if t['met'] else 'MISSED'} {t['target']}: {t['figure']}")
