@@ -661,6 +661,13 @@ class RedisStore(AsyncStoreMixin):
             raise StoreError(f"redis at {_redact(self.url)}: {type(exc).__name__}: {exc}") from exc
 
 
+_ASYNC_MAX_CONNECTIONS = 100
+"""Connections of one event loop's client (the manager runs at most max_concurrent_turns, 100, turns at once)."""
+
+_ASYNC_POOL_WAIT = 5.0
+"""Seconds a call waits for a free connection when no socket timeout is configured."""
+
+
 class _AsyncClient:
     """A ``redis.asyncio`` client of one event loop, with its scripts."""
 
@@ -672,13 +679,20 @@ class _AsyncClient:
 
     @classmethod
     def connect(cls, url: str, options: dict[str, Any]) -> _AsyncClient:
-        from redis.asyncio import Redis
+        from redis.asyncio import BlockingConnectionPool, Redis
         from redis.asyncio.retry import Retry
         from redis.backoff import ExponentialBackoff
 
         options = dict(options)
         retry = Retry(ExponentialBackoff(cap=0.2, base=0.02), options.pop("retries"))
-        return cls(Redis.from_url(url, retry=retry, **options))
+        # A blocking pool: past max_connections a call waits for a free connection (up to the socket timeout)
+        # instead of failing at once with "Too many connections", which turned a burst of turns into 503s.
+        options.setdefault("max_connections", _ASYNC_MAX_CONNECTIONS)
+        options.setdefault("timeout", options.get("socket_timeout") or _ASYNC_POOL_WAIT)
+        pool = BlockingConnectionPool.from_url(url, **options)
+        client = Redis(connection_pool=pool, retry=retry)
+        client.auto_close_connection_pool = True  # the client owns this pool: closing it closes the connections
+        return cls(client)
 
     async def perform(self, call: _Call) -> Any:
         if isinstance(call, _Command):

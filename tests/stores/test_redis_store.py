@@ -456,3 +456,18 @@ def test_the_password_of_a_redis_url_never_appears_in_errors() -> None:
     with pytest.raises(StoreUnavailableError) as caught:
         store.list()
     assert "s3cret" not in str(caught.value) and "s3cret" not in repr(store)
+
+
+def test_more_async_calls_than_connections_wait_for_one_instead_of_failing(redis_url: str) -> None:
+    # Found by benchmarks/serve.py: redis-py's default asyncio pool refuses the call past max_connections
+    # at once ("Too many connections"), which a burst of API turns met as 503 store_unavailable.
+    store = RedisStore(redis_url, max_connections=3)
+    instance = rich_instance()
+    store.save(instance, expected_version=None)
+
+    async def burst() -> list[object]:
+        return await asyncio.gather(
+            *(store.aload(instance.conversation_id, user_id="alice", room_id="room-1") for _ in range(40))
+        )
+
+    assert len(asyncio.run(burst())) == 40
