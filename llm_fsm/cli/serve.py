@@ -200,19 +200,72 @@ def serve_command(
     app = build_app(settings)  # every check now, in this process: a mistake exits 2 before anything listens
     if not keys:
         click.echo(f"no API keys configured: every request acts as tenant {ANONYMOUS_TENANT!r} (loopback only)")
+    server_options = {
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "log_config": _log_config(uvicorn, log_level),
+        "http": "llm_fsm.cli.serve:NoDelayH11Protocol",
+    }
     if workers == 1:
-        uvicorn.run(app, host=host, port=port, log_level=log_level)
+        uvicorn.run(app, **server_options)
         return
     app.state.manager.store.close()
     os.environ[SETTINGS_ENV] = settings.to_json()
-    uvicorn.run(
-        "llm_fsm.cli.serve:app_from_environment",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level=log_level,
-    )
+    uvicorn.run("llm_fsm.cli.serve:app_from_environment", factory=True, workers=workers, **server_options)
+
+
+def _log_config(uvicorn: Any, log_level: str) -> dict[str, Any]:
+    """uvicorn's logging configuration, with llm_fsm's records (refused moves, 5xx causes) on its console.
+
+    The library itself only adds a NullHandler (an application decides where logs go); the server is
+    such an application, and without this the causes docs/server.md promises "in the server's log" went
+    nowhere (found by benchmarks/serve.py).
+    """
+    import copy
+
+    config: dict[str, Any] = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    level = log_level.upper() if log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "INFO"
+    config["loggers"]["llm_fsm"] = {"handlers": ["default"], "level": level, "propagate": False}
+    return config
+
+
+def __getattr__(name: str) -> Any:
+    # uvicorn resolves --http from an import string in each worker process; built lazily so that importing
+    # this module does not need uvicorn (the [server] extra)
+    if name == "NoDelayH11Protocol":
+        return _no_delay_protocol()
+    raise AttributeError(name)
+
+
+_NO_DELAY: list[Any] = []
+
+
+def _no_delay_protocol() -> Any:
+    """uvicorn's h11 protocol with Nagle's algorithm off on every accepted connection.
+
+    With several workers uvicorn binds the listening socket itself and asyncio then leaves TCP_NODELAY off
+    on the accepted sockets, so each response waited for the client's delayed ACK: about 40 ms added to
+    back-to-back turns and to the first streamed character (measured by benchmarks/serve.py; uvicorn
+    issue 3149). One worker was not affected; setting it there too is harmless.
+    """
+    if _NO_DELAY:
+        return _NO_DELAY[0]
+    import contextlib
+    import socket
+
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class NoDelayH11Protocol(H11Protocol):
+        def connection_made(self, transport: Any) -> None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            super().connection_made(transport)
+
+    _NO_DELAY.append(NoDelayH11Protocol)
+    return NoDelayH11Protocol
 
 
 __all__ = ["ServeSettings", "app_from_environment", "build_app", "is_loopback", "serve_command"]

@@ -143,3 +143,49 @@ def test_serve_answers_over_http_with_one_or_several_workers(
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def test_every_accepted_connection_turns_nagles_algorithm_off() -> None:
+    # Found by benchmarks/serve.py: with --workers N each response waited ~40 ms for a delayed ACK.
+    import socket
+
+    from uvicorn.config import Config
+    from uvicorn.importer import import_from_string
+    from uvicorn.server import ServerState
+
+    protocol_class = import_from_string("llm_fsm.cli.serve:NoDelayH11Protocol")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    client = socket.create_connection(listener.getsockname())
+    accepted, _ = listener.accept()
+    try:
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0
+
+        class Transport:
+            def get_extra_info(self, name: str, default: object = None) -> object:
+                return {"socket": accepted, "peername": ("127.0.0.1", 1), "sockname": ("127.0.0.1", 2)}.get(
+                    name, default
+                )
+
+            def is_closing(self) -> bool:
+                return False
+
+        config = Config(app=lambda *a: None)
+        config.load()
+        protocol = protocol_class(config=config, server_state=ServerState(), app_state={})
+        protocol.connection_made(Transport())
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    finally:
+        for sock in (client, accepted, listener):
+            sock.close()
+
+
+def test_the_servers_log_carries_llm_fsm_records() -> None:
+    import uvicorn
+
+    from llm_fsm.cli.serve import _log_config
+
+    config = _log_config(uvicorn, "warning")
+    assert config["loggers"]["llm_fsm"] == {"handlers": ["default"], "level": "WARNING", "propagate": False}
+    assert "llm_fsm" not in uvicorn.config.LOGGING_CONFIG["loggers"]  # uvicorn's own default is left as it was
