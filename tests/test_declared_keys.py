@@ -428,3 +428,35 @@ def test_a_sub_flow_output_the_parent_refuses_is_dropped_and_recorded() -> None:
     manager, cid = through_a_sub_flow("nonsense")
     assert "ref" not in manager.get_conversation_data(cid)
     assert refused(manager, cid)["ref"][0] == "pattern"
+
+
+def test_an_offer_accepted_after_a_side_question_is_grounded() -> None:
+    # Found by benchmarks/dst.py: 34 of 526 gold SGD values were offers the user took only after asking
+    # something else ("25 Lusk?" / "What's their number?" / "415-..." / "OK, that one").
+    replies = iter(
+        [
+            {"transition": {"target_state": "", "context_update": {}}, "message": "How about Lusk Kitchen?"},
+            {"transition": {"target_state": "", "context_update": {}}, "message": "Their number is 415 555 0100."},
+            {"transition": {"target_state": "", "context_update": {"name": "Lusk Kitchen"}}, "message": "Booked."},
+        ]
+    )
+    manager = FSMManager(fsm_loader=lambda _id: form(), llm_interface=FunctionLLM(lambda _r: next(replies)))
+    cid, _ = manager.start_conversation("form")
+    manager.process_message(cid, "what's their number?")
+    manager.process_message(cid, "ok, I'll go with that one")
+    assert manager.get_conversation_data(cid) == {"name": "Lusk Kitchen"}
+
+
+def test_an_offer_older_than_the_history_window_grounds_nothing() -> None:
+    replies = iter(
+        [{"transition": {"target_state": "", "context_update": {}}, "message": "How about Lusk Kitchen?"}]
+        + [{"transition": {"target_state": "", "context_update": {}}, "message": "Anything else?"}] * 6
+        + [{"transition": {"target_state": "", "context_update": {"name": "Lusk Kitchen"}}, "message": "ok"}]
+        + [{"transition": {"target_state": "", "context_update": {}}, "message": "Which one do you mean?"}]
+    )
+    manager = FSMManager(fsm_loader=lambda _id: form(), llm_interface=FunctionLLM(lambda _r: next(replies)))
+    cid, _ = manager.start_conversation("form")
+    for _ in range(6):
+        manager.process_message(cid, "hmm")
+    manager.process_message(cid, "that first one")
+    assert manager.get_conversation_data(cid) == {}

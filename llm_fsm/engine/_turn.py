@@ -197,11 +197,14 @@ def _check_budget(instance: FSMInstance, config: EngineConfig) -> None:
 
 
 def _grounding(instance: FSMInstance, message: str) -> Grounding:
-    """What a grounded value may be taken from: the user's stored messages, this one, and the last reply."""
-    exchanges = instance.context.conversation.exchanges
+    """What a grounded value may be taken from: the user's stored messages, this one, and the assistant's
+    messages in the history window the model sees (an offer accepted, perhaps after a side question)."""
+    conversation = instance.context.conversation
+    exchanges = conversation.exchanges
     users = [entry["user"] for entry in exchanges if "user" in entry]
-    offer = next((entry["assistant"] for entry in reversed(exchanges) if "assistant" in entry), None)
-    return Grounding(grounding_texts(users, message, offer))
+    window = exchanges[-2 * conversation.max_history_size :] if conversation.max_history_size > 0 else []
+    offers = [entry["assistant"] for entry in window if "assistant" in entry]
+    return Grounding(grounding_texts(users, message, offers))
 
 
 def _redact(definitions: tuple[FSMDefinition, ...], data: dict[str, Any], *texts: str) -> list[str]:

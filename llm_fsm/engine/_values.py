@@ -16,8 +16,9 @@ A model's value is a guess until checked. Three steps, each pure:
    value must be a word the user used (or its singular/plural), and the
    value's digits, run together, must appear in the digits of one message run
    together (so ``555-1234`` is supported by "555 1234"). The assistant's
-   message the user is answering counts too: a value the assistant offered
-   and the user accepted ("Akiko's at 7?" — "yes") is grounded.
+   messages in the history window the model sees count too: a value the
+   assistant offered and the user accepted ("Akiko's at 7?" — "yes", or
+   "What's their number?" first, then "OK, that one") is grounded.
 
 A refused value is never stored; the caller records the ``Refusal``.
 """
@@ -335,9 +336,11 @@ class Grounding:
         return not digits or any(digits in run for run in self.digit_runs)
 
 
-def grounding_texts(user_messages: Sequence[str], message: str, offer: str | None) -> list[str]:
-    """The texts a grounded value may come from: the user's messages, this one, and the offer being answered."""
-    return [*user_messages, message, *([offer] if offer else [])]
+def grounding_texts(user_messages: Sequence[str], message: str, offers: Sequence[str] | str | None) -> list[str]:
+    """The texts a grounded value may come from: the user's messages, this one, and the assistant's offers."""
+    if isinstance(offers, str):
+        offers = [offers]
+    return [*user_messages, message, *(offers or ())]
 
 
 def masked(definition: FSMDefinition, data: dict[str, Any]) -> dict[str, Any]:
