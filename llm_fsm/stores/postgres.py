@@ -25,9 +25,9 @@ Expiry: ``ttl_seconds`` (None, the default: never) sets ``expires_at = now() + t
 the server's clock; a conversation past it is not found, listed, loaded or saved over, and ``expire``
 deletes it along with those idle longer than ``older_than``.
 
-Connections come from a psycopg_pool ``ConnectionPool`` (sync) and, for the async twins, an
-``AsyncConnectionPool`` of the running event loop made on first use in that loop and closed with it,
-so an async turn makes no thread hop. Both drive the same operations: generators of SQL statements
+Connections come from a psycopg_pool ``ConnectionPool`` (sync) and, for the async twins, from
+``psycopg.AsyncConnection``s of the running event loop (``_LoopPool``), made on first use in that loop and
+closed with it, so an async turn makes no thread hop. Both drive the same operations: generators of SQL statements
 (see ``_run`` and ``_arun``). A child process that inherits the store opens its own pool.
 
 Errors: a server that cannot be reached, is shutting down or drops the connection raises
@@ -49,7 +49,7 @@ import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -78,7 +78,7 @@ from llm_fsm.stores.codec import (
 
 if TYPE_CHECKING:
     import psycopg
-    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+    from psycopg_pool import ConnectionPool
 
 logger = logging.getLogger(__name__)
 
@@ -308,7 +308,7 @@ class PostgresStore(AsyncStoreMixin):
         loops, self._loops = builtins.list(self._loops.items()), weakref.WeakKeyDictionary()
         for loop, pools in loops:
             try:
-                _close_in(loop, pools.pool.close(timeout=1.0))
+                _close_in(loop, pools.close())
             except Exception as exc:  # noqa: BLE001 - as above
                 logger.debug("closing %r's asyncio pool: %s", self, exc)
 
@@ -526,19 +526,17 @@ class PostgresStore(AsyncStoreMixin):
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _arun(self, make: Callable[[], _Ops[_T]]) -> _T:
-        """``_run`` on the running loop's asyncio pool."""
+        """``_run`` on the running loop's connections."""
         pools = await self._loop_pool()
         if not pools.ready:
-            await self._aattempts(pools.pool, self._migrate, transaction=True)
+            await self._aattempts(pools, self._migrate, transaction=True)
             pools.ready = True
-        return await self._aattempts(pools.pool, make, transaction=False)
+        return await self._aattempts(pools, make, transaction=False)
 
-    async def _aattempts(
-        self, pool: AsyncConnectionPool[Any], make: Callable[[], _Ops[_T]], *, transaction: bool
-    ) -> _T:
+    async def _aattempts(self, pools: _LoopPool, make: Callable[[], _Ops[_T]], *, transaction: bool) -> _T:
         for attempt in range(self._retries + 1):
             try:
-                async with self._aerrors(), self._aconnection(pool) as conn:
+                async with self._aerrors(), pools.connection() as conn:
                     if not transaction:
                         return await _adrive(conn, make())
                     async with conn.transaction():
@@ -546,8 +544,7 @@ class PostgresStore(AsyncStoreMixin):
             except _Retry:
                 if attempt == self._retries:
                     raise
-                async with self._aerrors():
-                    await pool.check()
+                await pools.discard_idle()
         raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
@@ -573,24 +570,6 @@ class PostgresStore(AsyncStoreMixin):
             yield conn
         finally:
             pool.putconn(conn)
-
-    @asynccontextmanager
-    async def _aconnection(self, pool: AsyncConnectionPool[Any]) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        from psycopg_pool import PoolTimeout
-
-        asked = time.monotonic()
-        deadline = asked + self._connect_timeout
-        while True:
-            try:
-                conn = await pool.getconn(timeout=max(0.001, min(_WAIT_SLICE, deadline - time.monotonic())))
-                break
-            except PoolTimeout:
-                if self._refused_at > asked or time.monotonic() >= deadline:
-                    raise
-        try:
-            yield conn
-        finally:
-            await pool.putconn(conn)
 
     def _refused(self, pool: object) -> None:
         """The pool's ``reconnect_failed``: with ``reconnect_timeout=0``, called on the first failed attempt."""
@@ -625,28 +604,13 @@ class PostgresStore(AsyncStoreMixin):
             return pool
 
     async def _loop_pool(self) -> _LoopPool:
-        """The running loop's pool (an asyncio connection belongs to one loop), made on first use."""
+        """The running loop's connections (an asyncio connection belongs to one loop), made on first use."""
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         loop = asyncio.get_running_loop()
         pools = self._loops.get(loop)
         if pools is None:
-            from psycopg_pool import AsyncConnectionPool
-
-            pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-                self.url,
-                min_size=1,
-                max_size=self._pool_size,
-                kwargs={"autocommit": True},
-                timeout=self._connect_timeout,
-                reconnect_timeout=0,
-                reconnect_failed=self._refused,
-                name=f"llm_fsm-{self.schema}-async",
-                open=False,
-            )
-            async with self._aerrors():
-                await pool.open(wait=False)
-            pools = _LoopPool(pool)
+            pools = _LoopPool(self.url, self._pool_size, self._connect_timeout)
             self._loops[loop] = pools
             await pools.closer.__anext__()  # started in this loop: the loop's shutdown_asyncgens() closes it
         return pools
@@ -681,6 +645,8 @@ class PostgresStore(AsyncStoreMixin):
             )
         if isinstance(exc, PoolClosed):
             return StoreError(f"{self!r} is closed")
+        if isinstance(exc, TimeoutError):
+            return StoreUnavailableError(f"{where} is unavailable: no connection within {self._connect_timeout} s")
         if isinstance(exc, psycopg.OperationalError) and _connection_lost(exc):
             return _Retry(f"{where} is unavailable: {_first_line(exc)}")
         if isinstance(exc, psycopg.OperationalError | psycopg.errors.TransactionRollback):
@@ -727,19 +693,72 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], operation: _Ops[_T]) -> _T
 
 
 class _LoopPool:
-    """An ``AsyncConnectionPool`` of one event loop, and whether the tables were checked through it."""
+    """Connections of one event loop: opened on demand up to ``size`` at once, kept while idle, closed with the loop.
 
-    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
-        self.pool = pool
+    Not psycopg_pool's ``AsyncConnectionPool``: its worker tasks are cancelled by ``asyncio.run`` before the loop
+    finalises async generators, so it could not close its connections there and left pending tasks behind. This one
+    runs nothing in the background, so a loop's end (or ``close()``) closes everything, and a refused connection
+    is reported at once.
+    """
+
+    def __init__(self, url: str, size: int, connect_timeout: float) -> None:
+        self.url = url
+        self.connect_timeout = connect_timeout
+        self.idle: builtins.list[psycopg.AsyncConnection[Any]] = []
+        self.slots = asyncio.Semaphore(size)
         self.ready = False
+        self.closed = False
         self.closer = self._close_with_the_loop()
 
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        import psycopg
+
+        try:
+            await asyncio.wait_for(self.slots.acquire(), self.connect_timeout)
+        except TimeoutError:
+            raise StoreUnavailableError(
+                f"every connection of this event loop stayed busy for {self.connect_timeout} s"
+            ) from None
+        try:
+            if self.idle:
+                conn = self.idle.pop()
+            else:
+                conn = await asyncio.wait_for(
+                    psycopg.AsyncConnection.connect(self.url, autocommit=True), self.connect_timeout
+                )
+            try:
+                yield conn
+            finally:
+                reusable = not (self.closed or conn.closed or conn.broken)
+                if reusable and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                    self.idle.append(conn)
+                else:
+                    with suppress(Exception):
+                        await conn.close()
+        finally:
+            self.slots.release()
+
+    async def discard_idle(self) -> None:
+        """Close the idle connections (after one dropped: the others went down with the same server)."""
+        idle, self.idle = self.idle, []
+        for conn in idle:
+            with suppress(Exception):
+                await conn.close()
+
+    async def close(self) -> None:
+        self.closed = True
+        await self.discard_idle()
+
     async def _close_with_the_loop(self) -> AsyncIterator[None]:
-        """Suspended for the pool's life; ``asyncio.run`` finalises it (closing the pool) before the loop closes."""
+        """Suspended for the connections' life; ``asyncio.run`` finalises it (closing them) before the loop closes.
+
+        Without it, a loop that ends (every ``asyncio.run``) would leave its connections open.
+        """
         try:
             yield
         finally:
-            await self.pool.close(timeout=1.0)
+            await self.close()
 
 
 def _close_in(loop: asyncio.AbstractEventLoop, closing: Any) -> None:
