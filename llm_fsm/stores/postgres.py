@@ -528,9 +528,9 @@ class PostgresStore(AsyncStoreMixin):
     async def _arun(self, make: Callable[[], _Ops[_T]]) -> _T:
         """``_run`` on the running loop's connections."""
         pools = await self._loop_pool()
-        if not pools.ready:
+        if self._ready_pid != os.getpid():
             await self._aattempts(pools, self._migrate, transaction=True)
-            pools.ready = True
+            self._ready_pid = os.getpid()
         return await self._aattempts(pools, make, transaction=False)
 
     async def _aattempts(self, pools: _LoopPool, make: Callable[[], _Ops[_T]], *, transaction: bool) -> _T:
@@ -693,7 +693,7 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], operation: _Ops[_T]) -> _T
 
 
 class _LoopPool:
-    """Connections of one event loop: opened on demand up to ``size`` at once, kept while idle, closed with the loop.
+    """Connections of one event loop: opened on demand, ``size`` at most at once, kept while idle, closed with the loop.
 
     Not psycopg_pool's ``AsyncConnectionPool``: its worker tasks are cancelled by ``asyncio.run`` before the loop
     finalises async generators, so it could not close its connections there and left pending tasks behind. This one
@@ -706,7 +706,6 @@ class _LoopPool:
         self.connect_timeout = connect_timeout
         self.idle: builtins.list[psycopg.AsyncConnection[Any]] = []
         self.slots = asyncio.Semaphore(size)
-        self.ready = False
         self.closed = False
         self.closer = self._close_with_the_loop()
 

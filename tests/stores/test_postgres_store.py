@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -33,6 +34,7 @@ from .postgres_server import PostgresServer, free_port
 from .test_engine_on_stores import GREETING
 
 OWNER = {"user_id": "alice", "room_id": "room-1"}
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -118,7 +120,7 @@ def test_many_processes_opening_a_new_database_at_once_create_the_tables_once(po
         "import sys; from llm_fsm.stores import open_store; from tests.stores.factories import plain_instance;"
         " open_store(sys.argv[1]).save(plain_instance(), expected_version=None)"
     )
-    procs = [subprocess.Popen([sys.executable, "-c", code, postgres_url]) for _ in range(4)]
+    procs = [subprocess.Popen([sys.executable, "-c", code, postgres_url], cwd=REPO) for _ in range(4)]
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
     store = open_store(postgres_url)
     assert len(store.list()) == 4
@@ -358,8 +360,7 @@ def test_asyncio_run_closes_the_connections_of_its_loop(postgres_url: str) -> No
     store = open_store(postgres_url + "&application_name=llm_fsm_loop_test")
     assert isinstance(store, PostgresStore)
     count = (
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'llm_fsm_loop_test'"
-        " AND pid <> pg_backend_pid()"
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'llm_fsm_loop_test' AND pid <> pg_backend_pid()"
     )
 
     async def list_and_count() -> int:
