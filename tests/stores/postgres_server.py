@@ -2,9 +2,9 @@
 
 ``initdb`` and ``postgres`` refuse to run as root, and CI runs as root: then the cluster belongs to the
 ``postgres`` system user that Debian's package creates, and the server runs as that user (its temp dir
-is made outside pytest's root-only tree and handed to it). The server runs in the foreground in its own
-process group, so ``kill`` is a crash of the whole server (postmaster and backends, as a power cut or
-an OOM kill would leave it) and ``start`` after it runs PostgreSQL's crash recovery.
+is made outside pytest's root-only tree and handed to it). The server runs in the foreground, in a session
+of its own; ``kill`` is a crash of the whole server (the postmaster and every backend SIGKILLed, as an OOM
+kill or a power cut would leave it) and ``start`` after it runs PostgreSQL's crash recovery.
 
 fsync is off for speed: a killed server loses nothing by it (the kernel still has every write); only a
 machine crash would.
@@ -158,43 +158,67 @@ class PostgresServer:
             return False
 
     def kill(self) -> None:
-        """A crash: SIGKILL to the postmaster and every backend at once; nothing shut down cleanly."""
-        if self.process is not None and self.process.poll() is None:
+        """A crash: SIGKILL to the postmaster and every backend at once; nothing shut down cleanly.
+
+        Each backend makes itself a process-group leader, so the postmaster's group is not the server:
+        the postmaster is stopped (it forks no more), its children are found and killed, then it is.
+        """
+        if self.process is None or self.process.poll() is not None:
+            self._wait()
+            return
+        postmaster = self.process.pid
+        os.kill(postmaster, signal.SIGSTOP)
+        children = _children_of(postmaster)
+        for pid in children:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(postmaster, signal.SIGKILL)
         self._wait()
-        self._wait_for_the_group()
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def stop(self) -> None:
         """Fast shutdown (SIGINT): clients are disconnected, data is flushed."""
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
+            self.process.send_signal(signal.SIGINT)  # the postmaster exits after its backends
         self._wait()
-        self._wait_for_the_group()
 
     def _wait(self) -> None:
         if self.process is not None:
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.kill()
                 self.process.wait(timeout=10)
-
-    def _wait_for_the_group(self) -> None:
-        """Backends outlive a killed postmaster for a moment; a new one cannot start on the data until they go."""
-        if self.process is None:
-            return
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(self.process.pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.02)
         self.process = None
 
     def destroy(self) -> None:
         """Stop the server and remove its data."""
         self.stop()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _children_of(parent: int) -> list[int]:
+    """Pids whose parent is ``parent`` (Linux /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting for its reaper does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
