@@ -18,15 +18,15 @@ Printed:
   whose record holds them); the same with a ``message_id`` on every turn,
   which fills the idempotency map;
 - **load + save per turn**: the time ``FSMManager`` spends in ``store.load`` and
-  ``store.save`` on each turn, on memory, SQLite, files and Redis, with its
+  ``store.save`` on each turn, on memory, SQLite, files, Redis and PostgreSQL, with its
   ratio to the memory store. Every store runs its own conversation of the same
   script; the stores take turns one turn at a time, in ABBA order (forward on
   one turn, backward on the next), so a machine that gets busier slows all of
   them alike. Per turn, the median over ``--runs`` runs; then the turn-1 figure,
   the mean of turns 91-100 and the mean of the last 100 turns;
 - **turns per second** with 1 and 4 worker processes, each driving its own
-  conversations (already past turn 60, where the record has settled) on Redis
-  and SQLite (skip with ``--no-throughput``);
+  conversations (already past turn 60, where the record has settled) on Redis,
+  PostgreSQL and SQLite (skip with ``--no-throughput``);
 - **a summary line** with the two figures the "hot record" change is judged
   by: the record at the last turn (target ≤ 8 KB) and SQLite load + save per
   turn (target ≤ 1/3 of before). "Before" is measured in the same run with
@@ -42,7 +42,12 @@ Printed:
 
 A local ``redis-server`` is started on a free loopback port in a temp dir
 (no persistence) unless ``--redis-url`` names one; without the binary the
-Redis rows are skipped with a note.
+Redis rows are skipped with a note. Likewise a throwaway PostgreSQL cluster
+(``initdb`` + ``postgres`` in a temp dir on a free loopback port, as the
+``postgres`` user when run as root, fsync off, like the tests' one) unless
+``--postgres-url`` names a database; without the server binaries or psycopg the
+PostgreSQL rows are skipped with a note. ``--against`` is unchanged: its
+stores (and Redis) only, since a revision before the PostgreSQL store has none.
 
 Run from the repository root::
 
@@ -500,6 +505,56 @@ def redis_url(given: str | None, notes: list[str]) -> Iterator[str | None]:
         server.stop()
 
 
+# --- postgres -------------------------------------------------------------------------------
+
+POSTGRES = "postgres (localhost)"
+
+
+@contextlib.contextmanager
+def postgres_url(given: str | None, notes: list[str]) -> Iterator[str | None]:
+    """``given`` when it can be used, else a throwaway cluster's URL (stopped and removed afterwards), else None."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        notes.append('psycopg is not installed (pip install -e ".[postgres]"): the PostgreSQL rows are skipped')
+        yield None
+        return
+    if given:
+        from llm_fsm.errors import StoreError
+        from llm_fsm.stores import open_store
+
+        try:
+            store = open_store(given)
+            try:
+                store.list(user_id="bench-stores-ping")
+            finally:
+                store.close()
+        except StoreError as exc:
+            notes.append(f"{given} cannot be used ({exc}): the PostgreSQL rows are skipped")
+            given = None
+        yield given
+        return
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "stores"))
+    from postgres_server import PostgresServer, why_not
+
+    reason = why_not()
+    if reason is not None:
+        notes.append(f"{reason}: the PostgreSQL rows are skipped")
+        yield None
+        return
+    try:
+        server = PostgresServer().start()
+    except RuntimeError as exc:
+        notes.append(f"PostgreSQL could not be started ({exc}): the PostgreSQL rows are skipped")
+        yield None
+        return
+    try:
+        yield server.url(schema="bench")
+    finally:
+        server.destroy()
+
+
 # --- before/after in one run ----------------------------------------------------------------
 
 
@@ -864,6 +919,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--redis-url", default=None, help="use this Redis instead of starting one")
+    parser.add_argument(
+        "--postgres-url", default=None, help="use this PostgreSQL database instead of starting a throwaway cluster"
+    )
     parser.add_argument("--no-throughput", action="store_true", help="skip turns per second with worker processes")
     parser.add_argument("--throughput-seconds", type=float, default=None, help="throughput window (default 3 s)")
     parser.add_argument(
@@ -902,7 +960,7 @@ def main(argv: list[str] | None = None) -> int:
     result["scratch_filesystem"] = filesystem_of(tmp.parent.resolve())
     result["fsync_ms"] = [fsync_ms(tmp)]
     try:
-        with redis_url(args.redis_url, notes) as redis:
+        with redis_url(args.redis_url, notes) as redis, postgres_url(args.postgres_url, notes) as postgres:
             urls = {
                 "memory://": "memory://",
                 SQLITE: f"sqlite:///{tmp}/full{{run}}.db",
@@ -912,9 +970,13 @@ def main(argv: list[str] | None = None) -> int:
             }
             if redis:
                 urls["redis (localhost)"] = redis
+            if postgres:
+                urls[POSTGRES] = postgres
             result["per_turn"] = summarise_per_turn(per_turn(urls, args.turns, args.runs), args.turns)
             if not args.no_throughput:
                 targets = {SQLITE: f"sqlite:///{tmp}/throughput.db"}
+                if postgres:
+                    targets = {POSTGRES: postgres, **targets}
                 if redis:
                     targets = {"redis (localhost)": redis, **targets}
                 result["throughput_window_s"] = args.throughput_seconds

@@ -8,6 +8,7 @@ URL                                    store
 ``sqlite://``                          SQLiteStore at ``default_sqlite_path()``
 ``sqlite:///:memory:``                 SQLiteStore in memory (one connection)
 ``redis://host:port/db``, ``rediss://``  RedisStore (redis-py imported only now)
+``postgresql://user@host:port/db``     PostgresStore (``postgres://`` too; psycopg imported only now)
 ``file:///abs/dir``                    FileStore (JSON per conversation)
 =====================================  ==========================================================
 
@@ -70,6 +71,10 @@ _QUERY_OPTIONS: dict[str, Callable[[str], Any]] = {
 }
 """Options ``open_store`` reads from a URL's query string; other query keys go to redis-py untouched."""
 
+_POSTGRES_OPTIONS: dict[str, Callable[[str], Any]] = {"schema": str, "pool_size": int}
+"""Options only a ``postgresql://`` URL takes beside those above; other query keys (``sslmode``,
+``application_name``, ...) stay in the URL for libpq."""
+
 
 def default_store_url() -> str:
     """The SQLite file the CLI uses unless told otherwise (see ``default_sqlite_path``)."""
@@ -91,7 +96,8 @@ def open_store(url_or_store: str | ConversationStore | None = None, **options: A
     scheme = scheme.lower()
     if not sep:
         raise StoreError(
-            f"not a store URL: {url!r}; use memory://, sqlite:///path.db, redis://host:port/db or file:///dir"
+            f"not a store URL: {url!r}; use memory://, sqlite:///path.db, redis://host:port/db,"
+            " postgresql://user@host/db or file:///dir"
         )
     rest, query_options, passthrough = _split_query(rest, url)
     merged = {**query_options, **options}
@@ -134,9 +140,37 @@ def open_store(url_or_store: str | ConversationStore | None = None, **options: A
         redis_url = urlunsplit(urlsplit(url)._replace(query=urlencode(passthrough)))
         store = RedisStore(redis_url, **merged)
         return FallbackStore(store) if fallback else store
+    if scheme in ("postgresql", "postgres"):
+        from llm_fsm.stores.postgres import PostgresStore
+
+        libpq: list[tuple[str, str]] = []
+        for key, value in passthrough:
+            convert = _POSTGRES_OPTIONS.get(key)
+            if convert is None:
+                libpq.append((key, value))
+                continue
+            try:
+                merged.setdefault(key, convert(value))
+            except ValueError as exc:
+                raise StoreError(f"store URL {url!r}: option {key}={value!r} is invalid: {exc}") from exc
+        postgres_url = urlunsplit(urlsplit(url)._replace(query=urlencode(libpq)))
+        return PostgresStore(
+            postgres_url,
+            **_only(
+                merged,
+                scheme,
+                "schema",
+                "ttl_seconds",
+                "max_record_bytes",
+                "max_context_bytes",
+                "connect_timeout",
+                "pool_size",
+                "retries",
+            ),
+        )
     raise StoreError(
         f"unknown store scheme {scheme!r} in {url!r}; use memory://, sqlite:///path.db, "
-        "redis://host:port/db (or rediss://) or file:///dir"
+        "redis://host:port/db (or rediss://), postgresql://user@host/db or file:///dir"
     )
 
 

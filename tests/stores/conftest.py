@@ -1,7 +1,9 @@
-"""Fixtures for the store tests: every store kind, and a real redis-server started for the session."""
+"""Fixtures for the store tests: every store kind, and a real redis-server and PostgreSQL cluster started for the
+session."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -10,11 +12,13 @@ import pytest
 
 from llm_fsm.stores import ConversationStore, open_store
 
+from .postgres_server import PostgresServer
+from .postgres_server import why_not as no_postgres
 from .redis_server import REDIS_SERVER, RedisServer
 
 NO_REDIS = "redis-server binary not found on PATH (install redis-server to run the Redis store tests)"
 
-STORE_KINDS = ["memory", "sqlite", "redis", "files"]
+STORE_KINDS = ["memory", "sqlite", "redis", "files", "postgres"]
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +51,34 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A throwaway cluster on a free loopback port, removed with its data after the session."""
+    reason = no_postgres()
+    if reason is not None:
+        pytest.skip(reason)
+    server = PostgresServer().start()
+    yield server
+    server.destroy()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """The session cluster with a PostgreSQL schema of this test alone: each test starts from no tables."""
+    return postgres_server.url(schema=f"t_{uuid.uuid4().hex[:16]}")
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A cluster of this test alone, which the test may kill and restart."""
+    reason = no_postgres()
+    if reason is not None:
+        pytest.skip(reason)
+    server = PostgresServer().start()
+    yield server
+    server.destroy()
+
+
 StoreFactory = Callable[..., ConversationStore]
 
 
@@ -59,6 +91,8 @@ def _url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
         return f"file://{tmp_path}/conversations"
     if kind == "redis":
         return str(request.getfixturevalue("redis_url"))
+    if kind == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
     raise ValueError(kind)
 
 

@@ -33,13 +33,13 @@ def reply(target, message, **update):
 
 
 def _url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    if kind == "redis":
-        return str(request.getfixturevalue("redis_url"))
+    if kind in ("redis", "postgres"):
+        return str(request.getfixturevalue(f"{kind}_url"))
     return f"sqlite:///{tmp_path}/conversations.db"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgres"])
 def test_four_processes_one_hundred_turns_each_every_turn_exactly_once_in_order(kind, tmp_path, request):
     url = _url(kind, tmp_path, request)
     starter = FSMManager(llm_interface=FunctionLLM(echo), store=url)

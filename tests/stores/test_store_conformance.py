@@ -1,4 +1,4 @@
-"""The contract every conversation store keeps, run against memory, SQLite, a real Redis and files."""
+"""The contract every conversation store keeps, run against memory, SQLite, a real Redis, files and a real PostgreSQL."""
 
 from __future__ import annotations
 

@@ -51,12 +51,12 @@ def _run_workers(url: str, cids: list[str]) -> list[dict[str, int]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["sqlite", "redis", "files"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "files", "postgres"])
 def test_concurrent_workers_apply_every_turn_exactly_once_in_order(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    if kind == "redis":
-        url = str(request.getfixturevalue("redis_url"))
+    if kind in ("redis", "postgres"):
+        url = str(request.getfixturevalue(f"{kind}_url"))
     elif kind == "sqlite":
         url = f"sqlite:///{tmp_path}/shared.db"
     else:

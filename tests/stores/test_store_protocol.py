@@ -14,10 +14,11 @@ import pytest
 from llm_fsm.stores import AsyncConversationStore, ConversationStore
 from llm_fsm.stores.files import FileStore
 from llm_fsm.stores.memory import MemoryStore
+from llm_fsm.stores.postgres import PostgresStore
 from llm_fsm.stores.redis import FallbackStore, RedisStore
 from llm_fsm.stores.sqlite import SQLiteStore
 
-STORE_CLASSES = [MemoryStore, SQLiteStore, FileStore, RedisStore, FallbackStore]
+STORE_CLASSES = [MemoryStore, SQLiteStore, FileStore, RedisStore, FallbackStore, PostgresStore]
 
 
 def protocol_methods(protocol: type) -> dict[str, inspect.Signature]:

@@ -28,6 +28,7 @@ from llm_fsm.stores import ConversationStore, open_store
 from llm_fsm.stores.base import TurnLogStore
 from llm_fsm.stores.files import FileStore, segment
 from llm_fsm.stores.memory import MemoryStore
+from llm_fsm.stores.postgres import PostgresStore
 from llm_fsm.stores.redis import RedisStore, key_part
 from llm_fsm.stores.sqlite import SQLiteStore
 
@@ -76,12 +77,29 @@ def stored_record(store: ConversationStore, conversation_id: str) -> str:
         return str(store._client.hget(_redis_key(store, conversation_id), "record").decode())
     if isinstance(store, FileStore):
         return _file(store, conversation_id).read_text(encoding="utf-8")
+    if isinstance(store, PostgresStore):
+        return str(
+            _postgres(
+                store,
+                f'SELECT record FROM "{store.schema}".conversations WHERE conversation_id = %s',
+                (conversation_id,),
+            )[0][0]
+        )
     assert isinstance(store, MemoryStore)
     return store._entries[conversation_id].record.model_dump_json()  # the object kept: every field shown
 
 
 def _redis_key(store: RedisStore, conversation_id: str) -> str:
     return f"{store.prefix}:{key_part('alice')}:{key_part('room-1')}:{key_part(conversation_id)}"
+
+
+def _postgres(store: PostgresStore, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run ``query`` on the store's database behind its back (autocommit); its rows, if it returns any."""
+    import psycopg
+
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        cursor = conn.execute(query.encode(), params)
+        return cursor.fetchall() if cursor.description else []
 
 
 def _file(store: FileStore, conversation_id: str, suffix: str = ".json") -> Path:
@@ -339,6 +357,18 @@ def _break_the_append(
         assert not store._client.exists(key)
         store._client.set(key, "not a list")
         return StoreError, lambda: store._client.delete(key)
+    if isinstance(store, PostgresStore):  # a trigger that fails the save's last write, after the others were made
+        table = f'"{store.schema}".replies'
+        _postgres(
+            store,
+            f'CREATE FUNCTION "{store.schema}".disk_full() RETURNS trigger LANGUAGE plpgsql AS'
+            " $$ BEGIN RAISE EXCEPTION 'the disk is full'; END $$",
+        )
+        _postgres(
+            store,
+            f'CREATE TRIGGER disk_full BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION "{store.schema}".disk_full()',
+        )
+        return StoreError, lambda: _postgres(store, f"DROP TRIGGER disk_full ON {table}")
     assert isinstance(store, MemoryStore)
 
     def fail(*args: Any) -> None:
