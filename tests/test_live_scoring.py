@@ -98,3 +98,49 @@ def test_without_a_state_on_the_last_turn_the_latest_expected_state_still_holds(
     target = scoring.goal_for(script.conversations[0])
     assert (target.state, target.ended) == ("greeting", True)
     assert scoring.state_problems(target, "farewell", True) != []
+
+
+# --- stored values against the definition's declarations ----------------------------------------
+
+GREETING = ROOT / "definitions" / "simple_greeting.yaml"
+COFFEE = ROOT / "definitions" / "coffee_order.yaml"
+
+
+def stored(path: Path, data: dict[str, object], **kwargs: object) -> list[str]:
+    from llm_fsm.loading import load_fsm_definition
+
+    return scoring.stored_value_problems(load_fsm_definition(path), data, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_stored_value_outside_its_enum_is_counted_with_its_rule() -> None:
+    assert stored(COFFEE, {"drink": "take_order"}, users=["a latte"]) == ['drink: enum: "take_order"']
+
+
+def test_valid_values_of_keys_that_need_no_witness_are_not_counted() -> None:
+    assert stored(COFFEE, {"drink": "latte", "size": "large", "order_confirmed": True}, users=["hi"]) == []
+
+
+def test_a_model_value_of_a_grounded_key_the_user_never_said_is_counted() -> None:
+    problems = stored(GREETING, {"name": "Greeting"}, users=["Hi, I'm Ana"], replies=["Hello!", "Bye Ana"])
+    assert problems == ['name: ungrounded: "Greeting"']
+
+
+def test_grounding_uses_only_the_messages_up_to_the_turn_that_wrote_the_value() -> None:
+    users = ["hello", "I'm Ana"]
+    assert stored(GREETING, {"name": "Ana"}, users=users, replies=["Hi!", "x"], written_at={"name": 2}) == []
+    assert stored(GREETING, {"name": "Ana"}, users=users, replies=["Hi!", "x"], written_at={"name": 1}) != []
+
+
+def test_the_reply_being_answered_grounds_a_value_the_user_accepted() -> None:
+    users, replies = ["yes"], ["Shall I note your name as Ana?"]
+    assert stored(GREETING, {"name": "Ana"}, users=users, replies=replies, written_at={"name": 1}) == []
+
+
+def test_an_unchanged_value_from_the_initial_context_needs_no_witness() -> None:
+    assert stored(GREETING, {"name": "Zed"}, users=["hi"], initial_context={"name": "Zed"}) == []
+
+
+def test_a_judged_outcome_carries_its_stored_value_problems() -> None:
+    assert outcome(data={"size": "large", "name": "Nobody"}, turns_played=3).value_problems == [
+        'name: ungrounded: "Nobody"'
+    ]
