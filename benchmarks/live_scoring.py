@@ -15,7 +15,10 @@ engines are built to produce, so a conversation succeeds when:
 2. **the collected data is right**: every context key the script expects
    after *any* turn holds the value of its *latest* expectation (a later
    ``size: large`` overrides an earlier ``size: medium``; an early
-   ``milk: {absent: true}`` that is never revisited must still hold at the end),
+   ``milk: {absent: true}`` that is never revisited must still hold at the end;
+   but an ``absent`` that a later turn's scripted model reply overrides, by
+   storing the key, is replaced by that value as the engine stores it: "no
+   drink yet" before the user orders tea cannot hold once they have),
    matched exactly as JSON, by regex, or as present/absent, as the script says;
 3. **no turn raised**: an exception ends the conversation and fails it.
 
@@ -37,10 +40,10 @@ from typing import Any
 
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._context import _MISSING, get_path, has_value
-from llm_fsm.engine._values import Grounding, check, grounding_texts
+from llm_fsm.engine._values import Grounding, check, grounding_texts, normalise
 from llm_fsm.loading import load_fsm_definition
 from llm_fsm.scripting._runner import match, same_value
-from llm_fsm.scripting._scripts import Matcher, ScriptConversation
+from llm_fsm.scripting._scripts import Matcher, ScriptConversation, TurnSpec
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,12 @@ def goal_for(conversation: ScriptConversation) -> Goal:
     last = conversation.turns[-1].spec.expect
     state = next((t.spec.expect.state for t in reversed(conversation.turns) if t.spec.expect.state is not None), None)
     context: dict[str, Any] = {}
+    definition = load_fsm_definition(conversation.script.definition_path)
     for turn in conversation.turns:
+        for key, value in _scripted_writes(turn.spec).items():
+            if isinstance(context.get(key), Matcher) and context[key].kind == "absent" and context[key].absent:
+                context.pop(key)
+                context[key] = _stored_form(definition, key, value)
         for key, expected in (turn.spec.expect.context or {}).items():
             context.pop(key, None)  # keep the order of the latest expectation
             context[key] = expected
@@ -85,6 +93,25 @@ def goal_for(conversation: ScriptConversation) -> Goal:
         users=tuple(t.spec.user for t in conversation.turns),
         initial_context=dict(conversation.initial_context or {}),
     )
+
+
+def _scripted_writes(turn: TurnSpec) -> dict[str, Any]:
+    """What the turn's scripted model stores: its context_update less the keys the turn expects refused."""
+    reply = turn.model
+    if reply is None:
+        return {}
+    update = (reply.transition.context_update if reply.transition else reply.context_update) or {}
+    refused = turn.expect.refused or {}
+    return {k: v for k, v in update.items() if k not in refused}
+
+
+def _stored_form(definition: FSMDefinition, key: str, value: Any) -> Any:
+    """A scripted value as the engine stores it (``flat white`` → ``flat_white``), or "present" when unsure."""
+    found = definition.declaration_for(key)
+    if found is None or found[0] != key:
+        return Matcher(present=True)
+    stored = normalise(found[1], value)
+    return stored if check(found[1], stored) is None else Matcher(present=True)
 
 
 def _last_write(written_at: Mapping[str, int], key: str) -> int:

@@ -144,3 +144,27 @@ def test_a_judged_outcome_carries_its_stored_value_problems() -> None:
     assert outcome(data={"size": "large", "name": "Nobody"}, turns_played=3).value_problems == [
         'name: ungrounded: "Nobody"'
     ]
+
+
+def test_an_absent_expectation_a_later_scripted_write_overrides_becomes_the_stored_value() -> None:
+    script = parse_script(
+        "definition: ../coffee_order.yaml\nturns:\n"
+        "  - user: hot chocolate?\n    model: Sorry, no.\n    expect: {context: {drink: {absent: true}}}\n"
+        "  - user: a small flat white then\n"
+        "    model: {target_state: choose_milk, context_update: {drink: flat white, size: small}, message: ok}\n",
+        file=ROOT / "definitions" / "conversations" / "w.conv.yaml",
+    )
+    target = scoring.goal_for(script.conversations[0])
+    assert target.context == {"drink": "flat_white"}
+
+
+def test_a_scripted_write_the_turn_expects_refused_leaves_the_absent_expectation() -> None:
+    script = parse_script(
+        "definition: ../coffee_order.yaml\nturns:\n"
+        "  - user: hi\n    model: Hello.\n    expect: {context: {size: {absent: true}}}\n"
+        "  - user: a venti one\n"
+        "    model: {context_update: {size: venti}, message: ok}\n    expect: {refused: {size: enum}}\n",
+        file=ROOT / "definitions" / "conversations" / "v.conv.yaml",
+    )
+    expected = scoring.goal_for(script.conversations[0]).context["size"]
+    assert expected.kind == "absent"
