@@ -199,6 +199,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if unknown or not engines:
         raise SystemExit(f"--engines takes a comma-separated list of {', '.join(ENGINES)}")
     results: dict[str, list[ConversationOutcome]] = {e: [] for e in engines}
+    measured = revision()  # at the start: the code that runs, even if the branch moves on during the run
     began = time.monotonic()
     with contextlib.ExitStack() as stack:
         home = stack.enter_context(private_home(args.shared_home))
@@ -238,7 +239,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "max_tokens": args.max_tokens,
             "wall_seconds": time.monotonic() - began,
             "command": " ".join(["python", "benchmarks/live.py", *sys.argv[1:]]),
-            "revision": revision(),
+            "revision": measured,
         },
         "original_version": original_version,
         "goals": [g.to_json() for g in goals],
