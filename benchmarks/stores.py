@@ -8,12 +8,15 @@ the canned replies of ``benchmarks/baseline/scenario.py``: ten form turns, then
 
 Printed:
 
-- **the record**: bytes of the stored record at turns 1, 10, 100 and the last
+- **the record**: bytes of the hot record at turns 1, 10, 100 and the last
   turn (the compact JSON ``stores.codec.encode`` produces, which the SQLite and
-  Redis stores write on every save; the file store writes it indented), and
-  the share of it that is turn records, trace, transcript (and how much of the
-  transcript the prompt's history window reads), message ids and context data;
-  the same with a ``message_id`` on every turn, which fills the idempotency map;
+  Redis stores read and write on every turn; the file store writes it
+  indented), and the share of it that is turn records, trace, transcript (and
+  how much of the transcript the prompt's history window reads), message ids
+  and context data; beside it, the bytes of the turn log the stores append to
+  (turn records, message ids and replies; 0 for a library before the split,
+  whose record holds them); the same with a ``message_id`` on every turn,
+  which fills the idempotency map;
 - **load + save per turn**: the time ``FSMManager`` spends in ``store.load`` and
   ``store.save`` on each turn, on memory, SQLite, files and Redis, with its
   ratio to the memory store. Every store runs its own conversation of the same
@@ -29,9 +32,13 @@ Printed:
   turn (target ≤ 1/3 of before). "Before" is measured in the same run with
   ``--against REV`` (the library at git revision REV, extracted with ``git
   archive`` into a temp dir; each side in its own worker process, the two
-  alternating ten turns at a time in ABBA order);
-  without it the script compares with the figure recorded below (``BEFORE``),
-  which was taken on another day and is only indicative.
+  alternating ten turns at a time in ABBA order; SQLite with
+  synchronous=NORMAL is measured there too); without it the script compares
+  with the figure recorded below (``BEFORE``), which was taken on another day
+  and is only indicative. The line ends with the median time of one
+  ``fdatasync`` in the scratch directory, at the start and the end of the
+  run: synchronous=FULL pays one per commit whatever the record's size, so on
+  a disk where it is slow it is the floor of the FULL figure.
 
 A local ``redis-server`` is started on a free loopback port in a temp dir
 (no persistence) unless ``--redis-url`` names one; without the binary the
@@ -42,7 +49,7 @@ Run from the repository root::
     python benchmarks/stores.py                      # 1,000 turns, 3 runs, throughput (a few minutes)
     python benchmarks/stores.py --quick               # 200 turns, 1 run, short throughput windows
     python benchmarks/stores.py --turns 200 --runs 1 --no-throughput
-    python benchmarks/stores.py --against 9d19d27    # the same-run before/after for the summary line
+    python benchmarks/stores.py --against 15a0e12    # the same-run before/after for the summary line
     python benchmarks/stores.py --json
 """
 
@@ -81,6 +88,7 @@ HOT_RECORD_TARGET_BYTES = 8_000
 SQLITE_TARGET_FRACTION = 1 / 3
 """The issue's "SQLite load + save per turn <= 1/3 of today"."""
 SQLITE = "sqlite (synchronous=FULL, default)"
+SQLITE_NORMAL = "sqlite (synchronous=NORMAL)"
 BEFORE = {
     "revision": "9d19d27",
     "date": "2026-11-23",
@@ -139,7 +147,10 @@ class Conversation:
 
 
 class TimedStore:
-    """A store that adds up the time spent in ``load`` and ``save``; everything else is passed through."""
+    """A store that adds up the time spent in ``load`` and ``save``; everything else is passed through.
+
+    ``timed`` wraps a store with a turn log in ``TimedTurnLogStore``, which times ``load_for_turn`` too.
+    """
 
     def __init__(self, store: Any) -> None:
         self.store = store
@@ -152,10 +163,10 @@ class TimedStore:
         finally:
             self.seconds += time.perf_counter() - started
 
-    def save(self, instance: Any, *, expected_version: int | None) -> int:
+    def save(self, instance: Any, *, expected_version: int | None, **retention: Any) -> int:
         started = time.perf_counter()
         try:
-            return int(self.store.save(instance, expected_version=expected_version))
+            return int(self.store.save(instance, expected_version=expected_version, **retention))
         finally:
             self.seconds += time.perf_counter() - started
 
@@ -175,19 +186,57 @@ class TimedStore:
         self.store.close()
 
 
+class TimedTurnLogStore(TimedStore):
+    """``TimedStore`` of a store that keeps its turn log apart: what a turn loads is the hot record."""
+
+    def load_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.store.load_for_turn(conversation_id, user_id=user_id, room_id=room_id, message_id=message_id)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    async def aload_for_turn(self, conversation_id: str, **kwargs: Any) -> Any:
+        return self.load_for_turn(conversation_id, **kwargs)
+
+
+def timed(store: Any) -> TimedStore:
+    """The timing wrapper that shows the manager what the store can do (a library before the split has no
+    ``load_for_turn``)."""
+    return TimedTurnLogStore(store) if hasattr(store, "load_for_turn") else TimedStore(store)
+
+
 # --- the record -----------------------------------------------------------------------
 
 
-def hot_record(instance: Any) -> str:
-    """The text a durable store writes for the conversation on every save (SQLite's ``record`` column, Redis's key).
-
-    If the record is ever split (turn records kept apart from the hot record),
-    this is the function to point at the part a turn reads and rewrites.
-    """
+def _encoded(instance: Any) -> Any:
     from llm_fsm.stores.codec import SizeLimits, encode
 
     limits = SizeLimits(max_record_bytes=None, max_context_bytes=None)
-    return encode(instance, expected_version=instance.version, limits=limits).record
+    try:
+        return encode(instance, expected_version=instance.version, limits=limits, split=True)
+    except TypeError:  # a library before the split: the whole instance is the record
+        return encode(instance, expected_version=instance.version, limits=limits)
+
+
+def hot_record(instance: Any) -> str:
+    """The text a durable store reads and rewrites for the conversation on every turn (SQLite's ``record`` column,
+    Redis's ``record`` field): the hot record, or the whole instance for a library before the split."""
+    return str(_encoded(instance).record)
+
+
+def turn_log_bytes(instance: Any) -> int:
+    """Bytes of what the stores keep apart from the hot record: turn records and (message id, reply) pairs."""
+    encoded = _encoded(instance)
+    turns = sum(len(text.encode("utf-8")) for _, text in getattr(encoded, "turns", []))
+    return turns + sum(_size(list(pair)) for pair in getattr(encoded, "replies", []))
 
 
 def _size(value: Any) -> int:
@@ -195,7 +244,8 @@ def _size(value: Any) -> int:
 
 
 def anatomy(instance: Any) -> dict[str, Any]:
-    """Bytes of the record and of its parts (each part measured as compact JSON on its own)."""
+    """Bytes of the (hot) record and of its parts (each part measured as compact JSON on its own), and of the turn
+    log kept beside it. ``instance`` is the whole conversation, as ``store.load`` returns it."""
     record = hot_record(instance)
     data = json.loads(record)
     total = len(record.encode("utf-8"))
@@ -212,9 +262,11 @@ def anatomy(instance: Any) -> dict[str, Any]:
     parts["everything else"] = max(0, total - sum(parts.values()))
     return {
         "bytes": total,
+        "turn_log_bytes": turn_log_bytes(instance),
         "parts": parts,
         "transcript_in_prompt_window": _size(exchanges[-window:] if window else []),
-        "turn_records": len(data.get("turns", [])),
+        "turn_records": len(instance.turns),
+        "message_ids": len(instance.processed_messages),
         "trace_events": len(data.get("trace", [])),
         "transcript_messages": len(exchanges),
         "indented_bytes": len(json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8")),
@@ -248,7 +300,7 @@ class Lockstep:
 
         self.names = list(urls)
         self.run = run
-        self.stores = {name: TimedStore(open_store(urls[name].format(run=run))) for name in self.names}
+        self.stores = {name: timed(open_store(urls[name].format(run=run))) for name in self.names}
         self.conversations = {name: Conversation(self.stores[name]) for name in self.names}
         self.store_ms: dict[str, list[float]] = {name: [] for name in self.names}
         self.turn_ms: dict[str, list[float]] = {name: [] for name in self.names}
@@ -464,9 +516,10 @@ def extract_revision(revision: str, into: Path) -> Path:
 
 
 def worker() -> None:
-    """``--worker``: a Lockstep of memory and SQLite driven over stdin/stdout, one JSON line per request.
+    """``--worker``: a Lockstep of stores driven over stdin/stdout, one JSON line per request.
 
-    Requests: ``{"op": "start", "run": n}``, ``{"op": "advance", "turns": k}`` (answers with the
+    Requests: ``{"op": "start", "run": n, "urls": {name: url}}`` (``{tmp}`` in a URL is the worker's
+    scratch directory, ``{run}`` the run), ``{"op": "advance", "turns": k}`` (answers with the
     load + save ms of the turns just run and the record's size), ``{"op": "stop"}``.
     """
     tmp = Path(tempfile.mkdtemp(prefix="bench-stores-worker-"))
@@ -478,11 +531,11 @@ def worker() -> None:
             if job["op"] == "start":
                 if lockstep is not None:
                     lockstep.close()
-                urls = {"memory://": "memory://", SQLITE: f"sqlite:///{tmp}/w{{run}}.db"}
+                urls = {name: url.replace("{tmp}", str(tmp)) for name, url in job["urls"].items()}
                 lockstep = Lockstep(urls, int(job["run"]))
             elif job["op"] == "advance":
                 assert lockstep is not None
-                done = len(lockstep.store_ms[SQLITE])
+                done = len(lockstep.store_ms["memory://"])
                 lockstep.advance(int(job["turns"]))
                 answer = {name: lockstep.store_ms[name][done:] for name in lockstep.names}
                 memory = lockstep.conversations["memory://"]
@@ -528,13 +581,25 @@ class _Worker:
             self.process.wait()
 
 
-def against(revision: str, turns: int, runs: int, chunk: int = 10) -> dict[str, Any]:
+AGAINST_URLS = {
+    "memory://": "memory://",
+    SQLITE: "sqlite:///{tmp}/full{run}.db",
+    SQLITE_NORMAL: "sqlite:///{tmp}/normal{run}.db?synchronous=NORMAL",
+    "files (fsync, default)": "file://{tmp}/files{run}",
+}
+"""The stores both sides of ``--against`` run (and Redis, when there is one)."""
+
+
+def against(revision: str, turns: int, runs: int, chunk: int = 10, redis: str | None = None) -> dict[str, Any]:
     """This tree and the library at ``revision``, each in its own worker process, alternating.
 
-    Both workers run the same conversations on memory and SQLite; they take
+    Both workers run the same conversations on the ``AGAINST_URLS`` stores; they take
     turns ``chunk`` user turns at a time in ABBA order, so load on the machine
     hits both alike. ``runs`` fresh conversations a side; per turn, the median over runs.
     """
+    urls = dict(AGAINST_URLS)
+    if redis:
+        urls["redis (localhost)"] = redis
     scratch = Path(tempfile.mkdtemp(prefix="bench-stores-rev-"))
     workers: dict[str, _Worker] = {}
     try:
@@ -545,8 +610,8 @@ def against(revision: str, turns: int, runs: int, chunk: int = 10) -> dict[str, 
         step = 0
         for run in range(runs):
             for worker in workers.values():
-                worker.request({"op": "start", "run": run})
-            ms: dict[str, dict[str, list[float]]] = {side: {"memory://": [], SQLITE: []} for side in workers}
+                worker.request({"op": "start", "run": run, "urls": urls})
+            ms: dict[str, dict[str, list[float]]] = {side: {name: [] for name in urls} for side in workers}
             done = 0
             while done < turns:
                 k = min(chunk, turns - done)
@@ -569,10 +634,13 @@ def against(revision: str, turns: int, runs: int, chunk: int = 10) -> dict[str, 
     out: dict[str, Any] = {"revision": revision, "runs_per_side": runs, "chunk": chunk, "window": [last_from, turns]}
     for side, runs_of_side in series.items():
         per = medians(runs_of_side)
+        stores = {name: statistics.fmean(per[name]["load_save_ms"][last_from - 1 :]) for name in urls}
         out[side] = {
             "hot_record_bytes": record[side],
-            "sqlite_ms_per_turn": statistics.fmean(per[SQLITE]["load_save_ms"][last_from - 1 :]),
-            "memory_ms_per_turn": statistics.fmean(per["memory://"]["load_save_ms"][last_from - 1 :]),
+            "sqlite_ms_per_turn": stores[SQLITE],
+            "sqlite_normal_ms_per_turn": stores[SQLITE_NORMAL],
+            "memory_ms_per_turn": stores["memory://"],
+            "stores_ms_per_turn": stores,
         }
     return out
 
@@ -617,7 +685,36 @@ def summary_line(result: dict[str, Any]) -> dict[str, Any]:
     if now_ms is not None and before_ms:
         out["sqlite_ratio_to_before"] = now_ms / before_ms
         out["sqlite_met"] = now_ms / before_ms <= SQLITE_TARGET_FRACTION
+    if compared:
+        out["sqlite_normal_ms_per_turn"] = compared["after"]["sqlite_normal_ms_per_turn"]
+        out["sqlite_normal_before_ms_per_turn"] = compared["before"]["sqlite_normal_ms_per_turn"]
+        out["sqlite_normal_ratio_to_before"] = (
+            out["sqlite_normal_ms_per_turn"] / out["sqlite_normal_before_ms_per_turn"]
+        )
+    if result.get("fsync_ms"):
+        out["fsync_ms"] = statistics.fmean(result["fsync_ms"])
     return out
+
+
+def fsync_ms(directory: Path, samples: int = 50) -> float:
+    """Median ms of one 4 KB write + fdatasync in ``directory``: the floor under every synchronous=FULL commit.
+
+    SQLite in WAL mode with synchronous=FULL syncs the log once per commit, whatever the record's size,
+    so where this is large it bounds how much a smaller record can save.
+    """
+    path = directory / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    times = []
+    try:
+        for _ in range(samples):
+            os.write(fd, b"x" * 4096)
+            started = time.perf_counter()
+            os.fdatasync(fd)
+            times.append((time.perf_counter() - started) * 1000.0)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return statistics.median(times)
 
 
 def filesystem_of(path: Path) -> str:
@@ -647,20 +744,25 @@ def print_report(result: dict[str, Any]) -> None:
         growth = result.get(key)
         if not growth:
             continue
-        print(f"Stored record ({label}): compact JSON bytes, and the share of each part")
+        print(f"Stored record ({label}): compact JSON bytes of the hot record, and the share of each part")
         parts = list(next(iter(growth.values()))["parts"])
         print(
-            f"  {'turn':>6}{'record':>10}{'indented':>10}" + "".join(f"{p:>16}" for p in parts) + f"{'in window':>11}"
+            f"  {'turn':>6}{'record':>10}{'indented':>10}"
+            + "".join(f"{p:>16}" for p in parts)
+            + f"{'in window':>11}{'turn log':>10}"
         )
         for turn, entry in growth.items():
             total = entry["bytes"]
             shares = "".join(f"{entry['parts'][p] / total:>16.1%}" for p in parts)
             window = entry["transcript_in_prompt_window"] / total
-            print(f"  {int(turn):>6,}{_kb(total):>10}{_kb(entry['indented_bytes']):>10}{shares}{window:>11.1%}")
+            print(
+                f"  {int(turn):>6,}{_kb(total):>10}{_kb(entry['indented_bytes']):>10}{shares}{window:>11.1%}"
+                f"{_kb(entry.get('turn_log_bytes', 0)):>10}"
+            )
         last = growth[str(turns)]
         kept = (
-            f"{last['turn_records']} turn records, {last['trace_events']} trace events, "
-            f"{last['transcript_messages']} transcript messages"
+            f"{last['turn_records']} turn records, {last.get('message_ids', 0)} message ids, "
+            f"{last['trace_events']} trace events, {last['transcript_messages']} transcript messages"
         )
         not_read = (last["parts"]["turn records"] + last["parts"]["trace"]) / last["bytes"]
         print(f"  at turn {turns:,}: {kept}; turn records + trace = {not_read:.1%} of the record")
@@ -668,6 +770,8 @@ def print_report(result: dict[str, Any]) -> None:
     print(
         "  'in window' = the transcript messages the prompt's history window shows; the prompt reads none of the\n"
         "  turn records, trace or message ids. 'indented' = the same record as the file store writes it (indent 2).\n"
+        "  'turn log' = turn records and (message id, reply) pairs the stores keep apart and append to, not\n"
+        "  rewritten per turn (0 for a library that keeps them inside the record).\n"
     )
 
     per_turn_result = result.get("per_turn")
@@ -707,16 +811,15 @@ def print_report(result: dict[str, Any]) -> None:
             f"turns, ABBA; median of {compared['runs_per_side']} runs per turn, mean of turns "
             f"{compared['window'][0]:,}-{compared['window'][1]:,}):"
         )
-        print(f"  {'':<28}{'before':>12}{'this tree':>12}{'ratio':>8}")
+        print(f"  {'':<36}{'before':>12}{'this tree':>12}{'ratio':>8}")
         print(
-            f"  {'record at turn ' + format(turns, ','):<28}{_kb(b['hot_record_bytes']):>12}"
+            f"  {'record at turn ' + format(turns, ','):<36}{_kb(b['hot_record_bytes']):>12}"
             f"{_kb(a['hot_record_bytes']):>12}{a['hot_record_bytes'] / b['hot_record_bytes']:>8.2f}"
         )
-        for key, label in (
-            ("sqlite_ms_per_turn", "SQLite load+save ms"),
-            ("memory_ms_per_turn", "memory load+save ms"),
-        ):
-            print(f"  {label:<28}{b[key]:>12.3f}{a[key]:>12.3f}{a[key] / b[key]:>8.2f}")
+        print("  load + save ms per turn:")
+        for name, before_ms in b["stores_ms_per_turn"].items():
+            after_ms = a["stores_ms_per_turn"][name]
+            print(f"    {name:<34}{before_ms:>12.3f}{after_ms:>12.3f}{after_ms / before_ms:>8.2f}")
         print()
 
     s = result["summary"]
@@ -725,6 +828,8 @@ def print_report(result: dict[str, Any]) -> None:
         f"SUMMARY hot record at turn {s['turns']:,}: {_kb(s['hot_record_bytes'])} ({s['hot_record_bytes']:,} bytes; "
         f"target <= {_kb(HOT_RECORD_TARGET_BYTES)}: {record_verdict})"
     )
+    if s["hot_record_before_bytes"]:
+        line = line[:-1] + f"; before: {_kb(s['hot_record_before_bytes'])})"
     if s["sqlite_ms_per_turn"] is not None:
         line += f" | SQLite load+save per turn: {s['sqlite_ms_per_turn']:.3f} ms"
         if "sqlite_ratio_to_before" not in s:
@@ -735,6 +840,13 @@ def print_report(result: dict[str, Any]) -> None:
                 f" = {s['sqlite_ratio_to_before']:.2f}x before ({s['sqlite_before_ms_per_turn']:.3f} ms, "
                 f"{s['sqlite_basis']}; target <= 0.33x: {verdict})"
             )
+        if "sqlite_normal_ratio_to_before" in s:
+            line += (
+                f" | synchronous=NORMAL: {s['sqlite_normal_ms_per_turn']:.3f} ms = "
+                f"{s['sqlite_normal_ratio_to_before']:.2f}x before ({s['sqlite_normal_before_ms_per_turn']:.3f} ms)"
+            )
+        if "fsync_ms" in s:
+            line += f" | one fdatasync here: {s['fsync_ms']:.3f} ms (FULL pays one per commit)"
     print(line)
     for note in result["notes"]:
         print(f"note: {note}")
@@ -788,12 +900,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     tmp = Path(tempfile.mkdtemp(prefix="bench-stores-", dir=args.dir))
     result["scratch_filesystem"] = filesystem_of(tmp.parent.resolve())
+    result["fsync_ms"] = [fsync_ms(tmp)]
     try:
         with redis_url(args.redis_url, notes) as redis:
             urls = {
                 "memory://": "memory://",
                 SQLITE: f"sqlite:///{tmp}/full{{run}}.db",
-                "sqlite (synchronous=NORMAL)": f"sqlite:///{tmp}/normal{{run}}.db?synchronous=NORMAL",
+                SQLITE_NORMAL: f"sqlite:///{tmp}/normal{{run}}.db?synchronous=NORMAL",
                 "files (fsync, default)": f"file://{tmp}/files-fsync{{run}}",
                 "files (fsync=false)": f"file://{tmp}/files-nofsync{{run}}?fsync=false",
             }
@@ -809,10 +922,15 @@ def main(argv: list[str] | None = None) -> int:
                     name: {str(n): turns_per_second(url, n, args.throughput_seconds) for n in (1, 4)}
                     for name, url in targets.items()
                 }
+            if args.against:
+                result["against"] = against(args.against, args.turns, max(1, args.against_runs), redis=redis)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if args.against:
-        result["against"] = against(args.against, args.turns, max(1, args.against_runs))
+    probe = Path(tempfile.mkdtemp(prefix="bench-stores-", dir=args.dir))
+    try:
+        result["fsync_ms"].append(fsync_ms(probe))  # the disk may be busier (or idler) at the end
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
     result["summary"] = summary_line(result)
 
     if args.json:

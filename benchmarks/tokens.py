@@ -39,6 +39,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -56,7 +57,7 @@ sys.path.insert(0, str(HERE / "baseline"))
 import tokens_util  # noqa: E402
 from engine import OursRunner  # noqa: E402
 from original_env import BASELINES, BaselineUnavailable, DriverSession, is_ready  # noqa: E402
-from scenario import Reply, Scenario, build_scenario  # noqa: E402
+from scenario import DEFINITION, Reply, Scenario, build_scenario  # noqa: E402
 
 REFERENCE_SUCCESSOR = 9_827
 """fsm_llm 0.5 on this conversation, as quoted in issue 6 (not installable here, so not measured)."""
@@ -566,6 +567,33 @@ def plot(result: dict[str, Any], path: Path) -> Path:
 # --- main ---------------------------------------------------------------------------------
 
 
+def declarations_cost(turns: int, ours: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The same conversation on the same definition with its ``context_keys`` removed: what declaring costs.
+
+    Declarations add each key's description to the prompt and its enum/type/format/bounds to the reply
+    schema. What they buy (values refused rather than stored, constrained decoding) is measured by
+    ``benchmarks/live.py`` and ``benchmarks/dst.py``; this puts a token price beside it.
+    """
+    if ours is None:
+        return None
+    document = json.loads(DEFINITION.read_text(encoding="utf-8"))
+    document.pop("context_keys", None)
+    document.pop("additional_keys", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / DEFINITION.name
+        path.write_text(json.dumps(document), encoding="utf-8")
+        bare = measure(build_scenario(turns, path), with_original=False, with_ours=True, sections=False)
+    side = bare["engines"].get("ours")
+    if side is None:
+        return {"error": bare["errors"].get("ours")}
+    with_keys, without = ours["form"], side["form"]
+    return {
+        "with": {k: with_keys[k] for k in ("prompt", "schema", "total", "total_with_schema")},
+        "without": {k: without[k] for k in ("prompt", "schema", "total", "total_with_schema")},
+        "added_with_schema": with_keys["total_with_schema"] - without["total_with_schema"],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Tokens of the 10-turn personal-information conversation (issue 6).")
     parser.add_argument(
@@ -609,12 +637,22 @@ def main(argv: list[str] | None = None) -> int:
     }
     result.update(measure(scenario, with_original=not args.no_original, with_ours=True, sections=args.sections))
     result["comparison"] = compare(result["engines"])
+    result["declarations"] = declarations_cost(turns, result["engines"].get("ours"))
     if args.plot and result["engines"]:
         result["plot"] = os.path.relpath(plot(result, args.plot.resolve()), Path.cwd())
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print_tables(result)
+        cost = result.get("declarations")
+        if cost and "with" in cost:
+            print(
+                "\nwhat declaring the keys costs (the same form with the definition's context_keys removed):\n"
+                f"  total with schema {cost['with']['total_with_schema']:,} declared vs "
+                f"{cost['without']['total_with_schema']:,} undeclared (+{cost['added_with_schema']:,}); "
+                f"schema {cost['with']['schema']:,} vs {cost['without']['schema']:,}, "
+                f"prompt {cost['with']['prompt']:,} vs {cost['without']['prompt']:,}"
+            )
         if result.get("plot"):
             print(f"\nplot: {result['plot']} (turns 1..{turns:,})")
     return 0 if result["engines"] else 1

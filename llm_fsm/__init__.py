@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         Verdict,
     )
     from llm_fsm.engine._transitions import decide
-    from llm_fsm.engine._turn import EngineConfig
+    from llm_fsm.engine._turn import EngineConfig, TurnOutcome
     from llm_fsm.errors import (
         ConcurrentUpdateError,
         ContextError,
@@ -109,6 +109,7 @@ _EXPORTS: dict[str, str] = {
     "PromptBuilder": "llm_fsm.engine._prompts",
     "RecordTooLargeError": "llm_fsm.errors",
     "State": "llm_fsm.definition._model",
+    "TurnOutcome": "llm_fsm.engine._turn",
     "StreamEvent": "llm_fsm._stream",
     "KeyDeclaration": "llm_fsm.definition._keys",
     "StateNotFoundError": "llm_fsm.errors",
@@ -170,6 +171,7 @@ __all__ = [
     "PromptBuilder",
     "RecordTooLargeError",
     "State",
+    "TurnOutcome",
     "StreamEvent",
     "KeyDeclaration",
     "StateNotFoundError",

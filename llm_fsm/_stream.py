@@ -208,7 +208,7 @@ def _early_response(decision: dict[str, Any], request: LLMRequest) -> Any:
 
 
 async def stream_turn(
-    manager: Any, generator: Generator[Any, Any, str], lock: Any, slot: Any
+    manager: Any, generator: Generator[Any, Any, Any], lock: Any, slot: Any, conversation_id: str = ""
 ) -> AsyncIterator[StreamEvent]:
     """Run the turn in its own task and yield its events; a typed error is raised after the events before it."""
     queue: asyncio.Queue[StreamEvent | BaseException | None] = asyncio.Queue()
@@ -217,7 +217,14 @@ async def stream_turn(
     async def run() -> None:
         try:
             async with lock, slot:
-                reply = await driver.drive(generator)
+                telemetry = manager.telemetry
+                if telemetry is None:
+                    outcome = await driver.drive(generator)
+                else:
+                    with telemetry.turn(conversation_id) as span:
+                        outcome = await driver.drive(generator)
+                        telemetry.turn_done(span, outcome)
+            reply = outcome.reply
             if not driver.streamed:
                 driver._send(reply)  # answered before (a duplicate message id), or no streaming was possible
             decided = driver.decided

@@ -230,6 +230,10 @@ class TurnNotFoundError(FSMError, IndexError):
     """``explain`` was asked for a turn that does not exist or is no longer kept."""
 
 
+class BudgetExceededError(FSMError):
+    """The conversation has spent its token or cost budget (``EngineConfig``); the turn was not run."""
+
+
 class UsageError(FSMError, ValueError):
     """A call whose arguments cannot mean anything sensible, e.g. listing conversations without saying whose."""
 
@@ -237,6 +241,7 @@ class UsageError(FSMError, ValueError):
 __all__ = [
     "ConcurrentUpdateError",
     "ContextError",
+    "BudgetExceededError",
     "ContextTooLargeError",
     "ContextValidationError",
     "ConversationEndedError",

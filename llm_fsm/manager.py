@@ -43,6 +43,7 @@ from llm_fsm.engine._records import (
     LLMResult,
     TraceEvent,
     TurnRecord,
+    Usage,
 )
 from llm_fsm.engine._transitions import validate_transition as _validate_transition
 from llm_fsm.engine._turn import (
@@ -52,6 +53,7 @@ from llm_fsm.engine._turn import (
     EngineConfig,
     LoadDefinition,
     LoadFlow,
+    TurnOutcome,
     run_opening,
     run_turn,
 )
@@ -72,9 +74,11 @@ from llm_fsm.errors import (
 )
 from llm_fsm.loading import load_fsm_definition, resolve_flow_reference
 from llm_fsm.stores import ConversationStore, ConversationSummary, open_store
+from llm_fsm.stores.base import Retention, TurnLogStore
 
 if TYPE_CHECKING:
     from llm_fsm._stream import StreamEvent
+    from llm_fsm.telemetry import Telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -94,11 +98,13 @@ DefinitionPolicy = Literal["continue", "error"]
 
 @dataclass(frozen=True)
 class LoadConversation:
-    """Effect: load a conversation from the store."""
+    """Effect: load what a turn or a change needs of a conversation (the hot record, on a ``TurnLogStore``)."""
 
     conversation_id: str
     user_id: str | None
     room_id: str | None
+    message_id: str | None = None
+    """The turn's message id: a store with a turn log looks up its reply, should it have been answered already."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,8 @@ class SaveConversation:
     instance: FSMInstance
     expected_version: int | None
 
+
+_DEFAULT_RETENTION = Retention()
 
 _RECOVERABLE: tuple[type[Exception], ...] = (DefinitionError, ConcurrentUpdateError)
 """Errors thrown back into a generator, which handles them; everything else reaches the caller."""
@@ -136,7 +144,10 @@ class FSMManager:
         config: EngineConfig | None = None,
         definition_recheck_seconds: float = 1.0,
         max_concurrent_turns: int = DEFAULT_MAX_CONCURRENT_TURNS,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        self.telemetry = telemetry
+        """OpenTelemetry spans and metrics (``llm_fsm.telemetry``); None emits and imports nothing."""
         self.fsm_loader = fsm_loader
         self.llm_interface = llm_interface
         self.prompt_builder = prompt_builder or PromptBuilder(max_history_size=max_history_size)
@@ -147,6 +158,8 @@ class FSMManager:
         self.on_definition_change = on_definition_change
         self.config = config or EngineConfig(max_context_bytes=max_context_bytes, strict=strict)
         self.store: ConversationStore = open_store(store if store is not None else "memory://")
+        self._turn_log_of: tuple[object, bool] = (None, False)
+        self._retention_of: tuple[object, Retention | None] = (None, None)
         self.hooks = Hooks()
         for name, functions in (hooks or {}).items():
             for function in functions if isinstance(functions, list) else [functions]:
@@ -260,6 +273,30 @@ class FSMManager:
         return LLMResult(response=_as_response(value))
 
     def _call_llm(self, request: LLMRequest) -> LLMResult:
+        if self.telemetry is None:
+            return self._call_llm_untraced(request)
+        with self.telemetry.model_call(_model_name(self.llm_interface), request.purpose) as call:
+            try:
+                result = self._call_llm_untraced(request)
+            except BaseException as exc:
+                call.failed(exc)
+                raise
+            call.result(result)
+            return result
+
+    async def _acall_llm(self, request: LLMRequest) -> LLMResult:
+        if self.telemetry is None:
+            return await self._acall_llm_untraced(request)
+        with self.telemetry.model_call(_model_name(self.llm_interface), request.purpose) as call:
+            try:
+                result = await self._acall_llm_untraced(request)
+            except BaseException as exc:
+                call.failed(exc)
+                raise
+            call.result(result)
+            return result
+
+    def _call_llm_untraced(self, request: LLMRequest) -> LLMResult:
         llm = self._llm()
         try:
             complete = getattr(llm, "complete", None)
@@ -271,7 +308,7 @@ class FSMManager:
         except Exception as exc:  # a custom interface's own failure: typed, with the cause kept
             raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
 
-    async def _acall_llm(self, request: LLMRequest) -> LLMResult:
+    async def _acall_llm_untraced(self, request: LLMRequest) -> LLMResult:
         llm = self._llm()
         try:
             acomplete = getattr(llm, "acomplete", None)
@@ -293,14 +330,86 @@ class FSMManager:
         reference = resolve_flow_reference(declaration.definition, parent.source)
         return reference, self._load_definition(reference)
 
+    # --- the store ---------------------------------------------------------------------
+
+    def _turn_log(self) -> bool:
+        """Whether the store keeps a turn log (``TurnLogStore``), asked once per store object."""
+        store, answer = self._turn_log_of
+        if store is not self.store:
+            answer = isinstance(self.store, TurnLogStore)
+            self._turn_log_of = (self.store, answer)
+        return answer
+
+    def _retention(self) -> Retention | None:
+        """The turn log's limits from the engine's configuration; None for the defaults every store applies."""
+        config, retention = self._retention_of
+        if config is not self.config:
+            config = self.config
+            retention = Retention(turn_records=config.max_turn_records, message_ids=config.max_processed_message_ids)
+            retention = None if retention == _DEFAULT_RETENTION else retention
+            self._retention_of = (config, retention)
+        return retention
+
+    def _load_args(
+        self, user_id: str | None, room_id: str | None, message_id: str | None, whole: bool
+    ) -> tuple[str, dict[str, Any]]:
+        """Which load, and with what: the hot record unless the whole instance is asked for (or there is no log)."""
+        if whole or not self._turn_log():
+            return "load", {"user_id": user_id, "room_id": room_id}
+        return "load_for_turn", {"user_id": user_id, "room_id": room_id, "message_id": message_id}
+
+    def _save_args(self, expected_version: int | None) -> dict[str, Any]:
+        """``retention`` only when it is not the default and the store keeps a log: a store (or a wrapper around
+        one) written to the older protocol takes no ``retention``."""
+        retention = self._retention() if self._turn_log() else None
+        if retention is None:
+            return {"expected_version": expected_version}
+        return {"expected_version": expected_version, "retention": retention}
+
+    def _load(
+        self,
+        conversation_id: str,
+        user_id: str | None,
+        room_id: str | None,
+        message_id: str | None = None,
+        *,
+        whole: bool = False,
+    ) -> FSMInstance:
+        operation, kwargs = self._load_args(user_id, room_id, message_id, whole)
+        instance: FSMInstance = getattr(self.store, operation)(conversation_id, **kwargs)
+        return instance
+
+    async def _aload(
+        self,
+        conversation_id: str,
+        user_id: str | None,
+        room_id: str | None,
+        message_id: str | None = None,
+        *,
+        whole: bool = False,
+    ) -> FSMInstance:
+        operation, kwargs = self._load_args(user_id, room_id, message_id, whole)
+        instance: FSMInstance = await self._astore(operation, conversation_id, **kwargs)
+        return instance
+
     def _perform(self, effect: Any) -> Any:
         """The synchronous effects other than the LLM and hook calls."""
         if isinstance(effect, Decided):
             return None  # only a streaming driver has someone to tell
+        if self.telemetry is not None and isinstance(effect, (LoadConversation, SaveConversation)):
+            with self.telemetry.store(*_store_span(effect)):
+                return self._perform_io(effect)
+        return self._perform_io(effect)
+
+    def _perform_io(self, effect: Any) -> Any:
         if isinstance(effect, LoadConversation):
-            return self.store.load(effect.conversation_id, user_id=effect.user_id, room_id=effect.room_id)
+            logger.debug("load conversation %s", effect.conversation_id)
+            return self._load(effect.conversation_id, effect.user_id, effect.room_id, effect.message_id)
         if isinstance(effect, SaveConversation):
-            return self.store.save(effect.instance, expected_version=effect.expected_version)
+            logger.debug(
+                "save conversation %s (expected version %s)", effect.instance.conversation_id, effect.expected_version
+            )
+            return self.store.save(effect.instance, **self._save_args(effect.expected_version))
         if isinstance(effect, LoadFlow):
             return self._resolve_flow(effect.declaration, effect.parent)
         if isinstance(effect, LoadDefinition):
@@ -318,10 +427,20 @@ class FSMManager:
         """The async effects; nothing that is pure computation or a cache hit leaves the event loop."""
         if isinstance(effect, Decided):
             return None
+        if self.telemetry is not None and isinstance(effect, (LoadConversation, SaveConversation)):
+            with self.telemetry.store(*_store_span(effect)):
+                return await self._aperform_io(effect)
+        return await self._aperform_io(effect)
+
+    async def _aperform_io(self, effect: Any) -> Any:
         if isinstance(effect, LoadConversation):
-            return await self._astore("load", effect.conversation_id, user_id=effect.user_id, room_id=effect.room_id)
+            logger.debug("load conversation %s", effect.conversation_id)
+            return await self._aload(effect.conversation_id, effect.user_id, effect.room_id, effect.message_id)
         if isinstance(effect, SaveConversation):
-            return await self._astore("save", effect.instance, expected_version=effect.expected_version)
+            logger.debug(
+                "save conversation %s (expected version %s)", effect.instance.conversation_id, effect.expected_version
+            )
+            return await self._astore("save", effect.instance, **self._save_args(effect.expected_version))
         if isinstance(effect, LoadFlow):
             reference = resolve_flow_reference(effect.declaration.definition, effect.parent.source)
             return reference, await self._aload_definition(reference)
@@ -469,13 +588,16 @@ class FSMManager:
 
     def _turn(
         self, conversation_id: str, message: str, message_id: str | None, user_id: str | None, room_id: str | None
-    ) -> Generator[Any, Any, str]:
+    ) -> Generator[Any, Any, TurnOutcome]:
         """Load, run the turn, save with compare-and-set; on a lost race, run it again on the new version."""
         for attempt in range(self.max_save_retries + 1):
-            instance = yield LoadConversation(conversation_id, user_id, room_id)
+            instance = yield LoadConversation(conversation_id, user_id, room_id, message_id)
             expected = instance.version
             if message_id is not None and message_id in instance.processed_messages:
-                return instance.processed_messages[message_id]  # a retried delivery: answered once
+                # a retried delivery: answered once
+                return TurnOutcome(
+                    reply=instance.processed_messages[message_id], state=instance.current_state, ended=instance.ended
+                )
             if instance.ended:
                 raise ConversationEndedError(f"conversation {instance.conversation_id} has ended ({instance.status})")
             definition = self._checked(instance, (yield LoadDefinition(instance.fsm_id)))
@@ -495,7 +617,8 @@ class FSMManager:
                     raise
                 logger.info("conversation %s changed under us; running the turn again", conversation_id)
                 continue
-            return outcome.reply
+            _log_refusals(conversation_id, outcome)
+            return outcome
         raise AssertionError("unreachable")  # pragma: no cover
 
     def process_message(
@@ -508,9 +631,30 @@ class FSMManager:
         room_id: str | None = None,
     ) -> str:
         """Run one turn and return the reply. A repeated ``message_id`` returns the stored reply."""
+        return self.process_turn(conversation_id, message, message_id, user_id=user_id, room_id=room_id).reply
+
+    def process_turn(
+        self,
+        conversation_id: str,
+        message: str,
+        message_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> TurnOutcome:
+        """``process_message`` returning the whole outcome: reply, turn record, state reached, ended.
+
+        Saves a server or a channel adapter a second load to learn where the turn went. For a repeated
+        ``message_id`` the record is None and the state is the conversation's current one.
+        """
         message = self._check_message(message, message_id)
         with self._lock_for(conversation_id):  # the with statement keeps the weakly registered lock alive
-            return self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
+            if self.telemetry is None:
+                return self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
+            with self.telemetry.turn(conversation_id) as span:
+                outcome = self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
+                self.telemetry.turn_done(span, outcome)
+                return outcome
 
     async def aprocess_message(
         self,
@@ -526,9 +670,26 @@ class FSMManager:
         Turns on one conversation run in arrival order; a duplicate ``message_id`` waits for the
         first delivery and returns its stored reply, with no second model call.
         """
+        return (await self.aprocess_turn(conversation_id, message, message_id, user_id=user_id, room_id=room_id)).reply
+
+    async def aprocess_turn(
+        self,
+        conversation_id: str,
+        message: str,
+        message_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+    ) -> TurnOutcome:
+        """The async twin of ``process_turn``."""
         message = self._check_message(message, message_id)
         async with self._lock_for(conversation_id), self._turn_slot():  # lock first: a slot never waits for a lock
-            return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
+            if self.telemetry is None:
+                return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
+            with self.telemetry.turn(conversation_id) as span:
+                outcome = await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
+                self.telemetry.turn_done(span, outcome)
+                return outcome
 
     def astream_message(
         self,
@@ -551,7 +712,7 @@ class FSMManager:
 
         message = self._check_message(message, message_id)
         generator = self._turn(conversation_id, message, message_id, user_id, room_id)
-        return stream_turn(self, generator, self._lock_for(conversation_id), self._turn_slot())
+        return stream_turn(self, generator, self._lock_for(conversation_id), self._turn_slot(), conversation_id)
 
     recoverable_errors = _RECOVERABLE
     """Errors the engine's generators handle themselves (thrown back into them by the drivers)."""
@@ -566,24 +727,18 @@ class FSMManager:
 
     # --- reading -------------------------------------------------------------------
     # Each reader has an async twin (``a`` + name) that awaits the store instead of blocking the loop.
-
-    def _load(self, conversation_id: str, user_id: str | None, room_id: str | None) -> FSMInstance:
-        return self.store.load(conversation_id, user_id=user_id, room_id=room_id)
-
-    async def _aload(self, conversation_id: str, user_id: str | None, room_id: str | None) -> FSMInstance:
-        instance: FSMInstance = await self._astore("load", conversation_id, user_id=user_id, room_id=room_id)
-        return instance
+    # Only get_instance and explain read the turn log; the others need the hot record alone.
 
     def get_instance(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> FSMInstance:
-        """The stored conversation (a copy: changing it changes nothing)."""
-        return self._load(conversation_id, user_id, room_id)
+        """The stored conversation, turn records and message ids included (a copy: changing it changes nothing)."""
+        return self._load(conversation_id, user_id, room_id, whole=True)
 
     async def aget_instance(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> FSMInstance:
-        return await self._aload(conversation_id, user_id, room_id)
+        return await self._aload(conversation_id, user_id, room_id, whole=True)
 
     def is_conversation_ended(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
@@ -632,12 +787,21 @@ class FSMManager:
         self, conversation_id: str, turn: int = -1, *, user_id: str | None = None, room_id: str | None = None
     ) -> TurnRecord:
         """The record of one turn: ``turn=-1`` is the last, a positive number is the turn's index (1-based)."""
-        return _turn_record(self._load(conversation_id, user_id, room_id), turn)
+        return _turn_record(self._load(conversation_id, user_id, room_id, whole=True), turn)
 
     async def aexplain(
         self, conversation_id: str, turn: int = -1, *, user_id: str | None = None, room_id: str | None = None
     ) -> TurnRecord:
-        return _turn_record(await self._aload(conversation_id, user_id, room_id), turn)
+        return _turn_record(await self._aload(conversation_id, user_id, room_id, whole=True), turn)
+
+    def get_usage(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> Usage:
+        """Model calls, tokens and cost of the conversation so far (each turn's calls are in its explain record)."""
+        return self._load(conversation_id, user_id, room_id).usage
+
+    async def aget_usage(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> Usage:
+        return (await self._aload(conversation_id, user_id, room_id)).usage
 
     def get_trace(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
@@ -801,6 +965,46 @@ class FSMManager:
     ) -> bool:
         deleted: bool = await self._astore("delete", conversation_id, user_id=user_id, room_id=room_id)
         return deleted
+
+
+def _model_name(llm: Any) -> str:
+    model = getattr(llm, "model", None)
+    return model if isinstance(model, str) and model else type(llm).__name__
+
+
+def _store_span(effect: Any) -> tuple[str, str]:
+    if isinstance(effect, LoadConversation):
+        return "load", effect.conversation_id
+    return "save", effect.instance.conversation_id
+
+
+def _log_refusals(conversation_id: str, outcome: TurnOutcome) -> None:
+    """What the engine refused, at WARNING, with ids and rules only: never the user's text or a value."""
+    record = outcome.record
+    if record is None or not logger.isEnabledFor(logging.WARNING):
+        return
+    if record.verdict.kind == "stay_rejected":
+        logger.warning(
+            "conversation %s: turn %d: %s refused in state %r (%s)",
+            conversation_id,
+            record.index,
+            "proposal " + repr(record.proposal) if record.proposal else f"intent {record.intent!r}",
+            record.state_before,
+            _without_values(record.verdict.reason),
+        )
+    refused = [(c.key, c.rule) for c in record.context_changes if not c.applied and c.rule is not None]
+    if refused:
+        logger.warning(
+            "conversation %s: turn %d: values refused: %s",
+            conversation_id,
+            record.index,
+            ", ".join(f"{key} ({rule})" for key, rule in refused),
+        )
+
+
+def _without_values(reason: str) -> str:
+    """A verdict's reason names states, transitions and conditions (definition text), not user data."""
+    return reason if len(reason) <= 300 else reason[:297] + "..."
 
 
 def _end(instance: FSMInstance) -> None:

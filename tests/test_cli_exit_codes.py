@@ -47,6 +47,7 @@ POLICY = {
     "LLMScriptExhaustedError": EXIT_FINDINGS,
     "HookError": EXIT_FINDINGS,
     "FlowError": EXIT_FINDINGS,
+    "BudgetExceededError": EXIT_FINDINGS,
     "ContextError": EXIT_FINDINGS,
     "ContextTooLargeError": EXIT_FINDINGS,
     "ContextValidationError": EXIT_FINDINGS,

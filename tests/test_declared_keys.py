@@ -371,7 +371,7 @@ def test_the_prompt_tells_the_model_what_each_declared_key_may_hold() -> None:
     (turn,) = [r for r in model.requests if r.purpose == "turn"]
     assert "- origin (one of: Oslo, London, Paris, New York)" in turn.system_prompt
     assert "- date (date as YYYY-MM-DD)" in turn.system_prompt
-    assert "- name (only as the user said it)" in turn.system_prompt
+    assert "- name (the user's own words)" in turn.system_prompt
 
 
 # --- values handed between flows ----------------------------------------------------------------------

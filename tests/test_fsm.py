@@ -413,3 +413,34 @@ def test_a_conversation_started_from_a_definition_object_keeps_running_on_it():
     cid, _ = fsm.start_conversation(FSMDefinition.model_validate(FORM))
     assert fsm.process_message(cid, "Ann") == "Email?"
     assert fsm.get_current_state(cid) == "ask_email"
+
+
+def test_process_turn_returns_the_record_and_where_the_turn_left_the_conversation():
+    from llm_fsm.llm.fakes import ScriptedLLM
+
+    definition = FSMDefinition.model_validate(
+        {
+            "name": "t",
+            "description": "t",
+            "initial_state": "a",
+            "states": {
+                "a": {
+                    "id": "a",
+                    "description": "a",
+                    "purpose": "a",
+                    "transitions": [{"target_state": "b", "description": "go"}],
+                },
+                "b": {"id": "b", "description": "b", "purpose": "b", "transitions": []},
+            },
+        }
+    )
+    manager = FSMManager(
+        fsm_loader=lambda _id: definition,
+        llm_interface=ScriptedLLM(["Hi", {"target_state": "b", "context_update": {}, "message": "Bye"}]),
+    )
+    cid, _ = manager.start_conversation("t")
+    outcome = manager.process_turn(cid, "done", message_id="m1")
+    assert (outcome.reply, outcome.state, outcome.ended) == ("Bye", "b", True)
+    assert outcome.record is not None and outcome.record.verdict.kind == "proposal_accepted"
+    again = manager.process_turn(cid, "done", message_id="m1")
+    assert (again.reply, again.record, again.state) == ("Bye", None, "b")

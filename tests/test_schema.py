@@ -41,10 +41,17 @@ def models_accept_structure(document: Any) -> bool:
         FSMDefinition.model_validate(document)
     except ValidationError as exc:
         return all(
-            logic_error is not None or (error["type"] == "value_error" and "context_keys" in error["loc"])
+            logic_error is not None or _declaration_contradicts_itself(error)
             for (_, _, logic_error), error in zip(validation_problems(exc), exc.errors(), strict=True)
         )
     return True
+
+
+def _declaration_contradicts_itself(error: Any) -> bool:
+    # the declaration's own check (a model validator: its error sits at the declaration, or at `items`);
+    # a field's type error (max_items: false) is structure, and the schema must refuse it too
+    loc = error["loc"]
+    return error["type"] == "value_error" and loc[:1] == ("context_keys",) and (len(loc) == 2 or loc[-1] == "items")
 
 
 def schema_accepts(document: Any) -> bool:

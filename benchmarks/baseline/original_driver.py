@@ -25,6 +25,9 @@ slows both alike).
 - ``{"op": "live", "definition_path", "user_turns": [...], "initial_context", "litellm": {model,
   api_base, api_key, temperature, max_tokens, ...}}`` → one conversation against a real model
   with the original's *own* ``LiteLLMInterface`` (see ``live_conversation``); needs no ``setup``.
+- ``{"op": "dst", "definition_path", "turns": [{"user", "system"}], "greeting", "litellm": {...}}``
+  → one dialogue-state-tracking replay (``benchmarks/dst.py``, see ``dst_conversation``): the context
+  after every user turn, and the history the original kept; needs no ``setup``.
 
 Errors end the process with a message on stderr and exit status 3.
 
@@ -112,22 +115,11 @@ def _json_safe(value):
     return json.loads(json.dumps(value, default=repr))
 
 
-def live_conversation(job, FSMManager, load_fsm_definition):
-    """Play the user turns of one conversation through the original, talking to a real model.
+def _count_calls(original_llm, calls):
+    """Wrap the ``completion`` the original's llm module imported: one record per HTTP call in ``calls``.
 
-    The model is reached through the original's own ``LiteLLMInterface`` with the
-    litellm keyword arguments it is given (model, api_base, api_key, temperature,
-    max_tokens, timeout), exactly as a user of the package would configure it.
-    To count what it costs, the ``completion`` function that its llm module
-    imported from litellm is wrapped: every HTTP call to the model is counted
-    with the usage the server reports (the original itself discards it). The
-    conversation stops at the first exception, which is recorded.
+    Returns the real function, to put back with ``original_llm.completion = real``.
     """
-    # The ORIGINAL package's layout: llm_fsm/llm.py is one module (not our llm/ package).
-    import llm_fsm.llm as original_llm
-    from llm_fsm.llm import LiteLLMInterface
-
-    calls = []
     real_completion = original_llm.completion
 
     def counting_completion(*args, **kwargs):
@@ -160,6 +152,26 @@ def live_conversation(job, FSMManager, load_fsm_definition):
         return response
 
     original_llm.completion = counting_completion
+    return real_completion
+
+
+def live_conversation(job, FSMManager, load_fsm_definition):
+    """Play the user turns of one conversation through the original, talking to a real model.
+
+    The model is reached through the original's own ``LiteLLMInterface`` with the
+    litellm keyword arguments it is given (model, api_base, api_key, temperature,
+    max_tokens, timeout), exactly as a user of the package would configure it.
+    To count what it costs, the ``completion`` function that its llm module
+    imported from litellm is wrapped: every HTTP call to the model is counted
+    with the usage the server reports (the original itself discards it). The
+    conversation stops at the first exception, which is recorded.
+    """
+    # The ORIGINAL package's layout: llm_fsm/llm.py is one module (not our llm/ package).
+    import llm_fsm.llm as original_llm
+    from llm_fsm.llm import LiteLLMInterface
+
+    calls = []
+    real_completion = _count_calls(original_llm, calls)
     try:
         options = dict(job["litellm"])
         model = options.pop("model")
@@ -199,6 +211,71 @@ def live_conversation(job, FSMManager, load_fsm_definition):
             result["ended"] = manager.is_conversation_ended(conversation_id)
             result["data"] = _json_safe(manager.get_conversation_data(conversation_id))
         return result
+    finally:
+        original_llm.completion = real_completion
+
+
+def dst_conversation(job, FSMManager, load_fsm_definition, LLMResponse, StateTransition):
+    """Replay one dialogue's user turns through the original, for dialogue state tracking (``benchmarks/dst.py``).
+
+    The original's own ``LiteLLMInterface`` asks the model every turn; its reply's
+    ``message`` is then replaced by the dataset's SYSTEM utterance that follows
+    the user turn, so the conversation history the original shows the model on
+    the next turn is the dataset's (an offer the user accepts is in it). The
+    opening is the fixed ``greeting`` without a model call (the dataset's
+    dialogues start with the user). A turn that raises is recorded and the
+    dialogue goes on; its dangling user message is taken out of the history, as
+    our engine records nothing of a failed turn. The context after each turn is
+    returned for scoring.
+    """
+    import llm_fsm.llm as original_llm
+    from llm_fsm.llm import LiteLLMInterface
+
+    with open(job["definition_path"], encoding="utf-8") as handle:
+        initial_state = json.load(handle)["initial_state"]
+
+    class DatasetTurns(LiteLLMInterface):
+        reply = None  # None during the opening: answer without the model
+
+        def send_request(self, request):
+            if self.reply is None:
+                return LLMResponse(
+                    transition=StateTransition(target_state=initial_state, context_update={}),
+                    message=job["greeting"],
+                )
+            response = super().send_request(request)
+            response.message = self.reply
+            return response
+
+    calls = []
+    real_completion = _count_calls(original_llm, calls)
+    try:
+        options = dict(job["litellm"])
+        model = options.pop("model")
+        api_key = options.pop("api_key", None)
+        interface = DatasetTurns(model=model, api_key=api_key, **options)
+        manager = FSMManager(fsm_loader=load_fsm_definition, llm_interface=interface)
+        conversation_id, _ = manager.start_conversation(job["definition_path"])
+        turns = []
+        for turn in job["turns"]:
+            del calls[:]
+            interface.reply = turn["system"]
+            record = {}
+            started = time.perf_counter()
+            try:
+                manager.process_message(conversation_id, turn["user"])
+            except Exception as exc:
+                record["error"] = "%s: %s" % (type(exc).__name__, str(exc)[:300])
+                exchanges = manager.instances[conversation_id].context.conversation.exchanges
+                if exchanges and "user" in exchanges[-1]:
+                    exchanges.pop()
+            record["seconds"] = time.perf_counter() - started
+            record["calls"] = list(calls)
+            record["state"] = manager.get_conversation_state(conversation_id)
+            record["data"] = _json_safe(manager.get_conversation_data(conversation_id))
+            turns.append(record)
+        history = manager.instances[conversation_id].context.conversation.exchanges
+        return {"turns": turns, "history": _json_safe(history)}
     finally:
         original_llm.completion = real_completion
 
@@ -310,6 +387,8 @@ def main():
         op = job.get("op")
         if op == "live":
             return live_conversation(job, FSMManager, load_fsm_definition)
+        if op == "dst":
+            return dst_conversation(job, FSMManager, load_fsm_definition, LLMResponse, StateTransition)
         if op == "validate":
             return validate_file(job)
         if op == "setup":

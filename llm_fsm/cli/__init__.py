@@ -20,6 +20,7 @@ for _name, _module, _attribute in (
     ("test", "llm_fsm.cli.test", "test_command"),
     ("local", "llm_fsm.cli.local", "local_group"),
     ("init", "llm_fsm.cli.init", "init_command"),
+    ("serve", "llm_fsm.cli.serve", "serve_command"),
 ):
     main.add_lazy_command(_name, _module, _attribute)
 

@@ -29,6 +29,7 @@ from typing import Any
 import click
 
 from llm_fsm.errors import (
+    BudgetExceededError,
     ConcurrentUpdateError,
     ContextError,
     ConversationEndedError,
@@ -59,6 +60,7 @@ RUN_FAILURES: tuple[type[FSMError], ...] = (
     InvalidTransitionError,
     ConversationEndedError,
     ConcurrentUpdateError,
+    BudgetExceededError,  # the conversation spent its budget: the run started and could not go on
 )
 
 EXIT_CODE_HELP = """\b

@@ -12,7 +12,7 @@ import contextlib
 import json
 import os
 import shlex
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -574,7 +574,10 @@ def trace_lines(trace: Iterable[Any]) -> list[str]:
 @_store_option
 @click.option("--user", "user_id", default=None, help="Only this user's conversations (in any room).")
 @click.option("--room", "room_id", default=None, help="Only this room's conversations (of any user).")
-def conversations_command(store: str | None, user_id: str | None, room_id: str | None) -> None:
+@click.option(
+    "--usage", is_flag=True, help="Add model calls, tokens and cost of each conversation (loads every one listed)."
+)
+def conversations_command(store: str | None, user_id: str | None, room_id: str | None, usage: bool) -> None:
     """List stored conversations, newest first, with the user and room each belongs to.
 
     A stored conversation answers only to the user and room it was started
@@ -584,6 +587,7 @@ def conversations_command(store: str | None, user_id: str | None, room_id: str |
     Example:
       llm-fsm conversations
       llm-fsm conversations --store redis://localhost:6379/0 --user alice
+      llm-fsm conversations --usage
     """
     from llm_fsm.stores import open_store
 
@@ -596,23 +600,37 @@ def conversations_command(store: str | None, user_id: str | None, room_id: str |
             for s in opened.list()
             if (user_id is None or s.user_id == user_id) and (room_id is None or s.room_id == room_id)
         ]
-    for line in conversation_lines(summaries):
+    usages = None
+    if usage:
+        usages = [opened.load(s.conversation_id, user_id=s.user_id, room_id=s.room_id).usage for s in summaries]
+    for line in conversation_lines(summaries, usages):
         click.echo(line)
 
 
-def conversation_lines(summaries: Iterable[Any]) -> list[str]:
-    """A table: id, status, state, user, room, definition; ``-`` for no user or room."""
-    rows = [
+def conversation_lines(summaries: Iterable[Any], usages: Sequence[Any] | None = None) -> list[str]:
+    """A table: id, status, state, user, room, (calls, tokens, cost,) definition; ``-`` for no user or room."""
+    summaries = list(summaries)
+    rows: list[tuple[Any, ...]] = [
         (s.conversation_id, s.status, s.current_state, s.user_id or "-", s.room_id or "-", s.fsm_id) for s in summaries
     ]
     if not rows:
         return []
-    header = ("conversation", "status", "state", "user", "room", "definition")
+    header: tuple[str, ...] = ("conversation", "status", "state", "user", "room", "definition")
+    if usages is not None:
+        header = (*header[:5], "calls", "tokens", "cost", header[5])
+        rows = [(*row[:5], u.calls, f"{u.tokens:,}", _cost(u), row[5]) for row, u in zip(rows, usages, strict=True)]
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header) - 1)]
     return [
         "  ".join(str(value).ljust(width) for value, width in zip(row[:-1], widths, strict=True)) + "  " + str(row[-1])
         for row in [header, *rows]
     ]
+
+
+def _cost(usage: Any) -> str:
+    """Dollars of the calls litellm has a price for; '?' marks calls it has none for (local models)."""
+    if usage.calls and usage.calls_without_price == usage.calls:
+        return "?"
+    return f"${usage.cost_usd:.4f}" + ("+?" if usage.calls_without_price else "")
 
 
 __all__ = [

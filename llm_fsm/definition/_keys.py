@@ -18,9 +18,30 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
+
+
+def _not_bool_or_text(value: Any) -> Any:
+    # Lax pydantic would take true as 1 and "5" as 5; JSON Schema's numbers do not, and the two must agree.
+    if isinstance(value, (bool, str)):
+        raise ValueError("must be a number")
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return value
+    return value
+
+
+def _json_count(value: Any) -> Any:
+    if isinstance(value, (bool, str)):
+        raise ValueError("must be an integer")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+JsonNumber = Annotated[float, BeforeValidator(_not_bool_or_text)]
+JsonCount = Annotated[int, Field(ge=0), BeforeValidator(_json_count)]
 
 KeyType = Literal["string", "integer", "number", "boolean", "array", "object"]
 KeyFormat = Literal["email", "phone", "date", "time", "date-time", "uri", "uuid"]
@@ -79,15 +100,15 @@ class KeyDeclaration(BaseModel):
             "date-time (ISO 8601), uri, uuid. Common spellings are normalised to the stored form."
         ),
     )
-    minimum: float | None = Field(default=None, description="Smallest allowed number (inclusive).")
-    maximum: float | None = Field(default=None, description="Largest allowed number (inclusive).")
-    min_length: int | None = Field(default=None, ge=0, description="Fewest characters of a string value.")
-    max_length: int | None = Field(default=None, ge=0, description="Most characters of a string value.")
+    minimum: JsonNumber | None = Field(default=None, description="Smallest allowed number (inclusive).")
+    maximum: JsonNumber | None = Field(default=None, description="Largest allowed number (inclusive).")
+    min_length: JsonCount | None = Field(default=None, description="Fewest characters of a string value.")
+    max_length: JsonCount | None = Field(default=None, description="Most characters of a string value.")
     items: KeyDeclaration | None = Field(
         default=None, description="Declaration every item of a list (type: array) must satisfy."
     )
-    min_items: int | None = Field(default=None, ge=0, description="Fewest items of a list value.")
-    max_items: int | None = Field(default=None, ge=0, description="Most items of a list value.")
+    min_items: JsonCount | None = Field(default=None, description="Fewest items of a list value.")
+    max_items: JsonCount | None = Field(default=None, description="Most items of a list value.")
     grounded: StrictBool | None = Field(
         default=None,
         description=(

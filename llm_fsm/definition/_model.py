@@ -33,6 +33,9 @@ from llm_fsm.errors import StateNotFoundError
 from llm_fsm.logic._guards import Guard, compile_guard
 
 SUPPORTED_VERSIONS = ("3.0",)
+
+_MAX_DECLARED_DEPTH = 32
+"""Dot-path levels searched for a declared parent (values cannot nest deeper: engine MAX_VALUE_DEPTH)."""
 DEFAULT_PRIORITY = 100
 
 #: JSON Schema dialect and id of the generated schema
@@ -310,7 +313,9 @@ class FSMDefinition(_Model):
             return None
         if path in keys:
             return path, keys[path]
-        parts = path.split(".")
+        if "." not in path:
+            return None
+        parts = path.split(".", _MAX_DECLARED_DEPTH)[:_MAX_DECLARED_DEPTH]  # bounded work on a hostile dotted key
         for end in range(len(parts) - 1, 0, -1):
             parent = ".".join(parts[:end])
             if parent in keys:

@@ -17,7 +17,7 @@ from llm_fsm.engine._data import (
     new_conversation_id,
     now,
 )
-from llm_fsm.engine._records import TraceEvent, TurnRecord
+from llm_fsm.engine._records import TraceEvent, TurnRecord, Usage
 
 # --- the seed's runtime models ---------------------------------------------------
 
@@ -108,9 +108,19 @@ class FSMInstance(_Data):
     created_at: float = Field(default_factory=now)
     updated_at: float = Field(default_factory=now)
     turn_count: int = 0
-    turns: list[TurnRecord] = Field(default_factory=list)
+    turns: list[TurnRecord] = Field(
+        default_factory=list,
+        description=(
+            "Turn records (explain data), oldest first. Stores keep them in a turn log beside the hot record: "
+            "an instance loaded for a turn holds only the records that turn adds."
+        ),
+    )
     processed_messages: dict[str, str] = Field(
-        default_factory=dict, description="message_id → reply, so a retried message is answered once."
+        default_factory=dict,
+        description=(
+            "message_id → reply, so a retried message is answered once. Kept in the store's turn log too: an "
+            "instance loaded for a turn holds only that turn's id (with its reply when it was answered before)."
+        ),
     )
     trace: list[TraceEvent] = Field(default_factory=list)
     flow_id: str = Field(default="root", description="Id of the active flow instance.")
@@ -129,6 +139,7 @@ class FSMInstance(_Data):
         default_factory=list, description="Archive of completed and cancelled flows, with their outputs."
     )
     consecutive_digressions: int = 0
+    usage: Usage = Field(default_factory=Usage, description="Model calls, tokens and cost of the conversation so far.")
     archive_outbox: list[dict[str, str]] = Field(
         default_factory=list,
         description=(
@@ -178,4 +189,5 @@ class FSMInstance(_Data):
             completed_flows=list(self.completed_flows),
             flow_output_mapping=dict(self.flow_output_mapping),
             archive_outbox=list(self.archive_outbox),
+            usage=_replace(self.usage),
         )

@@ -159,10 +159,10 @@ class PromptBuilder:
         """
         persona = instance.persona or (definition.persona if definition else None)
         paused = tuple(frame.flow_name for frame in instance.flow_stack)
-        key = (type(self), definition.content_hash if definition else None, state.id, persona, paused)
+        key = (type(self), definition.content_hash if definition else None, state.id, persona, paused, schema_sent)
         head = _HEADS.get(key) if definition is not None else None
         if head is None:
-            head = self._head(instance, state, definition, persona)
+            head = self._head(instance, state, definition, persona, schema_sent=schema_sent)
             if definition is not None:
                 if len(_HEADS) >= _HEAD_CACHE_SIZE:
                     # evict the oldest; another thread may be doing the same
@@ -189,7 +189,15 @@ class PromptBuilder:
         ]
         return "\n".join(s for s in sections if s)
 
-    def _head(self, instance: FSMInstance, state: State, definition: FSMDefinition | None, persona: str | None) -> str:
+    def _head(
+        self,
+        instance: FSMInstance,
+        state: State,
+        definition: FSMDefinition | None,
+        persona: str | None,
+        *,
+        schema_sent: bool = False,
+    ) -> str:
         """Everything before the context: fixed for a (definition, state, stack) and so built once."""
         sections: list[str | None] = [
             _section("task", _TASK),
@@ -230,8 +238,13 @@ class PromptBuilder:
         return "\n".join(s for s in sections if s)
 
 
-def _keys_to_collect(keys: list[str], definition: FSMDefinition | None) -> str:
-    """The keys to collect; a declared key with what the model must know to write it well, one per line."""
+def _keys_to_collect(keys: list[str], definition: FSMDefinition | None, *, schema_sent: bool = False) -> str:
+    """The keys to collect; a declared key with what the model must know to write it well, one per line.
+
+    With the reply schema sent, allowed values, formats, types and bounds are in it (each billed once there):
+    the lines keep what the schema cannot say — the description, examples, and that a value must be the
+    user's own words.
+    """
     declared = (definition.context_keys or {}) if definition is not None else {}
     if not any(key in declared for key in keys):
         return ", ".join(keys)
@@ -242,20 +255,22 @@ def _keys_to_collect(keys: list[str], definition: FSMDefinition | None) -> str:
             lines.append(f"- {key}")
             continue
         notes = [declaration.description] if declaration.description else []
-        if declaration.enum is not None:
+        if schema_sent:
+            pass
+        elif declaration.enum is not None:
             notes.append("one of: " + ", ".join(map(str, declaration.enum)))
         elif declaration.format is not None:
             notes.append(_FORMAT_NOTE.get(declaration.format, declaration.format))
         elif declaration.type != "string":
             notes.append(declaration.type)
-        if declaration.minimum is not None or declaration.maximum is not None:
+        if not schema_sent and (declaration.minimum is not None or declaration.maximum is not None):
             low = "" if declaration.minimum is None else f"{declaration.minimum:g}"
             high = "" if declaration.maximum is None else f"{declaration.maximum:g}"
             notes.append(f"range {low}..{high}")
         if declaration.examples:
             notes.append("e.g. " + ", ".join(map(str, declaration.examples[:3])))
         if declaration.is_grounded:
-            notes.append("only as the user said it")
+            notes.append("the user's own words")
         lines.append(f"- {key}" + (f" ({'; '.join(notes)})" if notes else ""))
     return "\n".join(lines)
 

@@ -85,6 +85,10 @@ class LLMResult:
     """The structured-output mode actually used ('user' when the caller set ``response_format`` itself)."""
     usage: Mapping[str, int] = field(default_factory=dict)
     """Token counts summed over all attempts, when the provider reports them."""
+    cost_usd: float | None = None
+    """The call's price from litellm's bundled price list (offline), when the model is in it."""
+    model: str | None = None
+    """The model that answered, as the interface names it."""
     message_pending: bool = False
     """A streaming driver's early result: the decision is complete, the message is still arriving (the turn
     asks for it with ``AwaitMessage`` once it knows the reply will not be regenerated)."""
@@ -170,11 +174,54 @@ class LLMCallRecord(_Data):
     purpose: str
     attempts: int = 1
     error: str | None = None
+    model: str | None = None
+    usage: dict[str, int] = Field(
+        default_factory=dict,
+        description="Tokens of the call, all attempts summed: prompt_tokens, completion_tokens, cached_tokens.",
+    )
+    cost_usd: float | None = Field(default=None, description="Price of the call (litellm's price list), when known.")
+
+    @classmethod
+    def of(cls, purpose: str, result: LLMResult) -> LLMCallRecord:
+        return cls(
+            purpose=purpose,
+            attempts=result.attempts,
+            model=result.model,
+            usage={k: v for k, v in result.usage.items() if k != "total_tokens"},
+            cost_usd=result.cost_usd,
+        )
 
     @field_validator("error")
     @classmethod
     def _valid_text(cls, value: str | None) -> str | None:
         return clean_text(value) if value is not None else None  # error texts quote what the model wrote
+
+
+class Usage(_Data):
+    """What a conversation has cost so far: model calls, tokens and (where the price is known) dollars."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+    calls_without_price: int = Field(
+        default=0, description="Calls whose model is not in litellm's price list (local models, custom interfaces)."
+    )
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, call: LLMCallRecord) -> None:
+        self.calls += 1
+        self.prompt_tokens += call.usage.get("prompt_tokens", 0)
+        self.completion_tokens += call.usage.get("completion_tokens", 0)
+        self.cached_tokens += call.usage.get("cached_tokens", 0)
+        if call.cost_usd is None:
+            self.calls_without_price += 1
+        else:
+            self.cost_usd += call.cost_usd
 
 
 class TurnRecord(_Data):

@@ -43,7 +43,7 @@ from llm_fsm.engine._records import (
 from llm_fsm.engine._reply_schema import key_json_schema, response_json_schema
 from llm_fsm.engine._transitions import decide, evaluate_condition
 from llm_fsm.engine._values import MASK, REASK_RULES, Grounding, KeyPolicy, grounding_texts
-from llm_fsm.errors import DefinitionError, FlowError, InvalidTransitionError
+from llm_fsm.errors import BudgetExceededError, DefinitionError, FlowError, InvalidTransitionError
 
 DEFAULT_MAX_TRACE_EVENTS = 100
 DEFAULT_MAX_PROCESSED_MESSAGE_IDS = 100
@@ -64,6 +64,11 @@ class EngineConfig:
     """Guarded transitions followed in one turn after its move, when the state reached already has its data
     (0 turns chaining off). Never through a confirmation step, a terminal state or a state with
     ``auto_advance: false``; never a judgment transition."""
+    max_conversation_tokens: int | None = None
+    """Prompt + completion tokens a conversation may spend; a turn that starts at or past it raises
+    BudgetExceededError before the model is called (the turn that crosses it completes)."""
+    max_conversation_cost_usd: float | None = None
+    """The same for cost, in dollars of litellm's price list (calls without a known price count 0)."""
     strict: bool = False
     """Raise InvalidTransitionError when the model proposes a transition that is refused."""
 
@@ -119,9 +124,16 @@ class AwaitMessage:
 
 @dataclass
 class TurnOutcome:
+    """What a turn gave: the reply, its record (None for a retried ``message_id`` answered from the store), the
+    context changes, and where it left the conversation."""
+
     reply: str
     record: TurnRecord | None = None
     changes: list[ContextChange] = field(default_factory=list)
+    state: str = ""
+    ended: bool = False
+    fsm_id: str = ""
+    flow_depth: int = 1
 
 
 Effect = CallLLM | CallHook | LoadFlow | LoadDefinition | Decided | AwaitMessage
@@ -167,6 +179,21 @@ def _policy(
     if not definition.context_keys and definition.additional_keys:
         return None
     return KeyPolicy(definition, grounding)
+
+
+def _check_budget(instance: FSMInstance, config: EngineConfig) -> None:
+    """Refuse a turn of a conversation that has spent its budget, before any model call (nothing is saved)."""
+    usage = instance.usage
+    if config.max_conversation_tokens is not None and usage.tokens >= config.max_conversation_tokens:
+        raise BudgetExceededError(
+            f"conversation {instance.conversation_id} has used {usage.tokens:,} tokens of its "
+            f"{config.max_conversation_tokens:,} (EngineConfig.max_conversation_tokens)"
+        )
+    if config.max_conversation_cost_usd is not None and usage.cost_usd >= config.max_conversation_cost_usd:
+        raise BudgetExceededError(
+            f"conversation {instance.conversation_id} has cost ${usage.cost_usd:.4f} of its "
+            f"${config.max_conversation_cost_usd:.4f} (EngineConfig.max_conversation_cost_usd)"
+        )
 
 
 def _grounding(instance: FSMInstance, message: str) -> Grounding:
@@ -365,12 +392,13 @@ def run_opening(
         )
     )
     reply = result.response.message
+    instance.usage.add(LLMCallRecord.of("opening", result))
     instance.context.conversation.add_assistant_message(reply)
     if state.is_terminal:
         instance.status = "ended"
         _trace(instance, config, "end", state=state.id, reason="initial state is terminal")
     instance.updated_at = now()
-    return TurnOutcome(reply=reply, changes=changes)
+    return TurnOutcome(reply=reply, changes=changes, state=instance.current_state, ended=instance.status != "active")
 
 
 # --- a turn ----------------------------------------------------------------------------
@@ -699,6 +727,7 @@ def run_turn(
     then routes it (digression, cancel, sub-flow start or resume, confirmation,
     or an ordinary step), and each route obeys the same invariant as transitions.
     """
+    _check_budget(instance, config)
     started = now()
     state_before = instance.current_state
     flow_before = instance.flow_id
@@ -712,7 +741,7 @@ def run_turn(
     result: LLMResult = yield CallLLM(
         _request(builder, definition, instance, state, message, "turn", schema_sent=schema_sent)
     )
-    calls.append(LLMCallRecord(purpose="turn", attempts=result.attempts))
+    calls.append(LLMCallRecord.of("turn", result))
     response = result.response
     proposal = response.transition.target_state or None
     intent = response.intent
@@ -821,7 +850,7 @@ def run_turn(
                 schema_sent=schema_sent,
             )
         )
-        calls.append(LLMCallRecord(purpose="regenerate", attempts=regenerated.attempts))
+        calls.append(LLMCallRecord.of("regenerate", regenerated))
         reply = regenerated.response.message
 
     if new_state.is_terminal and instance.status == "active":
@@ -857,6 +886,8 @@ def run_turn(
         started_at=started,
         finished_at=now(),
     )
+    for call in calls:
+        instance.usage.add(call)
     instance.turns.append(record)
     if len(instance.turns) > config.max_turn_records:
         del instance.turns[: len(instance.turns) - config.max_turn_records]
@@ -865,7 +896,15 @@ def run_turn(
         while len(instance.processed_messages) > config.max_processed_message_ids:
             instance.processed_messages.pop(next(iter(instance.processed_messages)))
     instance.updated_at = record.finished_at
-    return TurnOutcome(reply=reply, record=record, changes=changes)
+    return TurnOutcome(
+        reply=reply,
+        record=record,
+        changes=changes,
+        state=instance.current_state,
+        ended=instance.status != "active",
+        fsm_id=instance.fsm_id,
+        flow_depth=len(instance.flow_stack) + 1,
+    )
 
 
 __all__ = [

@@ -13,6 +13,7 @@ from llm_fsm.lint._support import (
     _KNOWN_FIELDS,
     _LEGACY_FIELDS,
     _did_you_mean,
+    json_schema_hint,
     validation_problems,
 )
 from llm_fsm.lint._validation import validate
@@ -40,7 +41,8 @@ def schema(run: LintRun) -> None:
     run.definition = validated.definition
     for parts, message, logic_error in validation_problems(validated.errors):
         if logic_error is None:
-            run.add("schema-violation", parts, message, _schema_hint(parts, message))
+            parts, hint = _declaration_problem(parts, message)
+            run.add("schema-violation", parts, message, hint or _schema_hint(parts, message))
         else:  # reported by check_logic with every issue of the rule; kept in case it cannot
             run.model_logic_errors.append((parts, logic_error))
     if not validated.unchecked:
@@ -92,7 +94,7 @@ def unknown_fields(run: LintRun) -> None:
                 "unknown-field",
                 (*parts, name),
                 f"unknown {kind} field {name!r}; it is ignored",
-                functools.partial(_field_hint, name, known),
+                functools.partial(_field_hint, name, known, kind),
             )
 
     report((), run.data, "definition")
@@ -107,10 +109,52 @@ def unknown_fields(run: LintRun) -> None:
     for key, state in run.states():
         if isinstance(state.get("confirmation"), Mapping):
             report(("states", key, "confirmation"), state["confirmation"], "confirmation")
+    declarations = run.data.get("context_keys")
+    if isinstance(declarations, Mapping):
+        for name, declaration in declarations.items():
+            where: Path = ("context_keys", name)
+            while isinstance(declaration, Mapping):  # a list key's items are declared the same way, nested
+                report(where, declaration, "declaration")
+                declaration, where = declaration.get("items"), (*where, "items")
 
 
-def _field_hint(name: str, known: frozenset[str]) -> str:
-    return _LEGACY_FIELDS.get(name) or _did_you_mean(name, known) or "remove it, or check its spelling"
+def _field_hint(name: str, known: frozenset[str], kind: str) -> str:
+    return (
+        _LEGACY_FIELDS.get(name)
+        or (json_schema_hint(name, known) if kind == "declaration" else None)
+        or _did_you_mean(name, known)
+        or "remove it, or check its spelling"
+    )
+
+
+#: the field a declaration's own check names first in its message (it fails the declaration as a whole, so
+#: pydantic locates it there), and a hint for it
+_DECLARATION_FIELDS: tuple[tuple[str, str, str], ...] = (
+    (
+        "pattern ",
+        "pattern",
+        "patterns are Python regular expressions, searched in the value as in JSON Schema; in YAML, single-quote "
+        "a pattern so its backslashes stay as written",
+    ),
+    ("synonyms need", "synonyms", "add an enum listing the values the synonyms name, or remove synonyms"),
+    ("synonyms map", "synonyms", "each synonym must map to a value spelt exactly as in enum"),
+    ("enum ", "enum", "list at least one value, each of the declared type"),
+    ("format ", "format", "format applies to strings: declare type: string, or remove format"),
+    ("minimum (", "minimum", "minimum is the smallest allowed value and maximum the largest"),
+    ("min_length (", "min_length", "min_length is the fewest characters and max_length the most"),
+    ("min_items (", "min_items", "min_items is the fewest items and max_items the most"),
+    ("items applies", "items", "items declares the items of a list: declare type: array, or remove items"),
+)
+
+
+def _declaration_problem(parts: Path, message: str) -> tuple[Path, str | None]:
+    """A declaration's own check fails the whole declaration: point at the field it names instead."""
+    if len(parts) < 2 or parts[0] != "context_keys" or any(part != "items" for part in parts[2:]):
+        return parts, None  # not a declaration (or a list's items declaration), but one of its fields
+    for prefix, field_name, hint in _DECLARATION_FIELDS:
+        if message.startswith(prefix):
+            return (*parts, field_name), hint
+    return parts, None
 
 
 def _schema_hint(parts: Path, message: str) -> str | None:

@@ -110,6 +110,8 @@ def context_keys(run: LintRun) -> None:
         return
     collected = [k for _, state in run.states() for k in _strings(state.get("required_context_keys"))]
     provided = _strings(run.data.get("application_context_keys")) + _strings(run.data.get("protected_context_keys"))
+    # a key declared writable_by: application is one the application provides, as a protected one is
+    provided += run.application_declared()
     requires: list[tuple[Path, int, str]] = []
     for parts, condition in run.conditions():
         values = condition.get("requires_context_keys")

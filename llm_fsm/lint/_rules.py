@@ -146,6 +146,47 @@ RULES: dict[str, Rule] = {
             "A called sub-flow can link onward; the call's `outputs` are then never copied back (the linked"
             " flow's own `outputs` apply).",
         ),
+        Rule(
+            "FSM027",
+            "condition-type-mismatch",
+            _W,
+            "A condition compares a declared key with a literal of another type (or looks inside a key that"
+            " `in` cannot look inside).",
+        ),
+        Rule(
+            "FSM028",
+            "condition-value-not-in-enum",
+            _E,
+            "A condition compares a key declared with an `enum` with a value outside it, so the comparison is"
+            " decided before any conversation runs.",
+        ),
+        Rule(
+            "FSM029",
+            "condition-value-outside-declaration",
+            _E,
+            "A condition compares a declared key with a value no stored value can match: outside"
+            " `minimum`/`maximum`, of the wrong format or length, or in a form the engine normalises away.",
+        ),
+        Rule(
+            "FSM030",
+            "required-key-not-writable",
+            _E,
+            "A state's `required_context_keys` names a key the model may not write (application-only, or"
+            " undeclared with `additional_keys: false`).",
+        ),
+        Rule(
+            "FSM031",
+            "declared-key-never-collected",
+            _W,
+            "A declared key no state collects, no condition reads or requires and the application does not provide.",
+        ),
+        Rule(
+            "FSM032",
+            "undeclared-key",
+            _W,
+            "Keys are declared, and a state or condition names one that is not (with `additional_keys: true`,"
+            " only a likely misspelling of a declared one).",
+        ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }

@@ -11,6 +11,7 @@ from llm_fsm.definition._documents import ParsedDocument, Path, format_path
 from llm_fsm.definition._graph import (
     Graph,
 )
+from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._model import (
     FSMDefinition,
 )
@@ -44,6 +45,7 @@ class LintRun:
         self._transitions: list[tuple[str, int, Mapping[str, Any]]] | None = None
         self._flows: list[tuple[Path, Mapping[str, Any]]] | None = None
         self._conditions: list[tuple[Path, Mapping[str, Any]]] | None = None
+        self._declarations: dict[str, KeyDeclaration] | None = None
 
     def add(
         self,
@@ -106,6 +108,7 @@ class LintRun:
     def data(self, data: Any) -> None:
         self._data = data
         self._states = self._transitions = self._flows = self._conditions = None
+        self._declarations = None
 
     # The walks are shared by most checks, so each is done once per run (unless the data is replaced).
 
@@ -159,6 +162,40 @@ class LintRun:
                 if _is_mapping(condition)
             ]
         return iter(self._conditions)
+
+    def declarations(self) -> dict[str, KeyDeclaration]:
+        """The declared context keys that validate (a broken declaration is FSM001's finding, and judging
+        conditions against it would only add noise); the validated model's when there is one."""
+        if self._declarations is None:
+            if self.definition is not None:
+                self._declarations = dict(self.definition.context_keys or {})
+            else:
+                self._declarations = {}
+                raw = self.data.get("context_keys")
+                for key, value in raw.items() if isinstance(raw, Mapping) else ():
+                    if isinstance(key, str) and _is_mapping(value):
+                        try:
+                            self._declarations[key] = KeyDeclaration.model_validate(value)
+                        except ValueError:  # pydantic's ValidationError is a ValueError
+                            continue
+        return self._declarations
+
+    def declared_names(self) -> list[str]:
+        """Every key ``context_keys`` names, its declaration valid or not: a broken declaration is FSM001's
+        finding, and its key is no less declared for the checks that ask only whether it is."""
+        raw = self.data.get("context_keys")
+        return [key for key in raw if isinstance(key, str)] if isinstance(raw, Mapping) else []
+
+    def application_declared(self) -> list[str]:
+        """Keys declared ``writable_by: application`` (read as written, so a declaration broken elsewhere counts)."""
+        raw = self.data.get("context_keys")
+        if not isinstance(raw, Mapping):
+            return []
+        return [
+            key
+            for key, value in raw.items()
+            if isinstance(key, str) and _is_mapping(value) and value.get("writable_by") == "application"
+        ]
 
 
 def _is_mapping(value: Any) -> bool:

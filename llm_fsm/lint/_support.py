@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from llm_fsm.definition._documents import Path, format_path
+from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._model import (
     Confirmation,
     FlowDeclaration,
@@ -31,10 +32,29 @@ _KNOWN_FIELDS: dict[str, frozenset[str]] = {
     "condition": frozenset(TransitionCondition.model_fields),
     "flow": frozenset(FlowDeclaration.model_fields),
     "confirmation": frozenset(Confirmation.model_fields),
+    "declaration": frozenset(KeyDeclaration.model_fields),
 }
 
 #: fields the original LLM-FSM accepted and ignored; worth a specific hint
 _LEGACY_FIELDS = {"function_handlers": "the original LLM-FSM ignored it too; hooks are registered in code here"}
+
+#: JSON Schema keywords a declaration does not support, and what to write instead (camelCase spellings of
+#: supported fields are found by ``json_schema_hint``)
+_JSON_SCHEMA_KEYWORDS = {
+    "exclusiveMinimum": "exclusive bounds are not supported: use minimum (inclusive)",
+    "exclusiveMaximum": "exclusive bounds are not supported: use maximum (inclusive)",
+    "const": "use enum with one value",
+    "title": "use display_name (how the key is named to the user) or description",
+    "default": "declarations have no default: give the value in the initial context, or a var default in conditions",
+}
+
+
+def json_schema_hint(name: str, known: frozenset[str]) -> str | None:
+    """For a declaration field spelt as JSON Schema spells it (``minLength``), the snake_case name used here."""
+    snake = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+    if snake != name and snake in known:
+        return f"declaration fields are snake_case: write {snake} ({name} is the JSON Schema style)"
+    return _JSON_SCHEMA_KEYWORDS.get(name)
 
 
 def _json_type(value: Any) -> str:
@@ -62,11 +82,19 @@ def _did_you_mean(word: str, options: Iterable[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else ""
 
 
+#: ancestors of a dot path are looked for this many levels deep; a deeper path (no real key is one) is matched
+#: only through its first levels, so a hostile key of a million dots costs linear work, not quadratic
+MAX_PATH_LEVELS = 32
+
+
 def _prefixes(key: str) -> Iterator[str]:
-    """``a.b.c`` → ``a``, ``a.b`` (proper ancestors)."""
-    parts = key.split(".")
-    for end in range(1, len(parts)):
-        yield ".".join(parts[:end])
+    """``a.b.c`` → ``a``, ``a.b`` (proper ancestors, the first ``MAX_PATH_LEVELS`` of them)."""
+    end = -1
+    for _ in range(MAX_PATH_LEVELS):
+        end = key.find(".", end + 1)
+        if end < 0:
+            return
+        yield key[:end]
 
 
 class KeyCover:

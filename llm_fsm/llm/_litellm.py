@@ -5,6 +5,7 @@ litellm is imported on first use, never at package import.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -145,7 +146,7 @@ class LiteLLMInterface(LLMInterface):
                 raise self._translate(exc, exchange.raw_outputs) from None
             result = exchange.accept(raw, mode)
             if result is not None:
-                return result
+                return self._priced(result)
 
     async def acomplete(self, request: LLMRequest) -> LLMResult:
         litellm = _litellm()
@@ -163,7 +164,7 @@ class LiteLLMInterface(LLMInterface):
                 raise self._translate(exc, exchange.raw_outputs) from None
             result = exchange.accept(raw, mode)
             if result is not None:
-                return result
+                return self._priced(result)
 
     async def astream(self, request: LLMRequest) -> AsyncIterator[str | LLMResult]:
         """The provider's stream: text chunks as they arrive, then the validated result.
@@ -199,7 +200,24 @@ class LiteLLMInterface(LLMInterface):
             result = exchange.accept(_Output(text="".join(parts), finish_reason=finish), mode)
         except FSMError:
             result = None
-        yield result if result is not None else await self.acomplete(request)
+        yield self._priced(result) if result is not None else await self.acomplete(request)
+
+    def _priced(self, result: LLMResult) -> LLMResult:
+        """The result with its price from litellm's bundled price list (offline; None for unknown models)."""
+        usage = result.usage
+        cost: float | None = None
+        if usage.get("prompt_tokens") or usage.get("completion_tokens"):
+            route = self._route
+            try:
+                prompt_cost, completion_cost = _litellm().cost_per_token(
+                    model=route.model if route is not None else self.model,
+                    prompt_tokens=usage.get("prompt_tokens", 0),
+                    completion_tokens=usage.get("completion_tokens", 0),
+                )
+                cost = float(prompt_cost) + float(completion_cost)
+            except Exception:  # noqa: BLE001 - a model litellm has no price for: the cost is unknown, not an error
+                cost = None
+        return dataclasses.replace(result, cost_usd=cost, model=self.model)
 
     # --- where calls go ------------------------------------------------------------
 
@@ -554,6 +572,9 @@ def _output_of(reply: Any) -> _Output:
         value = getattr(reported, key, None)
         if isinstance(value, int):
             usage[key] = value
+    cached = getattr(getattr(reported, "prompt_tokens_details", None), "cached_tokens", None)
+    if isinstance(cached, int) and cached > 0:
+        usage["cached_tokens"] = cached
     return _Output(
         text=content if isinstance(content, str) else "",
         finish_reason=getattr(choice, "finish_reason", None),

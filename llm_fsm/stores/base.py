@@ -7,6 +7,12 @@ to the same version. The engine retries the losing turn on the new version.
 
 Records belong to a (user, room) pair when the application gives one; a load
 with another pair finds nothing, exactly as if the id did not exist.
+
+The stores of this package also implement ``TurnLogStore``: they keep the *hot
+record* (what the next turn reads) apart from the *turn log* (turn records and
+the replies of processed message ids, which only ``explain``, inspection and a
+retried message read). A turn loads and rewrites the hot record and appends to
+the log, so its cost no longer grows with the explain data kept.
 """
 
 from __future__ import annotations
@@ -16,7 +22,28 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from llm_fsm._threads import run_blocking
+from llm_fsm.engine._data import DEFAULT_MAX_TURN_RECORDS
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._turn import DEFAULT_MAX_PROCESSED_MESSAGE_IDS
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How much of its turn log a ``TurnLogStore`` keeps per conversation (``EngineConfig``'s limits).
+
+    Passed on every save by ``FSMManager``, so the limits of the engine's configuration hold
+    whichever store object it was given; a store that keeps the whole instance in one record
+    ignores it (the engine trims the lists in the instance itself).
+    """
+
+    turn_records: int = DEFAULT_MAX_TURN_RECORDS
+    """Turn records (explain data) kept, the newest."""
+    message_ids: int = DEFAULT_MAX_PROCESSED_MESSAGE_IDS
+    """Processed message ids kept with their replies, the newest, so a retried delivery is answered once."""
+
+    def __post_init__(self) -> None:
+        if self.turn_records < 1 or self.message_ids < 1:
+            raise ValueError(f"retention limits must be at least 1, got {self}")
 
 
 @dataclass(frozen=True)
@@ -40,13 +67,14 @@ class ConversationStore(Protocol):
     def load(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
         """The stored conversation; ConversationNotFoundError when absent, expired or another user's."""
 
-    def save(self, instance: FSMInstance, *, expected_version: int | None) -> int:
+    def save(self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None) -> int:
         """Write the record if the stored version equals ``expected_version`` (None: must not exist yet).
 
         Returns the new version and sets ``instance.version`` to it.
         Raises ConcurrentUpdateError on a version mismatch, StoreUnavailableError
         when the backend cannot be reached (nothing written), RecordTooLargeError
-        over the size cap.
+        over the size cap. ``retention``: the turn log's limits (see ``Retention``;
+        None: the defaults); a store without a turn log ignores it.
         """
 
     def delete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
@@ -75,7 +103,9 @@ class AsyncConversationStore(Protocol):
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> FSMInstance: ...
 
-    async def asave(self, instance: FSMInstance, *, expected_version: int | None) -> int: ...
+    async def asave(
+        self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None
+    ) -> int: ...
 
     async def adelete(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
@@ -90,6 +120,43 @@ class AsyncConversationStore(Protocol):
     async def aexpire(self, *, older_than: float) -> int: ...
 
 
+@runtime_checkable
+class TurnLogStore(Protocol):
+    """A store that keeps the hot record apart from the turn log, and can load the hot record alone.
+
+    What a save does: the instance, less ``turns`` and ``processed_messages``, becomes the hot record;
+    turn records with an index above the last one logged are appended to the log, and message ids not
+    logged yet are logged with their reply; both logs are trimmed to the save's ``Retention``; all of it
+    atomically with the compare-and-set. ``load`` gives the whole instance back (log included), as every
+    store does; ``load_for_turn`` what a turn needs.
+    """
+
+    def load_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> FSMInstance:
+        """The hot record: ``turns`` empty, ``processed_messages`` holding ``message_id`` → its reply when that id
+        was processed (and nothing else).
+
+        A record stored by an earlier version of this library, with its turns and message ids inside, comes
+        back with them, so the next save moves them to the log.
+        """
+
+    async def aload_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> FSMInstance:
+        """``load_for_turn``, awaited."""
+
+
 class AsyncStoreMixin:
     """Async twins of the sync methods, run on the library's I/O pool so the event loop never blocks on I/O.
 
@@ -101,8 +168,28 @@ class AsyncStoreMixin:
     ) -> FSMInstance:
         return await run_blocking(self.load, conversation_id, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
 
-    async def asave(self, instance: FSMInstance, *, expected_version: int | None) -> int:
-        return await run_blocking(self.save, instance, expected_version=expected_version)  # type: ignore[attr-defined]
+    async def aload_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> FSMInstance:
+        return await run_blocking(
+            self.load_for_turn,  # type: ignore[attr-defined]
+            conversation_id,
+            user_id=user_id,
+            room_id=room_id,
+            message_id=message_id,
+        )
+
+    async def asave(
+        self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None
+    ) -> int:
+        if retention is None:  # a store written to the older protocol has no ``retention`` to pass it to
+            return await run_blocking(self.save, instance, expected_version=expected_version)  # type: ignore[attr-defined]
+        return await run_blocking(self.save, instance, expected_version=expected_version, retention=retention)  # type: ignore[attr-defined]
 
     async def adelete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
         return await run_blocking(self.delete, conversation_id, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
@@ -119,4 +206,11 @@ class AsyncStoreMixin:
         return await run_blocking(self.expire, older_than=older_than)  # type: ignore[attr-defined]
 
 
-__all__ = ["AsyncConversationStore", "AsyncStoreMixin", "ConversationStore", "ConversationSummary"]
+__all__ = [
+    "AsyncConversationStore",
+    "AsyncStoreMixin",
+    "ConversationStore",
+    "ConversationSummary",
+    "Retention",
+    "TurnLogStore",
+]

@@ -1,26 +1,35 @@
 """One way to turn an ``FSMInstance`` into stored text and back, shared by every store.
 
 Stores differ in where bytes live, never in what the bytes mean: every store
-writes the whole instance with pydantic's own JSON (so fields added to the
-runtime models later are carried without touching a store) and every store
-applies the same size caps, so a conversation that fits one backend fits all.
+writes the instance with pydantic's own JSON (so fields added to the runtime
+models later are carried without touching a store) and every store applies the
+same size caps, so a conversation that fits one backend fits all.
+
+A save is split in two (``encode``): the *hot record*, the instance less its
+turn records and processed message ids, which every turn reads and rewrites;
+and the *log entries*, the turn records and (message id, reply) pairs, which a
+store appends and trims (see ``stores.base.TurnLogStore``). A record written
+before the split still decodes: its turns and ids come back inside the instance
+and the next save moves them to the log.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._records import TurnRecord
 from llm_fsm.errors import (
     ConversationNotFoundError,
     RecordTooLargeError,
     StoreCorruptedError,
 )
-from llm_fsm.stores.base import ConversationSummary
+from llm_fsm.stores.base import ConversationSummary, Retention
 
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024
 """Record cap of the embedded stores: large enough never to bite a sane conversation, small enough to stop a runaway
@@ -41,13 +50,24 @@ class SizeLimits:
     max_context_bytes: int | None = None
 
 
+COLD_FIELDS: set[str] = {"turns", "processed_messages"}
+"""Fields of ``FSMInstance`` kept in the turn log, not in the hot record: no turn reads them (a retried message id
+is looked up by the store, see ``TurnLogStore.load_for_turn``)."""
+
+
 @dataclass(frozen=True)
 class Encoded:
-    """A save, prepared: the record text for the new version and the messages to archive."""
+    """A save, prepared: the record text for the new version, the messages to archive and the log entries."""
 
     record: str
     version: int
     archive: list[dict[str, str]]
+    turns: list[tuple[int, str]] = field(default_factory=list)
+    """(index, TurnRecord as compact JSON) of every turn record the instance holds, in its order (empty when the
+    record is not split: the turns are then inside ``record``)."""
+    replies: list[tuple[str, str]] = field(default_factory=list)
+    """(message id, reply) of every processed message id the instance holds, oldest first."""
+    retention: Retention = field(default_factory=Retention)
 
 
 def context_bytes(instance: FSMInstance) -> int:
@@ -93,20 +113,78 @@ def encode(
     expected_version: int | None,
     limits: SizeLimits,
     indent: int | None = None,
+    split: bool = False,
+    retention: Retention | None = None,
 ) -> Encoded:
     """Serialize the instance as it will be stored, without touching the caller's object.
 
     The stored copy carries the new version and an empty ``archive_outbox``: the
     outbox is drained into the archive by the same save, so a later load never
-    archives the same messages twice.
+    archives the same messages twice. ``split``: the record is the hot record
+    and the turn records and message ids come apart, as log entries; the record
+    cap applies to the hot record.
     """
     check_limits(instance, SizeLimits(max_record_bytes=None, max_context_bytes=limits.max_context_bytes))
     version = new_version(expected_version)
     stored = instance.model_copy(update={"version": version, "archive_outbox": []})
-    record = stored.model_dump_json(indent=indent)
+    record = stored.model_dump_json(indent=indent, exclude=COLD_FIELDS if split else None)
     check_limits(instance, SizeLimits(max_record_bytes=limits.max_record_bytes, max_context_bytes=None), record)
     archive = [dict(message) for message in instance.archive_outbox]
-    return Encoded(record=record, version=version, archive=archive)
+    if not split:
+        return Encoded(record=record, version=version, archive=archive)
+    return Encoded(
+        record=record,
+        version=version,
+        archive=archive,
+        turns=[(turn.index, turn.model_dump_json()) for turn in instance.turns],
+        replies=list(instance.processed_messages.items()),
+        retention=retention or Retention(),
+    )
+
+
+def turns_after(turns: Iterable[tuple[int, str]], last_index: int | None) -> list[tuple[int, str]]:
+    """The encoded turns a save appends: those above the last index logged, in index order.
+
+    A turn record at or below it is already in the log (an instance loaded whole and saved again,
+    or a save replayed), so a log never holds one index twice.
+    """
+    fresh = [entry for entry in turns if last_index is None or entry[0] > last_index]
+    return sorted(fresh, key=lambda entry: entry[0])
+
+
+def decode_turn(data: str | bytes | dict[str, Any], *, where: str) -> TurnRecord:
+    """One logged turn record (JSON text, or already parsed); StoreCorruptedError (naming ``where``) when it cannot
+    be decoded."""
+    try:
+        if isinstance(data, dict):
+            return TurnRecord.model_validate(data)
+        return TurnRecord.model_validate_json(data)
+    except (ValidationError, ValueError, UnicodeDecodeError) as exc:
+        raise StoreCorruptedError(f"{where}: logged turn record cannot be decoded: {_first_line(exc)}") from exc
+
+
+def with_log(instance: FSMInstance, turns: Iterable[TurnRecord], replies: Iterable[tuple[str, str]]) -> FSMInstance:
+    """The whole instance: the hot record with its logged turn records and message ids put back.
+
+    A record of the format before the split holds its own; entries of both are merged (by turn
+    index and message id), so a record read between the split and its first save loses nothing.
+    """
+    merged = {turn.index: turn for turn in turns}
+    for turn in instance.turns:
+        merged.setdefault(turn.index, turn)
+    instance.turns = [merged[index] for index in sorted(merged)]
+    answered = dict(replies)
+    for message_id, reply in instance.processed_messages.items():
+        answered.setdefault(message_id, reply)
+    instance.processed_messages = answered
+    return instance
+
+
+def for_turn(instance: FSMInstance, message_id: str | None, reply: str | None) -> FSMInstance:
+    """The hot record as a turn receives it: ``message_id`` → ``reply`` when the store found that id answered."""
+    if message_id is not None and reply is not None:
+        instance.processed_messages[message_id] = reply
+    return instance
 
 
 def decode(text: str | bytes, *, where: str) -> FSMInstance:
@@ -167,6 +245,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 __all__ = [
+    "COLD_FIELDS",
     "DEFAULT_MAX_RECORD_BYTES",
     "Encoded",
     "REDIS_MAX_CONTEXT_BYTES",
@@ -176,10 +255,14 @@ __all__ = [
     "context_bytes",
     "decode",
     "decode_message",
+    "decode_turn",
     "encode",
     "encode_message",
+    "for_turn",
     "new_version",
     "not_found",
     "owned_by",
     "summary_of",
+    "turns_after",
+    "with_log",
 ]

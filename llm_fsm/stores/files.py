@@ -2,10 +2,11 @@
 
 Layout (every path segment escaped so any id is a safe file name, see ``segment``)::
 
-    <root>/<user>/<room>/<id>.json               the record (the whole FSMInstance, indented JSON)
+    <root>/<user>/<room>/<id>.json               the hot record (FSMInstance less the turn log, indented JSON)
     <root>/<user>/<room>/<id>.json.bak           the previously committed record
     <root>/<user>/<room>/<id>.lock               flock target serialising writers of this conversation
     <root>/<user>/<room>/<id>.archive.<n>.jsonl  archived transcript, at most ``archive_part_size`` messages per part
+    <root>/<user>/<room>/<id>.log.jsonl          turn log: turn records and processed message ids with their replies
     <root>/<user>/<room>/<id>.recovery.json      written when a record and its backup are both unreadable
 
 A missing user or room is written as ``_``. Because the owner is part of the
@@ -34,6 +35,16 @@ is ever dropped. Every archived line carries the record version whose save
 wrote it; lines written by a save that crashed before its record was committed
 carry a version above the committed one, are ignored by readers and are
 trimmed by the next save, so a crash never duplicates nor loses messages.
+
+Turn log: the same rule, in one file so that a save costs one more fsync, not
+two. A save appends a line per new turn record (``{"turn_index": i, "version":
+v, "keep": n, "record": {...}}``) and per new message id (``{"message_id": id,
+"version": v, "keep": n, "reply": text}``) before it replaces the record;
+readers take the committed lines and keep the newest ``keep`` of each kind. The
+log is appended to, not rewritten, on every turn: it is compacted (rewritten
+atomically with only the lines kept) when a kind holds more than twice what it
+keeps. The key a line starts with is found without decoding it (compact JSON
+has no newline inside a line, so ``\n{"message_id":`` only matches a line's start).
 """
 
 from __future__ import annotations
@@ -59,16 +70,21 @@ from llm_fsm.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
 from llm_fsm.stores.codec import (
     DEFAULT_MAX_RECORD_BYTES,
+    Encoded,
     SizeLimits,
     committed,
     decode,
+    decode_turn,
     encode,
+    for_turn,
     not_found,
     owned_by,
     summary_of,
+    turns_after,
+    with_log,
 )
 
 logger = logging.getLogger(__name__)
@@ -136,6 +152,14 @@ class _Paths:
     def part(self, n: int) -> Path:
         return self.directory / f"{self.base}.archive.{n}.jsonl"
 
+    @property
+    def log(self) -> Path:
+        return self.directory / f"{self.base}.log.jsonl"
+
+    @property
+    def log_temp(self) -> Path:
+        return self.directory / f"{self.base}.log.jsonl.tmp"
+
 
 @dataclass
 class _Tail:
@@ -179,13 +203,43 @@ class FileStore(AsyncStoreMixin):
 
     def load(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
         paths = self._paths(conversation_id, user_id, room_id)
+        instance = self._hot(paths, conversation_id, user_id, room_id)
+        turns, replies = _log_entries(_read_log(paths.log), instance.version, paths.log)
+        where = str(paths.log)
+        return with_log(
+            instance,
+            [decode_turn(e["record"], where=where) for e in _kept(turns)],
+            [(str(e["message_id"]), str(e["reply"])) for e in _kept(replies)],
+        )
+
+    def load_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> FSMInstance:
+        paths = self._paths(conversation_id, user_id, room_id)
+        instance = self._hot(paths, conversation_id, user_id, room_id)
+        reply = None if message_id is None else _find_reply(_read_log(paths.log), message_id, instance.version)
+        return for_turn(instance, message_id, reply)
+
+    def _hot(self, paths: _Paths, conversation_id: str, user_id: str | None, room_id: str | None) -> FSMInstance:
         instance = self._read_record(paths, conversation_id)
         if instance is None or not owned_by(instance, user_id, room_id) or instance.conversation_id != conversation_id:
             raise not_found(conversation_id)
         return instance
 
-    def save(self, instance: FSMInstance, *, expected_version: int | None) -> int:
-        encoded = encode(instance, expected_version=expected_version, limits=self._limits, indent=self._indent)
+    def save(self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None) -> int:
+        encoded = encode(
+            instance,
+            expected_version=expected_version,
+            limits=self._limits,
+            indent=self._indent,
+            split=True,
+            retention=retention,
+        )
         cid = instance.conversation_id
         paths = self._paths(cid, instance.user_id, instance.room_id)
         with self._io(paths.primary):
@@ -196,6 +250,7 @@ class FileStore(AsyncStoreMixin):
                     if current is not None:
                         raise ConcurrentUpdateError(f"conversation {cid!r} already exists")
                     self._remove_archive(paths)  # leftovers of an interrupted delete must not join a new conversation
+                    self._remove_logs(paths)
                 elif (
                     current is None
                     or current.version != expected_version
@@ -208,6 +263,7 @@ class FileStore(AsyncStoreMixin):
                     tail = self._trimmed_tail(paths, cid, committed_version)
                     if encoded.archive:
                         self._append_archive(paths, cid, tail, encoded.version, encoded.archive)
+                self._log(paths, cid, committed_version, encoded)
                 self._write_atomic(paths.temp, encoded.record)
                 if paths.primary.exists():
                     if primary_ok:
@@ -255,8 +311,8 @@ class FileStore(AsyncStoreMixin):
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> builtins.list[dict[str, str]]:
-        instance = self.load(conversation_id, user_id=user_id, room_id=room_id)
         paths = self._paths(conversation_id, user_id, room_id)
+        instance = self._hot(paths, conversation_id, user_id, room_id)
         archived: list[dict[str, str]] = []
         n = 1
         while True:
@@ -293,6 +349,7 @@ class FileStore(AsyncStoreMixin):
         for path in (paths.primary, paths.backup, paths.temp, paths.backup_temp, paths.corrupt, paths.recovery):
             _unlink(path)
         self._remove_archive(paths)
+        self._remove_logs(paths)
         self._sync_directory(paths.directory)
         return existed
 
@@ -360,6 +417,7 @@ class FileStore(AsyncStoreMixin):
             "primary": str(paths.primary),
             "backup": str(paths.backup),
             "archive_parts": [str(p) for p in _existing_parts(paths)],
+            "turn_log": str(paths.log) if paths.log.exists() else None,
             "note": (
                 "Both the record and its backup could not be decoded. The files were left in place; "
                 "the archived transcript parts listed here are intact. Start a new conversation and "
@@ -442,6 +500,72 @@ class FileStore(AsyncStoreMixin):
 
     def _remove_archive(self, paths: _Paths) -> None:
         for path in _existing_parts(paths):
+            _unlink(path)
+
+    # --- turn log ---------------------------------------------------------------
+
+    def _log(self, paths: _Paths, conversation_id: str, committed_version: int, encoded: Encoded) -> None:
+        """Append the save's new turn records and message ids (before its record is committed); caller holds the
+        lock. Runs whenever a log exists, so lines of a save that crashed never outlive the next save."""
+        if not (encoded.turns or encoded.replies or paths.log.exists()):
+            return
+        raw = self._committed_log(paths.log, conversation_id, committed_version)
+        view = b"\n" + raw
+        keep, version = encoded.retention, encoded.version
+        lines: list[str] = []
+        if encoded.turns:
+            at = view.rfind(_TURN_LINE)
+            last = _log_entry(view[at + 1 : view.index(b"\n", at + 1)]) if at >= 0 else None
+            for index, text in turns_after(encoded.turns, None if last is None else int(last["turn_index"])):
+                lines.append(
+                    f'{{"turn_index":{index},"version":{version},"keep":{keep.turn_records},"record":{text}}}\n'
+                )
+        for message_id, reply in encoded.replies:
+            if _reply_token(message_id) not in view:
+                lines.append(
+                    f'{{"message_id":{_json(message_id)},"version":{version},"keep":{keep.message_ids},'
+                    f'"reply":{_json(reply)}}}\n'
+                )
+        if not lines:
+            return
+        turns = view.count(_TURN_LINE) + sum(line.startswith('{"turn_index":') for line in lines)
+        replies = view.count(_REPLY_LINE) + sum(line.startswith('{"message_id":') for line in lines)
+        if turns <= 2 * keep.turn_records and replies <= 2 * keep.message_ids:
+            with open(paths.log, "a", encoding="utf-8") as fh:
+                fh.write("".join(lines))
+                self._flush(fh)
+            return
+        # Rewritten with what the committed version shows (its newest ``keep`` of each kind), then this save's
+        # lines: should the save not commit, its readers still find every entry they keep.
+        old_turns, old_replies = _log_entries(raw, committed_version, paths.log)
+        kept = [_line(e) for e in old_turns[-keep.turn_records :]] + [
+            _line(e) for e in old_replies[-keep.message_ids :]
+        ]
+        self._write_atomic(paths.log_temp, "".join(kept + lines))
+        os.replace(paths.log_temp, paths.log)
+
+    def _committed_log(self, path: Path, conversation_id: str, committed_version: int) -> bytes:
+        """The log's bytes after cutting the lines a crashed save left behind (version above the committed one).
+
+        Saves append in version order, so those lines are a tail; the usual case decodes one line to know.
+        """
+        raw = _read_log(path)
+        last = _last_entry_of(raw)
+        if not raw or (last is not None and last["version"] <= committed_version):
+            return raw
+        keep = 0
+        for entry, end in _log_lines(raw, path, warn=False):
+            if entry is not None and entry["version"] <= committed_version:
+                keep = end
+        logger.warning(
+            "conversation %s: trimming %d bytes of an interrupted save from %s", conversation_id, len(raw) - keep, path
+        )
+        os.truncate(path, keep)
+        self._sync_file(path)
+        return raw[:keep]
+
+    def _remove_logs(self, paths: _Paths) -> None:
+        for path in (paths.log, paths.log_temp):
             _unlink(path)
 
     # --- file system --------------------------------------------------------------
@@ -558,6 +682,112 @@ def _primaries(directory: Path) -> list[Path]:
     except FileNotFoundError:
         return []
     return [directory / n for n in names if n.endswith(".json") and "." not in n[: -len(".json")]]
+
+
+_TURN_LINE = b'\n{"turn_index":'
+_REPLY_LINE = b'\n{"message_id":'
+
+
+def _json(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _line(entry: dict[str, Any]) -> str:
+    """A log entry as its line again, its key first (what ``_TURN_LINE`` and ``_REPLY_LINE`` look for)."""
+    return json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _reply_token(message_id: str) -> bytes:
+    """The start of ``message_id``'s line in ``b"\\n" + log`` (``FileStore._log`` writes it in this exact form)."""
+    return _REPLY_LINE + f"{_json(message_id)},".encode()
+
+
+def _read_log(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+    except OSError as exc:
+        raise StoreUnavailableError(f"{path}: {exc}") from exc
+
+
+def _log_entry(line: bytes) -> dict[str, Any] | None:
+    """A log line as a dict when sound (a version, a keep, and a turn index and record or a message id and reply);
+    else None."""
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    if not (isinstance(entry, dict) and isinstance(entry.get("version"), int) and isinstance(entry.get("keep"), int)):
+        return None
+    turn = isinstance(entry.get("turn_index"), int) and isinstance(entry.get("record"), dict)
+    reply = isinstance(entry.get("message_id"), str) and isinstance(entry.get("reply"), str)
+    return entry if turn or reply else None
+
+
+def _last_entry_of(raw: bytes) -> dict[str, Any] | None:
+    """The last line of a log when complete and sound; else None."""
+    if not raw.endswith(b"\n"):
+        return None
+    return _log_entry(raw[raw.rfind(b"\n", 0, len(raw) - 1) + 1 : -1])
+
+
+def _log_lines(raw: bytes, path: Path, *, warn: bool = True) -> Iterator[tuple[dict[str, Any] | None, int]]:
+    """(entry, byte offset just after it) for each line; entry None when the line is damaged."""
+    start = 0
+    while start < len(raw):
+        end = raw.find(b"\n", start)
+        if end < 0:
+            if warn:
+                logger.warning("%s: ignoring an unterminated last line (interrupted write)", path)
+            yield None, len(raw)
+            return
+        entry = _log_entry(raw[start:end])
+        if entry is None and warn:
+            logger.warning("%s: ignoring a damaged line at byte %d", path, start)
+        yield entry, end + 1
+        start = end + 1
+
+
+def _log_entries(
+    raw: bytes, version: int, path: Path
+) -> tuple[builtins.list[dict[str, Any]], builtins.list[dict[str, Any]]]:
+    """The committed turn records and replies (version at most ``version``), oldest first, one per turn index (the
+    last line: a later one supersedes) and per message id (the first: an id keeps its first reply)."""
+    turns: dict[int, dict[str, Any]] = {}
+    replies: dict[str, dict[str, Any]] = {}
+    for entry, _end in _log_lines(raw, path):
+        if entry is None or entry["version"] > version:
+            continue
+        if "turn_index" in entry:
+            turns.pop(entry["turn_index"], None)
+            turns[entry["turn_index"]] = entry
+        else:
+            replies.setdefault(entry["message_id"], entry)
+    return builtins.list(turns.values()), builtins.list(replies.values())
+
+
+def _kept(entries: builtins.list[dict[str, Any]]) -> builtins.list[dict[str, Any]]:
+    """The newest entries, as many as the last one says (the log is compacted only now and then)."""
+    return entries[-entries[-1]["keep"] :] if entries else entries
+
+
+def _find_reply(raw: bytes, message_id: str, version: int) -> str | None:
+    """The reply logged for ``message_id`` when it is committed and among the ids kept; else None.
+
+    Two lines are decoded, not the log: an id has one line, and how many reply lines follow says whether it is kept.
+    """
+    view = b"\n" + raw
+    at = view.find(_reply_token(message_id))
+    end = view.find(b"\n", at + 1)
+    if at < 0 or end < 0:
+        return None
+    entry = _log_entry(view[at + 1 : end])
+    if entry is None or entry["version"] > version or entry.get("message_id") != message_id:
+        return None
+    last_at = view.rfind(_REPLY_LINE)
+    last = _log_entry(view[last_at + 1 : view.find(b"\n", last_at + 1)]) or entry
+    return str(entry["reply"]) if view.count(_REPLY_LINE, end) < last["keep"] else None
 
 
 def _last_part(paths: _Paths) -> int:

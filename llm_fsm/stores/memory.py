@@ -4,6 +4,10 @@ Records are kept as objects and handed out as copies (``FSMInstance.copy_for_tur
 a loaded instance never aliases the stored one, and no turn pays for a JSON
 round trip of the whole conversation. Caps are the same as elsewhere, but the
 record cap (which needs the record serialised to measure it) is off unless asked for.
+
+Like the durable stores it keeps the hot record apart from the turn log (turn
+records, processed message ids with their replies), trimmed to the save's
+``Retention``, so a conversation keeps the same explain data on every store.
 """
 
 from __future__ import annotations
@@ -14,23 +18,29 @@ import time
 from dataclasses import dataclass, field
 
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._records import TurnRecord
 from llm_fsm.errors import ConcurrentUpdateError
-from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
 from llm_fsm.stores.codec import (
     SizeLimits,
     check_limits,
+    for_turn,
     new_version,
     not_found,
     owned_by,
     summary_of,
+    with_log,
 )
 
 
 @dataclass
 class _Entry:
     record: FSMInstance
+    """The hot record: ``turns`` and ``processed_messages`` empty."""
     summary: ConversationSummary
     archive: list[dict[str, str]] = field(default_factory=list)
+    turns: list[TurnRecord] = field(default_factory=list)
+    replies: dict[str, str] = field(default_factory=dict)
 
 
 class MemoryStore(AsyncStoreMixin):
@@ -47,20 +57,36 @@ class MemoryStore(AsyncStoreMixin):
     def load(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
         with self._lock:
             entry = self._entry(conversation_id, user_id, room_id)
-            return entry.record.copy_for_turn()
+            return with_log(entry.record.copy_for_turn(), entry.turns, entry.replies.items())
 
-    def save(self, instance: FSMInstance, *, expected_version: int | None) -> int:
-        return self._put(instance, expected_version, adopt=False)
+    def load_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> FSMInstance:
+        with self._lock:
+            entry = self._entry(conversation_id, user_id, room_id)
+            reply = entry.replies.get(message_id) if message_id is not None else None
+            return for_turn(entry.record.copy_for_turn(), message_id, reply)
 
-    def adopt(self, instance: FSMInstance, *, expected_version: int) -> int:
+    def save(self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None) -> int:
+        return self._put(instance, expected_version, adopt=False, retention=retention)
+
+    def adopt(self, instance: FSMInstance, *, expected_version: int, retention: Retention | None = None) -> int:
         """Take over a conversation this store has never seen, as if it were stored at ``expected_version``.
 
         For the Redis fallback: a turn whose save finds Redis gone continues in
         memory at the version it would have had, instead of being lost.
         """
-        return self._put(instance, expected_version, adopt=True)
+        return self._put(instance, expected_version, adopt=True, retention=retention)
 
-    def _put(self, instance: FSMInstance, expected_version: int | None, *, adopt: bool) -> int:
+    def _put(
+        self, instance: FSMInstance, expected_version: int | None, *, adopt: bool, retention: Retention | None
+    ) -> int:
+        keep = retention or Retention()
         check_limits(instance, self._limits)
         version = new_version(expected_version)
         cid = instance.conversation_id
@@ -77,12 +103,25 @@ class MemoryStore(AsyncStoreMixin):
                     raise ConcurrentUpdateError(
                         f"conversation {cid!r} is at version {current.summary.version}, not {expected_version}"
                     )
+            # The new entry is built aside and swapped in last: a failure on the way leaves the stored one whole.
             archive = current.archive if current is not None else []
-            archive.extend(dict(m) for m in instance.archive_outbox)
+            turns = current.turns if current is not None else []
+            last = turns[-1].index if turns else None
+            fresh = sorted((t for t in instance.turns if last is None or t.index > last), key=lambda t: t.index)
+            if fresh:
+                turns = (turns + fresh)[-keep.turn_records :]
+            replies = current.replies if current is not None else {}
+            new_ids = [(m, reply) for m, reply in instance.processed_messages.items() if m not in replies]
+            if new_ids:  # an id keeps its first reply; the oldest ids go first
+                replies = dict([*replies.items(), *new_ids][-keep.message_ids :])
             stored = instance.copy_for_turn()
             stored.version = version
             stored.archive_outbox = []
-            self._entries[cid] = _Entry(stored, summary_of(stored), archive)
+            stored.turns = []
+            stored.processed_messages = {}
+            entry = _Entry(stored, summary_of(stored), archive, turns, replies)
+            archive.extend(dict(m) for m in instance.archive_outbox)  # appends only: what a load copies stays valid
+            self._entries[cid] = entry
         instance.version = version
         instance.archive_outbox = []
         return version
@@ -126,8 +165,20 @@ class MemoryStore(AsyncStoreMixin):
     ) -> FSMInstance:
         return self.load(conversation_id, user_id=user_id, room_id=room_id)
 
-    async def asave(self, instance: FSMInstance, *, expected_version: int | None) -> int:
-        return self.save(instance, expected_version=expected_version)
+    async def aload_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> FSMInstance:
+        return self.load_for_turn(conversation_id, user_id=user_id, room_id=room_id, message_id=message_id)
+
+    async def asave(
+        self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None
+    ) -> int:
+        return self.save(instance, expected_version=expected_version, retention=retention)
 
     async def adelete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
         return self.delete(conversation_id, user_id=user_id, room_id=room_id)

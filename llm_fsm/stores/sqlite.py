@@ -3,11 +3,13 @@
 Why SQLite: it needs no server, survives a killed process (the write-ahead log
 is either committed or rolled back on the next open), and its file locks let
 several worker processes share one database. One row per conversation holds the
-whole instance as JSON plus the columns needed to list and expire without
+hot record as JSON plus the columns needed to list and expire without
 decoding it; ``version`` is the compare-and-set column
 (``UPDATE ... WHERE conversation_id=? AND version=?`` and check the row count).
-Archived transcript messages live in their own table and are written in the same
-transaction as the record, so a save archives its messages exactly once or not at all.
+Archived transcript messages, turn records (``turns``, keyed by turn index) and
+processed message ids with their replies (``replies``) live in their own tables
+and are written in the same transaction as the record, so a save archives and
+logs exactly once or not at all, and trims the logs to its ``Retention``.
 
 One connection per store object, shared by its threads under a lock
 (``check_same_thread=False``); a child process that inherits the object opens
@@ -33,21 +35,28 @@ from llm_fsm.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
 from llm_fsm.stores.codec import (
     DEFAULT_MAX_RECORD_BYTES,
+    Encoded,
     SizeLimits,
     committed,
     decode,
     decode_message,
+    decode_turn,
     encode,
     encode_message,
+    for_turn,
     not_found,
+    turns_after,
+    with_log,
 )
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: conversations and archive; 2: the turn log (turns, replies). Opening a version-1 file adds the tables; its
+records, which hold their turns, move them to the log on their next save."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -70,7 +79,24 @@ CREATE TABLE IF NOT EXISTS archive (
     message TEXT NOT NULL,
     PRIMARY KEY (conversation_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS turns (
+    conversation_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS replies (
+    conversation_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    reply TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, message_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS replies_by_seq ON replies (conversation_id, seq);
 """
+
+_LOGS = ("archive", "turns", "replies")
+"""Tables whose rows belong to one conversation and go with it."""
 
 _SUMMARY_COLUMNS = "conversation_id, fsm_id, user_id, room_id, state, status, version, updated_at"
 
@@ -120,17 +146,42 @@ class SQLiteStore(AsyncStoreMixin):
     # --- protocol ---------------------------------------------------------------
 
     def load(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT record FROM conversations WHERE conversation_id = ? AND user_id IS ? AND room_id IS ?",
-                (conversation_id, user_id, room_id),
-            ).fetchone()
-        if row is None:
-            raise not_found(conversation_id)
-        return decode(row[0], where=f"{self.path}:{conversation_id}")
+        where = f"{self.path}:{conversation_id}"
+        with self._read(snapshot=True) as conn:
+            row = self._record(conn, conversation_id, user_id, room_id)
+            turns = conn.execute(
+                "SELECT record FROM turns WHERE conversation_id = ? ORDER BY idx", (conversation_id,)
+            ).fetchall()
+            replies = conn.execute(
+                "SELECT message_id, reply FROM replies WHERE conversation_id = ? ORDER BY seq", (conversation_id,)
+            ).fetchall()
+        return with_log(
+            decode(row[0], where=where), [decode_turn(t, where=where) for (t,) in turns], [(m, r) for m, r in replies]
+        )
 
-    def save(self, instance: FSMInstance, *, expected_version: int | None) -> int:
-        encoded = encode(instance, expected_version=expected_version, limits=self._limits)
+    def load_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> FSMInstance:
+        reply: str | None = None
+        with self._read(snapshot=message_id is not None) as conn:
+            row = self._record(conn, conversation_id, user_id, room_id)
+            if message_id is not None:
+                found = conn.execute(
+                    "SELECT reply FROM replies WHERE conversation_id = ? AND message_id = ?",
+                    (conversation_id, message_id),
+                ).fetchone()
+                reply = None if found is None else found[0]
+        return for_turn(decode(row[0], where=f"{self.path}:{conversation_id}"), message_id, reply)
+
+    def save(self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None) -> int:
+        encoded = encode(
+            instance, expected_version=expected_version, limits=self._limits, split=True, retention=retention
+        )
         cid = instance.conversation_id
         columns = (
             instance.user_id,
@@ -153,7 +204,8 @@ class SQLiteStore(AsyncStoreMixin):
                     )
                 except sqlite3.IntegrityError as exc:
                     raise ConcurrentUpdateError(f"conversation {cid!r} already exists") from exc
-                conn.execute("DELETE FROM archive WHERE conversation_id = ?", (cid,))
+                for table in _LOGS:  # leftovers of a conversation deleted by an older version must not join this one
+                    conn.execute(f"DELETE FROM {table} WHERE conversation_id = ?", (cid,))
             else:
                 cursor = conn.execute(
                     "UPDATE conversations SET user_id = ?, room_id = ?, fsm_id = ?, state = ?, status = ?,"
@@ -171,7 +223,51 @@ class SQLiteStore(AsyncStoreMixin):
                     "INSERT INTO archive (conversation_id, seq, message) VALUES (?, ?, ?)",
                     [(cid, last + i, encode_message(m)) for i, m in enumerate(encoded.archive, start=1)],
                 )
+            self._log(conn, cid, encoded)
         return committed(instance, encoded)
+
+    @staticmethod
+    def _log(conn: sqlite3.Connection, cid: str, encoded: Encoded) -> None:
+        """Append the save's new turn records and message ids, and trim both logs; inside the save's transaction."""
+        keep = encoded.retention
+        if encoded.turns:
+            (last,) = conn.execute("SELECT MAX(idx) FROM turns WHERE conversation_id = ?", (cid,)).fetchone()
+            fresh = turns_after(encoded.turns, last)
+            if fresh:
+                conn.executemany(
+                    "INSERT INTO turns (conversation_id, idx, record) VALUES (?, ?, ?)",
+                    [(cid, index, text) for index, text in fresh],
+                )
+                conn.execute(
+                    "DELETE FROM turns WHERE conversation_id = ? AND idx < (SELECT idx FROM turns"
+                    " WHERE conversation_id = ? ORDER BY idx DESC LIMIT 1 OFFSET ?)",
+                    (cid, cid, keep.turn_records - 1),
+                )
+        if encoded.replies:
+            (seq,) = conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM replies WHERE conversation_id = ?", (cid,)
+            ).fetchone()
+            cursor = conn.executemany(
+                "INSERT OR IGNORE INTO replies (conversation_id, message_id, seq, reply) VALUES (?, ?, ?, ?)",
+                [(cid, message_id, seq + i, reply) for i, (message_id, reply) in enumerate(encoded.replies, start=1)],
+            )
+            if cursor.rowcount:
+                conn.execute(
+                    "DELETE FROM replies WHERE conversation_id = ? AND seq < (SELECT seq FROM replies"
+                    " WHERE conversation_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+                    (cid, cid, keep.message_ids - 1),
+                )
+
+    def _record(
+        self, conn: sqlite3.Connection, conversation_id: str, user_id: str | None, room_id: str | None
+    ) -> tuple[str]:
+        row: tuple[str] | None = conn.execute(
+            "SELECT record FROM conversations WHERE conversation_id = ? AND user_id IS ? AND room_id IS ?",
+            (conversation_id, user_id, room_id),
+        ).fetchone()
+        if row is None:
+            raise not_found(conversation_id)
+        return row
 
     def delete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
         with self._write() as conn:
@@ -181,7 +277,8 @@ class SQLiteStore(AsyncStoreMixin):
             )
             if cursor.rowcount == 0:
                 return False
-            conn.execute("DELETE FROM archive WHERE conversation_id = ?", (conversation_id,))
+            for table in _LOGS:
+                conn.execute(f"DELETE FROM {table} WHERE conversation_id = ?", (conversation_id,))
             return True
 
     def list(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
@@ -199,11 +296,12 @@ class SQLiteStore(AsyncStoreMixin):
     def expire(self, *, older_than: float) -> int:
         cutoff = time.time() - older_than
         with self._write() as conn:
-            conn.execute(
-                "DELETE FROM archive WHERE conversation_id IN"
-                " (SELECT conversation_id FROM conversations WHERE updated_at < ?)",
-                (cutoff,),
-            )
+            for table in _LOGS:
+                conn.execute(
+                    f"DELETE FROM {table} WHERE conversation_id IN"
+                    " (SELECT conversation_id FROM conversations WHERE updated_at < ?)",
+                    (cutoff,),
+                )
             return conn.execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,)).rowcount
 
     def transcript(
@@ -211,12 +309,7 @@ class SQLiteStore(AsyncStoreMixin):
     ) -> builtins.list[dict[str, str]]:
         where = f"{self.path}:{conversation_id}"
         with self._read(snapshot=True) as conn:
-            row = conn.execute(
-                "SELECT record FROM conversations WHERE conversation_id = ? AND user_id IS ? AND room_id IS ?",
-                (conversation_id, user_id, room_id),
-            ).fetchone()
-            if row is None:
-                raise not_found(conversation_id)
+            row = self._record(conn, conversation_id, user_id, room_id)
             archived = conn.execute(
                 "SELECT message FROM archive WHERE conversation_id = ? ORDER BY seq", (conversation_id,)
             ).fetchall()

@@ -11,12 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._records import TurnRecord, Verdict
 from llm_fsm.errors import (
     ConversationNotFoundError,
     StoreCorruptedError,
     StoreUnavailableError,
 )
 from llm_fsm.stores import FileStore, open_store
+from llm_fsm.stores.base import Retention
 from llm_fsm.stores.files import segment, unsegment
 
 from .factories import plain_instance, rich_instance
@@ -239,3 +241,70 @@ def test_an_empty_part_left_by_an_interrupted_rotation_is_removed(store: FileSto
     assert store.transcript(instance.conversation_id, user_id="alice", room_id="room-1") == sent + [{"user": "next"}]
     header = json.loads(orphan.read_text().splitlines()[0])
     assert header["archive_of"] == instance.conversation_id and header["first_seq"] == 4
+
+
+# --- turn log ---------------------------------------------------------------------------------
+
+
+def _with_turn(instance: FSMInstance, index: int) -> FSMInstance:
+    instance.turns = [
+        TurnRecord(
+            index=index,
+            user_message=f"u{index}",
+            state_before="start",
+            state_after="start",
+            verdict=Verdict(kind="stay", target_state="start", reason="test"),
+            reply=f"r{index}",
+            started_at=0.0,
+            finished_at=0.0,
+        )
+    ]
+    return instance
+
+
+def test_the_turn_log_is_one_json_lines_file_beside_the_record(store: FileStore, root: Path) -> None:
+    instance = rich_instance(turns=3)
+    store.save(instance, expected_version=None)
+    lines = [
+        json.loads(line) for line in (_dir(root) / f"{instance.conversation_id}.log.jsonl").read_text().splitlines()
+    ]
+    assert [(e.get("turn_index"), e.get("message_id")) for e in lines] == [
+        (0, None),
+        (1, None),
+        (2, None),
+        (None, "msg-0"),
+        (None, "msg-1"),
+        (None, "msg-2"),
+    ]
+    assert all(e["version"] == 1 for e in lines)
+    assert "turns" not in json.loads((_dir(root) / f"{instance.conversation_id}.json").read_text())
+
+
+def test_the_turn_log_is_compacted_past_twice_its_retention(store: FileStore, root: Path) -> None:
+    instance = plain_instance()
+    log = _dir(root) / f"{instance.conversation_id}.log.jsonl"
+    keep = Retention(turn_records=3)
+    for index in range(1, 8):
+        store.save(_with_turn(instance, index), expected_version=instance.version or None, retention=keep)
+        assert len(log.read_text().splitlines()) <= 6
+    assert [t.index for t in _load(store, instance).turns] == [5, 6, 7]
+
+
+def test_a_save_that_compacts_the_log_and_then_fails_leaves_every_kept_turn_readable(
+    store: FileStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    instance = plain_instance()
+    keep = Retention(turn_records=3)
+    for index in range(1, 7):  # six lines: the next save compacts
+        store.save(_with_turn(instance, index), expected_version=instance.version or None, retention=keep)
+
+    def disk_full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(FileStore, "_keep_backup", disk_full)  # after the log is rewritten, before the rename
+    with pytest.raises(StoreUnavailableError):
+        store.save(_with_turn(instance, 7), expected_version=6, retention=keep)
+    monkeypatch.undo()
+    assert [t.index for t in _load(store, instance).turns] == [4, 5, 6]
+    store.save(_with_turn(instance, 7), expected_version=6, retention=keep)
+    assert [t.index for t in _load(store, instance).turns] == [5, 6, 7]

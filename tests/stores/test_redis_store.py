@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import redis
@@ -13,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._records import LLMRequest, TurnRecord
 from llm_fsm.errors import (
     ConcurrentUpdateError,
     ConversationNotFoundError,
@@ -20,6 +23,9 @@ from llm_fsm.errors import (
     StoreError,
     StoreUnavailableError,
 )
+from llm_fsm.llm.fakes import FunctionLLM
+from llm_fsm.loading import load_fsm_definition
+from llm_fsm.manager import FSMManager
 from llm_fsm.stores import open_store
 from llm_fsm.stores.redis import (
     DEFAULT_TTL_SECONDS,
@@ -32,6 +38,7 @@ from .factories import plain_instance, rich_instance
 from .redis_server import RedisServer, free_port
 
 SIX_HOURS_MS = DEFAULT_TTL_SECONDS * 1000
+GREETING = Path(__file__).resolve().parents[2] / "definitions" / "simple_greeting.yaml"
 
 
 @pytest.fixture
@@ -64,8 +71,13 @@ def test_a_conversation_is_a_hash_under_prefix_user_room_and_id(store: RedisStor
     key = f"llm_fsm:alice:room-1:{instance.conversation_id}"
     fields = client.hgetall(key)
     assert fields[b"version"] == b"1" and fields[b"state"] == b"confirm" and fields[b"fsm_id"] == b"booking"
-    assert FSMInstance.model_validate_json(fields[b"record"]).model_dump() == instance.model_dump()
+    hot = instance.model_dump(exclude={"turns", "processed_messages"})
+    assert FSMInstance.model_validate_json(fields[b"record"]).model_dump(exclude={"turns", "processed_messages"}) == hot
     assert client.lrange(f"{key}:archive", 0, -1) == [b'{"user":"old"}']
+    logged = [TurnRecord.model_validate_json(t) for t in client.lrange(f"{key}:turns", 0, -1)]
+    assert logged == instance.turns and fields[b"last_turn"] == str(instance.turns[-1].index).encode()
+    assert client.lrange(f"{key}:reply_ids", 0, -1) == [m.encode() for m in instance.processed_messages]
+    assert client.hgetall(f"{key}:replies") == {m.encode(): r.encode() for m, r in instance.processed_messages.items()}
     assert client.zscore("llm_fsm:alice:room-1", instance.conversation_id) == pytest.approx(instance.updated_at)
 
 
@@ -306,6 +318,122 @@ def test_with_fallback_a_redis_conversation_cannot_be_loaded_while_redis_is_down
     own_redis.kill()
     with pytest.raises(StoreUnavailableError):  # not "not found": it exists, we just cannot reach it
         _load(store, instance)
+
+
+# --- the async path ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_thread_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any store call sent to the library's thread pool fails the test."""
+
+    async def refuse(function: object, *args: object, **kwargs: object) -> object:
+        raise AssertionError(f"{function} was sent to the thread pool")
+
+    monkeypatch.setattr("llm_fsm.stores.base.run_blocking", refuse)
+    monkeypatch.setattr("llm_fsm.stores.redis.run_blocking", refuse)
+
+
+def test_the_async_methods_talk_to_redis_without_a_thread(store: RedisStore, no_thread_pool: None) -> None:
+    async def scenario() -> None:
+        instance = rich_instance()
+        instance.archive_outbox = [{"user": "early"}]
+        assert await store.asave(instance, expected_version=None) == 1
+        assert (await store.aload(instance.conversation_id, user_id="alice", room_id="room-1")).turns == instance.turns
+        hot = await store.aload_for_turn(
+            instance.conversation_id, user_id="alice", room_id="room-1", message_id="msg-2"
+        )
+        assert hot.processed_messages == {"msg-2": "reply 2: I found 5 options."}
+        assert [s.conversation_id for s in await store.alist(user_id="alice", room_id="room-1")] == [
+            instance.conversation_id
+        ]
+        transcript = await store.atranscript(instance.conversation_id, user_id="alice", room_id="room-1")
+        assert transcript[0] == {"user": "early"}
+        assert await store.aexpire(older_than=3600) == 0
+        assert await store.adelete(instance.conversation_id, user_id="alice", room_id="room-1") is True
+        with pytest.raises(ConversationNotFoundError):
+            await store.aload(instance.conversation_id, user_id="alice", room_id="room-1")
+
+    asyncio.run(scenario())
+
+
+def test_an_async_turn_on_redis_makes_no_thread_hop(redis_url: str, no_thread_pool: None) -> None:
+    async def echo(request: LLMRequest) -> dict[str, object]:
+        return {"transition": {"target_state": "greeting", "context_update": {}}, "message": "hi"}
+
+    definition = load_fsm_definition(GREETING)
+    fsm = FSMManager(fsm_loader=lambda _id: definition, llm_interface=FunctionLLM(echo), store=redis_url)
+
+    async def scenario() -> int:
+        cid, _ = await fsm.astart_conversation("greeting")
+        for i in range(3):
+            await fsm.aprocess_message(cid, f"message {i}", f"m{i}")
+        assert await fsm.aprocess_message(cid, "again", "m1") == "hi"
+        return (await fsm.aexplain(cid)).index
+
+    assert asyncio.run(scenario()) == 3
+
+
+def test_each_event_loop_talks_to_redis_on_its_own_connection(store: RedisStore) -> None:
+    instance = plain_instance()
+    store.save(instance, expected_version=None)
+
+    async def load() -> int:
+        return (await store.aload(instance.conversation_id, user_id="alice", room_id="room-1")).version
+
+    assert [asyncio.run(load()) for _ in range(3)] == [1, 1, 1]  # a client of a closed loop would fail here
+
+
+def test_asyncio_run_closes_the_connections_of_its_loop(store: RedisStore, client: redis.Redis) -> None:
+    async def ping_and_count() -> int:
+        await store.alist()
+        return len([c for c in client.client_list() if c.get("cmd") != "client|list"])
+
+    open_during = asyncio.run(ping_and_count())
+    time.sleep(0.05)
+    assert open_during >= 1
+    assert [c for c in client.client_list() if c.get("cmd") != "client|list"] == []
+
+
+def test_an_unreachable_redis_is_unavailable_on_the_async_path_too() -> None:
+    store = RedisStore(f"redis://127.0.0.1:{free_port()}/0", connect_timeout=0.5)
+    instance = plain_instance()
+
+    async def scenario() -> None:
+        with pytest.raises(StoreUnavailableError):
+            await store.asave(instance, expected_version=None)
+        with pytest.raises(StoreUnavailableError):
+            await store.aload_for_turn(instance.conversation_id, user_id="alice", room_id="room-1")
+
+    asyncio.run(scenario())
+    assert instance.version == 0
+
+
+def test_a_store_on_a_given_client_runs_its_async_methods_on_the_thread_pool(client: redis.Redis) -> None:
+    store = RedisStore(client=client)
+    instance = plain_instance()
+
+    async def scenario() -> int:
+        await store.asave(instance, expected_version=None)
+        return (await store.aload(instance.conversation_id, user_id="alice", room_id="room-1")).version
+
+    assert asyncio.run(scenario()) == 1
+
+
+def test_with_fallback_an_async_save_that_finds_redis_gone_continues_in_memory(own_redis: RedisServer) -> None:
+    store = FallbackStore(RedisStore(own_redis.url, connect_timeout=0.5, socket_timeout=0.5))
+    instance = plain_instance()
+
+    async def scenario() -> tuple[int, str]:
+        await store.asave(instance, expected_version=None)
+        own_redis.kill()
+        instance.current_state = "saved in memory"
+        assert await store.asave(instance, expected_version=1) == 2
+        loaded = await store.aload(instance.conversation_id, user_id="alice", room_id="room-1")
+        return loaded.version, loaded.current_state
+
+    assert asyncio.run(scenario()) == (2, "saved in memory")
+    assert store.degraded
 
 
 # --- the client library is optional ------------------------------------------------------------

@@ -4,7 +4,10 @@ A forked writer saves in a tight loop and reports each version through a pipe
 once ``save`` has returned. After the kill, a freshly opened store must load a
 record that decodes, whose version is the last one reported or the one after
 it (a save that committed but was not reported yet), and whose archive holds
-exactly one message per committed version: nothing lost, nothing doubled.
+exactly one message per committed version: nothing lost, nothing doubled. The
+same holds for the turn log: each save logs one turn record and one message id,
+and the log holds exactly those of the committed versions, trimmed to its
+retention (50 turn records, 100 ids).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._records import TurnRecord, Verdict
 from llm_fsm.stores import open_store
 
 from .factories import plain_instance
@@ -24,15 +29,34 @@ from .factories import plain_instance
 KILLS = 100
 
 
+def _next_turn(instance: FSMInstance) -> None:
+    """What a turn changes, as the version the next save will write: data, transcript, archive, turn log."""
+    following = instance.version + 1
+    instance.context.data["n"] = following
+    instance.context.conversation.exchanges = [{"user": f"live {following}"}]
+    instance.archive_outbox = [{"user": f"v{following}"}]
+    instance.turns = [
+        TurnRecord(
+            index=following,
+            message_id=f"m{following}",
+            user_message=f"u{following}",
+            state_before="start",
+            state_after="start",
+            verdict=Verdict(kind="stay", target_state="start", reason="crash test"),
+            reply=f"r{following}",
+            started_at=0.0,
+            finished_at=0.0,
+        )
+    ]
+    instance.processed_messages = {f"m{following}": f"r{following}"}
+
+
 def _writer(url: str, conversation_id: str, report: int) -> None:
     store = open_store(url)
-    instance = store.load(conversation_id, user_id="alice", room_id="room-1")
+    instance = store.load_for_turn(conversation_id, user_id="alice", room_id="room-1")  # type: ignore[attr-defined]
     os.write(report, b"ready\n")
     while True:
-        following = instance.version + 1
-        instance.context.data["n"] = following
-        instance.context.conversation.exchanges = [{"user": f"live {following}"}]
-        instance.archive_outbox = [{"user": f"v{following}"}]
+        _next_turn(instance)
         store.save(instance, expected_version=instance.version)
         os.write(report, f"{instance.version}\n".encode())
 
@@ -78,15 +102,11 @@ def test_a_writer_killed_at_random_never_leaves_a_corrupt_or_lost_version(kind: 
     rng = random.Random(seed)
     setup = open_store(url, archive_part_size=50) if kind == "files" else open_store(url)
     instance = plain_instance()
-    instance.context.data["n"] = 1
-    instance.archive_outbox = [{"user": "v1"}]
-    instance.context.conversation.exchanges = [{"user": "live 1"}]
+    _next_turn(instance)
     setup.save(instance, expected_version=None)
     started = time.perf_counter()
     for _ in range(5):  # how long one save takes on this disk, so kills land inside saves, not between them
-        instance.archive_outbox = [{"user": f"v{instance.version + 1}"}]
-        instance.context.data["n"] = instance.version + 1
-        instance.context.conversation.exchanges = [{"user": f"live {instance.version + 1}"}]
+        _next_turn(instance)
         setup.save(instance, expected_version=instance.version)
     save_seconds = (time.perf_counter() - started) / 5
     setup.close()
@@ -104,6 +124,10 @@ def test_a_writer_killed_at_random_never_leaves_a_corrupt_or_lost_version(kind: 
         assert transcript == [{"user": f"v{k}"} for k in range(1, loaded.version + 1)] + [
             {"user": f"live {loaded.version}"}
         ], context
+        assert [t.index for t in loaded.turns] == list(range(max(1, loaded.version - 49), loaded.version + 1)), context
+        assert loaded.processed_messages == {
+            f"m{k}": f"r{k}" for k in range(max(1, loaded.version - 99), loaded.version + 1)
+        }, context
         store.close()
         last_loaded = loaded.version
     assert last_loaded - first >= KILLS // 2, (

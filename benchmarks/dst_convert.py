@@ -1,0 +1,275 @@
+"""A Schema-Guided Dialogue (SGD) service schema as an llm_fsm definition, with or without key declarations.
+
+Reads any folder in SGD's format (``schema.json``: a list of services;
+``dialogues.json``: a list of dialogues). The dataset is CC BY-SA 4.0: the
+definitions derived here are written to a temporary folder by ``dst.py`` and
+never kept in the repository.
+
+The shape of a converted service:
+
+- ``start``: the first user turn lands here; it lists every slot the user can
+  give (any intent's required or optional slots), because a first message often
+  names the intent *and* some of its slots ("a table for two in Sunnyvale").
+- one state per intent (``FindRestaurants`` -> ``find_restaurants``): its
+  required slots, then its optional ones, as ``required_context_keys`` (the
+  format has no optional keys; the purpose says which are optional). Every
+  intent state can move to every other one (users switch from searching to
+  booking) and back to ``start``, so none is terminal and a dialogue never ends
+  early; the definition is not ``cancellable`` for the same reason. A terminal
+  state ``over`` is reachable from ``start`` only through a condition that never holds (the
+  original refuses a definition without a reachable terminal state).
+- with declarations, a definition-level ``context_keys`` block: each slot's
+  description and display name; categorical slots become enums of their
+  ``possible_values`` (plus SGD's special value ``dontcare``) with synonyms a
+  user would say (yes/no for True/False, number words for digits, "any" for
+  dontcare); and ``additional_keys: false``, so a key that is no slot of the
+  service is refused. Without declarations the keys are names only, as
+  definitions are written today.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DONTCARE = "dontcare"
+"""SGD's value for "the user has no preference"; any slot may take it."""
+
+START = "start"
+OVER = "over"
+
+_NEVER = {
+    "target_state": OVER,
+    "description": "The dialogue has ended (the application decides)",
+    "priority": 3,
+    "conditions": [{"description": "Never true", "logic": {"==": [1, 2]}}],
+}
+"""The original refuses a definition without a reachable terminal state; this makes one reachable, and closed."""
+
+_NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+_DONTCARE_SYNONYMS = ("any", "anything", "don't care", "do not care", "doesn't matter", "no preference", "whatever")
+_BOOLEAN_SYNONYMS = {"True": ("yes", "yeah", "sure"), "False": ("no", "nope")}
+
+
+@dataclass(frozen=True)
+class Slot:
+    name: str
+    description: str
+    is_categorical: bool
+    possible_values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Intent:
+    name: str
+    description: str
+    required_slots: tuple[str, ...]
+    optional_slots: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    description: str
+    slots: tuple[Slot, ...]
+    intents: tuple[Intent, ...]
+
+    def slot(self, name: str) -> Slot:
+        for slot in self.slots:
+            if slot.name == name:
+                return slot
+        raise KeyError(f"{self.name} has no slot {name!r}")
+
+    @property
+    def user_slots(self) -> list[str]:
+        """Slots a user can give: any intent's required or optional ones, in the schema's order."""
+        wanted = {s for i in self.intents for s in (*i.required_slots, *i.optional_slots)}
+        return [s.name for s in self.slots if s.name in wanted]
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    """One USER turn, the SYSTEM utterance that answers it, and the dialogue state after it."""
+
+    utterance: str
+    system_reply: str
+    active_intent: str
+    slot_values: Mapping[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Dialogue:
+    dialogue_id: str
+    service: str
+    turns: tuple[UserTurn, ...] = field(default=())
+
+
+class DatasetError(ValueError):
+    """The folder is not in SGD's format (or holds a dialogue this benchmark cannot replay); the message says why."""
+
+
+def load_services(folder: Path) -> dict[str, Service]:
+    raw = _read_json(folder / "schema.json")
+    services: dict[str, Service] = {}
+    for item in raw:
+        slots = tuple(
+            Slot(
+                name=s["name"],
+                description=s.get("description", ""),
+                is_categorical=bool(s.get("is_categorical")),
+                possible_values=tuple(s.get("possible_values") or ()),
+            )
+            for s in item["slots"]
+        )
+        intents = tuple(
+            Intent(
+                name=i["name"],
+                description=i.get("description", ""),
+                required_slots=tuple(i.get("required_slots") or ()),
+                optional_slots=tuple(i.get("optional_slots") or {}),
+            )
+            for i in item["intents"]
+        )
+        services[item["service_name"]] = Service(item["service_name"], item.get("description", ""), slots, intents)
+    return services
+
+
+def load_dialogues(folder: Path, services: Mapping[str, Service]) -> list[Dialogue]:
+    """Single-service dialogues as user turns; multi-service dialogues are refused (one definition per run)."""
+    dialogues: list[Dialogue] = []
+    for item in _read_json(folder / "dialogues.json"):
+        names = item.get("services") or []
+        if len(names) != 1 or names[0] not in services:
+            raise DatasetError(f"dialogue {item.get('dialogue_id')}: one service of schema.json expected, got {names}")
+        turns: list[UserTurn] = []
+        raw_turns = item["turns"]
+        for index, turn in enumerate(raw_turns):
+            if turn["speaker"] != "USER":
+                continue
+            following = raw_turns[index + 1] if index + 1 < len(raw_turns) else None
+            reply = following["utterance"] if following and following["speaker"] == "SYSTEM" else ""
+            frame = next(f for f in turn["frames"] if f["service"] == names[0])
+            state = frame["state"]
+            turns.append(
+                UserTurn(
+                    utterance=turn["utterance"],
+                    system_reply=reply,
+                    active_intent=state.get("active_intent", "NONE"),
+                    slot_values={k: tuple(v) for k, v in state["slot_values"].items()},
+                )
+            )
+        dialogues.append(Dialogue(item["dialogue_id"], names[0], tuple(turns)))
+    return dialogues
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"cannot read {path}: {exc}") from exc
+
+
+def state_id(intent: str) -> str:
+    """``FindRestaurants`` -> ``find_restaurants``: the state of an intent."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", intent).lower()
+
+
+def _words(name: str) -> str:
+    return name.replace("_", " ")
+
+
+def _join(names: Sequence[str]) -> str:
+    return ", ".join(_words(n) for n in names) or "nothing"
+
+
+def declaration(slot: Slot) -> dict[str, Any]:
+    """The ``context_keys`` entry of one slot."""
+    declared: dict[str, Any] = {"type": "string", "display_name": _words(slot.name), "description": slot.description}
+    if not slot.is_categorical:
+        return declared  # free text: grounded by default in the engine
+    values = list(slot.possible_values)
+    synonyms: dict[str, str] = {}
+    for value in values:
+        if value.isdigit() and int(value) < len(_NUMBER_WORDS):
+            synonyms[_NUMBER_WORDS[int(value)]] = value
+        for word in _BOOLEAN_SYNONYMS.get(value, ()):
+            synonyms[word] = value
+    if DONTCARE not in values:
+        values.append(DONTCARE)
+    for word in _DONTCARE_SYNONYMS:
+        synonyms.setdefault(word, DONTCARE)
+    declared["enum"] = values
+    declared["synonyms"] = synonyms
+    declared["description"] = f'{slot.description}, or "{DONTCARE}" when the user has no preference'
+    return declared
+
+
+def convert(service: Service, *, declarations: bool) -> dict[str, Any]:
+    """The definition of one service, as a JSON-ready document."""
+    states: dict[str, Any] = {}
+    intent_transitions = [
+        {"target_state": state_id(i.name), "description": f"The user wants to: {i.description}", "priority": 1}
+        for i in service.intents
+    ]
+    states[START] = {
+        "id": START,
+        "description": "Finding out what the user wants",
+        "purpose": (
+            "Find out which of these the user wants: "
+            + "; ".join(i.description for i in service.intents)
+            + ". Record every detail the user gives."
+        ),
+        "required_context_keys": service.user_slots,
+        "transitions": [*intent_transitions, _NEVER],
+    }
+    for intent in service.intents:
+        own = state_id(intent.name)
+        states[own] = {
+            "id": own,
+            "description": intent.description,
+            "purpose": (
+                f"{intent.description}. Collect {_join(intent.required_slots)}"
+                + (f"; optionally {_join(intent.optional_slots)}" if intent.optional_slots else "")
+                + ". Record every detail the user gives or accepts, and any change the user makes."
+            ),
+            "required_context_keys": list(dict.fromkeys((*intent.required_slots, *intent.optional_slots))),
+            "transitions": [
+                *(t for t in intent_transitions if t["target_state"] != own),
+                {"target_state": START, "description": "The user wants something else", "priority": 2},
+            ],
+        }
+    states[OVER] = {
+        "id": OVER,
+        "description": "The dialogue is over",
+        "purpose": "Say goodbye",
+        "transitions": [],
+    }
+    document: dict[str, Any] = {
+        "name": f"SGD {service.name}",
+        "description": service.description,
+        "initial_state": START,
+        "version": "3.0",
+        "persona": f"An assistant of this service: {service.description}.",
+        "cancellable": False,  # "cancel" read into a user turn would end the conversation before the dialogue does
+        "states": states,
+    }
+    if declarations:
+        document["additional_keys"] = False
+        document["context_keys"] = {name: declaration(service.slot(name)) for name in service.user_slots}
+    return document
+
+
+def write_definitions(services: Mapping[str, Service], folder: Path) -> dict[tuple[str, bool], Path]:
+    """Both variants of every service as JSON files (the original reads JSON only)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths: dict[tuple[str, bool], Path] = {}
+    for name, service in services.items():
+        for declared in (False, True):
+            path = folder / f"{name}{'.declared' if declared else ''}.json"
+            path.write_text(json.dumps(convert(service, declarations=declared), indent=1), encoding="utf-8")
+            paths[(name, declared)] = path
+    return paths

@@ -1,0 +1,218 @@
+"""``llm-fsm serve``: the HTTP API (``llm_fsm.server``) under uvicorn.
+
+The command checks everything it can before it listens — the definitions load, the keys
+parse, the store opens, the model is configured — so a mistake exits 2 with one line
+instead of failing the first request. With ``--workers N`` uvicorn starts N processes that
+each build the same app from ``$LLM_FSM_SERVE_SETTINGS`` (``app_from_environment``, a factory):
+they share nothing but the store, so it must be one every process reaches (SQLite on one
+host, Redis across hosts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from llm_fsm.cli._app import GuardedCommand
+from llm_fsm.cli.chat import MODEL_ENV, _store_url, make_llm
+from llm_fsm.errors import UsageError
+
+SETTINGS_ENV = "LLM_FSM_SERVE_SETTINGS"
+ANONYMOUS_TENANT = "local"
+"""The tenant of every request when no key is configured (allowed on a loopback host only)."""
+
+
+@dataclass
+class ServeSettings:
+    """Everything a worker needs to build the app; passed to uvicorn's workers as JSON in the environment."""
+
+    definitions: list[str]
+    store: str | None = None
+    model: str | None = None
+    keys_file: str | None = None
+    anonymous: bool = False
+    cors_origins: list[str] = field(default_factory=list)
+    max_body_bytes: int = 64 * 1024
+    rate_limit: float = 600.0
+    rate_burst: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ServeSettings:
+        return cls(**json.loads(text))
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable only from this machine (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve anywhere
+
+
+def build_app(settings: ServeSettings) -> Any:
+    """The ASGI app for ``settings``: a manager on the store and model, and ``create_app`` over it."""
+    from llm_fsm.manager import FSMManager
+    from llm_fsm.server import KeyRing, create_app
+    from llm_fsm.stores import open_store
+
+    keys = KeyRing.load(settings.keys_file)
+    manager = FSMManager(llm_interface=make_llm(settings.model), store=open_store(_store_url(settings.store)))
+    return create_app(
+        manager,
+        settings.definitions,
+        keys=keys,
+        anonymous_tenant=ANONYMOUS_TENANT if settings.anonymous else None,
+        cors_origins=settings.cors_origins,
+        max_body_bytes=settings.max_body_bytes,
+        rate_limit_per_minute=settings.rate_limit,
+        rate_limit_burst=settings.rate_burst,
+    )
+
+
+def app_from_environment() -> Any:
+    """uvicorn's factory for ``--workers N``: each worker process builds the app from ``$LLM_FSM_SERVE_SETTINGS``."""
+    text = os.environ.get(SETTINGS_ENV)
+    if not text:
+        raise UsageError(f"${SETTINGS_ENV} is not set; start the server with `llm-fsm serve`")
+    return build_app(ServeSettings.from_json(text))
+
+
+def _server_modules() -> Any:
+    try:
+        import uvicorn
+
+        import llm_fsm.server  # noqa: F401 - FastAPI is checked here, before anything listens
+    except ImportError as exc:
+        raise UsageError(f"the server needs its extra: pip install 'llm_fsm[server]' ({exc})") from None
+    return uvicorn
+
+
+@click.command("serve", cls=GuardedCommand)
+@click.argument("definitions", nargs=-1)
+@click.option(
+    "--store",
+    help="Store URL shared by every worker: sqlite:///path.db, redis://host:port/db "
+    "(default: $LLM_FSM_STORE, else the user's conversations.db).",
+)
+@click.option(
+    "--model",
+    "-m",
+    help=f"litellm model name, 'local', or 'scripted:FILE' (default: ${MODEL_ENV}).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64), help="Worker processes.")
+@click.option(
+    "--keys",
+    "keys_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="API keys file (JSON/YAML: [{key_sha256, tenant, rights}]); default: $LLM_FSM_API_KEYS.",
+)
+@click.option("--cors-origin", "cors_origins", multiple=True, help="Allow browsers on this origin (repeatable).")
+@click.option("--max-body-bytes", default=64 * 1024, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--rate-limit",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Requests a minute per key and per worker (0: no limit).",
+)
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning"]))
+@click.option(
+    "--hash-key",
+    "key_to_hash",
+    default=None,
+    metavar="KEY",
+    help="Print the SHA-256 of KEY for a keys file and exit ('-': read it from stdin, out of the shell history).",
+)
+def serve_command(
+    definitions: tuple[str, ...],
+    store: str | None,
+    model: str | None,
+    host: str,
+    port: int,
+    workers: int,
+    keys_file: str | None,
+    cors_origins: tuple[str, ...],
+    max_body_bytes: int,
+    rate_limit: float,
+    log_level: str,
+    key_to_hash: str | None,
+) -> None:
+    """Serve DEFINITIONS (files or folders) over HTTP: JSON under /v1, OpenAPI at /docs.
+
+    Every request needs an API key unless none is configured and HOST is a
+    loopback address (then every request acts as tenant 'local'). See
+    docs/server.md.
+
+    \b
+    Example:
+      llm-fsm serve --hash-key -  < key.txt
+      llm-fsm serve definitions/ --model gpt-4o-mini --store sqlite:///conversations.db --keys keys.yaml
+      llm-fsm serve definitions/ --model gpt-4o-mini --store redis://localhost:6379/0 \\
+          --host 0.0.0.0 --workers 4 --keys keys.yaml
+    """
+    if key_to_hash is not None:
+        from llm_fsm.server._keys import hash_key
+
+        key = sys.stdin.readline().rstrip("\r\n") if key_to_hash == "-" else key_to_hash
+        if not key:
+            raise UsageError("--hash-key needs a key")
+        click.echo(hash_key(key))
+        return
+    if not definitions:
+        raise UsageError("name at least one definition file or folder to serve")
+    uvicorn = _server_modules()
+    from llm_fsm.server import KeyRing
+
+    keys = KeyRing.load(keys_file)
+    if not keys and not is_loopback(host):
+        raise UsageError(
+            f"refusing to serve on {host} without API keys: anyone who reaches it could read every conversation; "
+            "give --keys FILE or $LLM_FSM_API_KEYS, or listen on 127.0.0.1"
+        )
+    store_url = _store_url(store)
+    if workers > 1 and store_url is not None and store_url.strip().lower().startswith("memory:"):
+        raise UsageError("memory:// is one process's store; several workers need sqlite:// or redis://")
+    settings = ServeSettings(
+        definitions=[os.path.abspath(d) if os.path.exists(d) else d for d in definitions],
+        store=store_url,
+        model=model,
+        keys_file=os.path.abspath(keys_file) if keys_file else None,
+        anonymous=not keys,
+        cors_origins=list(cors_origins),
+        max_body_bytes=max_body_bytes,
+        rate_limit=rate_limit,
+    )
+    app = build_app(settings)  # every check now, in this process: a mistake exits 2 before anything listens
+    if not keys:
+        click.echo(f"no API keys configured: every request acts as tenant {ANONYMOUS_TENANT!r} (loopback only)")
+    if workers == 1:
+        uvicorn.run(app, host=host, port=port, log_level=log_level)
+        return
+    app.state.manager.store.close()
+    os.environ[SETTINGS_ENV] = settings.to_json()
+    uvicorn.run(
+        "llm_fsm.cli.serve:app_from_environment",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+    )
+
+
+__all__ = ["ServeSettings", "app_from_environment", "build_app", "is_loopback", "serve_command"]

@@ -1,0 +1,152 @@
+"""Errors over HTTP: every failure is a JSON body with a stable code and an HTTP status, never a traceback.
+
+The body is always ``{"error": {"code": ..., "status": ..., "message": ...}}``; clients
+branch on ``code`` (stable), people read ``message`` (may change). The same object is
+the data of a server-sent ``error`` event.
+
+The library's errors (``llm_fsm.errors``) map by type, most specific first. Errors a
+client can cause carry their message; errors of the server (a broken definition, a
+failing hook, anything unexpected) carry a generic one and are logged here, since their
+text may name files, hosts or code.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from llm_fsm.errors import (
+    BudgetExceededError,
+    ConcurrentUpdateError,
+    ContextError,
+    ContextTooLargeError,
+    ConversationEndedError,
+    ConversationNotFoundError,
+    DefinitionChangedError,
+    DefinitionNotFoundError,
+    FSMError,
+    InvalidMessageError,
+    InvalidTransitionError,
+    LLMConfigurationError,
+    LLMProviderError,
+    LLMResponseError,
+    LLMScriptExhaustedError,
+    MessageTooLargeError,
+    RecordTooLargeError,
+    StoreUnavailableError,
+    TurnNotFoundError,
+    UsageError,
+)
+
+logger = logging.getLogger("llm_fsm.server")
+
+
+class ApiError(Exception):
+    """An error the API answers with: status, stable code, message for people, optional details."""
+
+    def __init__(
+        self, status: int, code: str, message: str, *, details: Any = None, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        self.headers = headers
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "status": self.status, "message": self.message}
+        if self.details is not None:
+            error["details"] = self.details
+        return {"error": error}
+
+
+# (type, status, code, whether the exception's own text is shown); the first match wins, so children come first
+_MAPPING: tuple[tuple[type[BaseException], int, str, bool], ...] = (
+    (ConversationNotFoundError, 404, "conversation_not_found", False),
+    (DefinitionNotFoundError, 404, "definition_not_found", False),
+    (TurnNotFoundError, 404, "turn_not_found", True),
+    (ConversationEndedError, 409, "conversation_ended", True),
+    (ConcurrentUpdateError, 409, "concurrent_update", False),
+    (DefinitionChangedError, 409, "definition_changed", False),
+    (MessageTooLargeError, 413, "message_too_large", True),
+    (InvalidMessageError, 422, "invalid_message", True),
+    (RecordTooLargeError, 413, "conversation_too_large", False),
+    (ContextTooLargeError, 413, "context_too_large", True),
+    (ContextError, 422, "invalid_context", True),
+    (UsageError, 422, "invalid_request", True),
+    (BudgetExceededError, 429, "budget_exceeded", True),
+    (StoreUnavailableError, 503, "store_unavailable", False),
+    (LLMConfigurationError, 503, "model_not_configured", False),
+    (LLMScriptExhaustedError, 502, "model_error", True),
+    (LLMProviderError, 503, "model_unavailable", False),
+    (LLMResponseError, 502, "model_error", False),
+    (InvalidTransitionError, 502, "invalid_transition", True),
+)
+
+_GENERIC = {
+    404: "not found",
+    409: "the conversation changed meanwhile; send the message again",
+    413: "too large",
+    503: "a service the server needs is unavailable; try again later",
+    502: "the model's answer could not be used; nothing was changed; try again",
+}
+
+
+def api_error_for(error: BaseException, *, conversation_id: str | None = None) -> ApiError:
+    """The API error for any exception; unexpected ones are logged with their traceback and answered 500."""
+    if isinstance(error, ApiError):
+        return error
+    for kind, status, code, shown in _MAPPING:
+        if isinstance(error, kind):
+            if status >= 500:
+                logger.warning("%s: %s", code, error)
+            if code == "conversation_not_found":
+                # an unknown id and another tenant's id must read the same: the message names only the id
+                shown_id = conversation_id if conversation_id and len(conversation_id) <= 200 else None
+                message = f"no conversation {shown_id}" if shown_id else "no such conversation"
+            elif shown:
+                message = (str(error).splitlines() or [code])[0]
+            else:
+                message = _GENERIC.get(status, code.replace("_", " "))
+            headers = {"Retry-After": "1"} if status in (503,) or code == "concurrent_update" else None
+            return ApiError(status, code, message, headers=headers)
+    if isinstance(error, FSMError):
+        logger.error("request failed: %s: %s", type(error).__name__, error)
+        return ApiError(500, "server_error", "the server could not complete the request")
+    logger.exception("unexpected error", exc_info=error)
+    return ApiError(500, "internal_error", "internal server error")
+
+
+ERROR_CODES: dict[str, tuple[int, str]] = {
+    "unauthorized": (401, "no API key, or an unknown one"),
+    "forbidden": (403, "the key lacks the right (read or write) this call needs"),
+    "not_found": (404, "no such route"),
+    "conversation_not_found": (404, "no conversation with this id for this key's tenant"),
+    "definition_not_found": (404, "no definition with this id is served"),
+    "turn_not_found": (404, "the conversation keeps no record of this turn"),
+    "method_not_allowed": (405, "the route does not take this method"),
+    "conversation_ended": (409, "the conversation has ended; it takes no more messages"),
+    "concurrent_update": (409, "another worker kept changing the conversation; retry"),
+    "definition_changed": (409, "the definition changed under the conversation (strict policy)"),
+    "body_too_large": (413, "the request body is larger than the server accepts"),
+    "message_too_large": (413, "the message is longer than the manager's max_input_chars"),
+    "context_too_large": (413, "the initial context is larger than the context cap"),
+    "conversation_too_large": (413, "the conversation's record would exceed the store's cap"),
+    "malformed_json": (422, "the body is not valid JSON"),
+    "invalid_request": (422, "the body or a parameter does not match the schema"),
+    "invalid_message": (422, "the message is not text the engine can take"),
+    "invalid_context": (422, "the initial context breaks a key's declaration"),
+    "budget_exceeded": (429, "the conversation has spent its token or cost budget; it takes no more messages"),
+    "rate_limited": (429, "too many requests for this key, or failed attempts from this address; see Retry-After"),
+    "internal_error": (500, "an unexpected error (logged on the server)"),
+    "server_error": (500, "a server-side failure: a definition, a hook, a flow (logged)"),
+    "model_error": (502, "the model's answer could not be used after re-asks; nothing changed"),
+    "invalid_transition": (502, "strict mode: the model proposed a transition that is not allowed"),
+    "model_unavailable": (503, "the model provider failed the call (rate limit, timeout, outage)"),
+    "model_not_configured": (503, "the server has no usable model configuration"),
+    "store_unavailable": (503, "the conversation store cannot be reached; nothing was written"),
+}
+"""Every code the API answers with, its status and meaning (docs/server.md shows this table)."""
+
+__all__ = ["ERROR_CODES", "ApiError", "api_error_for", "logger"]

@@ -1,0 +1,133 @@
+"""The JSON the API takes and gives, as pydantic models: they validate requests and document the OpenAPI schema."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llm_fsm.engine._records import Verdict
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not silently ignored
+
+
+class StartConversation(_Request):
+    definition: str = Field(description="Id of a served definition (GET /v1/definitions).", min_length=1)
+    context: dict[str, Any] | None = Field(
+        default=None, description="Initial context data, written as the application (declared keys are checked)."
+    )
+
+
+class Started(BaseModel):
+    conversation_id: str
+    definition: str
+    opening: str = Field(description="The assistant's first message.")
+    state: str
+    ended: bool
+
+
+class SendMessage(_Request):
+    message: str = Field(description="The user's message.")
+    message_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description=(
+            "Idempotency key: a message sent again with the same id (a retry, or twice at once) "
+            "is answered once, with the same reply, and runs one turn."
+        ),
+    )
+
+
+class TurnResult(BaseModel):
+    conversation_id: str
+    message_id: str = Field(description="The id given, or the one the server gave the message.")
+    reply: str
+    state: str = Field(description="The state the turn left the conversation in.")
+    ended: bool
+    verdict: Verdict | None = Field(description="What the engine decided and why (None if the record is not kept).")
+
+
+class HistoryMessage(BaseModel):
+    role: str = Field(description="user or assistant.")
+    content: str
+
+
+class ConversationDetail(BaseModel):
+    conversation_id: str
+    definition: str
+    state: str
+    status: str
+    ended: bool
+    turn_count: int
+    stack: list[str] = Field(description="Sub-flows above the root, oldest first.")
+    created_at: float
+    updated_at: float
+    context: dict[str, Any] = Field(description="Context data; values of keys declared sensitive are masked.")
+    history: list[HistoryMessage]
+
+
+class ConversationItem(BaseModel):
+    conversation_id: str
+    definition: str
+    state: str
+    status: str
+    version: int
+    updated_at: float
+
+
+class ConversationList(BaseModel):
+    conversations: list[ConversationItem]
+
+
+class DefinitionItem(BaseModel):
+    id: str
+    name: str
+    description: str
+    initial_state: str
+    states: list[str]
+
+
+class DefinitionList(BaseModel):
+    definitions: list[DefinitionItem]
+
+
+class GraphOut(BaseModel):
+    definition: str
+    format: Literal["mermaid", "dot", "text"]
+    graph: str
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(description="Stable, for programs (see docs/server.md).")
+    status: int
+    message: str = Field(description="For people; may change.")
+    details: Any = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorBody
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    detail: str | None = None
+
+
+__all__ = [
+    "ConversationDetail",
+    "ConversationItem",
+    "ConversationList",
+    "DefinitionItem",
+    "DefinitionList",
+    "ErrorOut",
+    "GraphOut",
+    "Health",
+    "HistoryMessage",
+    "SendMessage",
+    "StartConversation",
+    "Started",
+    "TurnResult",
+]

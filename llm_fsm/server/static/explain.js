@@ -1,0 +1,101 @@
+// One turn's explain record (GET /v1/conversations/{id}/turns/{n}) laid out for people: what the model
+// proposed, each transition considered with its conditions, the verdict and why, the context changes
+// (refused writes marked), the model calls.
+
+import { el, show } from "./dom.js";
+
+function yesNo(value, yes, no) {
+  return el("span", { className: value ? "yes" : "no" }, value ? yes : no);
+}
+
+function contextChanges(changes) {
+  if (!changes.length) return el("p", { className: "note" }, "No context change.");
+  return el(
+    "table",
+    { className: "changes" },
+    el("thead", {}, el("tr", {}, ["key", "value", "before", "", "reason"].map((h) => el("th", {}, h)))),
+    el(
+      "tbody",
+      {},
+      changes.map((c) =>
+        el(
+          "tr",
+          { className: c.applied ? "applied" : "refused" },
+          el("td", {}, c.key),
+          el("td", {}, show(c.value)),
+          el("td", {}, show(c.previous)),
+          el("td", {}, yesNo(c.applied, "applied", "refused")),
+          el("td", {}, c.rule ? `${c.reason} (rule: ${c.rule})` : c.reason),
+        ),
+      ),
+    ),
+  );
+}
+
+function condition(c) {
+  const details = [];
+  if (c.missing_keys.length) details.push(el("div", { className: "missing" }, `missing keys: ${c.missing_keys.join(", ")}`));
+  if (c.logic_value !== null && c.logic_value !== undefined) details.push(el("div", {}, `logic value: ${show(c.logic_value)}`));
+  if (c.logic_missing_vars.length) {
+    details.push(el("div", { className: "missing" }, `rule read missing: ${c.logic_missing_vars.join(", ")}`));
+  }
+  if (c.error) details.push(el("div", { className: "error" }, `error: ${c.error}`));
+  return el("li", { className: c.holds ? "holds" : "fails" }, yesNo(c.holds, "holds", "fails"), " ", c.description, details);
+}
+
+function evaluation(e, verdict) {
+  const taken = verdict.transition_index === e.index && verdict.target_state === e.target_state;
+  return el(
+    "li",
+    { className: `evaluation ${e.eligible ? "eligible" : "ineligible"}${taken ? " taken" : ""}` },
+    el(
+      "div",
+      {},
+      `#${e.index} → `,
+      el("strong", {}, e.target_state),
+      ` (priority ${e.priority}${e.guarded ? ", guarded" : ""}) `,
+      yesNo(e.eligible, "eligible", "not eligible"),
+      taken ? el("span", { className: "taken-mark" }, " taken") : null,
+    ),
+    e.conditions.length ? el("ul", { className: "conditions" }, e.conditions.map(condition)) : el("div", { className: "note" }, "no condition"),
+  );
+}
+
+function verdictBlock(v, label = "Verdict") {
+  return el(
+    "div",
+    { className: `verdict kind-${v.kind}`, dataset: { kind: v.kind } },
+    el("div", {}, `${label}: `, el("strong", { className: "verdict-kind" }, v.kind), " → ", el("strong", {}, v.target_state)),
+    el("div", { className: "verdict-reason" }, v.reason),
+  );
+}
+
+export function renderTurn(record) {
+  const moved = record.state_before !== record.state_after;
+  const flows = record.flow_before !== record.flow_after ? ` (flow ${record.flow_before} → ${record.flow_after})` : "";
+  return el(
+    "article",
+    { className: "turn", dataset: { turn: record.index } },
+    el("h3", {}, `Turn ${record.index}: ${record.state_before}${moved ? ` → ${record.state_after}` : " (stayed)"}${flows}`),
+    el("p", { className: "quote user" }, el("span", { className: "who" }, "user: "), record.user_message),
+    el("p", {}, "Intent: ", el("strong", {}, record.intent), " · proposal: ", el("strong", { className: "proposal" }, record.proposal ?? "stay")),
+    verdictBlock(record.verdict),
+    record.chained.length ? el("div", { className: "chained" }, record.chained.map((v) => verdictBlock(v, "Then"))) : null,
+    el("h4", {}, "Transitions considered"),
+    record.evaluations.length
+      ? el("ol", { className: "evaluations" }, record.evaluations.map((e) => evaluation(e, record.verdict)))
+      : el("p", { className: "note" }, "None (no transition was evaluated this turn)."),
+    el("h4", {}, "Context changes"),
+    contextChanges(record.context_changes),
+    el("h4", {}, "Model calls"),
+    el(
+      "ul",
+      {},
+      record.llm_calls.map((call) =>
+        el("li", {}, `${call.purpose}: ${call.attempts} attempt${call.attempts === 1 ? "" : "s"}`, call.error ? el("span", { className: "error" }, ` — ${call.error}`) : null),
+      ),
+    ),
+    el("p", { className: "quote assistant" }, el("span", { className: "who" }, "reply: "), record.reply),
+    el("p", { className: "note" }, `${((record.finished_at - record.started_at) * 1000).toFixed(0)} ms · message id ${record.message_id ?? "none"}`),
+  );
+}

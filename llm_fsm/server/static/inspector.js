@@ -1,0 +1,377 @@
+// The inspector page: conversations, a chat panel that streams, the definition drawn with the path
+// taken, each turn's explain record, the trace, the context and the definition's lint findings.
+// Read-only unless the key has the write right (GET v1/me says which).
+
+import { ApiError, forgetKey, getJSON, postJSON, segment, storeKey, storedKey, streamMessage } from "./api.js";
+import { append, clear, el, show, time } from "./dom.js";
+import { draw, initMermaid, pathFromTrace } from "./diagram.js";
+import { renderTurn } from "./explain.js";
+
+const $ = (id) => document.getElementById(id);
+
+const page = {
+  me: null,
+  definitions: new Map(), // id -> DefinitionItem
+  graphs: new Map(), // id -> Mermaid text
+  conversations: [],
+  conversation: null, // ConversationDetail of the one open
+  path: [],
+  sending: false,
+};
+
+const canWrite = () => Boolean(page.me && page.me.rights.includes("write"));
+
+function report(where, error) {
+  $(where).textContent = error instanceof ApiError ? `${error.message} (${error.code})` : String(error);
+}
+
+// --- key ---------------------------------------------------------------------------------------
+
+function askForKey(message = "") {
+  $("main").hidden = true;
+  $("key-panel").hidden = false;
+  $("key-error").textContent = message;
+  $("key-input").focus();
+}
+
+async function start() {
+  initMermaid();
+  try {
+    page.me = await getJSON("v1/me");
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) {
+      const refused = storedKey() !== null;
+      forgetKey();
+      askForKey(refused ? "That key was not accepted." : "");
+      return;
+    }
+    askForKey(String(error.message ?? error));
+    return;
+  }
+  $("key-panel").hidden = true;
+  $("main").hidden = false;
+  const rights = page.me.rights.join(", ");
+  $("who").textContent = page.me.keys_required
+    ? `tenant ${page.me.tenant} · ${rights}`
+    : `no keys (loopback): tenant ${page.me.tenant} · ${rights}`;
+  $("forget-key").hidden = !page.me.keys_required;
+  $("read-only").hidden = canWrite();
+  await loadDefinitions();
+  await loadConversations();
+}
+
+// --- definitions -------------------------------------------------------------------------------
+
+async function graph(definitionId) {
+  if (!page.graphs.has(definitionId)) {
+    const out = await getJSON(`v1/definitions/${segment(definitionId)}/graph?format=mermaid`);
+    page.graphs.set(definitionId, out.graph);
+  }
+  return page.graphs.get(definitionId);
+}
+
+async function loadDefinitions() {
+  const { definitions } = await getJSON("v1/definitions");
+  const list = clear($("definitions"));
+  const filter = $("filter-definition");
+  const states = new Set();
+  filter.replaceChildren(el("option", { value: "" }, "any"));
+  for (const item of definitions) {
+    page.definitions.set(item.id, item);
+    item.states.forEach((s) => states.add(s));
+    filter.append(el("option", { value: item.id }, item.id));
+    list.append(
+      el(
+        "li",
+        { dataset: { definition: item.id } },
+        el("div", { className: "title" }, item.name, el("span", { className: "id" }, ` (${item.id})`)),
+        el("div", { className: "note" }, item.description),
+        el(
+          "div",
+          { className: "actions" },
+          el("button", { type: "button", className: "view-definition", onclick: () => viewDefinition(item.id) }, "View"),
+          canWrite()
+            ? el("button", { type: "button", className: "start-conversation", onclick: () => startConversation(item.id) }, "New conversation")
+            : null,
+        ),
+      ),
+    );
+  }
+  const stateFilter = $("filter-state");
+  stateFilter.replaceChildren(el("option", { value: "" }, "any"), [...states].sort().map((s) => el("option", { value: s }, s)));
+}
+
+async function showLint(definitionId) {
+  const box = clear($("lint"));
+  try {
+    const { findings } = await getJSON(`v1/definitions/${segment(definitionId)}/lint`);
+    if (!findings.length) {
+      box.append(el("p", { className: "note" }, `${definitionId}: no finding.`));
+      return findings;
+    }
+    box.append(
+      el(
+        "ul",
+        { className: "findings" },
+        findings.map((f) =>
+          el(
+            "li",
+            { className: `finding severity-${f.severity}` },
+            el("strong", {}, `${f.code} ${f.severity}`),
+            ` ${f.name} at ${f.path}${f.line ? ` (line ${f.line})` : ""}: `,
+            f.message,
+            f.hint ? el("div", { className: "hint" }, f.hint) : null,
+          ),
+        ),
+      ),
+    );
+    return findings;
+  } catch (error) {
+    box.append(el("p", { className: "error" }, String(error.message ?? error)));
+    return [];
+  }
+}
+
+async function viewDefinition(definitionId) {
+  page.conversation = null;
+  markSelected();
+  $("chat-title").textContent = `Definition ${definitionId}`;
+  $("chat-state").textContent = "";
+  clear($("messages"));
+  clear($("explain"));
+  clear($("turn-picker"));
+  clear($("trace"));
+  $("context").textContent = "";
+  $("path").textContent = "";
+  $("send-form").hidden = true;
+  $("lint-section").open = true;
+  await Promise.all([draw($("diagram"), await graph(definitionId)), showLint(definitionId)]);
+}
+
+// --- conversations -----------------------------------------------------------------------------
+
+function visible(item) {
+  const definition = $("filter-definition").value;
+  const state = $("filter-state").value;
+  const status = $("filter-status").value;
+  if (definition && item.definition !== definition) return false;
+  if (state && item.state !== state) return false;
+  if (status === "active" && item.status !== "active") return false;
+  if (status === "ended" && item.status === "active") return false;
+  return true;
+}
+
+function markSelected() {
+  for (const li of $("conversations").children) {
+    li.classList.toggle("selected", page.conversation?.conversation_id === li.dataset.conversation);
+  }
+}
+
+function renderConversations() {
+  const list = clear($("conversations"));
+  const shown = page.conversations.filter(visible);
+  if (!shown.length) list.append(el("li", { className: "note" }, "No conversation."));
+  for (const item of shown) {
+    list.append(
+      el(
+        "li",
+        { dataset: { conversation: item.conversation_id }, onclick: () => openConversation(item.conversation_id) },
+        el("div", { className: "title" }, item.definition, " · ", el("span", { className: "badge" }, item.state)),
+        el("div", { className: "note" }, `${item.status} · ${time(item.updated_at)} · ${item.conversation_id}`),
+      ),
+    );
+  }
+  markSelected();
+}
+
+async function loadConversations() {
+  try {
+    page.conversations = (await getJSON("v1/conversations")).conversations;
+  } catch (error) {
+    report("chat-error", error);
+    return;
+  }
+  renderConversations();
+}
+
+async function startConversation(definitionId) {
+  $("chat-error").textContent = "";
+  try {
+    const started = await postJSON("v1/conversations", { definition: definitionId });
+    await loadConversations();
+    await openConversation(started.conversation_id);
+  } catch (error) {
+    report("chat-error", error);
+  }
+}
+
+function message(role, text) {
+  return el("li", { className: `message ${role}` }, el("span", { className: "role" }, role), el("div", { className: "text" }, text));
+}
+
+function updateSendForm() {
+  const open = page.conversation;
+  $("send-form").hidden = !(open && canWrite() && !open.ended);
+  $("message-input").disabled = page.sending;
+  $("send-button").disabled = page.sending;
+}
+
+async function drawConversation() {
+  const open = page.conversation;
+  if (!open) return;
+  const text = await graph(open.definition);
+  const path = page.path.length ? `Path: ${page.path.join(" → ")}` : "";
+  // a sub-flow runs another definition: its states are not in this diagram, so nothing is highlighted
+  const flows = open.stack?.length ? `In sub-flow ${open.stack.join(" › ")} (not drawn here). ` : "";
+  $("path").textContent = flows + path;
+  await draw($("diagram"), text, open.state, page.path);
+}
+
+async function showTurn(index) {
+  const box = clear($("explain"));
+  for (const button of $("turn-picker").children) button.classList.toggle("selected", Number(button.dataset.turn) === index);
+  try {
+    const record = await getJSON(`v1/conversations/${segment(page.conversation.conversation_id)}/turns/${index}`);
+    box.append(renderTurn(record));
+  } catch (error) {
+    box.append(el("p", { className: "note" }, String(error.message ?? error)));
+  }
+}
+
+function renderTrace(events) {
+  const box = clear($("trace"));
+  box.append(
+    el(
+      "table",
+      { className: "trace" },
+      el("thead", {}, el("tr", {}, el("th", {}, "time"), el("th", {}, "event"), el("th", {}, "data"))),
+      el(
+        "tbody",
+        {},
+        events.map((e) =>
+          el("tr", {}, el("td", {}, new Date(e.timestamp * 1000).toLocaleTimeString()), el("td", {}, e.event), el("td", {}, show(e.data))),
+        ),
+      ),
+    ),
+  );
+}
+
+// Everything about the open conversation, read again: after opening it and after each turn.
+async function refreshConversation(conversationId) {
+  const base = `v1/conversations/${segment(conversationId)}`;
+  const [detail, trace] = await Promise.all([getJSON(base), getJSON(`${base}/trace`)]);
+  page.conversation = detail;
+  page.path = pathFromTrace(trace);
+  $("chat-title").textContent = `${detail.definition} · ${detail.conversation_id}`;
+  $("chat-state").textContent = detail.ended ? `${detail.state} (${detail.status})` : detail.state;
+  $("context").textContent = JSON.stringify(detail.context, null, 2);
+  renderTrace(trace);
+  const picker = clear($("turn-picker"));
+  for (let index = 1; index <= detail.turn_count; index += 1) {
+    picker.append(el("button", { type: "button", dataset: { turn: index }, onclick: () => showTurn(index) }, String(index)));
+  }
+  updateSendForm();
+  await drawConversation();
+  if (detail.turn_count > 0) await showTurn(detail.turn_count);
+  else clear($("explain")).append(el("p", { className: "note" }, "No turn yet."));
+}
+
+async function openConversation(conversationId) {
+  $("chat-error").textContent = "";
+  try {
+    await refreshConversation(conversationId);
+  } catch (error) {
+    report("chat-error", error);
+    return;
+  }
+  const list = clear($("messages"));
+  for (const item of page.conversation.history) list.append(message(item.role, item.content));
+  markSelected();
+  showLint(page.conversation.definition);
+}
+
+async function send(text) {
+  const open = page.conversation;
+  if (!open || page.sending) return;
+  page.sending = true;
+  updateSendForm();
+  $("chat-error").textContent = "";
+  const messages = $("messages");
+  messages.append(message("user", text));
+  const reply = message("assistant", "");
+  reply.classList.add("streaming");
+  messages.append(reply);
+  const replyText = reply.querySelector(".text");
+  try {
+    for await (const { event, data } of streamMessage(open.conversation_id, text)) {
+      if (event === "token") {
+        append(replyText, data.text);
+        messages.scrollTop = messages.scrollHeight;
+      } else if (event === "state") {
+        if (data.state !== open.state) page.path = [...page.path, data.state];
+        open.state = data.state;
+        open.ended = data.ended;
+        $("chat-state").textContent = data.state;
+        await drawConversation();
+      } else if (event === "done") {
+        if (!replyText.textContent && data.reply) replyText.textContent = data.reply;
+      } else if (event === "error") {
+        throw new ApiError(data.status ?? 500, data.code, data.message);
+      }
+    }
+    await refreshConversation(open.conversation_id);
+    await loadConversations();
+  } catch (error) {
+    reply.classList.add("failed");
+    if (!replyText.textContent) replyText.textContent = "(no reply: the turn failed and changed nothing)";
+    report("chat-error", error);
+  } finally {
+    reply.classList.remove("streaming");
+    page.sending = false;
+    updateSendForm();
+    if (!$("send-form").hidden) $("message-input").focus();
+  }
+}
+
+// --- wiring ------------------------------------------------------------------------------------
+
+$("key-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const key = $("key-input").value.trim();
+  if (!key) return;
+  storeKey(key);
+  $("key-input").value = "";
+  start();
+});
+
+// Another key may see other conversations and have other rights: nothing of the last one's stays on the page.
+function closeAll() {
+  page.conversation = null;
+  page.path = [];
+  page.graphs.clear();
+  for (const id of ["messages", "diagram", "turn-picker", "explain", "lint", "trace", "conversations", "definitions"]) clear($(id));
+  for (const id of ["context", "path", "chat-state", "chat-error"]) $(id).textContent = "";
+  $("chat-title").textContent = "No conversation selected";
+  updateSendForm();
+}
+
+$("forget-key").addEventListener("click", () => {
+  forgetKey();
+  page.me = null;
+  closeAll();
+  askForKey();
+});
+
+$("send-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const input = $("message-input");
+  const text = input.value;
+  if (!text.trim()) return;
+  input.value = "";
+  send(text);
+});
+
+for (const id of ["filter-definition", "filter-state", "filter-status"]) $(id).addEventListener("change", renderConversations);
+$("refresh").addEventListener("click", loadConversations);
+
+start();

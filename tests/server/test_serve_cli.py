@@ -1,0 +1,145 @@
+"""``llm-fsm serve``: it refuses what would be unsafe or cannot work before listening, and then it serves."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from llm_fsm.cli import main
+from llm_fsm.cli.serve import is_loopback
+from llm_fsm.server import hash_key
+
+from .conftest import ALICE_KEY
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+def invoke(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(main, list(args), input=input, env=env or {"LLM_FSM_API_KEYS": ""})
+
+
+@pytest.fixture
+def replies(tmp_path: Path) -> str:
+    path = tmp_path / "replies.yaml"
+    path.write_text("- Hello! Your name and card, please.\n- Noted.\n- Noted again.\n", encoding="utf-8")
+    return f"scripted:{path}"
+
+
+@pytest.fixture
+def keys_file(tmp_path: Path) -> str:
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps([{"key_sha256": hash_key(ALICE_KEY), "tenant": "alice"}]), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.8.0.1", "localhost", "::1", "[::1]"])
+def test_loopback_hosts_are_recognised(host: str) -> None:
+    assert is_loopback(host)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.com", "10.0.0.1"])
+def test_other_hosts_are_not_loopback(host: str) -> None:
+    assert not is_loopback(host)
+
+
+def test_serving_without_keys_on_a_non_loopback_host_refuses_to_start(definitions: Path, replies: str) -> None:
+    result = invoke("serve", str(definitions), "--model", replies, "--store", "memory://", "--host", "0.0.0.0")
+    assert result.exit_code == 2 and "refusing to serve on 0.0.0.0 without API keys" in result.output
+
+
+def test_an_empty_keys_file_on_a_non_loopback_host_refuses_to_start(
+    definitions: Path, replies: str, tmp_path: Path
+) -> None:
+    empty = tmp_path / "keys.yaml"
+    empty.write_text("[]\n", encoding="utf-8")
+    result = invoke("serve", str(definitions), "--model", replies, "--keys", str(empty), "--host", "0.0.0.0")
+    assert result.exit_code == 2 and "without API keys" in result.output
+
+
+def test_serving_nothing_exits_2(replies: str) -> None:
+    result = invoke("serve", "--model", replies)
+    assert result.exit_code == 2 and "at least one definition" in result.output
+
+
+def test_a_broken_definition_exits_2_before_listening(tmp_path: Path, replies: str) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nstates: 5\n", encoding="utf-8")
+    result = invoke("serve", str(broken), "--model", replies, "--store", "memory://")
+    assert result.exit_code == 2 and "broken.yaml" in result.output
+
+
+def test_no_model_exits_2_before_listening(definitions: Path) -> None:
+    result = invoke(
+        "serve", str(definitions), "--store", "memory://", env={"LLM_FSM_API_KEYS": "", "LLM_FSM_MODEL": ""}
+    )
+    assert result.exit_code == 2 and "no model configured" in result.output
+
+
+def test_a_memory_store_with_several_workers_exits_2(definitions: Path, replies: str) -> None:
+    result = invoke("serve", str(definitions), "--model", replies, "--store", "memory://", "--workers", "2")
+    assert result.exit_code == 2 and "several workers" in result.output
+
+
+def test_hash_key_prints_the_keys_sha256() -> None:
+    result = invoke("serve", "--hash-key", ALICE_KEY)
+    assert result.exit_code == 0 and result.output.strip() == hash_key(ALICE_KEY)
+
+
+def test_hash_key_reads_the_key_from_stdin_with_a_dash() -> None:
+    result = invoke("serve", "--hash-key", "-", input=ALICE_KEY + "\n")
+    assert result.exit_code == 0 and result.output.strip() == hash_key(ALICE_KEY)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(base: str, process: subprocess.Popen[bytes], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"llm-fsm serve exited with {process.returncode}: {process.stderr.read()!r}")  # type: ignore[union-attr]
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("llm-fsm serve did not become ready")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_answers_over_http_with_one_or_several_workers(
+    definitions: Path, replies: str, keys_file: str, tmp_path: Path, workers: str
+) -> None:
+    port = _free_port()
+    command = [sys.executable, "-c", "from llm_fsm.cli import main; main()", "serve", str(definitions)]
+    command += ["--model", replies, "--store", f"sqlite:///{tmp_path}/c.db", "--keys", keys_file]
+    command += ["--port", str(port), "--workers", workers, "--log-level", "warning"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(base, process)
+        headers = {"Authorization": f"Bearer {ALICE_KEY}"}
+        assert httpx.get(f"{base}/v1/definitions", timeout=5).status_code == 401
+        started = httpx.post(f"{base}/v1/conversations", json={"definition": "signup"}, headers=headers, timeout=5)
+        assert started.status_code == 201, started.text
+        cid = started.json()["conversation_id"]
+        sent = httpx.post(f"{base}/v1/conversations/{cid}/messages", json={"message": "hi"}, headers=headers, timeout=5)
+        assert sent.status_code == 200 and sent.json()["state"] == "ask"
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
