@@ -101,6 +101,8 @@ def summarise(outcomes: Sequence[ConversationOutcome]) -> dict[str, Any]:
         "data_right": sum(o.data_ok for o in outcomes),
         "errors": sum(1 for o in outcomes if o.error),
         "llm_calls_per_conversation": statistics.mean(calls) if calls else 0.0,
+        "llm_calls_per_turn": sum(calls) / len(turn_seconds) if turn_seconds else 0.0,
+        "stored_values_invalid": sum(len(o.value_problems) for o in outcomes),
         "prompt_tokens_per_conversation": statistics.mean(prompt) if prompt else 0.0,
         "completion_tokens_per_conversation": statistics.mean(completion) if completion else 0.0,
         "turns_played": len(turn_seconds),
@@ -133,7 +135,9 @@ def print_report(report: dict[str, Any], out: Any = sys.stdout) -> None:
         ("  of the scripts' user turns", "user_turns", "{:d}"),
         ("expected context values right", "context_checks_right", "{:d}"),
         ("  of", "context_checks", "{:d}"),
+        ("stored values invalid or ungrounded", "stored_values_invalid", "{:d}"),
         ("LLM calls / conversation", "llm_calls_per_conversation", "{:.1f}"),
+        ("LLM calls / user turn (openings in)", "llm_calls_per_turn", "{:.2f}"),
         ("prompt tokens / conversation", "prompt_tokens_per_conversation", "{:,.0f}"),
         ("completion tokens / conversation", "completion_tokens_per_conversation", "{:,.0f}"),
         ("median seconds / turn", "median_seconds_per_turn", "{:.1f}"),
@@ -146,7 +150,7 @@ def print_report(report: dict[str, Any], out: Any = sys.stdout) -> None:
     for label, key, fmt in rows:
         cells = []
         for engine in engines:
-            value = report["engines"][engine]["summary"][key]
+            value = report["engines"][engine]["summary"].get(key)
             cells.append(("-" if value is None else fmt.format(value)).rjust(16))
         print(label.ljust(width) + "".join(cells), file=out)
     for engine in engines:
@@ -156,6 +160,9 @@ def print_report(report: dict[str, Any], out: Any = sys.stdout) -> None:
             f"{json.dumps(summary['failures_by_kind'], sort_keys=True)}",
             file=out,
         )
+        for outcome in report["engines"][engine]["conversations"]:
+            for problem in outcome.get("value_problems") or []:
+                print(f"  {labels[engine]} stored {problem}  [{outcome['label'][:50]}]", file=out)
     ratio = report.get("success_ratio")
     if "success_ratio" in report:
         ours = report["engines"]["ours"]["summary"]["success_rate"]
@@ -192,6 +199,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if unknown or not engines:
         raise SystemExit(f"--engines takes a comma-separated list of {', '.join(ENGINES)}")
     results: dict[str, list[ConversationOutcome]] = {e: [] for e in engines}
+    measured = revision()  # at the start: the code that runs, even if the branch moves on during the run
     began = time.monotonic()
     with contextlib.ExitStack() as stack:
         home = stack.enter_context(private_home(args.shared_home))
@@ -215,7 +223,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     print(
                         f"[{time.monotonic() - began:6.0f}s] {engine:8} {goal.label[:60]:60} "
                         f"{'PASS' if outcome.success else 'fail'} state={outcome.final_state} "
-                        f"calls={outcome.calls} "
+                        f"calls={outcome.calls} invalid={len(outcome.value_problems)} "
                         + " ".join((("error=" + outcome.error) if outcome.error else outcome.reason).split())[:160],
                         file=sys.stderr,
                         flush=True,
@@ -231,7 +239,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "max_tokens": args.max_tokens,
             "wall_seconds": time.monotonic() - began,
             "command": " ".join(["python", "benchmarks/live.py", *sys.argv[1:]]),
-            "revision": revision(),
+            "revision": measured,
         },
         "original_version": original_version,
         "goals": [g.to_json() for g in goals],

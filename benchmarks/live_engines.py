@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -33,6 +33,7 @@ from original_env import (
 )
 
 from llm_fsm import local
+from llm_fsm.engine._records import TurnRecord
 from llm_fsm.llm._litellm import LiteLLMInterface
 from llm_fsm.manager import FSMManager
 from llm_fsm.scripting._scripts import ScriptConversation
@@ -191,9 +192,10 @@ class OursEngine:
         manager = FSMManager(llm_interface=self.llm, store="memory://")
         self.counter.take()
         try:
-            conversation_id, _ = manager.start_conversation(
+            conversation_id, opening = manager.start_conversation(
                 str(conversation.script.definition_path), conversation.initial_context
             )
+            outcome.replies.append(opening)
         except Exception as exc:  # noqa: BLE001 - any failure ends the conversation: recorded, not raised
             outcome.error = f"opening: {type(exc).__name__}: {exc}"[:600]
             add_costs(outcome, self.counter.take())
@@ -204,7 +206,7 @@ class OursEngine:
                 break
             started = time.perf_counter()
             try:
-                manager.process_message(conversation_id, turn.spec.user)
+                outcome.replies.append(manager.process_message(conversation_id, turn.spec.user))
             except Exception as exc:  # noqa: BLE001 - a failed turn is a result, not a crash of the benchmark
                 outcome.error = f"turn {turn.index}: {type(exc).__name__}: {exc}"[:600]
                 outcome.turns_failed += 1
@@ -217,7 +219,22 @@ class OursEngine:
         instance = manager.get_instance(conversation_id)
         outcome.final_state, outcome.ended = instance.current_state, instance.ended
         outcome.data = json.loads(json.dumps(dict(instance.context.data), default=repr))
+        outcome.written_at = written_at(instance.turns)
         return outcome.judge(goal)
+
+
+def written_at(records: Sequence[TurnRecord]) -> dict[str, int]:
+    """Each key path → the last turn (1-based) that stored a value under it or above it.
+
+    The benchmark installs no handlers, so every value a turn stored came from the model (directly, or
+    through a sub-flow's outputs, which the sub-flow grounded when the model wrote them).
+    """
+    found: dict[str, int] = {}
+    for record in records:
+        for change in record.context_changes:
+            if change.applied:
+                found[change.key] = record.index
+    return found
 
 
 # --- the original, in its own venv -------------------------------------------------------------

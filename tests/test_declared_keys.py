@@ -254,6 +254,27 @@ def test_a_value_the_assistant_offered_and_the_user_accepted_is_grounded() -> No
     assert Grounding(["yes please", "Would you like Akiko's Sushi at 7?"]).supports("Akiko's Sushi")
 
 
+def test_a_model_repeating_a_value_the_application_stored_is_neither_refused_nor_re_asked() -> None:
+    # Small models echo <current_context> back: "name": "Zed" from the application, written again, is no
+    # change, so there is nothing to ground and no reason to ask the user for their name again.
+    model = Model({"name": "Zed"})
+    manager = FSMManager(fsm_loader=lambda _id: form(), llm_interface=FunctionLLM(model))
+    cid, _ = manager.start_conversation("form", {"name": "Zed"})
+    manager.process_message(cid, "hello there")
+    assert manager.get_conversation_data(cid) == {"name": "Zed"}
+    assert refused(manager, cid) == {}
+    assert [r.purpose for r in model.requests[1:]] == ["turn"]
+
+
+def test_a_model_changing_an_application_value_to_one_nobody_said_is_still_refused() -> None:
+    model = Model({"name": "Zora"})
+    manager = FSMManager(fsm_loader=lambda _id: form(), llm_interface=FunctionLLM(model))
+    cid, _ = manager.start_conversation("form", {"name": "Zed"})
+    manager.process_message(cid, "hello there")
+    assert manager.get_conversation_data(cid) == {"name": "Zed"}
+    assert refused(manager, cid)["name"][0] == "ungrounded"
+
+
 def test_enum_keys_are_not_grounded_by_default_but_can_be() -> None:
     assert not KeyDeclaration(enum=["Oslo"]).is_grounded
     grounded = KeyDeclaration(enum=["New York"], synonyms={"NYC": "New York"}, grounded=True)

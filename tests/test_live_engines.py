@@ -56,6 +56,18 @@ def test_our_engine_plays_the_user_turns_and_counts_every_model_call() -> None:
     assert outcome.prompt_tokens > 0 and outcome.turns_played == 1
 
 
+def test_our_engine_records_which_turn_stored_each_value_and_what_the_user_read() -> None:
+    played = conversation()
+    engine = engines.OursEngine("openai/mock", OPTIONS)
+    try:
+        outcome = engine.play(played, scoring.goal_for(played))
+    finally:
+        engine.close()
+    assert outcome.written_at == {"name": 1}
+    assert len(outcome.replies) == 2  # the opening, then the turn's reply
+    assert outcome.value_problems == []
+
+
 def test_the_call_counter_leaves_litellm_as_it_found_it() -> None:
     import litellm
 

@@ -173,6 +173,11 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
+def _unchanged(data: dict[str, Any], path: str, value: Any) -> bool:
+    previous = get_path(data, path) if "." in path else data.get(path, _MISSING)
+    return previous is not _MISSING and previous == value
+
+
 def apply_update(
     data: dict[str, Any],
     update: Any,
@@ -236,6 +241,11 @@ def apply_update(
             continue
         if policy is not None:
             value, refusal = policy.vet(path, value, model=source == "model")
+            if refusal is not None and refusal.rule == "ungrounded" and _unchanged(data, path, value):
+                # Writing back what is stored (small models echo <current_context>) changes nothing: the value
+                # was grounded, or given by the application, when it was stored; refusing it would ask the user
+                # for something they never had to say.
+                continue
             if refusal is not None:
                 if source == "application":
                     raise ContextValidationError(f"cannot set {path!r}: {refusal.reason}", key=path, rule=refusal.rule)
