@@ -40,7 +40,7 @@ from typing import Any
 
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._context import _MISSING, get_path, has_value
-from llm_fsm.engine._values import Grounding, check, grounding_texts, normalise
+from llm_fsm.engine._values import Grounding, check, normalise
 from llm_fsm.loading import load_fsm_definition
 from llm_fsm.scripting._runner import match, same_value
 from llm_fsm.scripting._scripts import Matcher, ScriptConversation, TurnSpec
@@ -157,14 +157,12 @@ def stored_value_problems(
         if not declaration.is_grounded or (key in initial and same_value(initial[key], value)):
             continue
         if written_at is None:
-            texts = [*users, *replies]
+            grounding = Grounding(users, offers=replies)
         elif turn := _last_write(written_at, key):
-            texts = grounding_texts(
-                users[: turn - 1], users[turn - 1], replies[turn - 1] if turn - 1 < len(replies) else None
-            )
+            grounding = Grounding(users[:turn], offers=replies[turn - 1 : turn])
         else:
             continue  # never written by the model in a turn: the application's (or the opening's hook) value
-        if not Grounding(texts).supports(value, declaration):
+        if not grounding.supports(value, declaration):
             problems.append(f"{key}: ungrounded: {shown}")
     return problems
 

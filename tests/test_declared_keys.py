@@ -481,3 +481,25 @@ def test_an_offer_older_than_the_history_window_grounds_nothing() -> None:
         manager.process_message(cid, "hmm")
     manager.process_message(cid, "that first one")
     assert manager.get_conversation_data(cid) == {}
+
+
+def test_a_sentence_of_the_assistants_own_is_not_grounded_by_being_in_its_reply() -> None:
+    # Found by benchmarks/live.py: SmolLM2 stored name = "Hello, I'm a chatbot. I'm here to help you ..." because
+    # the whole sentence was in the reply the user was answering.
+    reply = "Hello, I'm a chatbot. I'm here to help you with your business today."
+    grounding = Grounding(["hi"], offers=[reply])
+    assert not grounding.supports("Hello, I'm a chatbot. I'm here to help you with your business")
+    assert grounding.supports("your business")  # a short span of an offer still is
+
+
+def test_an_offer_grounds_only_a_value_found_within_one_offer() -> None:
+    grounding = Grounding(["yes"], offers=["How about Lusk Kitchen?", "Or Akiko's Sushi?"])
+    assert grounding.supports("Lusk Kitchen") and not grounding.supports("Lusk Sushi")
+
+
+def test_the_reask_for_an_invented_value_does_not_repeat_it() -> None:
+    # Quoted in the re-ask, the reply repeats it, and the next turn the value grounds itself on that reply.
+    _, _, model = run({"name": "Zebediah"}, "hello")
+    (regenerate,) = [r for r in model.requests if r.purpose == "regenerate"]
+    note = regenerate.system_prompt.split("<engine_decision>")[1]
+    assert "Zebediah" not in note and "the user has not said it" in note

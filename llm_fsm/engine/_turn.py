@@ -42,7 +42,7 @@ from llm_fsm.engine._records import (
 )
 from llm_fsm.engine._reply_schema import key_json_schema, response_json_schema
 from llm_fsm.engine._transitions import decide, evaluate_condition
-from llm_fsm.engine._values import MASK, REASK_RULES, Grounding, KeyPolicy, grounding_texts
+from llm_fsm.engine._values import MASK, REASK_RULES, Grounding, KeyPolicy
 from llm_fsm.errors import BudgetExceededError, DefinitionError, FlowError, InvalidTransitionError
 
 DEFAULT_MAX_TRACE_EVENTS = 100
@@ -204,7 +204,7 @@ def _grounding(instance: FSMInstance, message: str) -> Grounding:
     users = [entry["user"] for entry in exchanges if "user" in entry]
     window = exchanges[-2 * conversation.max_history_size :] if conversation.max_history_size > 0 else []
     offers = [entry["assistant"] for entry in window if "assistant" in entry]
-    return Grounding(grounding_texts(users, message, offers))
+    return Grounding([*users, message], offers)
 
 
 def _redact(definitions: tuple[FSMDefinition, ...], data: dict[str, Any], *texts: str) -> list[str]:
@@ -233,7 +233,9 @@ def _reask_note(definition: FSMDefinition, refused: list[ContextChange]) -> str 
         found = definition.declaration_for(change.key)
         declaration = found[1] if found else None
         label = declaration.label(change.key) if declaration else change.key
-        why = (declaration.invalid_message if declaration else None) or change.reason
+        # an invented value is not repeated: quoted in the reply, it would ground itself on the next turn
+        reason = "the user has not said it" if change.rule == "ungrounded" else change.reason
+        why = (declaration.invalid_message if declaration else None) or reason
         lines.append(f"- {label}: {why}")
     if not lines:
         return None

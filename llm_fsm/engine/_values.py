@@ -16,9 +16,11 @@ A model's value is a guess until checked. Three steps, each pure:
    value must be a word the user used (or its singular/plural), and the
    value's digits, run together, must appear in the digits of one message run
    together (so ``555-1234`` is supported by "555 1234"). The assistant's
-   messages in the history window the model sees count too: a value the
-   assistant offered and the user accepted ("Akiko's at 7?" — "yes", or
-   "What's their number?" first, then "OK, that one") is grounded.
+   messages in the history window the model sees count too, for a short
+   value found within one of them (at most ``MAX_OFFER_WORDS`` words): a
+   value the assistant offered and the user accepted ("Akiko's at 7?" — "yes",
+   or "What's their number?" first, then "OK, that one") is grounded; a
+   sentence of the assistant's own copied into a name is not.
 
 A refused value is never stored; the caller records the ``Refusal``.
 """
@@ -29,7 +31,7 @@ import datetime as dt
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -297,8 +299,13 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
-class Grounding:
-    """What the user said (and the offer they answered), prepared once per turn for many look-ups."""
+MAX_OFFER_WORDS = 8
+"""Longest value (in words) an assistant's message can ground: an offered option (a restaurant, a time, an
+address), never a sentence of the assistant's own (a weak model copying its reply into a name)."""
+
+
+class _Texts:
+    """Words and digit runs of some texts."""
 
     def __init__(self, texts: Iterable[str]) -> None:
         self.words: set[str] = set()
@@ -308,12 +315,30 @@ class Grounding:
             self.words.update(w for w in words if not w.isdigit())
             self.digit_runs.append("".join(w for w in words if w.isdigit()))
 
-    def _has_word(self, word: str) -> bool:
+    def has_word(self, word: str) -> bool:
         if word in self.words:
             return True
         if word.endswith("s") and word[:-1] in self.words:
             return True
         return word + "s" in self.words or word + "es" in self.words
+
+    def supports(self, words: list[str]) -> bool:
+        if not all(self.has_word(w) for w in words if not w.isdigit()):
+            return False
+        digits = "".join(w for w in words if w.isdigit())
+        return not digits or any(digits in run for run in self.digit_runs)
+
+
+class Grounding:
+    """What the user said, and what the assistant offered them, prepared once per turn for many look-ups.
+
+    ``texts`` are the user's; ``offers`` the assistant's messages the user may be accepting. An offer grounds
+    only a short value (``MAX_OFFER_WORDS``) found within one offer: what the assistant proposed, not its prose.
+    """
+
+    def __init__(self, texts: Iterable[str], offers: Iterable[str] = ()) -> None:
+        self._user = _Texts(texts)
+        self._offers = [_Texts([offer]) for offer in offers]
 
     def supports(self, value: Any, declaration: KeyDeclaration | None = None) -> bool:
         """Whether ``value`` is supported by the texts (an enum value also through its synonyms)."""
@@ -330,17 +355,9 @@ class Grounding:
         words = _words(text)
         if not words:
             return False
-        if not all(self._has_word(w) for w in words if not w.isdigit()):
-            return False
-        digits = "".join(w for w in words if w.isdigit())
-        return not digits or any(digits in run for run in self.digit_runs)
-
-
-def grounding_texts(user_messages: Sequence[str], message: str, offers: Sequence[str] | str | None) -> list[str]:
-    """The texts a grounded value may come from: the user's messages, this one, and the assistant's offers."""
-    if isinstance(offers, str):
-        offers = [offers]
-    return [*user_messages, message, *(offers or ())]
+        if self._user.supports(words):
+            return True
+        return len(words) <= MAX_OFFER_WORDS and any(offer.supports(words) for offer in self._offers)
 
 
 def masked(definition: FSMDefinition, data: dict[str, Any]) -> dict[str, Any]:
@@ -411,13 +428,13 @@ class KeyPolicy:
 
 __all__ = [
     "MASK",
+    "MAX_OFFER_WORDS",
     "KeyPolicy",
     "REASK_RULES",
     "Grounding",
     "Refusal",
     "Rule",
     "check",
-    "grounding_texts",
     "masked",
     "normalise",
 ]
