@@ -594,6 +594,8 @@ def parse_yaml(text: str, *, file: str | None = None, max_containers: int | None
             "YAML aliases (*name) are not allowed in definitions; write the value out", file=file, line=exc.line
         ) from None
     except yaml.MarkedYAMLError as exc:
+        if "nesting depth" in str(exc.problem or ""):  # libyaml's own limit (PyYAML >= 6.0.4), before ours
+            raise DefinitionError("not loadable: YAML nested too deeply", file=file) from None
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or "invalid YAML"
         if exc.context:
