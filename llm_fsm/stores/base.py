@@ -17,9 +17,10 @@ the log, so its cost no longer grows with the explain data kept.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from llm_fsm._threads import run_blocking
 from llm_fsm.engine._data import DEFAULT_MAX_TURN_RECORDS
@@ -206,7 +207,28 @@ class AsyncStoreMixin:
         return await run_blocking(self.expire, older_than=older_than)  # type: ignore[attr-defined]
 
 
+def close_in_loop(loop: asyncio.AbstractEventLoop, closing: Any) -> None:
+    """Run the coroutine ``closing`` (an asyncio client's close) in ``loop``, however that loop stands now.
+
+    Shared by the stores that keep one asyncio client per event loop (Redis, PostgreSQL).
+    """
+    if loop.is_closed():
+        closing.close()  # the loop took its sockets with it
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if loop is running:
+        loop.create_task(closing)
+    elif loop.is_running():
+        asyncio.run_coroutine_threadsafe(closing, loop)
+    else:
+        loop.run_until_complete(closing)
+
+
 __all__ = [
+    "close_in_loop",
     "AsyncConversationStore",
     "AsyncStoreMixin",
     "ConversationStore",

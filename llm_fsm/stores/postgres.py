@@ -60,7 +60,7 @@ from llm_fsm.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention, close_in_loop
 from llm_fsm.stores.codec import (
     DEFAULT_MAX_RECORD_BYTES,
     SizeLimits,
@@ -308,7 +308,7 @@ class PostgresStore(AsyncStoreMixin):
         loops, self._loops = builtins.list(self._loops.items()), weakref.WeakKeyDictionary()
         for loop, pools in loops:
             try:
-                _close_in(loop, pools.close())
+                close_in_loop(loop, pools.close())
             except Exception as exc:  # noqa: BLE001 - as above
                 logger.debug("closing %r's asyncio pool: %s", self, exc)
 
@@ -758,23 +758,6 @@ class _LoopPool:
             yield
         finally:
             await self.close()
-
-
-def _close_in(loop: asyncio.AbstractEventLoop, closing: Any) -> None:
-    """Run the coroutine ``closing`` in ``loop``, however that loop stands now."""
-    if loop.is_closed():
-        closing.close()  # the loop took its sockets with it
-        return
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if loop is running:
-        loop.create_task(closing)
-    elif loop.is_running():
-        asyncio.run_coroutine_threadsafe(closing, loop)
-    else:
-        loop.run_until_complete(closing)
 
 
 _QUERIES = {

@@ -58,7 +58,7 @@ from llm_fsm.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention, close_in_loop
 from llm_fsm.stores.codec import (
     REDIS_MAX_CONTEXT_BYTES,
     REDIS_MAX_RECORD_BYTES,
@@ -360,7 +360,7 @@ class RedisStore(AsyncStoreMixin):
         loops, self._loops = list(self._loops.items()), weakref.WeakKeyDictionary()
         for loop, clients in loops:
             try:
-                _close_in(loop, clients.client.aclose())
+                close_in_loop(loop, clients.client.aclose())
             except Exception as exc:  # noqa: BLE001 - as above
                 logger.debug("closing %r's asyncio client: %s", self, exc)
 
@@ -714,23 +714,6 @@ class _AsyncClient:
             yield
         finally:
             await self.client.aclose()
-
-
-def _close_in(loop: asyncio.AbstractEventLoop, closing: Any) -> None:
-    """Run the coroutine ``closing`` in ``loop``, however that loop stands now."""
-    if loop.is_closed():
-        closing.close()  # the loop took its sockets with it
-        return
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if loop is running:
-        loop.create_task(closing)
-    elif loop.is_running():
-        asyncio.run_coroutine_threadsafe(closing, loop)
-    else:
-        loop.run_until_complete(closing)
 
 
 class FallbackStore(AsyncStoreMixin):
