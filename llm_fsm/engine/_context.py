@@ -173,11 +173,6 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
-def _unchanged(data: dict[str, Any], path: str, value: Any) -> bool:
-    previous = get_path(data, path) if "." in path else data.get(path, _MISSING)
-    return previous is not _MISSING and previous == value
-
-
 def apply_update(
     data: dict[str, Any],
     update: Any,
@@ -239,29 +234,23 @@ def apply_update(
                     ContextChange(key=path, previous=MASK if masked else previous, applied=True, reason="removed")
                 )
             continue
+        refusal = None
         if policy is not None:
             value, refusal = policy.vet(path, value, model=source == "model")
-            if refusal is not None and refusal.rule == "ungrounded" and _unchanged(data, path, value):
-                # Writing back what is stored (small models echo <current_context>) changes nothing: the value
-                # was grounded, or given by the application, when it was stored; refusing it would ask the user
-                # for something they never had to say.
-                continue
-            if refusal is not None:
-                if source == "application":
-                    raise ContextValidationError(f"cannot set {path!r}: {refusal.reason}", key=path, rule=refusal.rule)
-                changes.append(
-                    ContextChange(
-                        key=path,
-                        value=MASK if masked else value,
-                        applied=False,
-                        reason=refusal.reason,
-                        rule=refusal.rule,
-                    )
-                )
-                continue
-
         previous = get_path(data, path) if "." in path else data.get(path, _MISSING)
         if previous is not _MISSING and previous == value:
+            # Writing back what is stored changes nothing (small models echo <current_context>): it is no
+            # write, so nothing to refuse either; the value was checked when it was stored, and refusing it
+            # now would ask the user for something they never had to say.
+            continue
+        if refusal is not None:
+            if source == "application":
+                raise ContextValidationError(f"cannot set {path!r}: {refusal.reason}", key=path, rule=refusal.rule)
+            changes.append(
+                ContextChange(
+                    key=path, value=MASK if masked else value, applied=False, reason=refusal.reason, rule=refusal.rule
+                )
+            )
             continue
         top = path.split(".", 1)[0]
         saved_top = deepcopy(data[top]) if max_bytes is not None and "." in path and top in data else _MISSING
