@@ -503,3 +503,10 @@ def test_the_reask_for_an_invented_value_does_not_repeat_it() -> None:
     (regenerate,) = [r for r in model.requests if r.purpose == "regenerate"]
     note = regenerate.system_prompt.split("<engine_decision>")[1]
     assert "Zebediah" not in note and "the user has not said it" in note
+
+
+@pytest.mark.parametrize("bound", [{"max_items": False}, {"min_length": "3"}, {"minimum": True}])
+def test_a_declarations_bounds_take_json_numbers_only(bound: dict[str, Any]) -> None:
+    # pydantic's lax int took false as 0 and "3" as 3, which the generated JSON Schema refuses
+    with pytest.raises(ValueError, match="must be"):
+        KeyDeclaration(type="array" if "max_items" in bound else "string", **bound)
