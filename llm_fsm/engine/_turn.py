@@ -114,7 +114,6 @@ class Decided:
     state: str
     verdict: str
     ended: bool
-    regenerating: bool
 
 
 @dataclass(frozen=True)
@@ -835,7 +834,6 @@ def run_turn(
         state=instance.current_state,
         verdict=verdict.kind,
         ended=instance.status != "active" or new_state.is_terminal,
-        regenerating=regenerating,
     )
     if not regenerating and result.message_pending:
         reply = yield AwaitMessage()
