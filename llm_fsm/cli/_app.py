@@ -29,6 +29,8 @@ from typing import Any
 import click
 
 from llm_fsm.errors import (
+    ActionError,
+    ActionNotRegisteredError,
     BudgetExceededError,
     ConcurrentUpdateError,
     ContextError,
@@ -61,6 +63,7 @@ RUN_FAILURES: tuple[type[FSMError], ...] = (
     ConversationEndedError,
     ConcurrentUpdateError,
     BudgetExceededError,  # the conversation spent its budget: the run started and could not go on
+    ActionError,  # a backend call a state declares failed with on_error: fail
 )
 
 EXIT_CODE_HELP = """\b
@@ -88,6 +91,8 @@ def recordings_note(recordings: Sequence[str | os.PathLike[str]]) -> list[str]:
 
 def exit_code_for(error: BaseException) -> int:
     """The exit code of an error that stopped a command (see the module docstring)."""
+    if isinstance(error, ActionNotRegisteredError):
+        return EXIT_UNREADABLE  # a setup problem (no --actions registry), not a failed run
     if isinstance(error, RUN_FAILURES):
         return EXIT_FINDINGS
     return EXIT_UNREADABLE
