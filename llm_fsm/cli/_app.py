@@ -46,6 +46,15 @@ from llm_fsm.errors import (
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE = 0, 1, 2
 
+#: ``--actions``: where the functions a definition's actions call come from (chat, run, test, serve)
+actions_option = click.option(
+    "--actions",
+    "actions",
+    metavar="MODULE:NAME",
+    default=None,
+    help="The ActionRegistry (or dict of functions) the definition's actions call: module:name or file.py:name.",
+)
+
 LINT_SUFFIXES = (".json", ".yaml", ".yml")
 
 #: conversation test scripts live next to definitions but are not definitions

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import click
 
-from llm_fsm.cli._app import EXIT_FINDINGS, GuardedCommand
+from llm_fsm.cli._app import EXIT_FINDINGS, GuardedCommand, actions_option
 from llm_fsm.engine._records import LLMRequest, TurnRecord
 from llm_fsm.engine._values import masked
 from llm_fsm.errors import (
@@ -222,14 +222,24 @@ def explain_text(record: TurnRecord) -> str:
     return json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False)
 
 
-def _manager(model: str | None, store: Any, temperature: float | None, show_prompt: bool, *, fsm_loader: Any) -> Any:
+def _manager(
+    model: str | None,
+    store: Any,
+    temperature: float | None,
+    show_prompt: bool,
+    *,
+    fsm_loader: Any,
+    actions: str | None = None,
+) -> Any:
+    from llm_fsm.actions import load_registry
     from llm_fsm.manager import FSMManager
 
+    registry = load_registry(actions) if actions else None
     llm = make_llm(model, temperature=temperature)
     if show_prompt:
         llm = _PromptEcho(llm, click.echo)
     extra = {"fsm_loader": fsm_loader} if fsm_loader is not None else {}
-    return FSMManager(llm_interface=llm, store=store, **extra)
+    return FSMManager(llm_interface=llm, store=store, actions=registry, **extra)
 
 
 def definition_location(definition: str) -> str:
@@ -307,6 +317,7 @@ def chat_loop(
     messages: Iterable[str] | None = None,
     quiet: bool = False,
     owner: Owner = Owner(),
+    actions: str | None = None,
 ) -> ChatSession:
     """Run a conversation: interactive when ``messages`` is None.
 
@@ -322,7 +333,7 @@ def chat_loop(
         with _looking_up(resume, owner):
             instance = opened.load(resume, **mine)
         loader, note = resume_loader(definition, instance)
-    manager = _manager(model, opened, temperature, show_prompt, fsm_loader=loader)
+    manager = _manager(model, opened, temperature, show_prompt, fsm_loader=loader, actions=actions)
     if resume and instance is not None:
         conversation_id = resume
         if note:
@@ -404,6 +415,7 @@ def _owner_options(func: Any) -> Any:
     "(stored as an absolute path) or a file with the same content.",
 )
 @_owner_options
+@actions_option
 @click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
 @click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
 @click.option("--temperature", type=float, default=None)
@@ -414,6 +426,7 @@ def chat_command(
     resume: str | None,
     user_id: str | None,
     room_id: str | None,
+    actions: str | None,
     explain: bool,
     show_prompt: bool,
     temperature: float | None,
@@ -441,6 +454,7 @@ def chat_command(
         show_prompt=show_prompt,
         temperature=temperature,
         owner=Owner(user_id, room_id),
+        actions=actions,
     )
 
 
@@ -456,6 +470,7 @@ def chat_command(
     help="One user message per line ('-' for stdin).",
 )
 @_owner_options
+@actions_option
 @click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
 @click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
 @click.option("--temperature", type=float, default=None)
@@ -468,6 +483,7 @@ def run_command(
     input_file: TextIO,
     user_id: str | None,
     room_id: str | None,
+    actions: str | None,
     explain: bool,
     show_prompt: bool,
     temperature: float | None,
@@ -493,6 +509,7 @@ def run_command(
         temperature=temperature,
         messages=messages,
         owner=Owner(user_id, room_id),
+        actions=actions,
     )
     if session.failed_turns:
         ctx.exit(EXIT_FINDINGS)
