@@ -422,7 +422,10 @@ class FSMManager:
             )
             return self.store.save(effect.instance, **self._save_args(effect.expected_version))
         if isinstance(effect, CallAction):
-            return self.actions.call(effect)
+            result = self.actions.call(effect)
+            if self.telemetry is not None:
+                self.telemetry.action(effect, result)
+            return result
         if isinstance(effect, LoadFlow):
             return self._resolve_flow(effect.declaration, effect.parent)
         if isinstance(effect, LoadDefinition):
@@ -455,7 +458,10 @@ class FSMManager:
             )
             return await self._astore("save", effect.instance, **self._save_args(effect.expected_version))
         if isinstance(effect, CallAction):
-            return await self.actions.acall(effect)
+            result = await self.actions.acall(effect)
+            if self.telemetry is not None:
+                self.telemetry.action(effect, result)
+            return result
         if isinstance(effect, LoadFlow):
             reference = resolve_flow_reference(effect.declaration.definition, effect.parent.source)
             return reference, await self._aload_definition(reference)

@@ -521,3 +521,48 @@ def test_no_action_result_or_model_proposal_leads_outside_the_declared_states(re
     assert state_now in definition.states
     if state_now in ("shipped", "pending"):
         assert expected == state_now  # only the action's result moves the conversation there
+
+
+# --- telemetry ----------------------------------------------------------------------------------
+
+
+def test_each_action_call_is_a_child_span_of_its_turn_with_name_and_outcome_but_no_values() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from llm_fsm.telemetry import Telemetry
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    definition = order_bot()
+    manager = FSMManager(
+        fsm_loader=lambda _: definition,
+        llm_interface=FunctionLLM(Model()),
+        actions={"lookup_order": failing},
+        telemetry=Telemetry(tracer_provider=provider),
+    )
+    cid, _ = manager.start_conversation("orders")
+    manager.process_message(cid, "A-17")
+    spans = exporter.get_finished_spans()
+    [action] = [s for s in spans if s.name == "llm_fsm.action lookup_order"]
+    [turn] = [s for s in spans if s.name == "llm_fsm.turn"]
+    assert action.parent is not None and action.parent.span_id == turn.context.span_id
+    assert action.attributes["llm_fsm.action.outcome"] == "error"
+    assert "A-17" not in repr(dict(action.attributes)) and "db.internal" not in repr(dict(action.attributes))
+
+
+def test_a_streamed_turn_runs_the_actions_and_streams_the_state_they_decided() -> None:
+    async def lookup_order(order_id: str) -> dict[str, Any]:
+        return {"status": "shipped", "eta": None}
+
+    manager = manager_with(order_bot(), lookup_order=lookup_order)
+
+    async def go() -> list[Any]:
+        cid, _ = await manager.astart_conversation("orders")
+        return [event async for event in manager.astream_message(cid, "A-17")]
+
+    events = asyncio.run(go())
+    [decided] = [e for e in events if e.event == "state"]
+    assert (decided.data["state"], events[-1].event, events[-1].data["state"]) == ("shipped", "done", "shipped")

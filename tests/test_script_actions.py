@@ -203,3 +203,16 @@ def test_llm_fsm_run_calls_the_registrys_actions(folder: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "shipped" in result.output
+
+
+def test_llm_fsm_run_shows_each_action_the_turn_ran(folder: Path) -> None:
+    replies = folder / "replies.yaml"
+    replies.write_text("- {message: hi}\n- {context_update: {order_id: B-9}, message: ok}\n", encoding="utf-8")
+    messages = folder / "in.txt"
+    messages.write_text("B-9\n", encoding="utf-8")
+    result = CliRunner().invoke(
+        main,
+        ["run", str(folder / "orders.yaml"), "--model", f"scripted:{replies}", "--store", "memory://"]
+        + ["--input", str(messages), "--actions", f"{DATA / 'registry.py'}:registry"],
+    )
+    assert "action lookup_order (collected ask): ok" in result.output

@@ -217,6 +217,19 @@ def describe_turn(record: TurnRecord) -> str:
     return f"{where} {verdict.kind}: {verdict.reason}"
 
 
+def describe_actions(record: TurnRecord) -> list[str]:
+    """One line per action the turn ran: which, its outcome and time, and what a failure did."""
+    lines = []
+    for action in record.actions:
+        line = f"  action {action.call} ({action.when} {action.state}): {action.outcome}"
+        if action.outcome != "skipped":
+            line += f", {action.duration_ms:.0f} ms"
+        if action.error:
+            line += f" — {action.error}" + (f" → on_error {action.on_error}" if action.on_error else "")
+        lines.append(line)
+    return lines
+
+
 def explain_text(record: TurnRecord) -> str:
     """The explain record as indented JSON, for people."""
     return json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False)
@@ -292,6 +305,8 @@ def _print_turn(
     if quiet:
         return
     record = manager.explain(conversation_id, **owner.kwargs)
+    for line in describe_actions(record):
+        click.echo(click.style(line, dim=True))
     click.echo(click.style(describe_turn(record), dim=True))
     if explain:
         click.echo(explain_text(record))
