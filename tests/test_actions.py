@@ -566,3 +566,77 @@ def test_a_streamed_turn_runs_the_actions_and_streams_the_state_they_decided() -
     events = asyncio.run(go())
     [decided] = [e for e in events if e.event == "state"]
     assert (decided.data["state"], events[-1].event, events[-1].data["state"]) == ("shipped", "done", "shipped")
+
+
+# --- sub-flows ------------------------------------------------------------------------------------
+
+
+def test_a_started_sub_flow_runs_the_enter_actions_of_its_first_state() -> None:
+    child = FSMDefinition.model_validate(
+        {
+            "name": "returns",
+            "description": "start a return",
+            "initial_state": "open",
+            "states": {
+                "open": state(
+                    "open",
+                    {"target_state": "done", "description": "d"},
+                    actions=[{"call": "open_rma", "when": "enter", "outputs": {"rma": "number"}}],
+                ),
+                "done": state("done"),
+            },
+            "application_context_keys": ["rma"],
+        }
+    )
+    parent = order_bot(
+        ask=state(
+            "ask",
+            {"target_state": "support", "description": "s"},
+            flows=[{"name": "returns", "definition": "returns", "description": "start a return"}],
+        )
+    )
+
+    class StartsFlow(Model):
+        def __call__(self, request: Any) -> dict[str, Any]:
+            reply = super().__call__(request)
+            if request.purpose == "turn":
+                reply.update(intent="start_flow", flow="returns")
+            return reply
+
+    manager = FSMManager(
+        fsm_loader=lambda name: child if name == "returns" else parent,
+        llm_interface=FunctionLLM(StartsFlow(update={})),
+        actions={"open_rma": lambda: {"number": "RMA-1"}},
+    )
+    cid, _ = manager.start_conversation("orders")
+    manager.process_message(cid, "I want to return it")
+    assert manager.explain(cid).verdict.kind == "flow_started"
+    assert manager.get_current_state(cid) == "open"
+    assert manager.get_conversation_data(cid)["rma"] == "RMA-1"
+
+
+def test_returning_to_a_state_after_an_action_error_runs_its_collected_action_again() -> None:
+    calls: list[str] = []
+
+    def flaky(order_id: str) -> dict[str, Any]:
+        calls.append(order_id)
+        if len(calls) == 1:
+            raise ConnectionError("down")
+        return {"status": "shipped", "eta": None}
+
+    definition = order_bot(support=state("support", {"target_state": "ask", "description": "try again"}))
+
+    class BackToAsk(Model):
+        def __call__(self, request: Any) -> dict[str, Any]:
+            reply = super().__call__(request)
+            if request.purpose == "turn" and len(calls) == 1:
+                reply["transition"]["target_state"] = "ask"
+            return reply
+
+    manager = manager_with(definition, BackToAsk(), lookup_order=flaky)
+    cid, _ = manager.start_conversation("orders")
+    manager.process_message(cid, "A-17")
+    assert manager.get_current_state(cid) == "support"
+    manager.process_message(cid, "try again please")
+    assert calls == ["A-17", "A-17"]
+    assert manager.get_current_state(cid) == "shipped"

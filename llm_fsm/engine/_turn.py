@@ -23,6 +23,7 @@ from llm_fsm.engine._actions import (
     ActionsRun,
     CallAction,
     arrive,
+    forget_visit,
     redirect,
     run_for,
 )
@@ -672,6 +673,8 @@ def _move(
         additions = yield _hook("on_transition", instance, message=message, previous_state=source, verdict=verdict)
         changes += _apply_application(definition, instance, additions, config, "on_transition")
         left = None if verdict.kind == "action_error" else definition.get_state(source)
+        if left is None:
+            forget_visit(instance, source)  # left without its exit actions, but left: a return visit runs them anew
         arrived: ActionsRun = yield from arrive(
             definition, instance, left, definition.get_state(verdict.target_state), scope
         )
