@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from llm_fsm.engine._context import apply_update
     from llm_fsm.engine._hooks import HookEvent, Hooks
     from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
+    from llm_fsm.engine._messages import MessageLimits
     from llm_fsm.engine._prompts import PromptBuilder
     from llm_fsm.engine._records import (
         LLMRequest,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
         DefinitionNotFoundError,
         FSMError,
         HookError,
+        InvalidMessageError,
         InvalidTransitionError,
         LLMConfigurationError,
         LLMResponseError,
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
         StoreError,
         StoreUnavailableError,
         TurnNotFoundError,
+        UnsupportedContentError,
     )
     from llm_fsm.llm._interface import LLMInterface
     from llm_fsm.llm._litellm import LiteLLMInterface
@@ -93,6 +96,9 @@ _EXPORTS: dict[str, str] = {
     "FSMInstance": "llm_fsm.engine._instance",
     "FSMManager": "llm_fsm.manager",
     "HookError": "llm_fsm.errors",
+    "InvalidMessageError": "llm_fsm.errors",
+    "MessageLimits": "llm_fsm.engine._messages",
+    "UnsupportedContentError": "llm_fsm.errors",
     "HookEvent": "llm_fsm.engine._hooks",
     "Hooks": "llm_fsm.engine._hooks",
     "InvalidTransitionError": "llm_fsm.errors",
@@ -157,6 +163,7 @@ __all__ = [
     "HookError",
     "HookEvent",
     "Hooks",
+    "InvalidMessageError",
     "InvalidTransitionError",
     "LLMConfigurationError",
     "LLMInterface",
@@ -167,6 +174,7 @@ __all__ = [
     "LiteLLMInterface",
     "LogicBudgetError",
     "LogicError",
+    "MessageLimits",
     "MessageTooLargeError",
     "PromptBuilder",
     "RecordTooLargeError",
@@ -184,6 +192,7 @@ __all__ = [
     "TransitionCondition",
     "TurnNotFoundError",
     "TurnRecord",
+    "UnsupportedContentError",
     "Verdict",
     "__version__",
     "apply_update",
