@@ -7,6 +7,7 @@ import asyncio
 import base64
 import hashlib
 import time
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -89,6 +90,12 @@ def test_metadata_is_stored_with_the_user_message_and_returned_in_the_history() 
     user, reply = fsm.get_conversation_history(cid)[-2:]
     assert user["metadata"] == {"channel": "whatsapp", "attachments": [{"name": "a.pdf", "size": 3}]}
     assert reply["metadata"] == {}
+
+
+def test_metadata_may_be_any_mapping_and_is_stored_as_an_object() -> None:
+    fsm, cid = manager()
+    fsm.process_message(cid, "hi", metadata=MappingProxyType({"channel": "sms"}))
+    assert fsm.get_conversation_history(cid)[-2]["metadata"] == {"channel": "sms"}
 
 
 def test_changing_the_metadata_after_sending_changes_nothing_stored() -> None:

@@ -144,8 +144,9 @@ def check_metadata(metadata: Any, limits: MessageLimits | None = None) -> dict[s
     Only what a store gives back unchanged is taken: string keys, lists (not tuples), finite numbers.
     """
     limits = limits or MessageLimits()
-    if not isinstance(metadata, dict):
+    if not isinstance(metadata, Mapping):
         raise InvalidMessageError(f"metadata must be a JSON object, not {type(metadata).__name__}")
+    metadata = dict(metadata)
     _check_json(metadata, "metadata", 0)
     text = json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
     size = len(text.encode("utf-8"))
