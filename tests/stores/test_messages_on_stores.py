@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from llm_fsm.definition import FSMDefinition
+from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
 from llm_fsm.engine._messages import DEFAULT_STORED_DATA_URL_CHARS
 from llm_fsm.engine._turn import EngineConfig
 from llm_fsm.errors import FSMError
@@ -127,3 +128,25 @@ def test_an_accepted_message_round_trips_through_the_store_and_a_refused_one_sav
     archived = fsm.get_conversation_history(cid, **OWNER)[1]
     assert archived == live
     assert fsm.get_instance(cid, **OWNER).context.conversation.archived_messages >= 2
+
+
+def test_messages_stored_in_the_seeds_shape_read_from_every_store_with_no_id_or_time(store: ConversationStore) -> None:
+    instance = FSMInstance(
+        fsm_id="loop",
+        current_state="talk",
+        user_id="alice",
+        room_id="room-1",
+        context=FSMContext(conversation=Conversation(exchanges=[{"user": "live"}, {"assistant": "reply"}])),
+        archive_outbox=[{"assistant": "Hello"}, {"user": "archived"}],
+    )
+    store.save(instance, expected_version=None)
+    fsm = FSMManager(fsm_loader=lambda _id: LOOP, llm_interface=FunctionLLM(echo), store=store)
+    history = fsm.get_conversation_history(instance.conversation_id, **OWNER)
+    assert [(m["role"], m["text"], m["id"], m["at"], m["metadata"]) for m in history] == [
+        ("assistant", "Hello", None, None, {}),
+        ("user", "archived", None, None, {}),
+        ("user", "live", None, None, {}),
+        ("assistant", "reply", None, None, {}),
+    ]
+    assert fsm.process_message(instance.conversation_id, "new", **OWNER) == "ok"
+    assert fsm.get_conversation_history(instance.conversation_id, **OWNER)[-2]["id"].startswith("msg_")
