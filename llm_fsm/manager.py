@@ -84,7 +84,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_INPUT_CHARS = 20_000
-"""A user message longer than this is refused with MessageTooLargeError before any model call."""
+"""A user message longer than this (a message of content parts: its text parts together) is refused with
+MessageTooLargeError before any model call."""
 
 DEFAULT_MAX_CONCURRENT_TURNS = 100
 """Async turns in flight per event loop; more wait in arrival order.
