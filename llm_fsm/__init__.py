@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from llm_fsm.engine._context import apply_update
     from llm_fsm.engine._hooks import HookEvent, Hooks
     from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
+    from llm_fsm.engine._messages import MessageLimits
     from llm_fsm.engine._prompts import PromptBuilder
     from llm_fsm.engine._records import (
         LLMRequest,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
         DefinitionNotFoundError,
         FSMError,
         HookError,
+        InvalidMessageError,
         InvalidTransitionError,
         LLMConfigurationError,
         LLMResponseError,
@@ -69,6 +71,7 @@ if TYPE_CHECKING:
         StoreError,
         StoreUnavailableError,
         TurnNotFoundError,
+        UnsupportedContentError,
     )
     from llm_fsm.llm._interface import LLMInterface
     from llm_fsm.llm._litellm import LiteLLMInterface
@@ -100,6 +103,9 @@ _EXPORTS: dict[str, str] = {
     "ActionNotRegisteredError": "llm_fsm.errors",
     "ActionRegistry": "llm_fsm.actions",
     "HookError": "llm_fsm.errors",
+    "InvalidMessageError": "llm_fsm.errors",
+    "MessageLimits": "llm_fsm.engine._messages",
+    "UnsupportedContentError": "llm_fsm.errors",
     "HookEvent": "llm_fsm.engine._hooks",
     "Hooks": "llm_fsm.engine._hooks",
     "InvalidTransitionError": "llm_fsm.errors",
@@ -168,6 +174,7 @@ __all__ = [
     "HookError",
     "HookEvent",
     "Hooks",
+    "InvalidMessageError",
     "InvalidTransitionError",
     "LLMConfigurationError",
     "LLMInterface",
@@ -178,6 +185,7 @@ __all__ = [
     "LiteLLMInterface",
     "LogicBudgetError",
     "LogicError",
+    "MessageLimits",
     "MessageTooLargeError",
     "PromptBuilder",
     "RecordTooLargeError",
@@ -195,6 +203,7 @@ __all__ = [
     "TransitionCondition",
     "TurnNotFoundError",
     "TurnRecord",
+    "UnsupportedContentError",
     "Verdict",
     "__version__",
     "apply_update",

@@ -39,6 +39,7 @@ from llm_fsm.engine._data import (
 from llm_fsm.engine._flows import find_paused, pop_flow, push_flow, resume_flow
 from llm_fsm.engine._hooks import HookEvent, make_event
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._messages import UserMessage, entry_role, entry_text, timestamp
 from llm_fsm.engine._prompts import OPENING_MESSAGE, PromptBuilder
 from llm_fsm.engine._records import (
     ContextChange,
@@ -210,9 +211,10 @@ def _grounding(instance: FSMInstance, message: str) -> Grounding:
     messages in the history window the model sees (an offer accepted, perhaps after a side question)."""
     conversation = instance.context.conversation
     exchanges = conversation.exchanges
-    users = [entry["user"] for entry in exchanges if "user" in entry]
+    users = [entry_text(entry) for entry in exchanges if entry_role(entry) == "user"]
     window = exchanges[-2 * conversation.max_history_size :] if conversation.max_history_size > 0 else []
-    offers = [entry["assistant"] for entry in window if "assistant" in entry]
+    # a human agent's words are offers too: the user accepting what an operator proposed grounds it
+    offers = [entry_text(entry) for entry in window if entry_role(entry) in ("assistant", "operator")]
     return Grounding([*users, message], offers)
 
 
@@ -305,6 +307,7 @@ def _request(
     note: str | None = None,
     allow_moves: bool = True,
     schema_sent: bool = False,
+    user_content: list[dict[str, Any]] | None = None,
 ) -> LLMRequest:
     prompt = builder.build_system_prompt(
         instance, state, definition=definition, engine_decision=note, schema_sent=schema_sent
@@ -319,6 +322,7 @@ def _request(
     return LLMRequest(
         system_prompt=prompt,
         user_message=message,
+        user_content=user_content,
         response_schema=schema,
         purpose=purpose,  # type: ignore[arg-type]
         context_keys=_context_keys(state, instance) if allow_moves else [],
@@ -788,7 +792,7 @@ def _complete_finished_flows(
 def run_turn(
     definition: FSMDefinition,
     instance: FSMInstance,
-    message: str,
+    message: str | UserMessage,
     builder: PromptBuilder,
     config: EngineConfig,
     *,
@@ -804,8 +808,14 @@ def run_turn(
     Every message goes through the same understanding call; the model's ``intent``
     then routes it (digression, cancel, sub-flow start or resume, confirmation,
     or an ordinary step), and each route obeys the same invariant as transitions.
+
+    ``message`` is the user's text, or a checked ``UserMessage`` (``engine._messages.check_message``): its text is
+    what the turn reasons with, its parts go to the model, and its parts and metadata are stored with it.
     """
+    user = message if isinstance(message, UserMessage) else UserMessage(text=message)
+    message = user.text
     _check_budget(instance, config)
+    received = timestamp()
     started = now()
     state_before = instance.current_state
     flow_before = instance.flow_id
@@ -817,7 +827,16 @@ def run_turn(
     )
 
     result: LLMResult = yield CallLLM(
-        _request(builder, definition, instance, state, message, "turn", schema_sent=schema_sent)
+        _request(
+            builder,
+            definition,
+            instance,
+            state,
+            message,
+            "turn",
+            schema_sent=schema_sent,
+            user_content=user.model_content,
+        )
     )
     calls.append(LLMCallRecord.of("turn", result))
     response = result.response
@@ -943,6 +962,7 @@ def run_turn(
                 note=note,
                 allow_moves=False,
                 schema_sent=schema_sent,
+                user_content=user.model_content,
             )
         )
         calls.append(LLMCallRecord.of("regenerate", regenerated))
@@ -956,7 +976,7 @@ def run_turn(
         changes += _apply_application(active, instance, additions, config, "on_end")
 
     conversation = instance.context.conversation
-    conversation.add_user_message(message)
+    conversation.add_user_message(message, id=message_id, at=received, metadata=user.metadata, parts=user.stored_parts)
     conversation.add_assistant_message(reply)
     _prune_transcript(instance, config)
 
