@@ -277,3 +277,21 @@ def test_example_action_outputs_are_keys_only_the_application_writes(path: Path)
     definition = _load(path)
     outputs = {p for state in definition.states.values() for a in state.actions or () for p in a.output_paths}
     assert {p for p in outputs if p not in definition.application_only_keys} == set()
+
+
+@pytest.mark.parametrize("path", DEFINITION_FILES, ids=lambda p: p.name)
+def test_example_action_failures_lead_to_states_the_graph_reaches_anyway(path: Path) -> None:
+    """on_error is a way out, not a hidden edge: the state it names is one a conversation can reach without it."""
+    definition = _load(path)
+    reachable = _walk(definition.initial_state, _edges(definition))
+    targets = {a.on_error for s in definition.states.values() for a in s.actions or () if a.on_error != "fail"}
+    assert targets <= reachable
+
+
+@pytest.mark.parametrize("path", DEFINITION_FILES, ids=lambda p: p.name)
+def test_example_action_inputs_are_keys_a_state_collects(path: Path) -> None:
+    """An action runs once its inputs have values: an input no state asks for would never be there."""
+    definition = _load(path)
+    collected = {k for s in definition.states.values() for k in s.required_context_keys or ()}
+    inputs = {p for s in definition.states.values() for a in s.actions or () for p in a.input_paths}
+    assert inputs - collected == set()
