@@ -20,7 +20,8 @@ from llm_fsm.errors import (
 from llm_fsm.llm.fakes import FunctionLLM, ScriptedLLM
 from llm_fsm.manager import FSMManager
 
-ROUTER = str(Path(__file__).resolve().parents[1] / "definitions" / "customer_support_router.json")
+#: the seed's example verbatim (definitions/ has the router that looks the customer up by an action)
+ROUTER = str(Path(__file__).resolve().parent / "data" / "seed" / "customer_support_router.json")
 
 FORM = {
     "name": "form",
