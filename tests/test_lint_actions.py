@@ -19,11 +19,13 @@ from llm_fsm.actions import ActionRegistry
 from llm_fsm.cli._app import main
 from llm_fsm.definition._documents import parse_text
 from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
-from llm_fsm.errors import DefinitionError
+from llm_fsm.errors import ActionError, DefinitionError
 from llm_fsm.lint._flows import lint_flows
 from llm_fsm.lint._linter import lint_data, lint_document
 from llm_fsm.lint._rules import Diagnostic, Severity
+from llm_fsm.llm.fakes import FunctionLLM
 from llm_fsm.loading import attach_source, definition_from_document
+from llm_fsm.manager import FSMManager
 
 LOOKUP: dict[str, Any] = {
     "call": "lookup_tier",
@@ -225,15 +227,40 @@ def test_fail_handoff_and_a_declared_state_are_valid_on_error_values(on_error: s
     assert findings(router(action(on_error=on_error)), "FSM035") == []
 
 
-@pytest.mark.parametrize("when", ["enter", "collected"])
-def test_an_entering_action_whose_on_error_is_its_own_state_is_warned(when: str) -> None:
-    (finding,) = findings(router(action(when=when, on_error="greeting")), "FSM036")
+def test_an_enter_action_whose_on_error_is_its_own_state_is_warned() -> None:
+    (finding,) = findings(router(action(when="enter", on_error="greeting")), "FSM036")
     assert finding.severity is Severity.WARNING
-    assert "one retry" in finding.message
+    assert "this is on_error: fail" in finding.message
 
 
-def test_an_exit_action_may_keep_the_conversation_in_its_state_on_error() -> None:
-    assert findings(router(action(when="exit", on_error="greeting")), "FSM036") == []
+def test_the_engine_does_fail_a_turn_whose_enter_action_sends_its_failure_back_to_its_own_state() -> None:
+    """What FSM036 says of the engine: the own state's enter action runs again and the turn raises."""
+    doc = router(application_context_keys=["customer_id"])
+    doc["states"]["premium"]["actions"] = [{"call": "page", "when": "enter", "on_error": "premium"}]
+    doc["states"]["premium"]["transitions"] = [{"target_state": "standard", "description": "done"}]
+    calls: list[str] = []
+
+    def page() -> None:
+        calls.append("page")
+        raise RuntimeError("pager down")
+
+    def reply(request: Any) -> dict[str, Any]:
+        return {"transition": {"target_state": "", "context_update": {}}, "message": "hello"}
+
+    manager = FSMManager(
+        fsm_loader=lambda _: FSMDefinition.model_validate(doc),
+        llm_interface=FunctionLLM(reply),
+        actions={"lookup_tier": lambda customer_id: {"tier": "premium"}, "page": page},
+    )
+    cid, _ = manager.start_conversation("router", initial_context={"customer_id": "C-1"})
+    with pytest.raises(ActionError):
+        manager.process_message(cid, "hi")
+    assert calls == ["page"]
+
+
+@pytest.mark.parametrize("when", ["collected", "exit"])
+def test_a_collected_or_exit_action_may_keep_the_conversation_in_its_state_on_error(when: str) -> None:
+    assert findings(router(action(when=when, on_error="greeting")), "FSM036") == []
 
 
 # --- FSM037: outputs the model also collects -----------------------------------------------------------------------

@@ -133,8 +133,9 @@ def _state_keys(run: LintRun) -> list[str]:
 
 
 def on_error(run: LintRun) -> None:
-    """FSM035: ``on_error`` naming an undeclared state; FSM036: an enter/collected action sending a failure back
-    into its own state."""
+    """FSM035: ``on_error`` naming an undeclared state; FSM036: an enter action sending a failure back into its
+    own state (a collected or exit action may: the conversation then stays, and a collected one runs again when
+    an input changes)."""
     if run.partial:  # the state it names may be in the part not validated
         return
     declared = _state_keys(run)
@@ -153,13 +154,13 @@ def on_error(run: LintRun) -> None:
                 "(nor fail or handoff): a failure of the action would fail the turn instead",
                 functools.partial(_state_hint, target, typos),
             )
-        elif target == state_key and action.get("when", "collected") in ("enter", "collected"):
+        elif target == state_key and action.get("when") == "enter":
             run.add(
                 "action-error-reenters-state",
                 where,
-                f"on_error of {action.get('when', 'collected')} action {action.get('call')!r} names its own state "
-                f"{state_key!r}: entering it again calls the action again, and a second failure in the turn raises "
-                "ActionError, so this is on_error: fail with one retry",
+                f"on_error of enter action {action.get('call')!r} names its own state {state_key!r}: entering it "
+                "again runs the action again, which fails again (a second failure in a turn raises ActionError), "
+                "so this is on_error: fail",
                 "send a failure to a state that handles it (apologise, hand over, offer another way), or say "
                 "on_error: fail or handoff",
             )

@@ -212,8 +212,8 @@ RULES: dict[str, Rule] = {
             "FSM036",
             "action-error-reenters-state",
             _W,
-            "An `enter` or `collected` action's `on_error` names its own state: entering it again calls the action"
-            " again, and a second failure fails the turn.",
+            "An `enter` action's `on_error` names its own state: entering it again runs the action again, and a"
+            " second failure in a turn raises ActionError, so it means `fail`.",
         ),
         Rule(
             "FSM037",
