@@ -96,6 +96,19 @@ def test_a_declared_key_only_an_action_writes_is_used() -> None:
     assert "FSM031" not in codes(doc)
 
 
+def test_a_state_only_an_action_failure_leads_to_is_reachable() -> None:
+    doc = router(action(on_error="support"))
+    doc["states"]["support"] = state("support")
+    assert "FSM007" not in codes(doc)
+
+
+def test_a_state_only_an_unreachable_state_fails_into_is_unreachable() -> None:
+    doc = router()
+    doc["states"]["orphan"] = state("orphan", "standard", actions=[action(on_error="support")])
+    doc["states"]["support"] = state("support")
+    assert sorted(d.path for d in findings(doc, "FSM007")) == ["$.states.orphan", "$.states.support"]
+
+
 # --- FSM033: inputs nothing provides ------------------------------------------------------------------------------
 
 
