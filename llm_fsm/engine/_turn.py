@@ -237,6 +237,18 @@ def _redact(definitions: tuple[FSMDefinition, ...], data: dict[str, Any], *texts
     return out
 
 
+def _results_note(scope: ActionScope) -> str | None:
+    """When actions wrote results this turn, the model's reply (written before they ran) cannot mention them:
+    the reply is written again with them in the context. One more call, only on turns whose actions wrote."""
+    written = [path for r in scope.records if r.outcome in ("ok", "replayed") for path in r.outputs]
+    if not written:
+        return None
+    return (
+        f"A backend call has just returned {', '.join(dict.fromkeys(written))} (now in the current context). "
+        "Answer the user's last message for the current state, using these values where they matter."
+    )
+
+
 def _reask_note(definition: FSMDefinition, refused: list[ContextChange]) -> str | None:
     """The instruction to ask again for values that were refused, saying what was wrong with each."""
     lines = []
@@ -937,6 +949,8 @@ def run_turn(
 
     reply = response.message
     new_state = active.get_state(instance.current_state)
+    if note is None:
+        note = _results_note(scope)
     reask = _reask_note(definition, [c for c in model_changes if not c.applied and c.rule in REASK_RULES])
     if reask is not None:
         note = reask if note is None else f"{note}\n{reask}"
