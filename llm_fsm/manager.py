@@ -835,7 +835,7 @@ class FSMManager:
         """The full transcript, oldest first, messages the store archived included.
 
         One dict per message, with the same keys for every message: ``role`` (``user``, ``assistant`` or
-        ``operator``), ``text``, ``id`` (the ``message_id`` a user message came with, a generated ``msg_…``
+        ``operator``), ``text``, ``id`` (the ``message_id`` a user message came with, a generated ``m<number>``
         otherwise), ``at`` (epoch seconds), ``metadata`` (``{}`` when none was given) and ``parts`` (the content
         parts as stored, None for plain text). ``id`` and ``at`` are None for messages stored before they existed.
         """

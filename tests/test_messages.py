@@ -71,7 +71,7 @@ def test_messages_without_a_message_id_get_distinct_generated_ids() -> None:
     fsm.process_message(cid, "two")
     ids = [m["id"] for m in fsm.get_conversation_history(cid)]
     assert len(ids) == 5 and len(set(ids)) == 5
-    assert all(i.startswith("msg_") for i in ids)
+    assert ids == ["m1", "m2", "m3", "m4", "m5"]  # the message's number in the whole transcript
 
 
 def test_every_message_has_the_time_it_was_recorded_in_order() -> None:
@@ -329,3 +329,15 @@ def test_the_history_window_says_a_message_had_images_and_shows_no_id_time_or_me
     prompt = PromptBuilder().build_system_prompt(instance, LOOP.get_state("talk"), definition=LOOP)
     assert '{"user":"look [2 images]"}' in prompt
     assert "m-1" not in prompt and "s3" not in prompt and "example.com" not in prompt
+
+
+def test_generated_ids_stay_unique_after_older_messages_move_to_the_archive() -> None:
+    from llm_fsm.engine._turn import EngineConfig
+
+    fsm, cid = manager()
+    fsm.config = EngineConfig(max_stored_messages=4)
+    for n in range(6):
+        fsm.process_message(cid, f"message {n}")
+    ids = [m["id"] for m in fsm.get_conversation_history(cid)]
+    assert len(ids) == 13 and len(set(ids)) == 13
+    assert ids[-1] == "m13"

@@ -18,9 +18,12 @@ DEFAULT_MAX_HISTORY_SIZE = 5
 DEFAULT_MAX_MESSAGE_LENGTH = 1000
 """Characters of each message shown to the model; longer ones are cut in the prompt."""
 
-DEFAULT_MAX_STORED_MESSAGES = 50
-"""Messages kept in the stored transcript (the Soni seed's ``max_history_messages``); older ones go to the store's
-archive."""
+DEFAULT_MAX_STORED_MESSAGES = 30
+"""Messages kept in the conversation's hot record (three times the prompt's default window of 5 exchanges);
+older ones go to the store's append-only archive, and the history (``get_conversation_history``) has them all.
+The Soni seed's ``max_history_messages`` was 50 in one record; here the record every turn rewrites keeps
+what the next turn reads (the prompt's window, the user's words that ground a value) and the rest is appended
+once. A value is grounded in the user messages this keeps (the last 15)."""
 
 DEFAULT_MAX_COMPLETED_FLOWS = 10
 """Completed or cancelled sub-flows kept, with their outputs, in the conversation's archive."""

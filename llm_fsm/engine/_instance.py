@@ -47,11 +47,17 @@ class Conversation(_Data):
         metadata: dict[str, Any] | None = None,
         parts: list[dict[str, Any]] | None = None,
     ) -> None:
-        """Append the user's message; ``id`` is its ``message_id`` when it came with one (a new id otherwise)."""
-        self.exchanges.append(make_entry("user", text, id=id, at=at, metadata=metadata, parts=parts))
+        """Append the user's message; ``id`` is its ``message_id`` when it came with one (else ``next_id``)."""
+        self.exchanges.append(make_entry("user", text, id=id or self.next_id(), at=at, metadata=metadata, parts=parts))
 
     def add_assistant_message(self, text: str, *, id: str | None = None, at: float | None = None) -> None:
-        self.exchanges.append(make_entry("assistant", text, id=id, at=at))
+        self.exchanges.append(make_entry("assistant", text, id=id or self.next_id(), at=at))
+
+    def next_id(self) -> str:
+        """``m`` and the message's number in the whole transcript (archived ones counted): unique in the
+        conversation, stable when older messages move to the archive, and a few bytes in the record every
+        turn rewrites (a random id cost 12 more per message)."""
+        return f"m{self.archived_messages + len(self.exchanges) + 1}"
 
     def window(self, size: int | None = None) -> list[tuple[str, str]]:
         """The last ``size`` (default ``max_history_size``) exchanges as (role, text), each cut to

@@ -149,4 +149,6 @@ def test_messages_stored_in_the_seeds_shape_read_from_every_store_with_no_id_or_
         ("assistant", "reply", None, None, {}),
     ]
     assert fsm.process_message(instance.conversation_id, "new", **OWNER) == "ok"
-    assert fsm.get_conversation_history(instance.conversation_id, **OWNER)[-2]["id"].startswith("msg_")
+    after = fsm.get_conversation_history(instance.conversation_id, **OWNER)
+    new_ids = [m["id"] for m in after[-2:]]
+    assert all(new_ids) and len(set(new_ids)) == 2
