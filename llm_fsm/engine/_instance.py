@@ -23,7 +23,8 @@ from llm_fsm.engine._records import TraceEvent, TurnRecord, Usage
 
 
 class Conversation(_Data):
-    """The transcript. ``exchanges`` holds one dict per message: ``{"user": text}`` or ``{"assistant": text}``."""
+    """The transcript. ``exchanges`` holds one dict per message: ``{"user": text}``, ``{"assistant": text}``, or
+    ``{"operator": text}`` (a person's reply while the conversation was handed off)."""
 
     exchanges: list[dict[str, str]] = Field(default_factory=list)
     max_history_size: int = DEFAULT_MAX_HISTORY_SIZE
@@ -35,6 +36,10 @@ class Conversation(_Data):
 
     def add_assistant_message(self, text: str) -> None:
         self.exchanges.append({"assistant": text})
+
+    def add_operator_message(self, text: str) -> None:
+        """A person's reply during a handoff: the bot, once resumed, sees it as a human agent's."""
+        self.exchanges.append({"operator": text})
 
     def window(self, size: int | None = None) -> list[tuple[str, str]]:
         """The last ``size`` (default ``max_history_size``) exchanges as (role, text), each cut to
@@ -88,6 +93,20 @@ def new_flow_id(name: str) -> str:
     return f"{safe}_{uuid.uuid4().hex[:8]}"
 
 
+# --- handoff -------------------------------------------------------------------------
+
+ConversationMode = Literal["bot", "human"]
+
+
+class Handoff(_Data):
+    """Who handed the conversation to a person, when, why and from where (replaced whole, never edited)."""
+
+    reason: str
+    actor: str = Field(description="Who handed off: an operator's name, 'definition' for a declared handoff state.")
+    since: float = Field(default_factory=now)
+    from_state: str = Field(description="The state the conversation was in when it was handed off.")
+
+
 # --- the instance -----------------------------------------------------------------
 
 
@@ -139,6 +158,18 @@ class FSMInstance(_Data):
         default_factory=list, description="Archive of completed and cancelled flows, with their outputs."
     )
     consecutive_digressions: int = 0
+    mode: ConversationMode = Field(
+        default="bot",
+        description="bot: turns call the model; human: a person has the conversation, turns only record messages.",
+    )
+    handoff: Handoff | None = Field(default=None, description="Set while a person has the conversation.")
+    pending_cancel: bool = Field(
+        default=False,
+        description=(
+            "A cancel that would end the conversation is waiting for the user's confirmation (confirm_cancel); "
+            "the next turn's confirm or cancel ends it, anything else clears this."
+        ),
+    )
     usage: Usage = Field(default_factory=Usage, description="Model calls, tokens and cost of the conversation so far.")
     archive_outbox: list[dict[str, str]] = Field(
         default_factory=list,

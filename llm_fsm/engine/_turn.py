@@ -28,7 +28,7 @@ from llm_fsm.engine._data import (
 )
 from llm_fsm.engine._flows import find_paused, pop_flow, push_flow, resume_flow
 from llm_fsm.engine._hooks import HookEvent, make_event
-from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._instance import FSMInstance, Handoff
 from llm_fsm.engine._prompts import OPENING_MESSAGE, PromptBuilder
 from llm_fsm.engine._records import (
     ContextChange,
@@ -47,6 +47,8 @@ from llm_fsm.errors import BudgetExceededError, DefinitionError, FlowError, Inva
 
 DEFAULT_MAX_TRACE_EVENTS = 100
 DEFAULT_MAX_PROCESSED_MESSAGE_IDS = 100
+DEFINITION_ACTOR = "definition"
+"""The actor of a handoff that a state declared ``handoff: true`` made."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,9 @@ class TurnOutcome:
     ended: bool = False
     fsm_id: str = ""
     flow_depth: int = 1
+    mode: str = "bot"
+    """``human`` when a person has the conversation after this turn: the reply is ``""`` for a message that
+    arrived in human mode (the person answers), or the bot's last reply for a turn that reached a handoff state."""
 
 
 Effect = CallLLM | CallHook | LoadFlow | LoadDefinition | Decided | AwaitMessage
@@ -169,6 +174,19 @@ def _hook(name: str, instance: FSMInstance, **fields: Any) -> CallHook:
         name,
         lambda: make_event(name, data=data, conversation_id=conversation_id, fsm_id=fsm_id, state=state, **fields),
     )
+
+
+def hand_off_declared(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig) -> bool:
+    """Hand the conversation to a person when its state is declared ``handoff: true`` (and the bot has it)."""
+    state = definition.states.get(instance.current_state)
+    if state is None or not state.handoff or instance.mode != "bot" or instance.ended:
+        return False
+    instance.mode = "human"
+    instance.pending_cancel = False
+    reason = f"state {state.id!r} hands off"
+    instance.handoff = Handoff(reason=reason, actor=DEFINITION_ACTOR, since=now(), from_state=state.id)
+    _trace(instance, config, "handoff", actor=DEFINITION_ACTOR, reason=reason, state=state.id)
+    return True
 
 
 def _policy(
@@ -398,11 +416,18 @@ def run_opening(
     reply = result.response.message
     instance.usage.add(LLMCallRecord.of("opening", result))
     instance.context.conversation.add_assistant_message(reply)
+    hand_off_declared(definition, instance, config)
     if state.is_terminal:
         instance.status = "ended"
         _trace(instance, config, "end", state=state.id, reason="initial state is terminal")
     instance.updated_at = now()
-    return TurnOutcome(reply=reply, changes=changes, state=instance.current_state, ended=instance.status != "active")
+    return TurnOutcome(
+        reply=reply,
+        changes=changes,
+        state=instance.current_state,
+        ended=instance.status != "active",
+        mode=instance.mode,
+    )
 
 
 # --- a turn ----------------------------------------------------------------------------
@@ -447,11 +472,33 @@ def _decide_transition(
 
 
 def _cancel(
-    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state_before: str
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    config: EngineConfig,
+    state_before: str,
+    *,
+    confirmed: bool = False,
 ) -> Generator[Effect, Any, _Decision]:
     if not definition.cancellable:
         verdict = _stay_rejected(state_before, f"flow {instance.flow_name or definition.name!r} cannot be cancelled")
         return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    if not instance.flow_stack and definition.on_cancel == "restart":
+        return _restart(definition, instance, config, state_before)
+    if not instance.flow_stack and definition.confirm_cancel and not confirmed:
+        # An ending the user cannot take back, on one intent a small model may have misread: ask first.
+        instance.pending_cancel = True
+        _trace(instance, config, "cancel_pending", flow=instance.flow_id, state=state_before)
+        verdict = Verdict(
+            kind="cancel_pending",
+            target_state=state_before,
+            reason="the user asked to cancel; asking them to confirm before the conversation ends",
+        )
+        note = (
+            "The user seems to want to cancel. Nothing is cancelled yet. Ask them in one short sentence whether "
+            f"they really want to cancel ({definition.description.strip().rstrip('.')}); yes ends the "
+            "conversation, no carries on where it was. Ask nothing else."
+        )
+        return _Decision(verdict, note=note)
     if not instance.flow_stack:
         instance.status = "cancelled"
         _trace(instance, config, "cancel", flow=instance.flow_id, state=state_before, scope="conversation")
@@ -482,6 +529,82 @@ def _cancel(
         "of the current state."
     )
     return _Decision(verdict, note=note, definition=parent)
+
+
+def _restart(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state_before: str) -> _Decision:
+    """``on_cancel: restart``: back to the initial state with what the user gave cleared.
+
+    Kept: keys the application provides (``application_context_keys``, protected and application-written
+    keys) and ``_``-prefixed keys, which no user wrote; everything else collected is removed.
+    """
+    kept = definition.provided_context_keys
+    data = instance.context.data
+    cleared = sorted(k for k in data if k not in kept and not str(k).startswith("_"))
+    for key in cleared:
+        del data[key]
+    instance.current_state = definition.initial_state
+    instance.consecutive_digressions = 0
+    _trace(
+        instance,
+        config,
+        "cancel",
+        flow=instance.flow_id,
+        state=state_before,
+        scope="restart",
+        target=definition.initial_state,
+        cleared=cleared,
+    )
+    verdict = Verdict(
+        kind="conversation_restarted",
+        target_state=definition.initial_state,
+        reason=f"the user cancelled; back to {definition.initial_state!r} with {len(cleared)} collected key(s) cleared",
+    )
+    note = (
+        "The user cancelled what they were doing: everything they had given was cleared and the conversation is "
+        "back at its start. Say so in one short sentence, e.g. 'Cancelled. How else can I help?', and nothing else."
+    )
+    return _Decision(verdict, note=note)
+
+
+def _what_to_change(definition: FSMDefinition, keys: list[str] | None) -> str:
+    """The note for a plain "no" at a confirmation step: stay, and ask what to change (naming what may)."""
+    which = ""
+    if keys:
+        labels = []
+        for key in keys:
+            found = definition.declaration_for(key)
+            labels.append(found[1].label(key) if found else key.replace("_", " "))
+        which = " They may change: " + ", ".join(labels) + "."
+    return (
+        "The user said no to the read-back and gave no new value. Nothing is confirmed and the conversation stays "
+        "in this step. Ask in one short sentence what they would like to change." + which
+    )
+
+
+def _not_changeable(
+    definition: FSMDefinition, keys: list[str], update: dict[str, Any]
+) -> tuple[dict[str, Any], list[ContextChange]]:
+    """Split a model update at a confirmation step into what may change there and what is refused."""
+    if not isinstance(update, dict):
+        return update, []
+    kept: dict[str, Any] = {}
+    refused: list[ContextChange] = []
+    for key, value in update.items():
+        if any(key == k or key.startswith(k + ".") for k in keys):
+            kept[key] = value
+            continue
+        found = definition.declaration_for(key)
+        shown = MASK if found is not None and found[1].sensitive else value
+        refused.append(
+            ContextChange(
+                key=key,
+                value=shown,
+                applied=False,
+                reason=f"not changeable at this confirmation (may change: {', '.join(keys) or 'nothing'})",
+                rule="not_changeable",
+            )
+        )
+    return kept, refused
 
 
 def _start_flow(
@@ -584,7 +707,7 @@ def _confirmation(
     if confirmation.on_no:
         return _decide_transition(definition, state.id, instance.context.data, confirmation.on_no, confirming=True)
     verdict = Verdict(kind="stay", target_state=state.id, reason="the user said no; asking what to change")
-    return _Decision(verdict, note=None if not proposal or proposal == state.id else _decision_note(verdict, state))
+    return _Decision(verdict, note=_what_to_change(definition, confirmation.changeable_keys))
 
 
 def _digression(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state: State) -> _Decision:
@@ -750,14 +873,19 @@ def run_turn(
     proposal = response.transition.target_state or None
     intent = response.intent
 
+    update = response.transition.context_update
+    unchangeable: list[ContextChange] = []
+    if state.confirmation is not None and state.confirmation.changeable_keys is not None:
+        update, unchangeable = _not_changeable(definition, state.confirmation.changeable_keys, update)
     model_changes = apply_update(
         instance.context.data,
-        response.transition.context_update,
+        update,
         source="model",
         protected=definition.application_only_keys,
         max_bytes=config.max_context_bytes,
         policy=_policy(definition, functools.partial(_grounding, instance, message)),
     )
+    model_changes += unchangeable
     changes += model_changes
     if model_changes:
         _trace(
@@ -773,15 +901,24 @@ def run_turn(
     if intent != "digression":
         instance.consecutive_digressions = 0
 
-    if intent == "digression":
+    route: str = intent
+    if instance.pending_cancel:  # the last turn asked "do you want to cancel?"
+        instance.pending_cancel = False
+        if intent in ("confirm", "cancel"):
+            route = "cancel_confirmed"
+        else:
+            _trace(instance, config, "cancel_declined", state=state_before, intent=intent)
+            route = "continue" if intent == "deny" else intent  # "no, don't cancel" is no answer to a read-back
+
+    if route == "digression":
         decision = _digression(definition, instance, config, state)
-    elif intent == "cancel":
-        decision = yield from _cancel(definition, instance, config, state_before)
-    elif intent == "start_flow":
+    elif route in ("cancel", "cancel_confirmed"):
+        decision = yield from _cancel(definition, instance, config, state_before, confirmed=route == "cancel_confirmed")
+    elif route == "start_flow":
         decision = yield from _start_flow(definition, instance, config, state_before, response.flow)
-    elif intent == "resume_flow":
+    elif route == "resume_flow":
         decision = yield from _resume(definition, instance, config, state_before, response.flow)
-    elif state.confirmation is not None and intent in ("confirm", "deny"):
+    elif state.confirmation is not None and route in ("confirm", "deny"):
         corrected = any(c.applied for c in model_changes)
         decision = yield from _confirmation(definition, instance, config, state, intent, proposal, corrected)
     else:
@@ -824,11 +961,23 @@ def run_turn(
         changes += output_changes
         note = completion_note or note
 
+    if instance.status == "active" and (instance.current_state != state_before or instance.flow_id != flow_before):
+        hand_off_declared(active, instance, config)  # the reply for the state is still given, then a person has it
+
     reply = response.message
     new_state = active.get_state(instance.current_state)
     reask = _reask_note(definition, [c for c in model_changes if not c.applied and c.rule in REASK_RULES])
     if reask is not None:
         note = reask if note is None else f"{note}\n{reask}"
+    if unchangeable:
+        allowed = (state.confirmation.changeable_keys if state.confirmation else None) or []
+        told = (
+            "These values cannot be changed at this step and were NOT stored: "
+            + ", ".join(c.key for c in unchangeable)
+            + ". Say so briefly"
+            + (f" and ask which of these they would like to change: {', '.join(allowed)}." if allowed else ".")
+        )
+        note = told if note is None else f"{note}\n{told}"
     regenerating = note is not None and instance.status == "active"
     yield Decided(
         state=instance.current_state,
@@ -907,6 +1056,7 @@ def run_turn(
         ended=instance.status != "active",
         fsm_id=instance.fsm_id,
         flow_depth=len(instance.flow_stack) + 1,
+        mode=instance.mode,
     )
 
 
