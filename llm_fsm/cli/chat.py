@@ -573,6 +573,7 @@ def trace_command(
     click.echo(
         f"conversation {instance.conversation_id}: {instance.status}, "
         f"state {instance.current_state}, stack {instance.stack}"
+        + (f", with a person (handed off by {instance.handoff.actor})" if instance.handoff is not None else "")
     )
     for line in trace_lines(instance.trace):
         click.echo(line)
