@@ -178,3 +178,48 @@ def test_durable_stores_keep_the_mode_and_the_handoff(kind: str, tmp_path: Path)
     assert "op-1" in instance.processed_messages
     assert again.process_message(cid, "hello?", message_id="m1") == ""
     assert again.get_conversation_history(cid).count({"user": "hello?"}) == 1
+
+
+def test_a_chain_stops_at_a_handoff_state_even_when_a_guarded_transition_out_of_it_holds() -> None:
+    from llm_fsm.definition._model import FSMDefinition
+
+    definition = FSMDefinition.model_validate(
+        {
+            "name": "chain",
+            "description": "d",
+            "initial_state": "ask",
+            "states": {
+                "ask": {
+                    "id": "ask",
+                    "description": "d",
+                    "purpose": "p",
+                    "transitions": [
+                        {
+                            "target_state": "person",
+                            "description": "a problem is known",
+                            "conditions": [{"description": "known", "requires_context_keys": ["problem"]}],
+                        }
+                    ],
+                },
+                "person": {
+                    "id": "person",
+                    "description": "d",
+                    "purpose": "p",
+                    "handoff": True,
+                    "transitions": [
+                        {
+                            "target_state": "done",
+                            "description": "still known",
+                            "conditions": [{"description": "known", "requires_context_keys": ["problem"]}],
+                        }
+                    ],
+                },
+                "done": {"id": "done", "description": "d", "purpose": "p", "transitions": []},
+            },
+        }
+    )
+    fsm = FSMManager(llm_interface=FunctionLLM(Model(reply("A colleague will help.", "person", problem="leak"))))
+    cid, _ = fsm.start_conversation(definition)
+    outcome = fsm.process_turn(cid, "my roof leaks")
+    assert (outcome.state, outcome.mode) == ("person", "human")
+    assert fsm.explain(cid).chained == []

@@ -745,15 +745,16 @@ def _chain(
 
     Only the engine's own kind of move: a guarded transition whose conditions hold, the one ``decide`` picks with
     no proposal. Stops at a confirmation step (the user must say yes), a terminal state, a state with
-    ``auto_advance: false``, a state already visited this turn, or after ``max_chained_transitions`` steps.
+    ``auto_advance: false``, a handoff state, a state already visited this turn, or after
+    ``max_chained_transitions`` steps.
     """
     steps: list[Verdict] = []
     changes: list[ContextChange] = []
     visited = {instance.current_state}
     while len(steps) < config.max_chained_transitions and instance.status == "active":
         state = definition.get_state(instance.current_state)
-        if state.is_terminal or state.confirmation is not None or not state.auto_advance:
-            break
+        if state.is_terminal or state.confirmation is not None or not state.auto_advance or state.handoff:
+            break  # (a handoff state: a person takes the conversation there, so nothing passes it by)
         verdict, _ = decide(definition, state.id, instance.context.data, None)
         if not verdict.moved or verdict.target_state in visited:
             break
