@@ -223,3 +223,11 @@ def test_a_chain_stops_at_a_handoff_state_even_when_a_guarded_transition_out_of_
     outcome = fsm.process_turn(cid, "my roof leaks")
     assert (outcome.state, outcome.mode) == ("person", "human")
     assert fsm.explain(cid).chained == []
+
+
+def test_a_value_the_person_offered_and_the_user_accepted_is_grounded_after_resume() -> None:
+    fsm, cid, _ = handed_off(reply("Thanks, noted.", order_id="AB1234"))
+    fsm.post_operator_message(cid, "I found your order AB1234. Is that the one?", actor="alice")
+    fsm.resume_bot(cid, actor="alice")
+    fsm.process_message(cid, "yes, that one")
+    assert fsm.get_conversation_data(cid).get("order_id") == "AB1234"
