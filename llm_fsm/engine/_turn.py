@@ -213,6 +213,9 @@ def _check_budget(instance: FSMInstance, config: EngineConfig) -> None:
         )
 
 
+_OFFERING_ROLES = frozenset({"assistant", "operator"})
+
+
 def _grounding(instance: FSMInstance, message: str) -> Grounding:
     """What a grounded value may be taken from: the user's stored messages, this one, and the assistant's (or a
     person's, during a handoff) messages in the history window the model sees (an offer accepted, perhaps after
@@ -222,9 +225,7 @@ def _grounding(instance: FSMInstance, message: str) -> Grounding:
     users = [entry["user"] for entry in exchanges if "user" in entry]
     window = exchanges[-2 * conversation.max_history_size :] if conversation.max_history_size > 0 else []
     # a person's messages during a handoff offer values as the assistant's do ("your order AB1234?" "yes")
-    offers = [
-        entry.get("assistant") or entry["operator"] for entry in window if "assistant" in entry or "operator" in entry
-    ]
+    offers = [text for entry in window for role, text in entry.items() if role in _OFFERING_ROLES]
     return Grounding([*users, message], offers)
 
 
