@@ -23,7 +23,8 @@ from llm_fsm.engine._data import now
 from llm_fsm.engine._flows import map_keys
 from llm_fsm.engine._flows import pop_flow as _pop
 from llm_fsm.engine._flows import push_flow as _push
-from llm_fsm.engine._instance import FSMInstance, Handoff
+from llm_fsm.engine._handoff import hand_off, hand_off_declared
+from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import ContextChange, TurnRecord, Verdict
 from llm_fsm.engine._turn import (
     EngineConfig,
@@ -32,7 +33,6 @@ from llm_fsm.engine._turn import (
     _prune_transcript,
     _redact,
     _trace,
-    hand_off_declared,
 )
 from llm_fsm.errors import (
     ContextValidationError,
@@ -249,28 +249,6 @@ def set_context(
     _trace(instance, config, "operator_set_context", actor=actor, reason=reason, keys=[c.key for c in changes])
     instance.updated_at = now()
     return changes
-
-
-def _hand_off(instance: FSMInstance, reason: str, actor: str, config: EngineConfig) -> None:
-    instance.mode = "human"
-    instance.pending_cancel = False
-    instance.handoff = Handoff(reason=reason, actor=actor, since=now(), from_state=instance.current_state)
-    _trace(instance, config, "handoff", actor=actor, reason=reason, state=instance.current_state)
-
-
-def hand_off(instance: FSMInstance, reason: str, actor: str, config: EngineConfig) -> None:
-    """Give the conversation to a person: from now on turns record the user's messages and call no model.
-
-    Needs no definition, so an action's result (or any application code holding an instance) can call it.
-    """
-    check(instance, actor)
-    if instance.mode == "human" and instance.handoff is not None:
-        raise HandoffError(
-            f"conversation {instance.conversation_id} is already with a person "
-            f"(handed off by {instance.handoff.actor}: {instance.handoff.reason})"
-        )
-    _hand_off(instance, reason, actor, config)
-    instance.updated_at = now()
 
 
 def resume_bot(

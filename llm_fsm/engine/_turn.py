@@ -27,8 +27,9 @@ from llm_fsm.engine._data import (
     now,
 )
 from llm_fsm.engine._flows import find_paused, pop_flow, push_flow, resume_flow
+from llm_fsm.engine._handoff import hand_off_declared
 from llm_fsm.engine._hooks import HookEvent, make_event
-from llm_fsm.engine._instance import FSMInstance, Handoff
+from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._prompts import OPENING_MESSAGE, PromptBuilder
 from llm_fsm.engine._records import (
     ContextChange,
@@ -47,8 +48,6 @@ from llm_fsm.errors import BudgetExceededError, DefinitionError, FlowError, Inva
 
 DEFAULT_MAX_TRACE_EVENTS = 100
 DEFAULT_MAX_PROCESSED_MESSAGE_IDS = 100
-DEFINITION_ACTOR = "definition"
-"""The actor of a handoff that a state declared ``handoff: true`` made."""
 
 
 @dataclass(frozen=True)
@@ -174,19 +173,6 @@ def _hook(name: str, instance: FSMInstance, **fields: Any) -> CallHook:
         name,
         lambda: make_event(name, data=data, conversation_id=conversation_id, fsm_id=fsm_id, state=state, **fields),
     )
-
-
-def hand_off_declared(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig) -> bool:
-    """Hand the conversation to a person when its state is declared ``handoff: true`` (and the bot has it)."""
-    state = definition.states.get(instance.current_state)
-    if state is None or not state.handoff or instance.mode != "bot" or instance.ended:
-        return False
-    instance.mode = "human"
-    instance.pending_cancel = False
-    reason = f"state {state.id!r} hands off"
-    instance.handoff = Handoff(reason=reason, actor=DEFINITION_ACTOR, since=now(), from_state=state.id)
-    _trace(instance, config, "handoff", actor=DEFINITION_ACTOR, reason=reason, state=state.id)
-    return True
 
 
 def _policy(
