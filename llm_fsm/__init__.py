@@ -20,6 +20,7 @@ from llm_fsm._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from llm_fsm._stream import StreamEvent
+    from llm_fsm.actions import ActionCall, ActionRegistry
     from llm_fsm.definition._keys import KeyDeclaration
     from llm_fsm.definition._model import (
         FSMDefinition,
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from llm_fsm.engine._transitions import decide
     from llm_fsm.engine._turn import EngineConfig, TurnOutcome
     from llm_fsm.errors import (
+        ActionError,
+        ActionNotRegisteredError,
         ConcurrentUpdateError,
         ContextError,
         ContextTooLargeError,
@@ -96,6 +99,10 @@ _EXPORTS: dict[str, str] = {
     "FSMError": "llm_fsm.errors",
     "FSMInstance": "llm_fsm.engine._instance",
     "FSMManager": "llm_fsm.manager",
+    "ActionCall": "llm_fsm.actions",
+    "ActionError": "llm_fsm.errors",
+    "ActionNotRegisteredError": "llm_fsm.errors",
+    "ActionRegistry": "llm_fsm.actions",
     "HandoffError": "llm_fsm.errors",
     "HookError": "llm_fsm.errors",
     "HookEvent": "llm_fsm.engine._hooks",
@@ -162,6 +169,10 @@ __all__ = [
     "FSMError",
     "FSMInstance",
     "FSMManager",
+    "ActionCall",
+    "ActionError",
+    "ActionNotRegisteredError",
+    "ActionRegistry",
     "HandoffError",
     "HookError",
     "HookEvent",

@@ -187,6 +187,20 @@ class HookError(FSMError):
         super().__init__(f"hook {hook!r} failed: {type(cause).__name__}: {cause}")
 
 
+class ActionError(FSMError):
+    """An action a state declares failed and its ``on_error`` is ``fail`` (or could not be applied); the turn
+    was not applied. ``action`` is the registered name, ``state`` the state declaring it."""
+
+    def __init__(self, message: str, *, action: str, state: str | None = None) -> None:
+        super().__init__(message)
+        self.action = action
+        self.state = state
+
+
+class ActionNotRegisteredError(ActionError):
+    """A definition calls an action no function is registered for (``manager.actions.register``)."""
+
+
 class DefinitionChangedError(FSMError):
     """The definition a conversation started on has changed since (strict policy)."""
 
@@ -264,6 +278,8 @@ class UsageError(FSMError, ValueError):
 
 
 __all__ = [
+    "ActionError",
+    "ActionNotRegisteredError",
     "ConcurrentUpdateError",
     "ContextError",
     "BudgetExceededError",

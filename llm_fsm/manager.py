@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from llm_fsm._locking import FairLock
 from llm_fsm._operator_api import OperatorAPI
 from llm_fsm._threads import run_blocking
+from llm_fsm.actions import ActionFunction, ActionRegistry
 from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
+from llm_fsm.engine._actions import ActionMemo, CallAction, registered_names
 from llm_fsm.engine._context import apply_update
 from llm_fsm.engine._data import (
     DEFAULT_MAX_CONTEXT_BYTES,
@@ -61,6 +63,7 @@ from llm_fsm.engine._turn import (
 )
 from llm_fsm.engine._values import KeyPolicy
 from llm_fsm.errors import (
+    ActionNotRegisteredError,
     ConcurrentUpdateError,
     ConversationEndedError,
     DefinitionChangedError,
@@ -151,7 +154,15 @@ class FSMManager(OperatorAPI):
         definition_recheck_seconds: float = 1.0,
         max_concurrent_turns: int = DEFAULT_MAX_CONCURRENT_TURNS,
         telemetry: Telemetry | None = None,
+        actions: ActionRegistry | Mapping[str, ActionFunction] | None = None,
     ) -> None:
+        self.actions = ActionRegistry()
+        """The functions the definitions' actions call, by name (``manager.actions.register(name, fn)``)."""
+        if isinstance(actions, ActionRegistry):
+            self.actions.update(actions)
+        elif actions:
+            for name, function in actions.items():
+                self.actions.register(name, function)
         self.telemetry = telemetry
         """OpenTelemetry spans and metrics (``llm_fsm.telemetry``); None emits and imports nothing."""
         self.fsm_loader = fsm_loader
@@ -416,6 +427,11 @@ class FSMManager(OperatorAPI):
                 "save conversation %s (expected version %s)", effect.instance.conversation_id, effect.expected_version
             )
             return self.store.save(effect.instance, **self._save_args(effect.expected_version))
+        if isinstance(effect, CallAction):
+            result = self.actions.call(effect)
+            if self.telemetry is not None:
+                self.telemetry.action(effect, result)
+            return result
         if isinstance(effect, LoadFlow):
             return self._resolve_flow(effect.declaration, effect.parent)
         if isinstance(effect, LoadDefinition):
@@ -447,6 +463,11 @@ class FSMManager(OperatorAPI):
                 "save conversation %s (expected version %s)", effect.instance.conversation_id, effect.expected_version
             )
             return await self._astore("save", effect.instance, **self._save_args(effect.expected_version))
+        if isinstance(effect, CallAction):
+            result = await self.actions.acall(effect)
+            if self.telemetry is not None:
+                self.telemetry.action(effect, result)
+            return result
         if isinstance(effect, LoadFlow):
             reference = resolve_flow_reference(effect.declaration.definition, effect.parent.source)
             return reference, await self._aload_definition(reference)
@@ -531,12 +552,23 @@ class FSMManager(OperatorAPI):
         definition = yield LoadDefinition(fsm_id)
         if isinstance(fsm_id, FSMDefinition):
             self._given_definitions[definition.name] = definition
+        self._check_actions(definition)
         instance = self._new_instance(fsm_id, definition, user_id, room_id)
         outcome = yield from run_opening(
             definition, instance, self.prompt_builder, self.config, initial_context, schema_sent=self._schema_sent()
         )
         yield SaveConversation(instance, None)
         return instance.conversation_id, outcome.reply
+
+    def _check_actions(self, definition: FSMDefinition) -> None:
+        """A conversation whose definition calls unregistered actions would fail mid-way: refuse it at the start."""
+        missing = sorted(registered_names(definition) - set(self.actions.names()))
+        if missing:
+            raise ActionNotRegisteredError(
+                f"{definition.name!r} calls actions no function is registered for: {', '.join(missing)} "
+                "(manager.actions.register(name, function); llm-fsm commands take --actions module:registry)",
+                action=missing[0],
+            )
 
     def start_conversation(
         self,
@@ -595,7 +627,11 @@ class FSMManager(OperatorAPI):
     def _turn(
         self, conversation_id: str, message: str, message_id: str | None, user_id: str | None, room_id: str | None
     ) -> Generator[Any, Any, TurnOutcome]:
-        """Load, run the turn, save with compare-and-set; on a lost race, run it again on the new version."""
+        """Load, run the turn, save with compare-and-set; on a lost race, run it again on the new version.
+
+        The attempts share one action memo: an action that ran in a lost attempt is not called again.
+        """
+        memo: ActionMemo = {}
         for attempt in range(self.max_save_retries + 1):
             instance = yield LoadConversation(conversation_id, user_id, room_id, message_id)
             expected = instance.version
@@ -622,6 +658,7 @@ class FSMManager(OperatorAPI):
                     self.config,
                     message_id=message_id,
                     schema_sent=self._schema_sent(),
+                    action_memo=memo,
                 )
             try:
                 yield SaveConversation(instance, expected)

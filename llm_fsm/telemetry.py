@@ -65,6 +65,9 @@ class Telemetry:
         self.store_duration = meter.create_histogram(
             "llm_fsm.store.duration", unit="s", description="Store load and save duration"
         )
+        self.action_duration = meter.create_histogram(
+            "llm_fsm.action.duration", unit="s", description="Duration of the actions states declare, by outcome"
+        )
 
     # --- turns ---------------------------------------------------------------------------------
 
@@ -152,6 +155,28 @@ class Telemetry:
             self.model_duration.record(time.perf_counter() - started, attributes)
             for kind, count in recorder.tokens.items():
                 self.tokens.record(count, {**attributes, "gen_ai.token.type": kind})
+
+    # --- actions ----------------------------------------------------------------------------------
+
+    def action(self, effect: Any, result: Any) -> None:
+        """One action call as a span (a child of the turn) and a duration: it is the application's backend
+        call, and often the slow part of a turn. Inputs and outputs are not recorded (they are user data)."""
+        ended = time.time_ns()
+        started = ended - int(result.duration_ms * 1_000_000)
+        outcome = "timeout" if result.timed_out else ("error" if result.error else "ok")
+        attributes = {
+            "llm_fsm.action.name": effect.call.name,
+            "llm_fsm.action.when": effect.call.when,
+            "llm_fsm.state": effect.call.state,
+            "llm_fsm.action.outcome": outcome,
+        }
+        span = self.tracer.start_span(f"llm_fsm.action {effect.call.name}", attributes=attributes, start_time=started)
+        if result.error:
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, outcome))
+        span.end(end_time=ended)
+        self.action_duration.record(
+            result.duration_ms / 1000, {"llm_fsm.action.name": effect.call.name, "llm_fsm.action.outcome": outcome}
+        )
 
     # --- store operations -------------------------------------------------------------------------
 

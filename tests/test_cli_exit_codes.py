@@ -61,6 +61,8 @@ POLICY = {
     "InvalidTransitionError": EXIT_FINDINGS,
     "ConversationEndedError": EXIT_FINDINGS,
     "ConcurrentUpdateError": EXIT_FINDINGS,
+    "ActionError": EXIT_FINDINGS,
+    "ActionNotRegisteredError": EXIT_UNREADABLE,
 }
 
 

@@ -29,6 +29,8 @@ from typing import Any
 import click
 
 from llm_fsm.errors import (
+    ActionError,
+    ActionNotRegisteredError,
     BudgetExceededError,
     ConcurrentUpdateError,
     ContextError,
@@ -43,6 +45,15 @@ from llm_fsm.errors import (
 )
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE = 0, 1, 2
+
+#: ``--actions``: where the functions a definition's actions call come from (chat, run, test, serve)
+actions_option = click.option(
+    "--actions",
+    "actions",
+    metavar="MODULE:NAME",
+    default=None,
+    help="The ActionRegistry (or dict of functions) the definition's actions call: module:name or file.py:name.",
+)
 
 LINT_SUFFIXES = (".json", ".yaml", ".yml")
 
@@ -61,6 +72,7 @@ RUN_FAILURES: tuple[type[FSMError], ...] = (
     ConversationEndedError,
     ConcurrentUpdateError,
     BudgetExceededError,  # the conversation spent its budget: the run started and could not go on
+    ActionError,  # a backend call a state declares failed with on_error: fail
 )
 
 EXIT_CODE_HELP = """\b
@@ -88,6 +100,8 @@ def recordings_note(recordings: Sequence[str | os.PathLike[str]]) -> list[str]:
 
 def exit_code_for(error: BaseException) -> int:
     """The exit code of an error that stopped a command (see the module docstring)."""
+    if isinstance(error, ActionNotRegisteredError):
+        return EXIT_UNREADABLE  # a setup problem (no --actions registry), not a failed run
     if isinstance(error, RUN_FAILURES):
         return EXIT_FINDINGS
     return EXIT_UNREADABLE

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import click
 
-from llm_fsm.cli._app import EXIT_FINDINGS, GuardedCommand
+from llm_fsm.cli._app import EXIT_FINDINGS, GuardedCommand, actions_option
 from llm_fsm.engine._records import LLMRequest, TurnRecord
 from llm_fsm.engine._values import masked
 from llm_fsm.errors import (
@@ -217,19 +217,42 @@ def describe_turn(record: TurnRecord) -> str:
     return f"{where} {verdict.kind}: {verdict.reason}"
 
 
+def describe_actions(record: TurnRecord) -> list[str]:
+    """One line per action the turn ran: which, its outcome and time, and what a failure did."""
+    lines = []
+    for action in record.actions:
+        line = f"  action {action.call} ({action.when} {action.state}): {action.outcome}"
+        if action.outcome != "skipped":
+            line += f", {action.duration_ms:.0f} ms"
+        if action.error:
+            line += f" — {action.error}" + (f" → on_error {action.on_error}" if action.on_error else "")
+        lines.append(line)
+    return lines
+
+
 def explain_text(record: TurnRecord) -> str:
     """The explain record as indented JSON, for people."""
     return json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False)
 
 
-def _manager(model: str | None, store: Any, temperature: float | None, show_prompt: bool, *, fsm_loader: Any) -> Any:
+def _manager(
+    model: str | None,
+    store: Any,
+    temperature: float | None,
+    show_prompt: bool,
+    *,
+    fsm_loader: Any,
+    actions: str | None = None,
+) -> Any:
+    from llm_fsm.actions import load_registry
     from llm_fsm.manager import FSMManager
 
+    registry = load_registry(actions) if actions else None
     llm = make_llm(model, temperature=temperature)
     if show_prompt:
         llm = _PromptEcho(llm, click.echo)
     extra = {"fsm_loader": fsm_loader} if fsm_loader is not None else {}
-    return FSMManager(llm_interface=llm, store=store, **extra)
+    return FSMManager(llm_interface=llm, store=store, actions=registry, **extra)
 
 
 def definition_location(definition: str) -> str:
@@ -298,6 +321,8 @@ def _print_turn(
     if quiet:
         return
     record = manager.explain(conversation_id, **owner.kwargs)
+    for line in describe_actions(record):
+        click.echo(click.style(line, dim=True))
     click.echo(click.style(describe_turn(record), dim=True))
     if explain:
         click.echo(explain_text(record))
@@ -323,6 +348,7 @@ def chat_loop(
     messages: Iterable[str] | None = None,
     quiet: bool = False,
     owner: Owner = Owner(),
+    actions: str | None = None,
 ) -> ChatSession:
     """Run a conversation: interactive when ``messages`` is None.
 
@@ -338,7 +364,7 @@ def chat_loop(
         with _looking_up(resume, owner):
             instance = opened.load(resume, **mine)
         loader, note = resume_loader(definition, instance)
-    manager = _manager(model, opened, temperature, show_prompt, fsm_loader=loader)
+    manager = _manager(model, opened, temperature, show_prompt, fsm_loader=loader, actions=actions)
     if resume and instance is not None:
         conversation_id = resume
         if note:
@@ -424,6 +450,7 @@ def _owner_options(func: Any) -> Any:
     "(stored as an absolute path) or a file with the same content.",
 )
 @_owner_options
+@actions_option
 @click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
 @click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
 @click.option("--temperature", type=float, default=None)
@@ -434,6 +461,7 @@ def chat_command(
     resume: str | None,
     user_id: str | None,
     room_id: str | None,
+    actions: str | None,
     explain: bool,
     show_prompt: bool,
     temperature: float | None,
@@ -461,6 +489,7 @@ def chat_command(
         show_prompt=show_prompt,
         temperature=temperature,
         owner=Owner(user_id, room_id),
+        actions=actions,
     )
 
 
@@ -476,6 +505,7 @@ def chat_command(
     help="One user message per line ('-' for stdin).",
 )
 @_owner_options
+@actions_option
 @click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
 @click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
 @click.option("--temperature", type=float, default=None)
@@ -488,6 +518,7 @@ def run_command(
     input_file: TextIO,
     user_id: str | None,
     room_id: str | None,
+    actions: str | None,
     explain: bool,
     show_prompt: bool,
     temperature: float | None,
@@ -513,6 +544,7 @@ def run_command(
         temperature=temperature,
         messages=messages,
         owner=Owner(user_id, room_id),
+        actions=actions,
     )
     if session.failed_turns:
         ctx.exit(EXIT_FINDINGS)

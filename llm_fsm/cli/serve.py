@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from llm_fsm.cli._app import GuardedCommand
+from llm_fsm.cli._app import GuardedCommand, actions_option
 from llm_fsm.cli.chat import MODEL_ENV, _store_url, make_llm
 from llm_fsm.errors import UsageError
 
@@ -42,6 +42,8 @@ class ServeSettings:
     max_body_bytes: int = 64 * 1024
     rate_limit: float = 600.0
     rate_burst: int | None = None
+    actions: str | None = None
+    """``module:name`` of the ActionRegistry the definitions' actions call (imported in every worker)."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -61,14 +63,28 @@ def is_loopback(host: str) -> bool:
         return False  # a name other than localhost may resolve anywhere
 
 
+def _absolute_actions(spec: str | None) -> str | None:
+    """A ``file.py:name`` spec made absolute, so workers started elsewhere import the same file."""
+    if not spec:
+        return None
+    target, _, name = spec.rpartition(":")
+    if target.endswith(".py") and os.path.exists(target):
+        return f"{os.path.abspath(target)}:{name}"
+    return spec
+
+
 def build_app(settings: ServeSettings) -> Any:
     """The ASGI app for ``settings``: a manager on the store and model, and ``create_app`` over it."""
+    from llm_fsm.actions import load_registry
     from llm_fsm.manager import FSMManager
     from llm_fsm.server import KeyRing, create_app
     from llm_fsm.stores import open_store
 
     keys = KeyRing.load(settings.keys_file)
-    manager = FSMManager(llm_interface=make_llm(settings.model), store=open_store(_store_url(settings.store)))
+    registry = load_registry(settings.actions) if settings.actions else None
+    manager = FSMManager(
+        llm_interface=make_llm(settings.model), store=open_store(_store_url(settings.store)), actions=registry
+    )
     return create_app(
         manager,
         settings.definitions,
@@ -138,6 +154,7 @@ def _server_modules() -> Any:
     metavar="KEY",
     help="Print the SHA-256 of KEY for a keys file and exit ('-': read it from stdin, out of the shell history).",
 )
+@actions_option
 def serve_command(
     definitions: tuple[str, ...],
     store: str | None,
@@ -151,6 +168,7 @@ def serve_command(
     rate_limit: float,
     log_level: str,
     key_to_hash: str | None,
+    actions: str | None,
 ) -> None:
     """Serve DEFINITIONS (files or folders) over HTTP: JSON under /v1, OpenAPI at /docs.
 
@@ -196,6 +214,7 @@ def serve_command(
         cors_origins=list(cors_origins),
         max_body_bytes=max_body_bytes,
         rate_limit=rate_limit,
+        actions=_absolute_actions(actions),
     )
     app = build_app(settings)  # every check now, in this process: a mistake exits 2 before anything listens
     if not keys:

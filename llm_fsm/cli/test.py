@@ -16,7 +16,15 @@ from typing import Any
 
 import click
 
-from llm_fsm.cli._app import EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, GuardedCommand, _fail, recordings_note
+from llm_fsm.cli._app import (
+    EXIT_CLEAN,
+    EXIT_FINDINGS,
+    EXIT_UNREADABLE,
+    GuardedCommand,
+    _fail,
+    actions_option,
+    recordings_note,
+)
 from llm_fsm.scripting._runner import ConversationResult, TurnResult
 from llm_fsm.scripting._suite import SuiteReport, display_path, run_suite
 
@@ -186,6 +194,7 @@ def _percentage(ctx: click.Context, param: click.Parameter, value: float | None)
     metavar="TEXT",
     help="Run only conversations whose 'script::name' contains TEXT.",
 )
+@actions_option
 @click.option("--verbose", "-v", is_flag=True, help="Also print each user message and reply.")
 @click.pass_context
 def test_command(
@@ -199,6 +208,7 @@ def test_command(
     replay_dir: str | None,
     show_coverage: bool,
     match: str | None,
+    actions: str | None,
     verbose: bool,
 ) -> None:
     """Run conversation scripts (*.conv.yaml) against their definitions.
@@ -218,7 +228,19 @@ def test_command(
     # an error that stops the run (a model that is not configured, a JUnit file that cannot be written)
     # reaches the guard, which applies the CLI's exit-code policy
     ctx.exit(
-        _run(paths, model, temperature, junit_path, min_coverage, record_dir, replay_dir, show_coverage, match, verbose)
+        _run(
+            paths,
+            model,
+            temperature,
+            junit_path,
+            min_coverage,
+            record_dir,
+            replay_dir,
+            show_coverage,
+            match,
+            verbose,
+            actions,
+        )
     )
 
 
@@ -233,6 +255,7 @@ def _run(
     show_coverage: bool,
     match: str | None,
     verbose: bool,
+    actions: str | None = None,
 ) -> int:
     if model and replay_dir:
         click.echo("error: --replay answers from recordings; it cannot be combined with --model", err=True)
@@ -252,8 +275,20 @@ def _run(
         for line in format_result(result, verbose=verbose):
             click.echo(line)
 
+    registry = None
+    if actions:
+        from llm_fsm.actions import load_registry
+
+        registry = load_registry(actions)
     report = run_suite(
-        paths, llm=llm, model_label=label, record_dir=record_dir, replay_dir=replay_dir, on_result=show, match=match
+        paths,
+        llm=llm,
+        model_label=label,
+        record_dir=record_dir,
+        replay_dir=replay_dir,
+        on_result=show,
+        match=match,
+        actions=registry,
     )
     for error in report.errors:
         click.echo(f"ERROR {error}", err=True)

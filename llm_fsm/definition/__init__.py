@@ -7,6 +7,7 @@ Pure: no file system, no model, no store. Reading files is ``llm_fsm.loading``'s
 
 from __future__ import annotations
 
+from llm_fsm.definition._actions import ActionDeclaration
 from llm_fsm.definition._documents import ParsedDocument, Path, format_path, parse_text
 from llm_fsm.definition._graph import (
     Edge,
@@ -28,6 +29,7 @@ from llm_fsm.definition._model import (
 from llm_fsm.definition._schema import build_schema, render_schema
 
 __all__ = [
+    "ActionDeclaration",
     "Confirmation",
     "Edge",
     "FSMDefinition",

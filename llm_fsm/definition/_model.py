@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from llm_fsm.definition._actions import ActionDeclaration
 from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.errors import StateNotFoundError
 from llm_fsm.logic._guards import Guard, compile_guard
@@ -201,6 +202,13 @@ class State(_Model):
     confirmation: Confirmation | None = Field(
         default=None, description="Makes this state a confirmation step (yes / no / change a value)."
     )
+    actions: list[ActionDeclaration] | None = Field(
+        default=None,
+        description=(
+            "Backend calls the engine makes in this state (registered by the application): when, with which "
+            "context values, where the results go, and what a failure does. The model never calls them."
+        ),
+    )
     auto_advance: StrictBool = Field(
         default=True,
         description=(
@@ -359,6 +367,7 @@ class FSMDefinition(_Model):
 
 
 __all__ = [
+    "ActionDeclaration",
     "Confirmation",
     "KeyDeclaration",
     "DEFAULT_PRIORITY",

@@ -170,6 +170,13 @@ class FSMInstance(_Data):
             "the next turn's confirm or cancel ends it, anything else clears this."
         ),
     )
+    action_runs: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "`collected` actions of the current state that have run: action key → fingerprint of the inputs they "
+            "ran with, so each runs once per visit and again only when an input changes. Cleared on leaving."
+        ),
+    )
     usage: Usage = Field(default_factory=Usage, description="Model calls, tokens and cost of the conversation so far.")
     archive_outbox: list[dict[str, str]] = Field(
         default_factory=list,
@@ -216,6 +223,7 @@ class FSMInstance(_Data):
             turns=list(self.turns),
             trace=list(self.trace),
             processed_messages=dict(self.processed_messages),
+            action_runs=dict(self.action_runs),
             flow_stack=[_replace(f, data=copy_json(f.data)) for f in self.flow_stack],
             completed_flows=list(self.completed_flows),
             flow_output_mapping=dict(self.flow_output_mapping),

@@ -134,6 +134,7 @@ VerdictKind = Literal[
     "flow_cancelled",  # the active sub-flow was cancelled; the one below resumed
     "flow_completed",  # the active sub-flow reached a terminal state; the one below resumed
     "conversation_cancelled",  # the root flow was cancelled: the conversation ended as cancelled
+    "action_error",  # an action the state declares failed, and its on_error named the state to go to
     "cancel_pending",  # a cancel that would end the conversation was asked to be confirmed; nothing ended yet
     "conversation_restarted",  # a cancel at the root went back to the initial state (on_cancel: restart)
     "human_mode",  # a person has the conversation: the message was recorded, no model was called
@@ -153,7 +154,7 @@ class Verdict(_Data):
     @property
     def moved(self) -> bool:
         """A transition inside the active flow was taken."""
-        return self.kind in ("proposal_accepted", "guarded_override", "guarded_fallback", "chained")
+        return self.kind in ("proposal_accepted", "guarded_override", "guarded_fallback", "chained", "action_error")
 
 
 class ContextChange(_Data):
@@ -227,6 +228,28 @@ class Usage(_Data):
             self.cost_usd += call.cost_usd
 
 
+ActionOutcome = Literal["ok", "error", "timeout", "skipped", "replayed"]
+
+
+class ActionRecord(_Data):
+    """One action a state declared, as the turn ran it (values of sensitive keys masked)."""
+
+    call: str
+    state: str
+    when: str
+    inputs: dict[str, Any] = Field(default_factory=dict, description="Argument name → value it was called with.")
+    outputs: dict[str, Any] = Field(default_factory=dict, description="Context path → value the result wrote.")
+    outcome: ActionOutcome = Field(
+        description=(
+            "ok; error or timeout (then on_error applied); skipped (an input had no value); replayed (the same "
+            "call's result reused when a turn runs again after losing a save race: the function ran once)."
+        )
+    )
+    error: str | None = None
+    on_error: str | None = Field(default=None, description="What the failure did: a state id, 'fail' or 'handoff'.")
+    duration_ms: float = 0.0
+
+
 class TurnRecord(_Data):
     """Everything one turn did, so any decision can be explained afterwards."""
 
@@ -250,6 +273,7 @@ class TurnRecord(_Data):
         ),
     )
     llm_calls: list[LLMCallRecord] = Field(default_factory=list)
+    actions: list[ActionRecord] = Field(default_factory=list, description="Actions the turn ran, in order.")
     reply: str
     started_at: float
     finished_at: float

@@ -17,6 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_fsm.definition._model import FlowDeclaration, FSMDefinition, State
+from llm_fsm.engine._actions import (
+    ActionMemo,
+    ActionScope,
+    ActionsRun,
+    CallAction,
+    arrive,
+    forget_visit,
+    redirect,
+    run_for,
+)
 from llm_fsm.engine._context import apply_update
 from llm_fsm.engine._data import (
     DEFAULT_MAX_COMPLETED_FLOWS,
@@ -139,7 +149,7 @@ class TurnOutcome:
     arrived in human mode (the person answers), or the bot's last reply for a turn that reached a handoff state."""
 
 
-Effect = CallLLM | CallHook | LoadFlow | LoadDefinition | Decided | AwaitMessage
+Effect = CallLLM | CallHook | LoadFlow | LoadDefinition | Decided | AwaitMessage | CallAction
 TurnGenerator = Generator[Effect, Any, TurnOutcome]
 
 
@@ -388,8 +398,9 @@ def run_opening(
     initial_context: Any = None,
     *,
     schema_sent: bool = False,
+    action_memo: ActionMemo | None = None,
 ) -> TurnGenerator:
-    """Create-time work: initial context, ``on_start``, and the model's opening message.
+    """Create-time work: initial context, ``on_start``, the initial state's actions, and the model's opening message.
 
     ``schema_sent`` (here and in ``run_turn``): the LLM interface sends the reply
     schema as ``response_format``, so prompts need no format example.
@@ -398,7 +409,16 @@ def run_opening(
     _trace(instance, config, "start", state=instance.current_state, fsm_id=instance.fsm_id)
     additions = yield _hook("on_start", instance)
     changes += _apply_application(definition, instance, additions, config, "on_start")
+    scope = _scope(config, None, action_memo)
     state = definition.get_state(instance.current_state)
+    started = yield from arrive(definition, instance, None, state, scope)
+    changes += started.changes
+    if started.failure is not None:
+        _, moved_changes, _ = yield from _move(
+            definition, instance, config, redirect(definition, started.failure, scope), OPENING_MESSAGE, scope
+        )
+        changes += moved_changes
+        state = definition.get_state(instance.current_state)
     result: LLMResult = yield CallLLM(
         _request(
             builder, definition, instance, state, OPENING_MESSAGE, "opening", allow_moves=False, schema_sent=schema_sent
@@ -729,8 +749,58 @@ def _took_guarded(definition: FSMDefinition, state_id: str, verdict: Verdict) ->
     return index is not None and 0 <= index < len(transitions) and transitions[index].is_guarded
 
 
+def _scope(config: EngineConfig, message_id: str | None, memo: ActionMemo | None) -> ActionScope:
+    return ActionScope(
+        message_id=message_id,
+        memo={} if memo is None else memo,
+        max_bytes=config.max_context_bytes,
+        max_trace_events=config.max_trace_events,
+    )
+
+
+def _move(
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    config: EngineConfig,
+    verdict: Verdict,
+    message: str,
+    scope: ActionScope,
+) -> Generator[Effect, Any, tuple[Verdict, list[ContextChange], bool]]:
+    """Take a move inside the active flow: the state, its trace event, ``on_transition``, and the actions of the
+    states left and entered. A failed action whose ``on_error`` names a state moves there instead (its source's
+    ``exit`` actions do not run). Returns the verdict that stands, the changes, and whether actions wrote anything.
+    """
+    changes: list[ContextChange] = []
+    wrote = False
+    while True:
+        source = instance.current_state
+        instance.current_state = verdict.target_state
+        _trace(
+            instance,
+            config,
+            "transition",
+            source=source,
+            target=verdict.target_state,
+            kind=verdict.kind,
+            reason=verdict.reason,
+        )
+        additions = yield _hook("on_transition", instance, message=message, previous_state=source, verdict=verdict)
+        changes += _apply_application(definition, instance, additions, config, "on_transition")
+        left = None if verdict.kind == "action_error" else definition.get_state(source)
+        if left is None:
+            forget_visit(instance, source)  # left without its exit actions, but left: a return visit runs them anew
+        arrived: ActionsRun = yield from arrive(
+            definition, instance, left, definition.get_state(verdict.target_state), scope
+        )
+        changes += arrived.changes
+        wrote = wrote or any(c.applied for c in arrived.changes)
+        if arrived.failure is None:
+            return verdict, changes, wrote
+        verdict = redirect(definition, arrived.failure, scope)
+
+
 def _chain(
-    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, message: str
+    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, message: str, scope: ActionScope
 ) -> Generator[Effect, Any, tuple[list[Verdict], list[ContextChange]]]:
     """Follow guarded transitions that already hold from the state the turn reached (forms filled in one turn).
 
@@ -755,25 +825,17 @@ def _chain(
             reason=f"from {state.id!r}: guarded transition to {verdict.target_state!r} already holds",
             transition_index=verdict.transition_index,
         )
-        steps.append(step)
-        visited.add(step.target_state)
-        instance.current_state = step.target_state
-        _trace(
-            instance,
-            config,
-            "transition",
-            source=state.id,
-            target=step.target_state,
-            kind="chained",
-            reason=step.reason,
-        )
-        additions = yield _hook("on_transition", instance, message=message, previous_state=state.id, verdict=step)
-        changes += _apply_application(definition, instance, additions, config, "on_transition")
+        taken, moved_changes, _ = yield from _move(definition, instance, config, step, message, scope)
+        steps.append(taken)
+        changes += moved_changes
+        visited.add(taken.target_state)
+        if taken.kind == "action_error":
+            break
     return steps, changes
 
 
 def _complete_finished_flows(
-    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig
+    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, message: str, scope: ActionScope
 ) -> Generator[Effect, Any, tuple[FSMDefinition, list[ContextChange], str | None]]:
     """While the active sub-flow sits in a terminal state, pop it and hand its outputs to its parent.
 
@@ -821,7 +883,15 @@ def _complete_finished_flows(
                 kind=verdict.kind,
                 reason=verdict.reason,
             )
+            source = definition.get_state(instance.current_state)
             instance.current_state = verdict.target_state
+            arrived = yield from arrive(definition, instance, source, definition.get_state(verdict.target_state), scope)
+            changes += arrived.changes
+            if arrived.failure is not None:
+                _, redirected_changes, _ = yield from _move(
+                    definition, instance, config, redirect(definition, arrived.failure, scope), message, scope
+                )
+                changes += redirected_changes
         note = (
             f"The sub-flow {finished.flow_name!r} has just finished"
             + (f" with results {sorted(finished.outputs)}" if finished.outputs else "")
@@ -839,8 +909,12 @@ def run_turn(
     *,
     message_id: str | None = None,
     schema_sent: bool = False,
+    action_memo: ActionMemo | None = None,
 ) -> TurnGenerator:
     """One user message: understand, update, decide, reply. Mutates ``instance`` (a disposable copy).
+
+    ``action_memo``: the driver passes the same dict to every attempt of one turn (a turn runs again when its
+    save loses a race), so an action's result is reused rather than the function called twice.
 
     Every message goes through the same understanding call; the model's ``intent``
     then routes it (digression, cancel, sub-flow start or resume, confirmation,
@@ -902,7 +976,16 @@ def run_turn(
             _trace(instance, config, "cancel_declined", state=state_before, intent=intent)
             route = "continue" if intent == "deny" else intent  # "no, don't cancel" is no answer to a read-back
 
-    if route == "digression":
+    # actions waiting for this state's data run before the decision, so its guards see their results
+    scope = _scope(config, message_id, action_memo)
+    collected = yield from run_for(definition, instance, state, "collected", scope)
+    changes += collected.changes
+    actions_wrote = any(c.applied for c in collected.changes)
+
+    if collected.failure is not None:
+        failed = redirect(definition, collected.failure, scope)
+        decision = _Decision(failed, note=_decision_note(failed, definition.get_state(failed.target_state)))
+    elif route == "digression":
         decision = _digression(definition, instance, config, state)
     elif route in ("cancel", "cancel_confirmed"):
         decision = yield from _cancel(definition, instance, config, state_before, confirmed=route == "cancel_confirmed")
@@ -924,32 +1007,41 @@ def run_turn(
     chained: list[Verdict] = []
 
     if verdict.moved:
-        instance.current_state = verdict.target_state
-        _trace(
-            instance,
-            config,
-            "transition",
-            source=state_before,
-            target=verdict.target_state,
-            kind=verdict.kind,
-            reason=verdict.reason,
-        )
-        additions = yield _hook(
-            "on_transition", instance, message=message, previous_state=state_before, verdict=verdict
-        )
-        changes += _apply_application(active, instance, additions, config, "on_transition")
-        if decision.definition is None and (
-            _took_guarded(definition, state_before, verdict) or any(c.applied for c in model_changes)
+        proposed = verdict
+        verdict, moved_changes, wrote = yield from _move(active, instance, config, verdict, message, scope)
+        changes += moved_changes
+        actions_wrote = actions_wrote or wrote
+        if verdict is not proposed:
+            note = _decision_note(verdict, active.get_state(verdict.target_state))
+        if (
+            decision.definition is None
+            and verdict.kind != "action_error"
+            and (
+                _took_guarded(definition, state_before, verdict)
+                or any(c.applied for c in model_changes)
+                or actions_wrote
+            )
         ):
-            chained, chain_changes = yield from _chain(active, instance, config, message)
+            chained, chain_changes = yield from _chain(active, instance, config, message, scope)
             changes += chain_changes
             if chained:
                 note = _decision_note(chained[-1], active.get_state(instance.current_state))
+    elif verdict.kind == "flow_started" and decision.definition is not None:
+        entered = yield from arrive(active, instance, None, active.get_state(instance.current_state), scope)
+        changes += entered.changes
+        if entered.failure is not None:
+            verdict, moved_changes, _ = yield from _move(
+                active, instance, config, redirect(active, entered.failure, scope), message, scope
+            )
+            changes += moved_changes
+            note = _decision_note(verdict, active.get_state(verdict.target_state))
     elif verdict.kind == "stay_rejected":
         _trace(instance, config, "rejection", proposal=proposal, intent=intent, reason=verdict.reason)
 
     if instance.status == "active":
-        active, output_changes, completion_note = yield from _complete_finished_flows(active, instance, config)
+        active, output_changes, completion_note = yield from _complete_finished_flows(
+            active, instance, config, message, scope
+        )
         changes += output_changes
         note = completion_note or note
 
@@ -1026,6 +1118,7 @@ def run_turn(
         verdict=verdict,
         chained=chained,
         llm_calls=calls,
+        actions=scope.records,
         reply=shown_reply,
         started_at=started,
         finished_at=now(),
@@ -1054,6 +1147,7 @@ def run_turn(
 
 __all__ = [
     "AwaitMessage",
+    "CallAction",
     "CallHook",
     "Decided",
     "CallLLM",

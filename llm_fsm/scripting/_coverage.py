@@ -41,6 +41,18 @@ class StateSite:
     visits: int = 0
 
 
+@dataclass
+class ActionSite:
+    """One action a state declares; called when a turn ran it (a skipped one does not count)."""
+
+    state: str
+    index: int
+    call: str
+    path: str
+    line: int | None
+    calls: int = 0
+
+
 def _percent(hit: int, total: int) -> float:
     return 100.0 if total == 0 else 100.0 * hit / total
 
@@ -54,6 +66,7 @@ class DefinitionCoverage:
     initial_state: str
     transitions: list[TransitionSite] = field(default_factory=list)
     states: list[StateSite] = field(default_factory=list)
+    actions: list[ActionSite] = field(default_factory=list)
     conversations: int = 0
 
     @classmethod
@@ -69,7 +82,20 @@ class DefinitionCoverage:
                 coverage.transitions.append(
                     TransitionSite(state_id, index, transition.target_state, format_path(parts), line(parts))
                 )
+            for index, action in enumerate(state.actions or ()):
+                parts = ("states", state_id, "actions", index)
+                coverage.actions.append(ActionSite(state_id, index, action.call, format_path(parts), line(parts)))
         return coverage
+
+    def call(self, records: Iterable[TurnRecord]) -> None:
+        """Count the actions the turns ran (by state and name: a state calling one name twice counts both)."""
+        for record in records:
+            for action in record.actions:
+                if action.outcome == "skipped":
+                    continue
+                for site in self.actions:
+                    if site.state == action.state and site.call == action.call:
+                        site.calls += 1
 
     def visit(self, state: str) -> None:
         for site in self.states:
@@ -97,6 +123,7 @@ class DefinitionCoverage:
                     source = step.target_state
             if record.state_after != record.state_before:
                 self.visit(record.state_after)
+        self.call(records)
 
     @property
     def transitions_hit(self) -> int:
@@ -113,6 +140,14 @@ class DefinitionCoverage:
     @property
     def state_percent(self) -> float:
         return _percent(self.states_visited, len(self.states))
+
+    @property
+    def actions_called(self) -> int:
+        return sum(1 for a in self.actions if a.calls)
+
+    @property
+    def missed_actions(self) -> list[ActionSite]:
+        return [a for a in self.actions if not a.calls]
 
     @property
     def missed_transitions(self) -> list[TransitionSite]:
@@ -155,28 +190,32 @@ class CoverageReport:
         if not self.definitions:
             return "coverage: no definitions"
 
-        def cells(name: str, conversations: int, hit: int, total: int, visited: int, states: int) -> tuple[str, ...]:
-            return (
-                name,
-                str(conversations),
-                f"{hit}/{total} {_percent(hit, total):4.0f}%",
-                f"{visited}/{states} {_percent(visited, states):4.0f}%",
-            )
-
-        rows: list[tuple[str, ...]] = [("definition", "conversations", "transitions", "states")]
-        for c in self.definitions.values():
-            rows.append(
-                cells(c.file, c.conversations, c.transitions_hit, len(c.transitions), c.states_visited, len(c.states))
-            )
         every = list(self.definitions.values())
+        with_actions = any(c.actions for c in every)
+
+        def cells(name: str, conversations: int, *counts: tuple[int, int]) -> tuple[str, ...]:
+            shown = counts if with_actions else counts[:2]
+            return (name, str(conversations), *(f"{hit}/{total} {_percent(hit, total):4.0f}%" for hit, total in shown))
+
+        header = ("definition", "conversations", "transitions", "states", "actions")
+        rows: list[tuple[str, ...]] = [header if with_actions else header[:4]]
+        for c in every:
+            rows.append(
+                cells(
+                    c.file,
+                    c.conversations,
+                    (c.transitions_hit, len(c.transitions)),
+                    (c.states_visited, len(c.states)),
+                    (c.actions_called, len(c.actions)),
+                )
+            )
         rows.append(
             cells(
                 "total",
                 sum(c.conversations for c in every),
-                sum(c.transitions_hit for c in every),
-                sum(len(c.transitions) for c in every),
-                sum(c.states_visited for c in every),
-                sum(len(c.states) for c in every),
+                (sum(c.transitions_hit for c in every), sum(len(c.transitions) for c in every)),
+                (sum(c.states_visited for c in every), sum(len(c.states) for c in every)),
+                (sum(c.actions_called for c in every), sum(len(c.actions) for c in every)),
             )
         )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -194,10 +233,13 @@ class CoverageReport:
             for s in c.missed_states:
                 where = f"{c.file}:{s.line}" if s.line else c.file
                 missed.append(f"  {where}  {s.path}  (state never visited)")
+            for a in c.missed_actions:
+                where = f"{c.file}:{a.line}" if a.line else c.file
+                missed.append(f"  {where}  {a.path}  {a.state}: {a.call}  (action never called)")
         if missed:
             lines.append("never exercised:")
             lines.extend(missed)
         return "\n".join(lines)
 
 
-__all__ = ["CoverageReport", "DefinitionCoverage", "StateSite", "TransitionSite"]
+__all__ = ["ActionSite", "CoverageReport", "DefinitionCoverage", "StateSite", "TransitionSite"]

@@ -27,7 +27,7 @@ from llm_fsm.engine._context import _MISSING, get_path, has_value
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult, TurnRecord
 from llm_fsm.engine._values import MASK
-from llm_fsm.errors import FSMError, LLMConfigurationError, LLMScriptExhaustedError
+from llm_fsm.errors import ActionNotRegisteredError, FSMError, LLMConfigurationError, LLMScriptExhaustedError
 from llm_fsm.llm._interface import LLMInterface
 from llm_fsm.llm.fakes import to_response
 from llm_fsm.scripting._scripts import (
@@ -345,7 +345,9 @@ def check_expectations(
 
 def _check_record(expect: Expectation, instance: FSMInstance, record: TurnRecord | None) -> list[str]:
     """The expectations read from the turn's explain record: refused keys, masked keys, chained states."""
-    wanted = [name for name in ("refused", "masked", "chained") if getattr(expect, name) is not None]
+    wanted = [
+        name for name in ("refused", "masked", "chained", "called", "not_called") if getattr(expect, name) is not None
+    ]
     if not wanted:
         return []
     if record is None:
@@ -382,7 +384,65 @@ def _check_record(expect: Expectation, instance: FSMInstance, record: TurnRecord
         through = [step.target_state for step in record.chained]
         if through != list(expect.chained):
             failures.append(f"chained: expected {_show(list(expect.chained))}, got {_show(through)}")
+    return failures + _check_actions(expect, record)
+
+
+def _check_actions(expect: Expectation, record: TurnRecord) -> list[str]:
+    """``called`` and ``not_called``, read from the turn's action records (a skipped action was not called)."""
+    failures: list[str] = []
+    called = [a for a in record.actions if a.outcome != "skipped"]
+    for name, inputs in (expect.called or {}).items():
+        calls = [a for a in called if a.call == name]
+        if not calls:
+            got = ", ".join(sorted({a.call for a in called})) or "no action"
+            failures.append(f"called.{name}: expected a call, got {got}")
+            continue
+        problems: list[str] = []
+        for call in calls:
+            problems = []
+            for key, expected in inputs.items():
+                value = call.inputs.get(key, _MISSING)
+                if isinstance(expected, Matcher):
+                    problem = match(expected, value, collected=value is not _MISSING and value not in (None, ""))
+                else:
+                    ok = value is not _MISSING and same_value(value, expected)
+                    problem = None if ok else f"expected {_show(expected)}"
+                if problem:
+                    problems.append(f"called.{name}.{key}: {problem}, got {_show(value)}")
+            if not problems:
+                break
+        failures += problems
+    for name in expect.not_called or ():
+        if any(a.call == name for a in called):
+            failures.append(f"not_called: {name} was called")
     return failures
+
+
+class ActionStubError(RuntimeError):
+    """What a stub written ``{raise: message}`` raises: the action fails, and its on_error applies."""
+
+
+class ActionStubs:
+    """The script's stubbed actions, registered on the conversation's manager; a turn may replace them."""
+
+    def __init__(self, stubs: Mapping[str, dict[str, Any]]) -> None:
+        self.table: dict[str, dict[str, Any]] = dict(stubs)
+
+    def register(self, registry: Any, names: Any) -> None:
+        for name in names:
+            registry.register(name, self._function(name))
+
+    def _function(self, name: str) -> Callable[..., Any]:
+        def stub(**inputs: Any) -> Any:
+            answer = self.table.get(name)
+            if answer is None:
+                raise ActionStubError(f"the script stubs {name!r} only from a later turn")
+            if "raise" in answer:
+                raise ActionStubError(answer["raise"])
+            return json.loads(json.dumps(answer))  # a fresh copy: the engine may keep what it is given
+
+        stub.__name__ = f"stub_{name}"
+        return stub
 
 
 # --- running one conversation -------------------------------------------------------------------
@@ -398,11 +458,13 @@ def run_conversation(
     llm: Any,
     *,
     load_definition: Callable[[str], FSMDefinition] | None = None,
+    actions: Any = None,
 ) -> ConversationResult:
     """Play one conversation through the real engine and check every turn's expectations.
 
     ``load_definition`` loads sub-flow definitions by the path the engine
-    resolved (default: ``load_fsm_definition``).
+    resolved (default: ``load_fsm_definition``). ``actions`` is the application's
+    ``ActionRegistry`` (``llm-fsm test --actions``); the script's stubs replace its functions.
     """
     from llm_fsm.engine._turn import EngineConfig
     from llm_fsm.loading import load_fsm_definition
@@ -422,6 +484,11 @@ def run_conversation(
         llm_interface=llm,
         store="memory://",
         config=EngineConfig(max_turn_records=max(50, len(conversation.turns) + 1)),
+        actions=actions,
+    )
+    stubs = ActionStubs(conversation.actions)
+    stubs.register(
+        manager.actions, {name for t in conversation.turns for name in t.spec.actions or {}} | set(stubs.table)
     )
     set_turn(llm, 0)
     try:
@@ -429,7 +496,10 @@ def run_conversation(
     except LLMConfigurationError:
         raise  # no model, no key: no later conversation can run either
     except FSMError as exc:
-        result.failures.append(f"the conversation could not start: {type(exc).__name__}: {exc}")
+        hint = ""
+        if isinstance(exc, ActionNotRegisteredError):
+            hint = "; or stub it in the script: actions: {name: {field: value}}"
+        result.failures.append(f"the conversation could not start: {type(exc).__name__}: {exc}{hint}")
         result.turns = [TurnResult(turn=t, skipped=True) for t in conversation.turns]
         result.seconds = time.perf_counter() - started
         return result
@@ -453,6 +523,7 @@ def run_conversation(
             )
             stop = True
             continue
+        stubs.table.update(turn.spec.actions or {})
         result.turns.append(_run_turn(manager, conversation_id, turn, llm, definition))
         stop = isinstance(result.turns[-1].error, _StopMarker)
     final = manager.get_instance(conversation_id)

@@ -164,6 +164,23 @@ def _matcher_or_value(value: Any) -> Any:
 ContextExpectation = Annotated[Any, BeforeValidator(_matcher_or_value)]
 
 
+def _action_stub(value: Any) -> Any:
+    """A stubbed action's answer: the result mapping itself, or ``{raise: "message"}`` to fail."""
+    if not isinstance(value, Mapping):
+        raise ValueError("an action stub is the result mapping (e.g. {status: shipped}) or {raise: message}")
+    if "raise" in value and (len(value) != 1 or not isinstance(value["raise"], str)):
+        raise ValueError("{raise: message} takes only the error message (a string)")
+    return dict(value)
+
+
+ActionStub = Annotated[dict[str, Any], BeforeValidator(_action_stub)]
+ActionStubs = dict[str, ActionStub]
+_STUBS_DESCRIPTION = (
+    "Stubbed actions: name → the result the action returns (a mapping), or {raise: message} to make it fail. "
+    "Turn-level stubs replace these from that turn on."
+)
+
+
 class Expectation(_Strict):
     """What must hold after a turn. Every field is optional; only what is given is checked."""
 
@@ -201,6 +218,13 @@ class Expectation(_Strict):
     mode: Literal["bot", "human"] | None = Field(
         default=None, description="Who has the conversation after the step: the bot, or a person (handed off)."
     )
+    called: dict[str, dict[str, ContextExpectation]] | None = Field(
+        default=None,
+        description=(
+            "Actions the turn called → the inputs each was called with (values or matchers; {} for any inputs)."
+        ),
+    )
+    not_called: list[str] | None = Field(default=None, description="Actions the turn must not have called.")
 
     @field_validator("reply", mode="before")
     @classmethod
@@ -250,6 +274,7 @@ class TurnSpec(_Strict):
             "default: the turn's message again."
         ),
     )
+    actions: ActionStubs | None = Field(default=None, description="Stubs that replace earlier ones from this turn on.")
     expect: Expectation = Field(default_factory=Expectation)
 
     @model_validator(mode="after")
@@ -266,6 +291,7 @@ class ConversationSpec(_Strict):
     description: str | None = None
     initial_context: dict[str, Any] | None = None
     opening: ModelReply | None = None
+    actions: ActionStubs | None = Field(default=None, description=_STUBS_DESCRIPTION)
     turns: list[TurnSpec] = Field(min_length=1)
 
 
@@ -277,6 +303,7 @@ class ScriptDocument(_Strict):
     description: str | None = None
     initial_context: dict[str, Any] | None = Field(default=None, description="Default for every conversation.")
     opening: ModelReply | None = Field(default=None, description="Default opening answer for every conversation.")
+    actions: ActionStubs | None = Field(default=None, description=_STUBS_DESCRIPTION + " (every conversation)")
     turns: list[TurnSpec] | None = None
     conversations: list[ConversationSpec] | None = None
 
@@ -314,6 +341,8 @@ class ScriptConversation:
     opening: ModelReply
     turns: tuple[ScriptTurn, ...]
     line: int | None
+    actions: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    """Stubbed actions at the start: the script's, then the conversation's own."""
 
     @property
     def label(self) -> str:
@@ -421,6 +450,7 @@ def _conversations(script: Script) -> Iterator[ScriptConversation]:
             opening=spec.opening or model.opening or DEFAULT_OPENING,
             turns=turns,
             line=doc.line_for(prefix) if prefix else 1,
+            actions={**(model.actions or {}), **(spec.actions or {})},
         )
 
 

@@ -90,6 +90,7 @@ def run_suite(
     replay_dir: str | os.PathLike[str] | None = None,
     on_result: Callable[[ConversationResult], None] | None = None,
     match: str | None = None,
+    actions: Any = None,
 ) -> SuiteReport:
     """Run every script under ``paths``.
 
@@ -161,7 +162,9 @@ def run_suite(
         def load_flow(reference: str) -> FSMDefinition:
             return definitions.get(Path(reference))[0]
 
-        result = run_conversation(conversation, definition, recorder or model, load_definition=load_flow)
+        result = run_conversation(
+            conversation, definition, recorder or model, load_definition=load_flow, actions=actions
+        )
         if recording is not None:
             result.failures.extend(f"replay: {line}" for line in compare(recording, result))
             if recording.get("definition_hash") not in (None, definition.content_hash):
@@ -202,12 +205,16 @@ def _count(
         if record is None:
             continue
         before, after = key_for(turn.definition_before), key_for(turn.definition_after)
+        for key in {before, after} - {None}:
+            assert key is not None
+            coverage[key].call([record])  # matches actions by state and name, so the other flow's are ignored
         verdict = record.verdict
         if before is not None:
             touched.add(before)
-            if verdict.moved and verdict.transition_index is not None:
-                coverage[before].take(record.state_before, verdict.transition_index)
-                if verdict.target_state != record.state_before:
+            if verdict.moved:
+                if verdict.transition_index is not None:
+                    coverage[before].take(record.state_before, verdict.transition_index)
+                if verdict.target_state != record.state_before:  # an action's on_error moves without a transition
                     coverage[before].visit(verdict.target_state)
                 # guarded transitions followed in the same turn run in the same flow, and count as taken
                 source = verdict.target_state

@@ -16,6 +16,8 @@ import logging
 from typing import Any
 
 from llm_fsm.errors import (
+    ActionError,
+    ActionNotRegisteredError,
     BudgetExceededError,
     ConcurrentUpdateError,
     ContextError,
@@ -90,6 +92,8 @@ _MAPPING: tuple[tuple[type[BaseException], int, str, bool], ...] = (
     (LLMProviderError, 503, "model_unavailable", False),
     (LLMResponseError, 502, "model_error", False),
     (InvalidTransitionError, 502, "invalid_transition", True),
+    (ActionNotRegisteredError, 500, "server_error", False),
+    (ActionError, 502, "action_failed", False),
 )
 
 _GENERIC = {
@@ -98,6 +102,7 @@ _GENERIC = {
     413: "too large",
     503: "a service the server needs is unavailable; try again later",
     502: "the model's answer could not be used; nothing was changed; try again",
+    "action_failed": "a backend call the conversation needs failed; nothing was changed; try again",
 }
 
 
@@ -116,7 +121,7 @@ def api_error_for(error: BaseException, *, conversation_id: str | None = None) -
             elif shown:
                 message = (str(error).splitlines() or [code])[0]
             else:
-                message = _GENERIC.get(status, code.replace("_", " "))
+                message = _GENERIC.get(code) or _GENERIC.get(status, code.replace("_", " "))
             headers = {"Retry-After": "1"} if status in (503,) or code == "concurrent_update" else None
             return ApiError(status, code, message, headers=headers)
     if isinstance(error, FSMError):
@@ -155,6 +160,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "server_error": (500, "a server-side failure: a definition, a hook, a flow (logged)"),
     "model_error": (502, "the model's answer could not be used after re-asks; nothing changed"),
     "invalid_transition": (502, "strict mode: the model proposed a transition that is not allowed"),
+    "action_failed": (502, "an action the state declares failed (on_error: fail); nothing changed"),
     "model_unavailable": (503, "the model provider failed the call (rate limit, timeout, outage)"),
     "model_not_configured": (503, "the server has no usable model configuration"),
     "store_unavailable": (503, "the conversation store cannot be reached; nothing was written"),

@@ -208,3 +208,20 @@ def test_hook_error_is_a_server_side_failure() -> None:
     from llm_fsm.server._errors import api_error_for
 
     assert api_error_for(HookError("after_turn", RuntimeError("x"))).status == 500
+
+
+def test_a_failed_action_is_502_action_failed_without_the_backends_text() -> None:
+    from llm_fsm.errors import ActionError
+    from llm_fsm.server._errors import api_error_for
+
+    error = api_error_for(ActionError("action 'lookup' failed: db.internal:5432 refused", action="lookup"))
+    assert (error.status, error.code) == (502, "action_failed")
+    assert "db.internal" not in error.message
+
+
+def test_an_action_with_no_registered_function_is_a_server_error() -> None:
+    from llm_fsm.errors import ActionNotRegisteredError
+    from llm_fsm.server._errors import api_error_for
+
+    error = api_error_for(ActionNotRegisteredError("no function for 'lookup'", action="lookup"))
+    assert (error.status, error.code) == (500, "server_error")

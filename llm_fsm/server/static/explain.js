@@ -87,6 +87,27 @@ export function renderTurn(record) {
       : el("p", { className: "note" }, "None (no transition was evaluated this turn)."),
     el("h4", {}, "Context changes"),
     contextChanges(record.context_changes),
+    ...(record.actions && record.actions.length
+      ? [
+          el("h4", {}, "Actions"),
+          el(
+            "ul",
+            { className: "actions" },
+            record.actions.map((a) =>
+              el(
+                "li",
+                { dataset: { outcome: a.outcome } },
+                `${a.call} (${a.when}, ${a.state}): `,
+                el("strong", {}, a.outcome),
+                a.outcome === "skipped" ? "" : ` · ${a.duration_ms.toFixed(0)} ms`,
+                Object.keys(a.inputs).length ? ` · inputs ${JSON.stringify(a.inputs)}` : "",
+                Object.keys(a.outputs).length ? ` · wrote ${JSON.stringify(a.outputs)}` : "",
+                a.error ? el("span", { className: "error" }, ` — ${a.error}${a.on_error ? ` (on_error: ${a.on_error})` : ""}`) : null,
+              ),
+            ),
+          ),
+        ]
+      : []),
     el("h4", {}, "Model calls"),
     el(
       "ul",
