@@ -247,3 +247,14 @@ def test_the_async_operator_methods_do_what_the_sync_ones_do() -> None:
         "resume_bot",
     ]
     assert fsm.get_current_state(cid) == "confirm"
+
+
+def test_a_forced_move_forgets_the_collected_actions_run_in_the_state_left() -> None:
+    from llm_fsm.engine import _operator as ops
+    from llm_fsm.engine._instance import FSMInstance
+    from llm_fsm.engine._turn import EngineConfig
+    from llm_fsm.loading import load_fsm_definition
+
+    instance = FSMInstance(fsm_id=SUPPORT, current_state="collect_order", action_runs={"collect_order#0": "f"})
+    ops.force_state(load_fsm_definition(SUPPORT), instance, "greeting", "back", "alice", EngineConfig())
+    assert instance.action_runs == {}

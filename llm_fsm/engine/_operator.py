@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
+from llm_fsm.engine._actions import forget_visit
 from llm_fsm.engine._context import apply_update
 from llm_fsm.engine._data import now
 from llm_fsm.engine._flows import map_keys
@@ -63,6 +64,13 @@ def _state(definition: FSMDefinition, state: str) -> None:
         )
 
 
+def _leave(instance: FSMInstance, state: str) -> None:
+    """Leaving ``state`` by an operator's move: its ``collected`` actions run anew on a return visit, as after any
+    move. No action is *called* by an operator's change: it repairs a conversation, and a backend call (a booking
+    placed on ``enter``) is not a side effect a repair should have; the next turn runs what the state declares."""
+    forget_visit(instance, state)
+
+
 def _enter(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state: str, actor: str) -> None:
     """Arrive in ``state`` as a turn would: a declared handoff hands off, a terminal state of the root ends.
 
@@ -95,6 +103,7 @@ def force_state(
         )
     source = instance.current_state
     _trace(instance, config, "operator_force_state", actor=actor, reason=reason, source=source, target=state)
+    _leave(instance, source)
     _enter(definition, instance, config, state, actor)
 
 
@@ -278,6 +287,7 @@ def resume_bot(
     instance.handoff = None
     _trace(instance, config, "resume_bot", actor=actor, reason=reason, source=source, target=state or source)
     if state is not None and state != source:
+        _leave(instance, source)
         instance.current_state = state
         instance.consecutive_digressions = 0
         if definition.get_state(state).is_terminal:

@@ -553,6 +553,7 @@ def _restart(definition: FSMDefinition, instance: FSMInstance, config: EngineCon
     cleared = sorted(k for k in data if k not in kept and not str(k).startswith("_"))
     for key in cleared:
         del data[key]
+    forget_visit(instance, state_before)
     instance.current_state = definition.initial_state
     instance.consecutive_digressions = 0
     _trace(
