@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from llm_fsm.engine._context import apply_update
     from llm_fsm.engine._hooks import HookEvent, Hooks
     from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
+    from llm_fsm.engine._messages import MessageLimits
     from llm_fsm.engine._prompts import PromptBuilder
     from llm_fsm.engine._records import (
         LLMRequest,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
         FSMError,
         HandoffError,
         HookError,
+        InvalidMessageError,
         InvalidTransitionError,
         LLMConfigurationError,
         LLMResponseError,
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
         StoreUnavailableError,
         TurnNotFoundError,
         UnknownStateError,
+        UnsupportedContentError,
     )
     from llm_fsm.llm._interface import LLMInterface
     from llm_fsm.llm._litellm import LiteLLMInterface
@@ -105,6 +108,9 @@ _EXPORTS: dict[str, str] = {
     "ActionRegistry": "llm_fsm.actions",
     "HandoffError": "llm_fsm.errors",
     "HookError": "llm_fsm.errors",
+    "InvalidMessageError": "llm_fsm.errors",
+    "MessageLimits": "llm_fsm.engine._messages",
+    "UnsupportedContentError": "llm_fsm.errors",
     "HookEvent": "llm_fsm.engine._hooks",
     "Hooks": "llm_fsm.engine._hooks",
     "InvalidTransitionError": "llm_fsm.errors",
@@ -177,6 +183,7 @@ __all__ = [
     "HookError",
     "HookEvent",
     "Hooks",
+    "InvalidMessageError",
     "InvalidTransitionError",
     "LLMConfigurationError",
     "LLMInterface",
@@ -187,6 +194,7 @@ __all__ = [
     "LiteLLMInterface",
     "LogicBudgetError",
     "LogicError",
+    "MessageLimits",
     "MessageTooLargeError",
     "OperatorError",
     "OperatorFlowError",
@@ -207,6 +215,7 @@ __all__ = [
     "TurnNotFoundError",
     "UnknownStateError",
     "TurnRecord",
+    "UnsupportedContentError",
     "Verdict",
     "__version__",
     "apply_update",

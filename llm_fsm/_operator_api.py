@@ -20,10 +20,11 @@ from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine import _operator as ops
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._turn import LoadDefinition, LoadFlow
-from llm_fsm.errors import ConcurrentUpdateError, ConversationNotFoundError, OperatorError
+from llm_fsm.errors import ConcurrentUpdateError, ConversationNotFoundError, InvalidMessageError, OperatorError
 
 if TYPE_CHECKING:
     from llm_fsm._locking import FairLock
+    from llm_fsm.engine._messages import UserMessage
     from llm_fsm.engine._turn import EngineConfig
     from llm_fsm.manager import FSMManager
     from llm_fsm.stores import ConversationStore, ConversationSummary
@@ -52,7 +53,7 @@ class OperatorAPI:
         def _drive(self, generator: Generator[Any, Any, _R]) -> _R: ...
         async def _adrive(self, generator: Generator[Any, Any, _R]) -> _R: ...
         def _checked(self, instance: FSMInstance, definition: FSMDefinition) -> FSMDefinition: ...
-        def _check_message(self, message: Any, message_id: Any = None) -> str: ...
+        def _check_message(self, message: Any, message_id: Any = None, metadata: Any = None) -> UserMessage: ...
         def get_instance(
             self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
         ) -> FSMInstance: ...
@@ -167,12 +168,14 @@ class OperatorAPI:
         return change
 
     def _post(self, text: str, actor: str, message_id: str | None) -> Change[Any]:
-        text = self._check_message(text, message_id)
+        if not isinstance(text, str):  # a person's reply is text; images go through the application's channel
+            raise InvalidMessageError(f"an operator message is text, not {type(text).__name__}")
+        text = self._check_message(text, message_id).text
 
         def change(instance: FSMInstance) -> Generator[Any, Any, Any]:
             if message_id is not None and message_id in instance.processed_messages:
                 return _UNCHANGED  # a retried delivery: recorded once
-            ops.operator_message(instance, text, actor, self.config)
+            ops.operator_message(instance, text, actor, self.config, message_id=message_id)
             if message_id is not None:
                 instance.processed_messages[message_id] = ""
                 while len(instance.processed_messages) > self.config.max_processed_message_ids:

@@ -94,6 +94,12 @@ class ActionRegistry:
     def names(self) -> list[str]:
         return sorted(self._functions)
 
+    def get(self, name: str) -> ActionFunction | None:
+        """The function registered under ``name`` (``fsm-lint --actions`` compares its parameters with the inputs
+        a definition declares)."""
+        found = self._functions.get(name)
+        return found.function if found is not None else None
+
     def update(self, other: ActionRegistry) -> None:
         """Take every function of ``other`` (``FSMManager(actions=...)`` and ``llm-fsm --actions`` use it)."""
         self._functions.update(other._functions)

@@ -178,6 +178,14 @@ class MessageTooLargeError(InvalidMessageError):
     """A user message is larger than the configured hard limit."""
 
 
+class UnsupportedContentError(InvalidMessageError):
+    """A message carries content the conversation's model cannot read (images for a text-only model).
+
+    Raised before the turn starts: no model is called and nothing is saved. ``LiteLLMInterface(vision=True)``
+    tells the engine that a model litellm does not know reads images.
+    """
+
+
 class HookError(FSMError):
     """An application hook raised; the turn was not applied."""
 
@@ -315,5 +323,6 @@ __all__ = [
     "StoreUnavailableError",
     "TurnNotFoundError",
     "UnknownStateError",
+    "UnsupportedContentError",
     "UsageError",
 ]

@@ -39,6 +39,7 @@ from llm_fsm.engine._data import (
 )
 from llm_fsm.engine._hooks import HookFunction, Hooks, run_async, run_sync
 from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
+from llm_fsm.engine._messages import MessageLimits, UserMessage, check_message, entry_view
 from llm_fsm.engine._operator import human_turn
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import (
@@ -72,9 +73,9 @@ from llm_fsm.errors import (
     InvalidMessageError,
     LLMConfigurationError,
     LLMResponseError,
-    MessageTooLargeError,
     StateNotFoundError,
     TurnNotFoundError,
+    UnsupportedContentError,
     UsageError,
 )
 from llm_fsm.loading import load_fsm_definition, resolve_flow_reference
@@ -88,7 +89,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_INPUT_CHARS = 20_000
-"""A user message longer than this is refused with MessageTooLargeError before any model call."""
+"""A user message longer than this (a message of content parts: its text parts together) is refused with
+MessageTooLargeError before any model call."""
 
 DEFAULT_MAX_CONCURRENT_TURNS = 100
 """Async turns in flight per event loop; more wait in arrival order.
@@ -155,6 +157,7 @@ class FSMManager(OperatorAPI):
         max_concurrent_turns: int = DEFAULT_MAX_CONCURRENT_TURNS,
         telemetry: Telemetry | None = None,
         actions: ActionRegistry | Mapping[str, ActionFunction] | None = None,
+        message_limits: MessageLimits | None = None,
     ) -> None:
         self.actions = ActionRegistry()
         """The functions the definitions' actions call, by name (``manager.actions.register(name, fn)``)."""
@@ -171,6 +174,8 @@ class FSMManager(OperatorAPI):
         self.max_history_size = max_history_size
         self.max_message_length = max_message_length
         self.max_input_chars = max_input_chars
+        self.message_limits = message_limits or MessageLimits()
+        """Images per message, image URL sizes, what of a ``data:`` URL is stored, metadata size."""
         self.max_save_retries = max_save_retries
         self.on_definition_change = on_definition_change
         self.config = config or EngineConfig(max_context_bytes=max_context_bytes, strict=strict)
@@ -607,25 +612,26 @@ class FSMManager(OperatorAPI):
         """
         return bool(getattr(self.llm_interface, "sends_reply_schema", False))
 
-    def _check_message(self, message: Any, message_id: Any = None) -> str:
-        """Refuse before any model call what no store could keep: nothing of the turn is saved."""
-        if not isinstance(message, str):
-            raise InvalidMessageError(f"message must be a string, not {type(message).__name__}")
-        if has_lone_surrogate(message):
-            raise InvalidMessageError(
-                "message is not valid Unicode text (it holds half of a UTF-16 surrogate pair); "
-                "decode the client's bytes as UTF-8 before passing them"
-            )
+    def _check_message(self, message: Any, message_id: Any = None, metadata: Any = None) -> UserMessage:
+        """Refuse before any model call what no store could keep or the model could not read: nothing is saved."""
         if message_id is not None and (not isinstance(message_id, str) or has_lone_surrogate(message_id)):
             raise InvalidMessageError("message_id must be a string of valid Unicode text")
-        if len(message) > self.max_input_chars:
-            raise MessageTooLargeError(
-                f"message has {len(message)} characters; the limit is {self.max_input_chars} (max_input_chars)"
+        user = check_message(message, max_chars=self.max_input_chars, metadata=metadata, limits=self.message_limits)
+        llm = self.llm_interface
+        if user.images and llm is not None and not getattr(llm, "reads_images", False):
+            raise UnsupportedContentError(
+                f"the message carries {user.images} image(s) and {_model_name(llm)} does not read images; send text, "
+                "or use a model that reads images (LiteLLMInterface(..., vision=True) for one litellm does not know)"
             )
-        return message
+        return user
 
     def _turn(
-        self, conversation_id: str, message: str, message_id: str | None, user_id: str | None, room_id: str | None
+        self,
+        conversation_id: str,
+        message: UserMessage,
+        message_id: str | None,
+        user_id: str | None,
+        room_id: str | None,
     ) -> Generator[Any, Any, TurnOutcome]:
         """Load, run the turn, save with compare-and-set; on a lost race, run it again on the new version.
 
@@ -674,85 +680,101 @@ class FSMManager(OperatorAPI):
     def process_message(
         self,
         conversation_id: str,
-        message: str,
+        message: str | list[dict[str, Any]],
         message_id: str | None = None,
         *,
         user_id: str | None = None,
         room_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> str:
         """Run one turn and return the reply. A repeated ``message_id`` returns the stored reply.
+
+        ``message`` is text, or content parts in litellm's format (text and ``image_url`` parts) for a model that
+        reads images; the text parts joined by newlines are the text the engine reasons with. ``metadata`` (a small
+        JSON object: channel ids, attachments) is stored with the message and returned by
+        ``get_conversation_history``. Anything the engine cannot take raises ``InvalidMessageError`` (or a child)
+        before any model call, and nothing is saved.
 
         While a person has the conversation (``hand_off``, or a state declared ``handoff: true``) the message
         is recorded, no model is called and the reply is ``""``: the person answers (``post_operator_message``).
         """
-        return self.process_turn(conversation_id, message, message_id, user_id=user_id, room_id=room_id).reply
+        return self.process_turn(
+            conversation_id, message, message_id, user_id=user_id, room_id=room_id, metadata=metadata
+        ).reply
 
     def process_turn(
         self,
         conversation_id: str,
-        message: str,
+        message: str | list[dict[str, Any]],
         message_id: str | None = None,
         *,
         user_id: str | None = None,
         room_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> TurnOutcome:
         """``process_message`` returning the whole outcome: reply, turn record, state reached, ended.
 
         Saves a server or a channel adapter a second load to learn where the turn went. For a repeated
         ``message_id`` the record is None and the state is the conversation's current one.
         """
-        message = self._check_message(message, message_id)
+        user = self._check_message(message, message_id, metadata)
         with self._lock_for(conversation_id):  # the with statement keeps the weakly registered lock alive
             if self.telemetry is None:
-                return self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
+                return self._drive(self._turn(conversation_id, user, message_id, user_id, room_id))
             with self.telemetry.turn(conversation_id) as span:
-                outcome = self._drive(self._turn(conversation_id, message, message_id, user_id, room_id))
+                outcome = self._drive(self._turn(conversation_id, user, message_id, user_id, room_id))
                 self.telemetry.turn_done(span, outcome)
                 return outcome
 
     async def aprocess_message(
         self,
         conversation_id: str,
-        message: str,
+        message: str | list[dict[str, Any]],
         message_id: str | None = None,
         *,
         user_id: str | None = None,
         room_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> str:
         """Run one turn and return the reply, awaiting the conversation's lock without holding a thread.
 
         Turns on one conversation run in arrival order; a duplicate ``message_id`` waits for the
         first delivery and returns its stored reply, with no second model call.
         """
-        return (await self.aprocess_turn(conversation_id, message, message_id, user_id=user_id, room_id=room_id)).reply
+        outcome = await self.aprocess_turn(
+            conversation_id, message, message_id, user_id=user_id, room_id=room_id, metadata=metadata
+        )
+        return outcome.reply
 
     async def aprocess_turn(
         self,
         conversation_id: str,
-        message: str,
+        message: str | list[dict[str, Any]],
         message_id: str | None = None,
         *,
         user_id: str | None = None,
         room_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> TurnOutcome:
         """The async twin of ``process_turn``."""
-        message = self._check_message(message, message_id)
+        user = self._check_message(message, message_id, metadata)
         async with self._lock_for(conversation_id), self._turn_slot():  # lock first: a slot never waits for a lock
             if self.telemetry is None:
-                return await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
+                return await self._adrive(self._turn(conversation_id, user, message_id, user_id, room_id))
             with self.telemetry.turn(conversation_id) as span:
-                outcome = await self._adrive(self._turn(conversation_id, message, message_id, user_id, room_id))
+                outcome = await self._adrive(self._turn(conversation_id, user, message_id, user_id, room_id))
                 self.telemetry.turn_done(span, outcome)
                 return outcome
 
     def astream_message(
         self,
         conversation_id: str,
-        message: str,
+        message: str | list[dict[str, Any]],
         message_id: str | None = None,
         *,
         user_id: str | None = None,
         room_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Run one turn and stream it: ``state`` once decided, ``token`` events with the reply's text, ``done``.
 
@@ -764,8 +786,8 @@ class FSMManager(OperatorAPI):
         """
         from llm_fsm._stream import stream_turn
 
-        message = self._check_message(message, message_id)
-        generator = self._turn(conversation_id, message, message_id, user_id, room_id)
+        user = self._check_message(message, message_id, metadata)
+        generator = self._turn(conversation_id, user, message_id, user_id, room_id)
         return stream_turn(self, generator, self._lock_for(conversation_id), self._turn_slot(), conversation_id)
 
     recoverable_errors = _RECOVERABLE
@@ -825,17 +847,21 @@ class FSMManager(OperatorAPI):
 
     def get_conversation_history(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> list[dict[str, str]]:
-        """The full transcript, including messages the store archived."""
-        return self.store.transcript(conversation_id, user_id=user_id, room_id=room_id)
+    ) -> list[dict[str, Any]]:
+        """The full transcript, oldest first, messages the store archived included.
+
+        One dict per message, with the same keys for every message: ``role`` (``user``, ``assistant`` or
+        ``operator``), ``text``, ``id`` (the ``message_id`` a user message came with, a generated ``msg_…``
+        otherwise), ``at`` (epoch seconds), ``metadata`` (``{}`` when none was given) and ``parts`` (the content
+        parts as stored, None for plain text). ``id`` and ``at`` are None for messages stored before they existed.
+        """
+        return [entry_view(entry) for entry in self.store.transcript(conversation_id, user_id=user_id, room_id=room_id)]
 
     async def aget_conversation_history(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> list[dict[str, str]]:
-        history: list[dict[str, str]] = await self._astore(
-            "transcript", conversation_id, user_id=user_id, room_id=room_id
-        )
-        return history
+    ) -> list[dict[str, Any]]:
+        entries = await self._astore("transcript", conversation_id, user_id=user_id, room_id=room_id)
+        return [entry_view(entry) for entry in entries]
 
     def explain(
         self, conversation_id: str, turn: int = -1, *, user_id: str | None = None, room_id: str | None = None

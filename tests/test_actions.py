@@ -640,3 +640,28 @@ def test_returning_to_a_state_after_an_action_error_runs_its_collected_action_ag
     manager.process_message(cid, "try again please")
     assert calls == ["A-17", "A-17"]
     assert manager.get_current_state(cid) == "shipped"
+
+
+def test_a_reply_written_before_an_action_ran_is_written_again_with_its_results() -> None:
+    model = Model()
+    definition = order_bot(
+        ask=state(
+            "ask",
+            {"target_state": "support", "description": "s", "conditions": status_is("lost")},
+            required_context_keys=["order_id"],
+            actions=[LOOKUP],
+        )
+    )
+    manager = manager_with(definition, model, lookup_order=lambda order_id: {"status": "packed", "eta": "Friday"})
+    cid, _ = manager.start_conversation("orders")
+    reply = manager.process_message(cid, "A-17")
+    assert manager.get_current_state(cid) == "ask"  # nothing moved: only the results are new
+    assert reply == "regenerate reply"
+    assert "order.status, order.eta" in model.prompts[-1] and "Friday" in model.prompts[-1]
+
+
+def test_a_turn_whose_actions_wrote_nothing_keeps_the_models_reply() -> None:
+    definition = order_bot({**LOOKUP, "outputs": None})
+    manager = manager_with(definition, lookup_order=lambda order_id: None)
+    cid, _ = manager.start_conversation("orders")
+    assert manager.process_message(cid, "A-17") == "turn reply"

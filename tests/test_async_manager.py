@@ -83,7 +83,7 @@ def run(coroutine: Any, timeout: float = 30.0) -> Any:
 
 
 def user_messages(manager: FSMManager, cid: str) -> list[str]:
-    return [m["user"] for m in manager.get_conversation_history(cid) if "user" in m]
+    return [m["text"] for m in manager.get_conversation_history(cid) if m["role"] == "user"]
 
 
 # --- no deadlock, arrival order ------------------------------------------------------------------
@@ -223,7 +223,7 @@ class SyncOnlyStore:
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> list[dict[str, str]]:
+    ) -> list[dict[str, Any]]:
         return self.inner.transcript(conversation_id, user_id=user_id, room_id=room_id)
 
     def close(self) -> None:
@@ -288,7 +288,7 @@ def test_every_reading_and_changing_method_has_an_async_twin_that_agrees() -> No
 
     out = run(main())
     assert out["state"] == "talk" and out["data"]["plan"] == "gold"
-    assert [m for m in out["history"] if "user" in m] == [{"user": "hi"}]
+    assert [m["text"] for m in out["history"] if m["role"] == "user"] == ["hi"]
     assert out["explain"] == "stay" and out["trace"] > 0 and out["instance"]
     assert out["definition"] == "loop" and out["listed"] == [out["cid"]]
     assert out["valid"] == (True, None) and out["ended"] and out["deleted"]

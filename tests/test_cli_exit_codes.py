@@ -58,6 +58,7 @@ POLICY = {
     "RecordTooLargeError": EXIT_FINDINGS,
     "MessageTooLargeError": EXIT_FINDINGS,
     "InvalidMessageError": EXIT_FINDINGS,
+    "UnsupportedContentError": EXIT_FINDINGS,
     "InvalidTransitionError": EXIT_FINDINGS,
     "ConversationEndedError": EXIT_FINDINGS,
     "ConcurrentUpdateError": EXIT_FINDINGS,

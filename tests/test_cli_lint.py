@@ -255,7 +255,7 @@ def test_the_size_limit_can_be_raised(tmp_path: Path) -> None:
 def test_an_unexpected_failure_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import llm_fsm.lint
 
-    def explode(doc: Any) -> Any:
+    def explode(doc: Any, **options: Any) -> Any:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(llm_fsm.lint._linter, "lint_document", explode)

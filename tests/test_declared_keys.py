@@ -191,7 +191,8 @@ def test_a_refused_value_makes_the_reply_ask_again_with_the_declared_message() -
     regenerate = [r for r in model.requests if r.purpose == "regenerate"]
     assert len(regenerate) == 1
     assert "That doesn't look like an email address." in regenerate[0].system_prompt
-    assert manager.get_conversation_history(cid)[-1] == {"assistant": "regenerate reply"}
+    last = manager.get_conversation_history(cid)[-1]
+    assert (last["role"], last["text"]) == ("assistant", "regenerate reply")
 
 
 def test_a_turn_with_only_valid_values_needs_no_second_call() -> None:
@@ -331,7 +332,7 @@ def test_no_model_output_stores_a_value_that_fails_its_declaration(update: dict[
         assert check(declaration, value) is None, (key, value)
         assert declaration.writable_by == "model"
         if declaration.is_grounded:
-            assert Grounding([said or "x", manager.get_conversation_history(cid)[0]["assistant"]]).supports(value)
+            assert Grounding([said or "x", manager.get_conversation_history(cid)[0]["text"]]).supports(value)
 
 
 # --- the model is constrained by the same declarations --------------------------------------------------

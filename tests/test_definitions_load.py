@@ -173,7 +173,10 @@ def test_yaml_example_points_editors_at_the_repository_schema(path: Path) -> Non
     assert referenced == SCHEMA_FILE.resolve()
 
 
-# --- the seed's example is kept verbatim -------------------------------------------------------
+# --- the seed's example is kept verbatim, as test data -----------------------------------------
+#: definitions/customer_support_router.json looks the customer's tier up by an action; the seed's own
+#: example, which expects the application to pass the tier in initial_context, is kept here
+SEED_ROUTER = REPO_ROOT / "tests" / "data" / "seed" / "customer_support_router.json"
 
 
 def _seed_example_json() -> str:
@@ -187,14 +190,21 @@ def _seed_example_json() -> str:
     return match.group(1)
 
 
-def test_customer_support_router_is_the_seed_example_verbatim() -> None:
-    ours = (DEFINITIONS_DIR / "customer_support_router.json").read_text(encoding="utf-8")
+def test_the_seed_router_copy_is_the_seed_example_verbatim() -> None:
+    ours = SEED_ROUTER.read_text(encoding="utf-8")
     assert ours == _seed_example_json()
 
 
-def test_customer_support_router_equals_the_seed_example_as_data() -> None:
-    ours = json.loads((DEFINITIONS_DIR / "customer_support_router.json").read_text(encoding="utf-8"))
+def test_the_seed_router_copy_equals_the_seed_example_as_data() -> None:
+    ours = json.loads(SEED_ROUTER.read_text(encoding="utf-8"))
     assert ours == json.loads(_seed_example_json())
+
+
+def test_the_shipped_router_keeps_the_seeds_states_and_routes() -> None:
+    """definitions/ has the router that looks the customer up; it must still be the seed's graph."""
+    seed = FSMDefinition.model_validate(json.loads(SEED_ROUTER.read_text(encoding="utf-8")))
+    shipped = _load(DEFINITIONS_DIR / "customer_support_router.json")
+    assert _edges(shipped) == _edges(seed)
 
 
 # --- the personal-information form keeps the shape the benchmarks rely on -----------------------
@@ -231,33 +241,57 @@ def test_personal_information_form_offers_a_way_back_from_confirmation_to_correc
 
 # --- every example declares its keys -------------------------------------------------------------
 
-#: kept byte for byte equal to the seed's example (above), which predates declarations
-UNDECLARED_BY_DESIGN = {"customer_support_router.json"}
-DECLARING_FILES = [p for p in DEFINITION_FILES if p.name not in UNDECLARED_BY_DESIGN]
-
 
 def _keys_used(definition: FSMDefinition) -> set[str]:
-    """Top-level keys a state collects, a condition requires, or the application provides."""
+    """Top-level keys a state collects, a condition requires, an action reads or writes, or the application provides."""
     paths = set(definition.application_context_keys or ()) | set(definition.protected_context_keys or ())
     for state in definition.states.values():
         paths |= set(state.required_context_keys or ())
+        for action in state.actions or ():
+            paths |= set(action.input_paths) | set(action.output_paths)
         for transition in state.transitions:
             for condition in transition.conditions or ():
                 paths |= set(condition.requires_context_keys or ())
-    return {path.split(".")[0] for path in paths}
+    return paths
 
 
-@pytest.mark.parametrize("path", DECLARING_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", DEFINITION_FILES, ids=lambda p: p.name)
 def test_example_declares_every_key_it_collects_requires_or_is_given(path: Path) -> None:
     definition = _load(path)
     assert definition.context_keys, f"{path.name} declares no context_keys"
-    assert _keys_used(definition) <= set(definition.context_keys)
+    assert [path for path in sorted(_keys_used(definition)) if not definition.is_declared_path(path)] == []
 
 
-@pytest.mark.parametrize("path", DECLARING_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", DEFINITION_FILES, ids=lambda p: p.name)
 def test_example_keys_the_application_provides_are_not_writable_by_the_model(path: Path) -> None:
     definition = _load(path)
     provided = {k.split(".")[0] for k in definition.application_context_keys or ()}
     assert {k for k in provided if definition.context_keys and k in definition.context_keys} <= (
         definition.application_only_keys
     )
+
+
+@pytest.mark.parametrize("path", DEFINITION_FILES, ids=lambda p: p.name)
+def test_example_action_outputs_are_keys_only_the_application_writes(path: Path) -> None:
+    """A backend's answer (a price, a tier, a free slot) must not be something the model can write too."""
+    definition = _load(path)
+    outputs = {p for state in definition.states.values() for a in state.actions or () for p in a.output_paths}
+    assert {p for p in outputs if p not in definition.application_only_keys} == set()
+
+
+@pytest.mark.parametrize("path", DEFINITION_FILES, ids=lambda p: p.name)
+def test_example_action_failures_lead_to_states_the_graph_reaches_anyway(path: Path) -> None:
+    """on_error is a way out, not a hidden edge: the state it names is one a conversation can reach without it."""
+    definition = _load(path)
+    reachable = _walk(definition.initial_state, _edges(definition))
+    targets = {a.on_error for s in definition.states.values() for a in s.actions or () if a.on_error != "fail"}
+    assert targets <= reachable
+
+
+@pytest.mark.parametrize("path", DEFINITION_FILES, ids=lambda p: p.name)
+def test_example_action_inputs_are_keys_a_state_collects(path: Path) -> None:
+    """An action runs once its inputs have values: an input no state asks for would never be there."""
+    definition = _load(path)
+    collected = {k for s in definition.states.values() for k in s.required_context_keys or ()}
+    inputs = {p for s in definition.states.values() for a in s.actions or () for p in a.input_paths}
+    assert inputs - collected == set()

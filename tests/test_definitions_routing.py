@@ -204,3 +204,59 @@ def test_personal_form_cannot_end_without_confirmation() -> None:
 @pytest.mark.parametrize(("drink", "expected"), [("latte", "choose_milk"), ("tea", "confirm_order")])
 def test_coffee_order_asks_for_milk_only_for_milk_drinks(drink: str, expected: str) -> None:
     assert _next_state("coffee_order.yaml", "take_order", {"drink": drink, "size": "large"}) == expected
+
+
+# --- routing on what an action returned (outputs the application writes) -------------------------
+
+ROUTER = "customer_support_router.json"
+
+
+@pytest.mark.parametrize(
+    ("customer", "expected"),
+    [
+        ({"tier": "premium", "lifetime_value": 10}, "premium_support"),
+        ({"tier": "standard", "lifetime_value": 5001}, "premium_support"),
+        ({"tier": "standard", "lifetime_value": 5000}, "standard_support"),
+        ({"tier": "standard", "lifetime_value": 0}, "standard_support"),
+    ],
+)
+def test_router_routes_on_the_tier_and_lifetime_value_the_lookup_wrote(customer: dict[str, Any], expected: str) -> None:
+    context = {"customer_id": "C-1001", "customer": customer}
+    assert _next_state(ROUTER, "greeting", context) == expected
+
+
+def test_router_waits_at_the_greeting_until_the_customer_was_looked_up() -> None:
+    assert _next_state(ROUTER, "greeting", {"customer_id": "C-1001"}, proposal="premium_support") == "greeting"
+
+
+def test_router_model_cannot_send_a_standard_customer_to_premium_support() -> None:
+    context = {"customer_id": "C-2002", "customer": {"tier": "standard", "lifetime_value": 300}}
+    assert _next_state(ROUTER, "greeting", context, proposal="premium_support") == "standard_support"
+
+
+def test_router_premium_billing_issue_goes_to_the_billing_team() -> None:
+    context = {"issue": {"description": "charged twice", "category": "billing"}}
+    assert _next_state(ROUTER, "premium_support", context, proposal="general_resolution") == "billing_issues"
+
+
+RESTAURANT = "restaurant_booking.yaml"
+TIME_GIVEN = {"party_size": 2, "booking_date": "2025-06-20", "booking_time": "20:00"}
+
+
+def test_restaurant_a_full_slot_keeps_the_guest_choosing_a_time() -> None:
+    context = {**TIME_GIVEN, "slot_available": False}
+    assert _next_state(RESTAURANT, "collect_time", context, proposal="collect_name") == "collect_time"
+
+
+def test_restaurant_a_free_slot_moves_on_to_the_name() -> None:
+    assert _next_state(RESTAURANT, "collect_time", {**TIME_GIVEN, "slot_available": True}) == "collect_name"
+
+
+def test_restaurant_a_time_the_calendar_has_not_checked_does_not_move_on() -> None:
+    assert _next_state(RESTAURANT, "collect_time", TIME_GIVEN, proposal="collect_name") == "collect_time"
+
+
+def test_coffee_order_is_not_placed_without_the_tills_price() -> None:
+    context = {"drink": "tea", "size": "small", "order_confirmed": True}
+    assert _next_state("coffee_order.yaml", "confirm_order", context, proposal="order_placed") == "confirm_order"
+    assert _next_state("coffee_order.yaml", "confirm_order", {**context, "price": 2.0}) == "order_placed"

@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "baseline"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from llm_fsm.definition import FSMDefinition  # noqa: E402 - after the benchmarks folder is on the path
+from llm_fsm.engine._messages import entry_role, entry_text  # noqa: E402
 from llm_fsm.lint import lint_data  # noqa: E402
 from llm_fsm.manager import FSMManager  # noqa: E402
 
@@ -301,7 +302,10 @@ def test_the_engine_keeps_the_datasets_system_turns_in_its_transcript(dataset: P
     wrapper.reply, oracle.turn = dialogue.turns[0].system_reply, dialogue.turns[0]
     assert manager.process_message(conversation_id, dialogue.turns[0].utterance) == dialogue.turns[0].system_reply
     exchanges = manager.get_instance(conversation_id).context.conversation.exchanges
-    assert exchanges[-2:] == [{"user": dialogue.turns[0].utterance}, {"assistant": dialogue.turns[0].system_reply}]
+    assert [(entry_role(m), entry_text(m)) for m in exchanges[-2:]] == [
+        ("user", dialogue.turns[0].utterance),
+        ("assistant", dialogue.turns[0].system_reply),
+    ]
     assert opening == dst_engines.GREETING
 
 

@@ -289,3 +289,56 @@ def test_without_extras_the_diagrams_are_unchanged() -> None:
     graph = graph_from_document(data)
     for fmt in RENDERERS:
         assert "flow" not in render(graph, fmt) and "confirmation:" not in render(graph, fmt)
+
+
+# --- actions ----------------------------------------------------------------------------------------
+
+
+def with_actions() -> dict[str, Any]:
+    data = doc({"ask": ["done"], "done": [], "support": []}, initial="ask", name="Orders")
+    data["states"]["ask"]["actions"] = [
+        {"call": "lookup_order", "inputs": {"id": "order_id"}, "on_error": "support"},
+        {"call": "greet", "when": "enter"},
+    ]
+    return data
+
+
+def test_extras_read_each_state_s_actions_with_when_and_on_error() -> None:
+    extras = extras_from_document(with_actions())
+    assert [a.summary() for a in extras.actions["ask"]] == [
+        "⚙ lookup_order (collected, on error → support)",
+        "⚙ greet (enter)",
+    ]
+
+
+def test_text_lists_a_state_s_actions_under_it() -> None:
+    data = with_actions()
+    out = render(graph_from_document(data), "text", extras_from_document(data))
+    assert (
+        "ask  [initial]\n  -> done  (ask to done; priority 100)\n  ⚙ lookup_order (collected, on error → support)\n  ⚙ greet (enter)\n"
+        in out
+    )
+
+
+def test_mermaid_notes_a_state_s_actions_with_escaped_text() -> None:
+    data = with_actions()
+    out = render(graph_from_document(data), "mermaid", extras_from_document(data))
+    assert "    note left of s0 : ⚙ lookup_order #40;collected, on error → support#41;<br/>⚙ greet #40;enter#41;" in out
+
+
+def test_dot_lists_a_state_s_actions_under_its_name() -> None:
+    data = with_actions()
+    out = render(graph_from_document(data), "dot", extras_from_document(data))
+    assert 's0 [label="ask\\n⚙ lookup_order (collected, on error → support)\\n⚙ greet (enter)", penwidth=2];' in out
+
+
+def test_malformed_actions_are_left_out() -> None:
+    data = with_actions()
+    data["states"]["ask"]["actions"] = [1, {"when": "enter"}, {"call": 3}]
+    data["states"]["done"]["actions"] = "lookup"
+    assert dict(extras_from_document(data).actions) == {}
+
+
+def test_extras_of_a_model_with_actions_equal_the_extras_of_its_document() -> None:
+    data = with_actions()
+    assert extras_from_definition(FSMDefinition.model_validate(data)) == extras_from_document(data)

@@ -115,7 +115,8 @@ def test_any_user_message_is_answered_or_refused_with_an_fsm_error_and_nothing_s
     except FSMError:
         assert manager.get_instance(cid).version == before
     else:
-        assert manager.get_conversation_history(cid)[-2] == {"user": message}
+        sent = manager.get_conversation_history(cid)[-2]
+        assert (sent["role"], sent["text"]) == ("user", message)
 
 
 def test_a_lone_surrogate_in_a_user_message_is_an_invalid_message_error(tmp_path: Path) -> None:
@@ -137,7 +138,7 @@ def test_whatever_text_the_model_writes_is_stored_readably(tmp_path_factory: Any
     fresh = FSMManager(fsm_loader=lambda _id: LOOP, store=f"sqlite:///{tmp}/c.db")
     json.dumps(fresh.get_conversation_data(cid)).encode("utf-8")  # valid text all the way through
     for turn in fresh.get_conversation_history(cid):
-        "".join(turn.values()).encode("utf-8")
+        json.dumps(turn, ensure_ascii=False).encode("utf-8")
 
 
 def test_an_application_write_of_invalid_text_or_depth_raises_a_context_error() -> None:

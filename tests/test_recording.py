@@ -30,6 +30,7 @@ ANSWER = st.tuples(st.sampled_from(STATES), UPDATES, st.sampled_from(["continue"
 
 SCRIPT = f"""\
 definition: {DEFINITION}
+actions: {{price_order: {{price: 3.5}}}}
 turns:
 """ + "".join(f'  - user: "message {i}"\n' for i in range(6))
 

@@ -100,6 +100,11 @@ KNOWN_BAD = [
     with_change(["version"], 3.0),
     with_change(["initial_state"], None),
     with_change(["application_context_keys"], {"a": 1}),
+    # actions: when: collected (the default) needs inputs; names are identifiers
+    with_change(["states", "a", "actions"], [{"call": "price"}]),
+    with_change(["states", "a", "actions"], [{"call": "price", "when": "collected", "inputs": {}}]),
+    with_change(["states", "a", "actions"], [{"call": "look up", "when": "enter"}]),
+    with_change(["states", "a", "actions"], [{"call": "price", "inputs": {"not-python": "x"}}]),
 ]
 
 KNOWN_GOOD = [
@@ -109,6 +114,8 @@ KNOWN_GOOD = [
     with_change(["states", "a", "transitions"], [{"target_state": "a", "description": "x", "priority": 5.0}]),
     with_change(["function_handlers"], [{"name": "legacy"}]),
     with_change(["version"], "9.9"),  # structurally fine; lint reports the version
+    with_change(["states", "a", "actions"], [{"call": "book", "when": "enter"}]),
+    with_change(["states", "a", "actions"], [{"call": "crm:lookup.v2", "inputs": {"customer_id": "customer.id"}}]),
 ]
 
 

@@ -63,6 +63,11 @@ def started(*replies: Any) -> tuple[FSMManager, str]:
     return manager, cid
 
 
+def said(manager: FSMManager, cid: str) -> list[tuple[str, str]]:
+    """The stored history as (role, text) pairs."""
+    return [(m["role"], m["text"]) for m in manager.get_conversation_history(cid)]
+
+
 def text_of(stream: list[StreamEvent]) -> str:
     return "".join(e.data["text"] for e in stream if e.event == "token")
 
@@ -136,14 +141,14 @@ def test_a_refused_moves_message_never_reaches_the_stream(first: str, second: st
     manager, cid = started({"target_state": "b", "context_update": {}, "message": first}, second)
     stream = events(manager, cid, "go")
     assert text_of(stream) == second.strip() or text_of(stream) == second
-    assert manager.get_conversation_history(cid)[-1] == {"assistant": stream[-1].data["reply"]}
+    assert said(manager, cid)[-1] == ("assistant", stream[-1].data["reply"])
 
 
 def test_the_streamed_turn_is_saved_like_any_other() -> None:
     manager, cid = started({"target_state": "b", "context_update": {"x": 1}, "message": "Done."})
     events(manager, cid, "x is 1")
     assert manager.get_current_state(cid) == "b"
-    assert manager.get_conversation_history(cid)[-2:] == [{"user": "x is 1"}, {"assistant": "Done."}]
+    assert said(manager, cid)[-2:] == [("user", "x is 1"), ("assistant", "Done.")]
     assert manager.explain(cid).verdict.kind == "proposal_accepted"
 
 
@@ -159,7 +164,7 @@ def test_a_consumer_that_stops_reading_does_not_cut_the_turn_short() -> None:
 
     asyncio.run(leave_early())
     assert manager.get_current_state(cid) == "b"
-    assert manager.get_conversation_history(cid)[-1] == {"assistant": LONG}
+    assert said(manager, cid)[-1] == ("assistant", LONG)
     assert manager.process_message(cid, "and now?") == "Next reply."
 
 

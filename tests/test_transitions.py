@@ -7,7 +7,8 @@ import pytest
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._transitions import decide, validate_transition
 
-ROUTER = Path(__file__).resolve().parents[1] / "definitions" / "customer_support_router.json"
+#: the seed's example verbatim (definitions/ has the router that looks the customer up by an action)
+ROUTER = Path(__file__).resolve().parent / "data" / "seed" / "customer_support_router.json"
 
 
 def make(transitions):

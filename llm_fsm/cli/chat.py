@@ -131,6 +131,10 @@ class ReplyFileModel:
     is one, else the turn's message again, as in ``llm-fsm test``.
     """
 
+    reads_images = True
+    """It stands in for the model the replies were written for: a message with images is taken, and answered
+    from the file like any other."""
+
     def __init__(self, steps: list[tuple[Any, Any]], *, source: str) -> None:
         self.steps = steps  # (reply, regenerate reply or None), both as script_reply returns them
         self.source = source

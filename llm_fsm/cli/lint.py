@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from llm_fsm.cli._app import (
     main,
     recordings_note,
 )
-from llm_fsm.errors import DefinitionError
+from llm_fsm.errors import DefinitionError, UsageError
 
 # --- lint ----------------------------------------------------------------------------
 
@@ -60,9 +60,15 @@ def iter_definition_files(paths: Iterable[str], *, skipped: list[str] | None = N
 
 
 def lint_paths(
-    paths: Sequence[str], *, max_bytes: int | None = None, skipped: list[str] | None = None
+    paths: Sequence[str],
+    *,
+    max_bytes: int | None = None,
+    skipped: list[str] | None = None,
+    actions: Mapping[str, Callable[..., Any]] | None = None,
 ) -> tuple[list[Any], int, int]:
     """Lint every file, and the sub-flows each one declares; returns (diagnostics, files checked, unreadable files).
+
+    ``actions`` (name → function, from ``--actions``) checks the names states call and the inputs they declare.
 
     A sub-flow finding belongs to the file that declares the flow, so when a
     parent and its sub-flow are both linted it is found twice: it is printed once.
@@ -97,7 +103,7 @@ def lint_paths(
                 )
             )
             continue
-        result = lint_document(doc)
+        result = lint_document(doc, actions=actions)
         diagnostics.extend(result.diagnostics)
         if result.definition is None:
             continue
@@ -218,11 +224,28 @@ def format_text(diagnostic: Any) -> str:
     return text
 
 
-def _lint_command_body(paths: Sequence[str], output_format: str, strict: bool, max_bytes: int | None) -> int:
+def _registry(spec: str) -> dict[str, Callable[..., Any]]:
+    """``--actions module:registry`` (or ``file.py:registry``) as name → function; UsageError when it cannot load."""
+    from llm_fsm.actions import load_registry
+
+    registry = load_registry(spec)
+    return {name: function for name in registry if (function := registry.get(name)) is not None}
+
+
+def _lint_command_body(
+    paths: Sequence[str], output_format: str, strict: bool, max_bytes: int | None, actions: str | None = None
+) -> int:
     from llm_fsm.lint._rules import Severity
 
+    functions = None
+    if actions is not None:
+        try:
+            functions = _registry(actions)
+        except UsageError as exc:
+            _fail(str(exc))
+            return EXIT_UNREADABLE
     skipped: list[str] = []
-    diagnostics, checked, unreadable = lint_paths(paths, max_bytes=max_bytes, skipped=skipped)
+    diagnostics, checked, unreadable = lint_paths(paths, max_bytes=max_bytes, skipped=skipped, actions=functions)
     notes = recordings_note(skipped)
     if not checked:  # only empty directories: almost certainly a wrong path
         for note in notes:
@@ -255,6 +278,7 @@ def _lint_command_body(paths: Sequence[str], output_format: str, strict: bool, m
             click.echo(format_text(diagnostic))
         click.echo(
             f"{checked} file(s) checked: {summary['errors']} error(s), {summary['warnings']} warning(s)"
+            + (f", {summary['info']} info" if summary["info"] else "")
             + (f", {unreadable} unreadable" if unreadable else "")
         )
     return status
@@ -273,6 +297,7 @@ _LINT_HELP = """Check FSM definition files: schema, graph, conditions.
     Example:
         {prog} definitions/
         {prog} --strict --format json booking.yaml
+        {prog} --actions myapp.actions:registry definitions/
 """
 
 
@@ -288,6 +313,13 @@ def _lint_options(func: Any) -> Any:
     )(func)
     func = click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")(func)
     func = click.option(
+        "--actions",
+        metavar="MODULE:REGISTRY",
+        default=None,
+        help="The application's ActionRegistry (module:attr or file.py:attr): names states call must be registered "
+        "and the functions must take the declared inputs.",
+    )(func)
+    func = click.option(
         "--max-bytes",
         type=click.IntRange(min=1),
         default=None,
@@ -300,9 +332,14 @@ def _lint_options(func: Any) -> Any:
 @_lint_options
 @click.pass_context
 def lint_command(
-    ctx: click.Context, paths: tuple[str, ...], output_format: str, strict: bool, max_bytes: int | None
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    output_format: str,
+    strict: bool,
+    max_bytes: int | None,
+    actions: str | None,
 ) -> None:
-    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes))
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions))
 
 
 @click.command(
@@ -314,9 +351,14 @@ def lint_command(
 @_lint_options
 @click.pass_context
 def fsm_lint(
-    ctx: click.Context, paths: tuple[str, ...], output_format: str, strict: bool, max_bytes: int | None
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    output_format: str,
+    strict: bool,
+    max_bytes: int | None,
+    actions: str | None,
 ) -> None:
-    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes))
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions))
 
 
 def lint_main(argv: Sequence[str] | None = None) -> None:

@@ -43,9 +43,23 @@ class ActionDeclaration(BaseModel):
     their field*).
     """
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True, validate_default=False)
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+        validate_default=False,
+        # _collected_needs_inputs, for editors and other JSON Schema validators
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["when"], "properties": {"when": {"enum": ["enter", "exit"]}}},
+                {"required": ["inputs"], "properties": {"inputs": {"type": "object", "minProperties": 1}}},
+            ]
+        },
+    )
 
-    call: str = Field(description="Name the application registered the function under (manager.actions.register).")
+    call: str = Field(
+        description="Name the application registered the function under (manager.actions.register).",
+        json_schema_extra={"pattern": _NAME.pattern},
+    )
     when: ActionWhen = Field(
         default="collected",
         description=(
@@ -57,6 +71,7 @@ class ActionDeclaration(BaseModel):
     inputs: dict[str, str] | None = Field(
         default=None,
         description="Argument name ← context path (dot paths allowed): the values the function is called with.",
+        json_schema_extra={"propertyNames": {"pattern": _FIELD.pattern}},
     )
     outputs: dict[str, str] | None = Field(
         default=None,

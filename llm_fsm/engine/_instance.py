@@ -17,41 +17,60 @@ from llm_fsm.engine._data import (
     new_conversation_id,
     now,
 )
+from llm_fsm.engine._messages import entry_images, entry_role, entry_text, make_entry
 from llm_fsm.engine._records import TraceEvent, TurnRecord, Usage
 
 # --- the seed's runtime models ---------------------------------------------------
 
 
 class Conversation(_Data):
-    """The transcript. ``exchanges`` holds one dict per message: ``{"user": text}``, ``{"assistant": text}``, or
-    ``{"operator": text}`` (a person's reply while the conversation was handed off)."""
+    """The transcript. ``exchanges`` holds one dict per message, oldest first.
 
-    exchanges: list[dict[str, str]] = Field(default_factory=list)
+    An entry has one role key holding the text — ``{"user": text}``, ``{"assistant": text}`` or
+    ``{"operator": text}`` (a human agent) — as the seed had it, and beside it ``id``, ``at`` (epoch
+    seconds), and when given ``metadata`` and ``parts`` (``llm_fsm.engine._messages``). Read entries
+    with ``entry_role`` / ``entry_text`` / ``entry_view``, not by iterating their items: records of
+    the seed's shape have the role key alone.
+    """
+
+    exchanges: list[dict[str, Any]] = Field(default_factory=list)
     max_history_size: int = DEFAULT_MAX_HISTORY_SIZE
     max_message_length: int = DEFAULT_MAX_MESSAGE_LENGTH
     archived_messages: int = Field(default=0, description="Messages moved out of `exchanges` into the store's archive.")
 
-    def add_user_message(self, text: str) -> None:
-        self.exchanges.append({"user": text})
+    def add_user_message(
+        self,
+        text: str,
+        *,
+        id: str | None = None,
+        at: float | None = None,
+        metadata: dict[str, Any] | None = None,
+        parts: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Append the user's message; ``id`` is its ``message_id`` when it came with one (a new id otherwise)."""
+        self.exchanges.append(make_entry("user", text, id=id, at=at, metadata=metadata, parts=parts))
 
-    def add_assistant_message(self, text: str) -> None:
-        self.exchanges.append({"assistant": text})
+    def add_assistant_message(self, text: str, *, id: str | None = None, at: float | None = None) -> None:
+        self.exchanges.append(make_entry("assistant", text, id=id, at=at))
 
-    def add_operator_message(self, text: str) -> None:
+    def add_operator_message(self, text: str, *, id: str | None = None, at: float | None = None) -> None:
         """A person's reply during a handoff: the bot, once resumed, sees it as a human agent's."""
-        self.exchanges.append({"operator": text})
+        self.exchanges.append(make_entry("operator", text, id=id, at=at))
 
     def window(self, size: int | None = None) -> list[tuple[str, str]]:
         """The last ``size`` (default ``max_history_size``) exchanges as (role, text), each cut to
-        ``max_message_length``."""
+        ``max_message_length``; a message that carried images says how many (the model saw them on its turn)."""
         keep = (self.max_history_size if size is None else size) * 2
         recent = self.exchanges[-keep:] if keep > 0 else []
         out: list[tuple[str, str]] = []
         for entry in recent:
-            for role, text in entry.items():
-                if len(text) > self.max_message_length:
-                    text = text[: self.max_message_length] + "…"
-                out.append((role, text))
+            text = entry_text(entry)
+            if len(text) > self.max_message_length:
+                text = text[: self.max_message_length] + "…"
+            images = entry_images(entry) if "parts" in entry else 0
+            if images:
+                text = f"{text} [{images} image{'s' if images > 1 else ''}]".lstrip()
+            out.append((entry_role(entry), text))
         return out
 
 
@@ -178,7 +197,7 @@ class FSMInstance(_Data):
         ),
     )
     usage: Usage = Field(default_factory=Usage, description="Model calls, tokens and cost of the conversation so far.")
-    archive_outbox: list[dict[str, str]] = Field(
+    archive_outbox: list[dict[str, Any]] = Field(
         default_factory=list,
         description=(
             "Messages pruned from the live transcript this turn. The store appends them to the "

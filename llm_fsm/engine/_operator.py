@@ -26,6 +26,7 @@ from llm_fsm.engine._flows import pop_flow as _pop
 from llm_fsm.engine._flows import push_flow as _push
 from llm_fsm.engine._handoff import hand_off, hand_off_declared
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._messages import UserMessage, timestamp
 from llm_fsm.engine._records import ContextChange, TurnRecord, Verdict
 from llm_fsm.engine._turn import (
     EngineConfig,
@@ -296,14 +297,17 @@ def resume_bot(
     instance.updated_at = now()
 
 
-def operator_message(instance: FSMInstance, text: str, actor: str, config: EngineConfig) -> None:
-    """Record a person's reply in the transcript (``{"operator": text}``); only while a person has it."""
+def operator_message(
+    instance: FSMInstance, text: str, actor: str, config: EngineConfig, *, message_id: str | None = None
+) -> None:
+    """Record a person's reply in the transcript (``{"operator": text}``, its id ``message_id`` when given); only
+    while a person has it."""
     check(instance, actor)
     if instance.mode != "human":
         raise HandoffError(
             f"conversation {instance.conversation_id} is with the bot; hand it off before posting operator messages"
         )
-    instance.context.conversation.add_operator_message(text)
+    instance.context.conversation.add_operator_message(text, id=message_id)
     _prune_transcript(instance, config)
     _trace(instance, config, "operator_message", actor=actor, chars=len(text))
     instance.updated_at = now()
@@ -312,7 +316,7 @@ def operator_message(instance: FSMInstance, text: str, actor: str, config: Engin
 def human_turn(
     definition: FSMDefinition,
     instance: FSMInstance,
-    message: str,
+    message: str | UserMessage,
     config: EngineConfig,
     *,
     message_id: str | None = None,
@@ -324,9 +328,13 @@ def human_turn(
     any turn.
     """
     started = now()
+    user = message if isinstance(message, UserMessage) else UserMessage(text=message)
+    message = user.text
     state = instance.current_state
     conversation = instance.context.conversation
-    conversation.add_user_message(message)
+    conversation.add_user_message(
+        message, id=message_id, at=timestamp(), metadata=user.metadata, parts=user.stored_parts
+    )
     _prune_transcript(instance, config)
     instance.turn_count += 1
     handoff = instance.handoff

@@ -27,6 +27,13 @@ class LLMRequest(_Data):
 
     system_prompt: str
     user_message: str
+    user_content: list[dict[str, Any]] | None = Field(
+        default=None,
+        description=(
+            "The user's message as content parts (litellm's / OpenAI's format) when it carries images; an "
+            "interface that reads images sends these instead of `user_message`, which is their text."
+        ),
+    )
     context: dict[str, Any] | None = None
     response_schema: dict[str, Any] | None = Field(
         default=None, description="JSON Schema the reply must follow (structured output)."

@@ -40,6 +40,7 @@ from llm_fsm.engine._flows import find_paused, pop_flow, push_flow, resume_flow
 from llm_fsm.engine._handoff import hand_off_declared
 from llm_fsm.engine._hooks import HookEvent, make_event
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._messages import UserMessage, entry_role, entry_text, timestamp
 from llm_fsm.engine._prompts import OPENING_MESSAGE, PromptBuilder
 from llm_fsm.engine._records import (
     ContextChange,
@@ -209,19 +210,16 @@ def _check_budget(instance: FSMInstance, config: EngineConfig) -> None:
         )
 
 
-_OFFERING_ROLES = frozenset({"assistant", "operator"})
-
-
 def _grounding(instance: FSMInstance, message: str) -> Grounding:
     """What a grounded value may be taken from: the user's stored messages, this one, and the assistant's (or a
     person's, during a handoff) messages in the history window the model sees (an offer accepted, perhaps after
     a side question)."""
     conversation = instance.context.conversation
     exchanges = conversation.exchanges
-    users = [entry["user"] for entry in exchanges if "user" in entry]
+    users = [entry_text(entry) for entry in exchanges if entry_role(entry) == "user"]
     window = exchanges[-2 * conversation.max_history_size :] if conversation.max_history_size > 0 else []
-    # a person's messages during a handoff offer values as the assistant's do ("your order AB1234?" "yes")
-    offers = [text for entry in window for role, text in entry.items() if role in _OFFERING_ROLES]
+    # a human agent's words are offers too: the user accepting what an operator proposed grounds it
+    offers = [entry_text(entry) for entry in window if entry_role(entry) in ("assistant", "operator")]
     return Grounding([*users, message], offers)
 
 
@@ -242,6 +240,18 @@ def _redact(definitions: tuple[FSMDefinition, ...], data: dict[str, Any], *texts
             text = text.replace(secret, MASK)
         out.append(text)
     return out
+
+
+def _results_note(scope: ActionScope) -> str | None:
+    """When actions wrote results this turn, the model's reply (written before they ran) cannot mention them:
+    the reply is written again with them in the context. One more call, only on turns whose actions wrote."""
+    written = [path for r in scope.records if r.outcome in ("ok", "replayed") for path in r.outputs]
+    if not written:
+        return None
+    return (
+        f"A backend call has just returned {', '.join(dict.fromkeys(written))} (now in the current context). "
+        "Answer the user's last message for the current state, using these values where they matter."
+    )
 
 
 def _reask_note(definition: FSMDefinition, refused: list[ContextChange]) -> str | None:
@@ -314,6 +324,7 @@ def _request(
     note: str | None = None,
     allow_moves: bool = True,
     schema_sent: bool = False,
+    user_content: list[dict[str, Any]] | None = None,
 ) -> LLMRequest:
     prompt = builder.build_system_prompt(
         instance, state, definition=definition, engine_decision=note, schema_sent=schema_sent
@@ -328,6 +339,7 @@ def _request(
     return LLMRequest(
         system_prompt=prompt,
         user_message=message,
+        user_content=user_content,
         response_schema=schema,
         purpose=purpose,  # type: ignore[arg-type]
         context_keys=_context_keys(state, instance) if allow_moves else [],
@@ -904,7 +916,7 @@ def _complete_finished_flows(
 def run_turn(
     definition: FSMDefinition,
     instance: FSMInstance,
-    message: str,
+    message: str | UserMessage,
     builder: PromptBuilder,
     config: EngineConfig,
     *,
@@ -920,8 +932,14 @@ def run_turn(
     Every message goes through the same understanding call; the model's ``intent``
     then routes it (digression, cancel, sub-flow start or resume, confirmation,
     or an ordinary step), and each route obeys the same invariant as transitions.
+
+    ``message`` is the user's text, or a checked ``UserMessage`` (``engine._messages.check_message``): its text is
+    what the turn reasons with, its parts go to the model, and its parts and metadata are stored with it.
     """
+    user = message if isinstance(message, UserMessage) else UserMessage(text=message)
+    message = user.text
     _check_budget(instance, config)
+    received = timestamp()
     started = now()
     state_before = instance.current_state
     flow_before = instance.flow_id
@@ -933,7 +951,16 @@ def run_turn(
     )
 
     result: LLMResult = yield CallLLM(
-        _request(builder, definition, instance, state, message, "turn", schema_sent=schema_sent)
+        _request(
+            builder,
+            definition,
+            instance,
+            state,
+            message,
+            "turn",
+            schema_sent=schema_sent,
+            user_content=user.model_content,
+        )
     )
     calls.append(LLMCallRecord.of("turn", result))
     response = result.response
@@ -1051,6 +1078,8 @@ def run_turn(
 
     reply = response.message
     new_state = active.get_state(instance.current_state)
+    if note is None:
+        note = _results_note(scope)
     reask = _reask_note(definition, [c for c in model_changes if not c.applied and c.rule in REASK_RULES])
     if reask is not None:
         note = reask if note is None else f"{note}\n{reask}"
@@ -1085,6 +1114,7 @@ def run_turn(
                 note=note,
                 allow_moves=False,
                 schema_sent=schema_sent,
+                user_content=user.model_content,
             )
         )
         calls.append(LLMCallRecord.of("regenerate", regenerated))
@@ -1098,7 +1128,7 @@ def run_turn(
         changes += _apply_application(active, instance, additions, config, "on_end")
 
     conversation = instance.context.conversation
-    conversation.add_user_message(message)
+    conversation.add_user_message(message, id=message_id, at=received, metadata=user.metadata, parts=user.stored_parts)
     conversation.add_assistant_message(reply)
     _prune_transcript(instance, config)
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping
 
 from llm_fsm.definition._graph import (
+    Graph,
     can_reach,
     graph_from_document,
-    reachable_from,
     terminal_states,
 )
 from llm_fsm.lint._run import LintRun
@@ -72,7 +72,7 @@ def graph(run: LintRun) -> None:
     reachable: set[str] | None = None
     initial = graph.initial
     if initial is not None and initial in graph.nodes and graph.nodes[initial].declared:
-        reachable = set(reachable_from(graph, initial))
+        reachable = _reachable(run, graph, initial)
         for node_id in declared:
             if node_id not in reachable:
                 run.add(
@@ -100,6 +100,25 @@ def graph(run: LintRun) -> None:
             f"no terminal state can be reached from state {node_id!r}; a conversation that enters it never ends",
             "add a transition that leads towards a terminal state (a run-loop does not end a conversation)",
         )
+
+
+def _reachable(run: LintRun, graph: Graph, initial: str) -> set[str]:
+    """States reachable from ``initial`` by transitions or by a failed action's ``on_error``: a state only a
+    backend failure leads to (a support hand-over) is reachable all the same. One breadth-first walk."""
+    on_error: dict[str, list[str]] = {}
+    for _, state_key, action in run.actions():
+        target = action.get("on_error")
+        if isinstance(target, str) and target in graph.nodes:
+            on_error.setdefault(state_key, []).append(target)
+    seen = {initial}
+    queue = deque(seen)
+    while queue:
+        node = queue.popleft()
+        for target in (*graph.successors.get(node, ()), *on_error.get(node, ())):
+            if target not in seen:
+                seen.add(target)
+                queue.append(target)
+    return seen
 
 
 def transitions(run: LintRun) -> None:

@@ -557,6 +557,8 @@ def _mentions(run: LintRun) -> Iterator[str]:
         yield from _strings(condition.get("requires_context_keys"))
     for _, key in run.reads:
         yield key
+    for field_name in ("inputs", "outputs"):  # an action takes the key, or the backend provides it
+        yield from (key for _, key, _ in run.action_mapping(field_name))
     for _, flow in run.flows():
         for field_name in ("inputs", "outputs"):
             mapping = flow.get(field_name)
@@ -661,6 +663,7 @@ def undeclared_keys(run: LintRun) -> None:
             *_strings(run.data.get("application_context_keys")),
             *_strings(run.data.get("protected_context_keys")),
             *(k for k in outputs if isinstance(k, str)),
+            *(key for _, key, _ in run.action_mapping("outputs")),
         ]
     )
     typos = _Typos(declared)

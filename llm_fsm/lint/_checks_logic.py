@@ -112,6 +112,8 @@ def context_keys(run: LintRun) -> None:
     provided = _strings(run.data.get("application_context_keys")) + _strings(run.data.get("protected_context_keys"))
     # a key declared writable_by: application is one the application provides, as a protected one is
     provided += run.application_declared()
+    # an action's outputs are application writes: the backend provides those keys
+    provided += [key for _, key, _ in run.action_mapping("outputs")]
     requires: list[tuple[Path, int, str]] = []
     for parts, condition in run.conditions():
         values = condition.get("requires_context_keys")
@@ -123,7 +125,8 @@ def context_keys(run: LintRun) -> None:
             run.add(
                 "required-key-never-collected",
                 (*parts, "requires_context_keys", index),
-                f"requires {key!r}, but no state collects it and the application does not provide it",
+                f"requires {key!r}, but no state collects it, no action writes it and the application does not "
+                "provide it",
                 f"add {key!r} to a state's required_context_keys, or to application_context_keys",
             )
     readable = KeyCover([*collected, *provided, *(k for _, _, k in requires)])
@@ -132,6 +135,7 @@ def context_keys(run: LintRun) -> None:
             run.add(
                 "condition-key-never-provided",
                 (*parts, "logic"),
-                f"reads {key!r}, which no state collects, no condition requires and the application does not provide",
+                f"reads {key!r}, which no state collects, no condition requires, no action writes and the application "
+                "does not provide",
                 f"add {key!r} to a state's required_context_keys, or to application_context_keys",
             )

@@ -18,7 +18,7 @@ What can go wrong only *between* definitions:
 
 A key a definition *has*: one a state collects, the application provides
 (``application_context_keys``/``protected_context_keys``), a condition
-requires, or an ``outputs`` mapping of one of its own calls copies back. Keys a
+requires, an action writes, or an ``outputs`` mapping of one of its own calls copies back. Keys a
 sub-flow receives through a caller's ``inputs`` arrive as application data, so
 a sub-flow that relies on one should list it in ``application_context_keys``;
 that keeps every finding here a property of the declaring file alone, the
@@ -76,7 +76,8 @@ def _conditions(definition: FSMDefinition) -> Iterator[TransitionCondition]:
 
 
 def keys_had(definition: FSMDefinition) -> set[str]:
-    """Keys the flow can hold: collected, application-provided, required, or copied back by its calls."""
+    """Keys the flow can hold: collected, application-provided, required, written by an action, or copied back
+    by its calls."""
     keys = set(definition.provided_context_keys)
     for state in definition.states.values():
         keys.update(state.required_context_keys or ())
@@ -85,6 +86,9 @@ def keys_had(definition: FSMDefinition) -> set[str]:
     for _, declaration in declarations(definition):
         if declaration.mode == "call":
             keys.update((declaration.outputs or {}).keys())
+    for state in definition.states.values():
+        for action in state.actions or ():
+            keys.update(action.output_paths)
     return keys
 
 
@@ -99,6 +103,9 @@ def keys_used(definition: FSMDefinition) -> set[str]:
             keys.update(state.confirmation.keys or ())
     for _, declaration in declarations(definition):
         keys.update((declaration.inputs or {}).values())
+    for state in definition.states.values():
+        for action in state.actions or ():
+            keys.update(action.input_paths)
     return keys
 
 

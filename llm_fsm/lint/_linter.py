@@ -10,7 +10,7 @@ from llm_fsm.definition._documents import ParsedDocument, paused_gc
 from llm_fsm.definition._model import (
     FSMDefinition,
 )
-from llm_fsm.lint import _checks_document, _checks_graph, _checks_keys, _checks_logic
+from llm_fsm.lint import _checks_actions, _checks_document, _checks_graph, _checks_keys, _checks_logic
 from llm_fsm.lint._rules import Diagnostic, LintResult
 from llm_fsm.lint._run import LintRun
 from llm_fsm.lint._support import (
@@ -36,6 +36,12 @@ CHECKS: tuple[Callable[[LintRun], None], ...] = (
     _checks_keys.declared_keys_used,
     _checks_keys.undeclared_keys,
     _checks_graph.confirmations,
+    _checks_actions.inputs_provided,
+    _checks_actions.outputs_read,
+    _checks_actions.on_error,
+    _checks_actions.outputs_not_collected,
+    _checks_actions.never_run,
+    _checks_actions.registered,
 )
 """Every check, in the order findings depend on (the schema check builds the model later checks read).
 
@@ -67,21 +73,29 @@ def _sort_key(d: Diagnostic) -> tuple[Any, ...]:
     return (d.line is None, d.line or 0, d.code, d.path)
 
 
-def lint_document(doc: ParsedDocument) -> LintResult:
+def lint_document(doc: ParsedDocument, *, actions: Mapping[str, Callable[..., Any]] | None = None) -> LintResult:
     """Every diagnostic for one parsed document, sorted by line (at most ``MAX_FINDINGS_PER_RULE`` of one code,
-    then one per code that had more, saying how many). Never raises."""
-    run = LintRun(doc)
+    then one per code that had more, saying how many). Never raises.
+
+    ``actions``: the application's functions by the names states call them (``fsm-lint --actions`` passes its
+    registry's); with it, names that are not registered and inputs the functions do not take are found too."""
+    run = LintRun(doc, registry=actions)
     with paused_gc():  # the model of a large file is a large tree of objects (see paused_gc)
         _run_checks(run)
     diagnostics = (*sorted(run.out, key=_sort_key), *run.not_shown())
     return LintResult(diagnostics=diagnostics, definition=run.definition)
 
 
-def lint_data(data: Any, *, file: str | None = None) -> LintResult:
+def lint_data(
+    data: Any, *, file: str | None = None, actions: Mapping[str, Callable[..., Any]] | None = None
+) -> LintResult:
     """Lint a document that exists only as data (no line numbers)."""
-    return lint_document(ParsedDocument(data=data, file=file))
+    return lint_document(ParsedDocument(data=data, file=file), actions=actions)
 
 
-def lint_definition(definition: FSMDefinition, *, file: str | None = None) -> list[Diagnostic]:
+def lint_definition(
+    definition: FSMDefinition, *, file: str | None = None, actions: Mapping[str, Callable[..., Any]] | None = None
+) -> list[Diagnostic]:
     """Lint an already-loaded definition (its unknown fields included)."""
-    return list(lint_data(definition.model_dump(mode="json", by_alias=True, exclude_unset=True), file=file).diagnostics)
+    data = definition.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return list(lint_data(data, file=file, actions=actions).diagnostics)

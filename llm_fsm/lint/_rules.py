@@ -28,7 +28,7 @@ class Rule:
     blocks_loading: bool = False
 
 
-_E, _W = Severity.ERROR, Severity.WARNING
+_E, _W, _I = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 #: The registry of codes. Codes are stable: never renumber, only add.
 RULES: dict[str, Rule] = {
@@ -186,6 +186,60 @@ RULES: dict[str, Rule] = {
             _W,
             "Keys are declared, and a state or condition names one that is not (with `additional_keys: true`,"
             " only a likely misspelling of a declared one).",
+        ),
+        Rule(
+            "FSM033",
+            "action-input-never-provided",
+            _W,
+            "An action's input reads a key no state collects, no other action writes and the application does not"
+            " provide, so the action never runs.",
+        ),
+        Rule(
+            "FSM034",
+            "action-output-never-read",
+            _I,
+            "An action writes a key no condition reads, no action or sub-flow takes, no declaration or state text"
+            " names: possibly a result nobody uses.",
+        ),
+        Rule(
+            "FSM035",
+            "action-error-state-undeclared",
+            _E,
+            "An action's `on_error` names a state the definition does not declare (nor `fail` or `handoff`).",
+            True,
+        ),
+        Rule(
+            "FSM036",
+            "action-error-reenters-state",
+            _W,
+            "An `enter` action's `on_error` names its own state: entering it again runs the action again, and a"
+            " second failure in a turn raises ActionError, so it means `fail`.",
+        ),
+        Rule(
+            "FSM037",
+            "action-output-collected-by-model",
+            _W,
+            "An action writes a key a state also asks the model to collect, and the key is not application-only:"
+            " the model can overwrite the backend's value.",
+        ),
+        Rule(
+            "FSM038",
+            "action-never-runs",
+            _W,
+            "An `exit` action of a terminal state: a conversation never leaves such a state, so it never runs.",
+        ),
+        Rule(
+            "FSM039",
+            "action-not-registered",
+            _E,
+            "A state calls an action the registry given with `--actions` does not have.",
+        ),
+        Rule(
+            "FSM040",
+            "action-signature-mismatch",
+            _E,
+            "The registered function cannot be called with the declared inputs: an input it does not accept, or a"
+            " required parameter no input gives.",
         ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )

@@ -28,8 +28,10 @@ Hint = str | Callable[[], str | None] | None
 class LintRun:
     """State shared by the checks of one document; checks are plain functions of it (see ``_linter.CHECKS``)."""
 
-    def __init__(self, doc: ParsedDocument) -> None:
+    def __init__(self, doc: ParsedDocument, *, registry: Mapping[str, Callable[..., Any]] | None = None) -> None:
         self.doc = doc
+        #: the application's functions by action name (``fsm-lint --actions``); None: registration is not checked
+        self.registry = registry
         self._data: Any = doc.data
         self.out: list[Diagnostic] = []
         #: findings made per rule name, kept or not
@@ -44,6 +46,7 @@ class LintRun:
         self._states: list[tuple[str, Mapping[str, Any]]] | None = None
         self._transitions: list[tuple[str, int, Mapping[str, Any]]] | None = None
         self._flows: list[tuple[Path, Mapping[str, Any]]] | None = None
+        self._actions: list[tuple[Path, str, Mapping[str, Any]]] | None = None
         self._conditions: list[tuple[Path, Mapping[str, Any]]] | None = None
         self._declarations: dict[str, KeyDeclaration] | None = None
 
@@ -108,6 +111,7 @@ class LintRun:
     def data(self, data: Any) -> None:
         self._data = data
         self._states = self._transitions = self._flows = self._conditions = None
+        self._actions = None
         self._declarations = None
 
     # The walks are shared by most checks, so each is done once per run (unless the data is replaced).
@@ -146,6 +150,32 @@ class LintRun:
                 if _is_mapping(flow)
             ]
         return iter(self._flows)
+
+    def actions(self) -> Iterator[tuple[Path, str, Mapping[str, Any]]]:
+        """(path, state key, declaration) for every action a state declares."""
+        if self._actions is None:
+            self._actions = [
+                (("states", key, "actions", index), key, action)
+                for key, state in self.states()
+                if isinstance(actions := state.get("actions"), list)
+                for index, action in enumerate(actions)
+                if _is_mapping(action)
+            ]
+        return iter(self._actions)
+
+    def action_mapping(self, field_name: str) -> Iterator[tuple[Path, str, str]]:
+        """(path of the entry, context path, the other side) for each action's ``inputs`` or ``outputs``.
+
+        Both directions are normalised to the context path: ``inputs`` maps argument ← path, ``outputs`` path ←
+        result field, so for ``inputs`` the context path is the value and for ``outputs`` it is the key."""
+        for parts, _, action in self.actions():
+            mapping = action.get(field_name)
+            if not isinstance(mapping, Mapping):
+                continue
+            for name, value in mapping.items():
+                if isinstance(name, str) and isinstance(value, str):
+                    context_path, other = (value, name) if field_name == "inputs" else (name, value)
+                    yield (*parts, field_name, name), context_path, other
 
     def conditions(self) -> Iterator[tuple[Path, Mapping[str, Any]]]:
         """Every condition: of transitions, and of sub-flow declarations."""

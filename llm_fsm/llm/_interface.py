@@ -69,6 +69,16 @@ class LLMInterface(ABC):
         yield result
 
     @property
+    def reads_images(self) -> bool:
+        """True when the interface sends ``request.user_content`` (content parts with images) to a model that
+        reads them.
+
+        False by default: an interface that only sends ``user_message`` would drop the images without a word,
+        so the manager refuses a message with images (``UnsupportedContentError``) before the turn starts.
+        """
+        return False
+
+    @property
     def sends_reply_schema(self) -> bool:
         """True when every call hands the model ``request.response_schema`` (structured output).
 

@@ -27,6 +27,7 @@ from llm_fsm.errors import (
     LLMConfigurationError,
     LLMProviderError,
     MalformedOutputError,
+    UnsupportedContentError,
 )
 from llm_fsm.llm._interface import LLMInterface, ResponseFormatMode
 from llm_fsm.llm._parsing import parse_llm_output
@@ -83,6 +84,10 @@ class LiteLLMInterface(LLMInterface):
     ``max_tokens``, ``api_base``, ``timeout``, ``num_retries`` for provider-level
     retries, ``mock_response`` for tests ...). A ``response_format`` in kwargs
     replaces ours. ``max_retries`` counts extra attempts after a malformed reply.
+
+    ``vision``: whether the model reads images. None (the default) asks litellm's bundled model list
+    (``litellm.supports_vision``, offline); a model it does not know, and the ``local`` models (none of the
+    catalogue reads images), count as text-only. Pass True for a model litellm does not know that does.
     """
 
     def __init__(
@@ -93,6 +98,7 @@ class LiteLLMInterface(LLMInterface):
         max_retries: int = 2,
         *,
         response_format_mode: ResponseFormatMode = "auto",
+        vision: bool | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -107,12 +113,16 @@ class LiteLLMInterface(LLMInterface):
             )
         if api_key is not None and not isinstance(api_key, str):
             raise LLMConfigurationError("api_key must be a string")
+        if vision is not None and not isinstance(vision, bool):
+            raise LLMConfigurationError(f"vision must be True, False or None (ask litellm), got {vision!r}")
         self.model = model.strip()
         self._api_key = _Secret(api_key) if api_key else None
         self.enable_json_validation = enable_json_validation
         self.max_retries = max_retries
         self.response_format_mode: ResponseFormatMode = response_format_mode
         self._kwargs = dict(kwargs)
+        self.vision = vision
+        self._vision_found: bool | None = None  # litellm's answer, asked once
         self._auto_mode: str | None = None  # detected once, lowered if the provider rejects it
         self._route: _Route | None = None  # where calls really go; resolved on first use
         self._route_lock = threading.Lock()
@@ -134,6 +144,7 @@ class LiteLLMInterface(LLMInterface):
         return (await self.acomplete(request)).response
 
     def complete(self, request: LLMRequest) -> LLMResult:
+        self._check_content(request)
         litellm = _litellm()
         exchange = _Exchange(request, self.max_retries)
         while True:
@@ -149,6 +160,7 @@ class LiteLLMInterface(LLMInterface):
                 return self._priced(result)
 
     async def acomplete(self, request: LLMRequest) -> LLMResult:
+        self._check_content(request)
         litellm = _litellm()
         if self._route is None:  # may start a local server: not on the event loop
             await run_blocking(self._resolved)
@@ -173,6 +185,7 @@ class LiteLLMInterface(LLMInterface):
         and that result is the last item. A provider that refuses streaming or the format fails over the
         same way, so a caller always ends with a result or a typed error.
         """
+        self._check_content(request)
         litellm = _litellm()
         if self._route is None:
             await run_blocking(self._resolved)
@@ -218,6 +231,41 @@ class LiteLLMInterface(LLMInterface):
             except Exception:  # noqa: BLE001 - a model litellm has no price for: the cost is unknown, not an error
                 cost = None
         return dataclasses.replace(result, cost_usd=cost, model=self.model)
+
+    # --- images --------------------------------------------------------------------
+
+    @property
+    def reads_images(self) -> bool:
+        """Whether the model reads images: ``vision`` when given, else litellm's bundled model list (no I/O,
+        and no local server started: the ``local`` catalogue's models read text only)."""
+        if self.vision is not None:
+            return self.vision
+        if _is_local_name(self.model):
+            return False
+        if self._vision_found is None:
+            try:
+                found = bool(
+                    _litellm().supports_vision(
+                        model=self.model, custom_llm_provider=self._kwargs.get("custom_llm_provider")
+                    )
+                )
+            except Exception:  # noqa: BLE001 - a model litellm cannot place: not known to read images
+                found = False
+            self._vision_found = found
+        return self._vision_found
+
+    def _check_content(self, request: LLMRequest) -> None:
+        """Refuse images for a model that cannot read them before any call (the manager refuses them earlier;
+        this guards a direct call)."""
+        if request.user_content is not None and not self.reads_images:
+            why = (
+                "the local models read text only"
+                if _is_local_name(self.model) and self.vision is None
+                else "litellm's model list does not say it reads images; pass vision=True if it does"
+                if self.vision is None
+                else "vision=False"
+            )
+            raise UnsupportedContentError(f"{self.model} does not read images ({why})")
 
     # --- where calls go ------------------------------------------------------------
 
@@ -358,7 +406,7 @@ class LiteLLMInterface(LLMInterface):
 
     # --- the call ------------------------------------------------------------------
 
-    def _call_kwargs(self, messages: list[dict[str, str]], fmt: dict[str, Any] | None) -> dict[str, Any]:
+    def _call_kwargs(self, messages: list[dict[str, Any]], fmt: dict[str, Any] | None) -> dict[str, Any]:
         route = self._resolved()
         kwargs = {**route.kwargs, **self._kwargs}
         kwargs["model"] = route.model
@@ -475,9 +523,10 @@ class _Exchange:
         self.request = request
         self.max_attempts = 1 + max_retries
         self.allowed_targets = allowed_targets_from_schema(request.response_schema)
-        self.messages: list[dict[str, str]] = [
+        # the user's content parts when the message carries images (their text is user_message)
+        self.messages: list[dict[str, Any]] = [
             {"role": "system", "content": request.system_prompt},
-            {"role": "user", "content": request.user_message},
+            {"role": "user", "content": request.user_content or request.user_message},
         ]
         self.raw_outputs: list[str] = []
         self.problems: list[str] = []

@@ -2,7 +2,8 @@
 
 ``ScriptedLLM`` answers from a list, in order, and remembers what it was
 asked, so a test can drive a conversation turn by turn and then check the
-prompts the engine built; its replies take the same forms as a conversation
+prompts the engine built (and, in ``received_parts``, the images it was sent:
+both fakes read images unless built with ``reads_images=False``); its replies take the same forms as a conversation
 script's ``model:`` answers (``script_reply``). ``FunctionLLM`` computes each
 reply from the request, for behaviour that depends on the prompt; what its
 function returns is read as a model's output (text is parsed). Both parse
@@ -99,11 +100,22 @@ class ScriptedLLM(LLMInterface):
     so tests can exercise recovery and the attempt counts in explain records.
     """
 
-    def __init__(self, replies: Iterable[Reply], *, max_retries: int = 0) -> None:
+    def __init__(self, replies: Iterable[Reply], *, max_retries: int = 0, reads_images: bool = True) -> None:
         self._replies: deque[Reply] = deque(replies)
         self.max_retries = max_retries
         self.requests: list[LLMRequest] = []
+        self._reads_images = reads_images
         self._lock = threading.Lock()
+
+    @property
+    def reads_images(self) -> bool:
+        """Whether the fake stands for a model that reads images (``reads_images=False``: a text-only one)."""
+        return self._reads_images
+
+    @property
+    def received_parts(self) -> list[list[dict[str, Any]] | None]:
+        """The content parts each request carried (``request.user_content``; None for text), in order."""
+        return [request.user_content for request in self.requests]
 
     def __repr__(self) -> str:
         return f"ScriptedLLM(remaining={self.remaining}, requests={len(self.requests)})"
@@ -165,10 +177,21 @@ class FunctionLLM(LLMInterface):
     Requests are recorded in ``requests`` as with ``ScriptedLLM``.
     """
 
-    def __init__(self, fn: Callable[[LLMRequest], Any]) -> None:
+    def __init__(self, fn: Callable[[LLMRequest], Any], *, reads_images: bool = True) -> None:
         self.fn = fn
         self.requests: list[LLMRequest] = []
+        self._reads_images = reads_images
         self._lock = threading.Lock()
+
+    @property
+    def reads_images(self) -> bool:
+        """Whether the fake stands for a model that reads images (``reads_images=False``: a text-only one)."""
+        return self._reads_images
+
+    @property
+    def received_parts(self) -> list[list[dict[str, Any]] | None]:
+        """The content parts each request carried (``request.user_content``; None for text), in order."""
+        return [request.user_content for request in self.requests]
 
     def __repr__(self) -> str:
         return f"FunctionLLM({getattr(self.fn, '__qualname__', repr(self.fn))})"

@@ -1,4 +1,4 @@
-"""What a diagram shows beyond states and transitions: declared sub-flows and confirmation steps.
+"""What a diagram shows beyond states and transitions: declared sub-flows, confirmation steps and actions.
 
 The neutral ``definition.Graph`` holds states and transitions only; this reads
 the rest from the same raw document, just as tolerantly (a malformed flow or
@@ -52,9 +52,23 @@ class ConfirmationMark:
 
 
 @dataclass(frozen=True)
+class ActionMark:
+    """A backend call a state declares: its name, when it runs, and where a failure goes."""
+
+    call: str
+    when: str
+    on_error: str
+
+    def summary(self) -> str:
+        failure = "" if self.on_error == "fail" else f", on error → {self.on_error}"
+        return f"⚙ {self.call} ({self.when}{failure})"
+
+
+@dataclass(frozen=True)
 class Extras:
     flows: tuple[FlowLink, ...] = ()
     confirmations: Mapping[str, ConfirmationMark] = field(default_factory=dict)
+    actions: Mapping[str, tuple[ActionMark, ...]] = field(default_factory=dict)
 
     def flows_from(self, state: str) -> list[FlowLink]:
         return [flow for flow in self.flows if state in flow.sources]
@@ -77,13 +91,14 @@ def _key(declaration: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def extras_from_document(data: Any) -> Extras:
-    """Sub-flows (state-level and definition-wide) and confirmation steps of a raw document."""
+    """Sub-flows (state-level and definition-wide), confirmation steps and actions of a raw document."""
     data = data if isinstance(data, Mapping) else {}
     states = data.get("states")
     states = states if isinstance(states, Mapping) else {}
     flows: dict[tuple[str, str, str], list[str]] = {}  # a state-level flow → the states declaring it
     descriptions: dict[tuple[str, str, str], str] = {}
     confirmations: dict[str, ConfirmationMark] = {}
+    actions: dict[str, tuple[ActionMark, ...]] = {}
 
     def describe(declaration: Mapping[str, Any]) -> tuple[str, str, str]:
         key = _key(declaration)
@@ -97,6 +112,16 @@ def extras_from_document(data: Any) -> Extras:
             sources = flows.setdefault(describe(declaration), [])
             if str(state_id) not in sources:
                 sources.append(str(state_id))
+        declared_actions = state.get("actions")
+        marks = tuple(
+            ActionMark(
+                action["call"], _text(action.get("when")) or "collected", _text(action.get("on_error")) or "fail"
+            )
+            for action in (declared_actions if isinstance(declared_actions, list) else [])
+            if isinstance(action, Mapping) and isinstance(action.get("call"), str)
+        )
+        if marks:
+            actions[str(state_id)] = marks
         confirmation = state.get("confirmation")
         if isinstance(confirmation, Mapping):
             confirmations[str(state_id)] = ConfirmationMark(
@@ -108,7 +133,7 @@ def extras_from_document(data: Any) -> Extras:
         FlowLink(index, name, definition, mode, descriptions[(name, definition, mode)], sources)
         for index, ((name, definition, mode), sources) in enumerate(declared)
     )
-    return Extras(flows=links, confirmations=confirmations)
+    return Extras(flows=links, confirmations=confirmations, actions=actions)
 
 
 def extras_from_definition(definition: Any) -> Extras:
@@ -118,4 +143,12 @@ def extras_from_definition(definition: Any) -> Extras:
 
 NO_EXTRAS = Extras()
 
-__all__ = ["NO_EXTRAS", "ConfirmationMark", "Extras", "FlowLink", "extras_from_definition", "extras_from_document"]
+__all__ = [
+    "NO_EXTRAS",
+    "ActionMark",
+    "ConfirmationMark",
+    "Extras",
+    "FlowLink",
+    "extras_from_definition",
+    "extras_from_document",
+]

@@ -4,7 +4,8 @@ Nodes get generated ids (``s0``…) with the state name as a quoted label; insid
 quoted strings backslashes and quotes are escaped and line breaks become
 ``\\n``. The initial state is entered from a point; terminal states are drawn
 with a double border; undeclared targets dashed and red. A confirmation step
-is drawn bold and blue with where yes and no go under its name; each declared
+is drawn bold and blue with where yes and no go under its name, and a state's
+actions are listed under its name (``⚙ lookup_order (collected)``); each declared
 sub-flow is a dashed ``f0``… node entered by a dashed ``start_flow`` edge from
 the states that declare it (a ``call`` flow ``returns`` by a dotted edge).
 """
@@ -47,6 +48,8 @@ def render(graph: Graph, extras: Extras | None = None) -> str:
         confirmation = extras.confirmations.get(node.id)
         if confirmation is not None and node.declared:
             label += "\n" + confirmation.summary()
+        if node.declared:
+            label += "".join("\n" + action.summary() for action in extras.actions.get(node.id, ()))
         attrs = [f"label={quote(label)}"]
         if node.initial:
             attrs.append("penwidth=2")

@@ -5,9 +5,10 @@ state name can break the syntax; label text is written with Mermaid entity
 codes (``#quot;``, ``#58;``…) for every character Mermaid gives a meaning to.
 ``[*] --> s`` marks the initial state, ``s --> [*]`` each terminal state.
 A confirmation step gets the ``confirmation`` class and a note saying where
-yes and no go; each declared sub-flow is a state ``f0``… of class ``subflow``,
-entered with ``start_flow`` from the states that declare it (a ``call`` flow
-``returns`` to them); a definition-wide flow says "from any state".
+yes and no go; a state with actions, a note on its left listing them; each
+declared sub-flow is a state ``f0``… of class ``subflow``, entered with
+``start_flow`` from the states that declare it (a ``call`` flow ``returns``
+to them); a definition-wide flow says "from any state".
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ def render(graph: Graph, extras: Extras | None = None) -> str:
     for state, mark in extras.confirmations.items():
         if state in ids:
             lines.append(f"    note right of {ids[state]} : {escape(mark.summary())}")
+    for state, actions in extras.actions.items():
+        if state in ids:
+            lines.append(f"    note left of {ids[state]} : {'<br/>'.join(escape(a.summary()) for a in actions)}")
     lines.append("    classDef initial stroke-width:3px")
     lines.append("    classDef terminal stroke-width:3px,stroke-dasharray:0")
     lines.append("    classDef undeclared stroke-dasharray:5 5,color:#b00")

@@ -3,7 +3,8 @@
 For terminals and reviews of a diff. Control characters in names and labels are
 shown escaped (``\\n``) so one state always takes one line. A confirmation step
 is marked on its state's line; the sub-flows a state may start are listed
-under it (``=> flow``), the definition-wide ones at the end.
+under it (``=> flow``), the definition-wide ones at the end; its actions
+follow (``⚙ lookup_order (collected, on error → support)``).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def render(graph: Graph, extras: Extras | None = None) -> str:
             lines.append(f"  -> {clean(edge.target)}  ({'; '.join(clean(x) for x in edge_label_lines(edge))})")
         for flow in extras.flows_from(node.id):
             lines.append("  " + _flow_line(flow))
+        if node.declared:
+            lines.extend("  " + clean(action.summary()) for action in extras.actions.get(node.id, ()))
     anywhere = [flow for flow in extras.flows if flow.from_any_state]
     if anywhere:
         lines += ["", "from any state:"]

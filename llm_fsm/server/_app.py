@@ -347,7 +347,12 @@ def create_app(
             created_at=instance.created_at,
             updated_at=instance.updated_at,
             context=masked(definition, instance.context.data),
-            history=[HistoryMessage(role=role, content=text) for m in history for role, text in m.items()],
+            history=[
+                HistoryMessage(
+                    role=m["role"], content=m["text"], id=m["id"], at=m["at"], metadata=m["metadata"], parts=m["parts"]
+                )
+                for m in history
+            ],
         )
 
     # --- operators (docs/operations.md): write right; each answers the conversation after the change ------
@@ -495,6 +500,7 @@ def create_app(
             },
             409: {"model": ErrorOut, "description": "The conversation has ended (`conversation_ended`)"},
             413: {"model": ErrorOut, "description": "Body or message too large"},
+            415: {"model": ErrorOut, "description": "Images for a model that reads text only (`unsupported_content`)"},
         },
     )
     async def send_message(
@@ -507,10 +513,14 @@ def create_app(
         _check_id(conversation_id)
         message_id = body.message_id or f"srv-{uuid.uuid4().hex}"
         if "text/event-stream" in request.headers.get("accept", ""):
-            return await _stream_response(manager, runner, conversation_id, body.message, message_id, caller.tenant)
+            return await _stream_response(
+                manager, runner, conversation_id, body.message, message_id, caller.tenant, body.metadata
+            )
 
         async def turn() -> TurnResult:
-            outcome = await manager.aprocess_turn(conversation_id, body.message, message_id, user_id=caller.tenant)
+            outcome = await manager.aprocess_turn(
+                conversation_id, body.message, message_id, user_id=caller.tenant, **_with_metadata(body.metadata)
+            )
             if outcome.record is None:  # a retried message id: where its turn went is in the stored record
                 return await _turn_result(manager, conversation_id, message_id, outcome.reply, caller.tenant)
             return TurnResult(
@@ -602,6 +612,12 @@ def _check_id(conversation_id: str) -> None:
         raise ConversationNotFoundError("id too long")
 
 
+def _with_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """``metadata`` as a keyword only when the client sent some: a manager-like object written before messages had
+    metadata keeps working for every other request."""
+    return {} if metadata is None else {"metadata": metadata}
+
+
 async def _turn_result(manager: Any, conversation_id: str, message_id: str, reply: str, tenant: str) -> TurnResult:
     """The turn's reply with where it left the conversation: the turn record kept under its message id."""
     instance: FSMInstance = await manager.aget_instance(conversation_id, user_id=tenant)
@@ -618,7 +634,12 @@ async def _turn_result(manager: Any, conversation_id: str, message_id: str, repl
 
 
 async def _events(
-    manager: Any, conversation_id: str, message: str, message_id: str, tenant: str
+    manager: Any,
+    conversation_id: str,
+    message: str | list[dict[str, Any]],
+    message_id: str,
+    tenant: str,
+    metadata: dict[str, Any] | None = None,
 ) -> AsyncIterator[StreamEvent]:
     """The manager's stream of the turn (``FSMManager.astream_message``), its ``done`` completed.
 
@@ -626,7 +647,9 @@ async def _events(
     the stream's own ``done`` holds (a duplicate ``message_id`` there says only ``reply``).
     """
     text: list[str] = []
-    async for event in manager.astream_message(conversation_id, message, message_id=message_id, user_id=tenant):
+    async for event in manager.astream_message(
+        conversation_id, message, message_id=message_id, user_id=tenant, **_with_metadata(metadata)
+    ):
         name, data = str(event.event), dict(event.data)
         if name == "token":
             text.append(str(data.get("text", "")))
@@ -638,7 +661,13 @@ async def _events(
 
 
 async def _stream_response(
-    manager: Any, runner: _TurnRunner, conversation_id: str, message: str, message_id: str, tenant: str
+    manager: Any,
+    runner: _TurnRunner,
+    conversation_id: str,
+    message: str | list[dict[str, Any]],
+    message_id: str,
+    tenant: str,
+    metadata: dict[str, Any] | None = None,
 ) -> Response:
     """Server-sent events of one turn; an error before the first event is an ordinary JSON error response.
 
@@ -649,7 +678,7 @@ async def _stream_response(
 
     async def produce() -> None:
         try:
-            async for event in _events(manager, conversation_id, message, message_id, tenant):
+            async for event in _events(manager, conversation_id, message, message_id, tenant, metadata):
                 await queue.put(event)
         except Exception as exc:  # noqa: BLE001 - every failure becomes an error event
             error = api_error_for(exc, conversation_id=conversation_id)

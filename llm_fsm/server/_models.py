@@ -29,7 +29,17 @@ class Started(BaseModel):
 
 
 class SendMessage(_Request):
-    message: str = Field(description="The user's message.")
+    message: str | list[dict[str, Any]] = Field(
+        description=(
+            "The user's message: text, or content parts in OpenAI's format — "
+            '`[{"type": "text", "text": "…"}, {"type": "image_url", "image_url": {"url": "https://…"}}]` — '
+            "for a model that reads images (415 `unsupported_content` otherwise)."
+        )
+    )
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description="A small JSON object stored with the message and returned in its history (channel ids, …).",
+    )
     message_id: str | None = Field(
         default=None,
         min_length=1,
@@ -52,8 +62,14 @@ class TurnResult(BaseModel):
 
 
 class HistoryMessage(BaseModel):
-    role: str = Field(description="user, assistant, or operator (a person's reply during a handoff).")
-    content: str
+    role: str = Field(description="user, assistant or operator (a human agent).")
+    content: str = Field(description="The message's text (a message of content parts: its text parts, joined).")
+    id: str | None = Field(default=None, description="The message's id (a user message's `message_id`).")
+    at: float | None = Field(default=None, description="When it was recorded, epoch seconds.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="What the client sent with it.")
+    parts: list[dict[str, Any]] | None = Field(
+        default=None, description="Its content parts as stored (long data: URLs without their bytes), or null."
+    )
 
 
 class HandoffOut(BaseModel):

@@ -89,7 +89,7 @@ class ConversationStore(Protocol):
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> builtins.list[dict[str, str]]:
+    ) -> builtins.list[dict[str, Any]]:
         """The full transcript: archived messages (oldest first) followed by the live ones."""
 
     def close(self) -> None:
@@ -116,7 +116,7 @@ class AsyncConversationStore(Protocol):
 
     async def atranscript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> list[dict[str, str]]: ...
+    ) -> list[dict[str, Any]]: ...
 
     async def aexpire(self, *, older_than: float) -> int: ...
 
@@ -200,7 +200,7 @@ class AsyncStoreMixin:
 
     async def atranscript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> list[dict[str, str]]:
+    ) -> list[dict[str, Any]]:
         return await run_blocking(self.transcript, conversation_id, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
 
     async def aexpire(self, *, older_than: float) -> int:

@@ -61,7 +61,7 @@ class Encoded:
 
     record: str
     version: int
-    archive: list[dict[str, str]]
+    archive: list[dict[str, Any]]
     turns: list[tuple[int, str]] = field(default_factory=list)
     """(index, TurnRecord as compact JSON) of every turn record the instance holds, in its order (empty when the
     record is not split: the turns are then inside ``record``)."""
@@ -225,18 +225,20 @@ def not_found(conversation_id: str) -> ConversationNotFoundError:
     return ConversationNotFoundError(f"conversation {conversation_id!r} not found")
 
 
-def encode_message(message: dict[str, str]) -> str:
+def encode_message(message: dict[str, Any]) -> str:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
 
 
-def decode_message(text: str | bytes, *, where: str) -> dict[str, str]:
+def decode_message(text: str | bytes, *, where: str) -> dict[str, Any]:
+    """An archived transcript entry as it was stored: its role key, and ``id``, ``at``, ``metadata`` and ``parts``
+    when it has them (their JSON types kept; a record of the seed's shape has the role key alone)."""
     try:
         value: Any = json.loads(text)
     except ValueError as exc:
         raise StoreCorruptedError(f"{where}: archived message cannot be decoded: {exc}") from exc
     if not isinstance(value, dict):
         raise StoreCorruptedError(f"{where}: archived message is not an object")
-    return {str(k): str(v) for k, v in value.items()}
+    return value
 
 
 def _first_line(exc: BaseException) -> str:

@@ -310,10 +310,10 @@ class FileStore(AsyncStoreMixin):
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> builtins.list[dict[str, str]]:
+    ) -> builtins.list[dict[str, Any]]:
         paths = self._paths(conversation_id, user_id, room_id)
         instance = self._hot(paths, conversation_id, user_id, room_id)
-        archived: list[dict[str, str]] = []
+        archived: list[dict[str, Any]] = []
         n = 1
         while True:
             try:
@@ -468,7 +468,7 @@ class FileStore(AsyncStoreMixin):
         return _Tail(part=0, first_seq=1, last_seq=0)
 
     def _append_archive(
-        self, paths: _Paths, conversation_id: str, tail: _Tail, version: int, messages: builtins.list[dict[str, str]]
+        self, paths: _Paths, conversation_id: str, tail: _Tail, version: int, messages: builtins.list[dict[str, Any]]
     ) -> None:
         part, first_seq, seq = tail.part, tail.first_seq, tail.last_seq
         buffer: list[str] = []

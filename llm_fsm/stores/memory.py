@@ -16,7 +16,9 @@ import builtins
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
+from llm_fsm.engine._data import copy_json
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import TurnRecord
 from llm_fsm.errors import ConcurrentUpdateError
@@ -38,7 +40,7 @@ class _Entry:
     record: FSMInstance
     """The hot record: ``turns`` and ``processed_messages`` empty."""
     summary: ConversationSummary
-    archive: list[dict[str, str]] = field(default_factory=list)
+    archive: list[dict[str, Any]] = field(default_factory=list)
     turns: list[TurnRecord] = field(default_factory=list)
     replies: dict[str, str] = field(default_factory=dict)
 
@@ -120,7 +122,9 @@ class MemoryStore(AsyncStoreMixin):
             stored.turns = []
             stored.processed_messages = {}
             entry = _Entry(stored, summary_of(stored), archive, turns, replies)
-            archive.extend(dict(m) for m in instance.archive_outbox)  # appends only: what a load copies stays valid
+            archive.extend(
+                copy_json(m) for m in instance.archive_outbox
+            )  # appends only: what a load copies stays valid
             self._entries[cid] = entry
         instance.version = version
         instance.archive_outbox = []
@@ -150,11 +154,12 @@ class MemoryStore(AsyncStoreMixin):
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> builtins.list[dict[str, str]]:
+    ) -> builtins.list[dict[str, Any]]:
         with self._lock:
             entry = self._entry(conversation_id, user_id, room_id)
-            archived = [dict(m) for m in entry.archive]
-            live = [dict(m) for m in entry.record.context.conversation.exchanges]
+            # copies all the way down: an entry's metadata and parts are the caller's to change
+            archived = [copy_json(m) for m in entry.archive]
+            live = [copy_json(m) for m in entry.record.context.conversation.exchanges]
         return archived + live
 
     # No I/O happens here (a dict behind a lock held for microseconds), so the async twins run inline:
@@ -190,7 +195,7 @@ class MemoryStore(AsyncStoreMixin):
 
     async def atranscript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> builtins.list[dict[str, str]]:
+    ) -> builtins.list[dict[str, Any]]:
         return self.transcript(conversation_id, user_id=user_id, room_id=room_id)
 
     async def aexpire(self, *, older_than: float) -> int:

@@ -293,7 +293,7 @@ class PostgresStore(AsyncStoreMixin):
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> builtins.list[dict[str, str]]:
+    ) -> builtins.list[dict[str, Any]]:
         return self._run(lambda: self._transcript(conversation_id, user_id, room_id))
 
     def close(self) -> None:
@@ -347,7 +347,7 @@ class PostgresStore(AsyncStoreMixin):
 
     async def atranscript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> builtins.list[dict[str, str]]:
+    ) -> builtins.list[dict[str, Any]]:
         return await self._arun(lambda: self._transcript(conversation_id, user_id, room_id))
 
     def ping(self) -> bool:
@@ -453,7 +453,7 @@ class PostgresStore(AsyncStoreMixin):
 
     def _transcript(
         self, conversation_id: str, user_id: str | None, room_id: str | None
-    ) -> _Ops[builtins.list[dict[str, str]]]:
+    ) -> _Ops[builtins.list[dict[str, Any]]]:
         result = yield _Sql(self._q["transcript"], {"id": conversation_id, "user": user_id, "room": room_id})
         if not result.rows:
             raise not_found(conversation_id)

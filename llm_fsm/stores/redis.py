@@ -349,7 +349,7 @@ class RedisStore(AsyncStoreMixin):
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> builtins.list[dict[str, str]]:
+    ) -> builtins.list[dict[str, Any]]:
         return self._run(self._transcript(conversation_id, user_id, room_id))
 
     def close(self) -> None:
@@ -399,7 +399,7 @@ class RedisStore(AsyncStoreMixin):
 
     async def atranscript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> builtins.list[dict[str, str]]:
+    ) -> builtins.list[dict[str, Any]]:
         return await self._arun(self._transcript(conversation_id, user_id, room_id))
 
     def ping(self) -> bool:
@@ -545,7 +545,7 @@ class RedisStore(AsyncStoreMixin):
 
     def _transcript(
         self, conversation_id: str, user_id: str | None, room_id: str | None
-    ) -> _Ops[builtins.list[dict[str, str]]]:
+    ) -> _Ops[builtins.list[dict[str, Any]]]:
         record_key, archive_key, _, _ = self._keys(conversation_id, user_id, room_id)
         text, archived = yield _Pipeline(
             (_Command("hget", record_key, "record"), _Command("lrange", archive_key, 0, -1)), transaction=True
@@ -801,7 +801,7 @@ class FallbackStore(AsyncStoreMixin):
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> builtins.list[dict[str, str]]:
+    ) -> builtins.list[dict[str, Any]]:
         if self.fallback.contains(conversation_id):
             return self.fallback.transcript(conversation_id, user_id=user_id, room_id=room_id)
         return self._redis(lambda: self.primary.transcript(conversation_id, user_id=user_id, room_id=room_id))
@@ -876,7 +876,7 @@ class FallbackStore(AsyncStoreMixin):
 
     async def atranscript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> builtins.list[dict[str, str]]:
+    ) -> builtins.list[dict[str, Any]]:
         if self.fallback.contains(conversation_id):
             return self.fallback.transcript(conversation_id, user_id=user_id, room_id=room_id)
         return await self._aredis(lambda: self.primary.atranscript(conversation_id, user_id=user_id, room_id=room_id))

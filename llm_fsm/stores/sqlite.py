@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import (
@@ -306,7 +307,7 @@ class SQLiteStore(AsyncStoreMixin):
 
     def transcript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-    ) -> builtins.list[dict[str, str]]:
+    ) -> builtins.list[dict[str, Any]]:
         where = f"{self.path}:{conversation_id}"
         with self._read(snapshot=True) as conn:
             row = self._record(conn, conversation_id, user_id, room_id)

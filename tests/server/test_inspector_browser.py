@@ -432,6 +432,24 @@ def test_a_key_without_the_write_right_reads_but_cannot_send(page: WebDriver, se
     assert visible(page, "#send-form") is None and visible(page, "#read-only") is not None
 
 
+def test_a_message_with_an_image_shows_its_text_and_says_it_had_one(page: WebDriver, served: Served) -> None:
+    writer = {"Authorization": f"Bearer {WRITER_KEY}"}
+    started = httpx.post(f"{served.api}/conversations", json={"definition": "signup"}, headers=writer)
+    cid = started.json()["conversation_id"]
+    photo = {"type": "image_url", "image_url": {"url": "https://example.com/never-loaded.png"}}
+    body = {"message": [{"type": "text", "text": "my photo"}, photo]}
+    sent = httpx.post(f"{served.api}/conversations/{cid}/messages", json=body, headers=writer)
+    assert sent.status_code == 200, sent.text
+    enter_key(page, served, WRITER_KEY)
+    wait_for(page, lambda d: visible(d, "#conversations li[data-conversation]"), "the conversation listed").click()
+
+    def user_texts(driver: WebDriver) -> list[str]:
+        return [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#messages .user .text")]
+
+    wait_for(page, lambda d: user_texts(d) == ["my photo [1 image]"], "the user's message")
+    assert page.find_elements(By.CSS_SELECTOR, "#messages img") == []  # named, never loaded
+
+
 def test_a_wrong_key_is_refused_and_asked_again(page: WebDriver, served: Served) -> None:
     page.get(served.base)
     wait_for(page, lambda d: visible(d, "#key-input"), "the key form").send_keys("not-a-key-of-this-server")

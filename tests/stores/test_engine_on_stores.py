@@ -66,8 +66,9 @@ def test_four_processes_one_hundred_turns_each_every_turn_exactly_once_in_order(
 
     for cid in cids:
         history = starter.get_conversation_history(cid)[1:]  # after the opening
-        users = [m["user"] for m in history[0::2]]
-        replies = [m["assistant"] for m in history[1::2]]
+        assert {m["role"] for m in history[0::2]} == {"user"} and {m["role"] for m in history[1::2]} == {"assistant"}
+        users = [m["text"] for m in history[0::2]]
+        replies = [m["text"] for m in history[1::2]]
         assert replies == [f"re: {u}" for u in users], "each reply right after its own message"
         expected = sorted(m for report in reports for m in report[cid])
         assert sorted(users) == expected, "every turn exactly once"
@@ -98,7 +99,7 @@ def test_a_conversation_continues_in_a_new_process_exactly_where_it_was(tmp_path
     assert json.loads(out.stdout) == ["Bye Ann", "farewell", {"name": "Ann"}]
     again = FSMManager(store=url)
     assert again.is_conversation_ended(cid)
-    assert [list(m) for m in again.get_conversation_history(cid)] == [["assistant"], ["user"], ["assistant"]]
+    assert [m["role"] for m in again.get_conversation_history(cid)] == ["assistant", "user", "assistant"]
 
 
 def _copy_definition(tmp_path: Path) -> Path:
@@ -176,7 +177,7 @@ def test_redis_stopped_mid_run_gives_a_typed_error_writes_nothing_and_work_conti
     instance = fsm.get_instance(cid)
     assert instance.turn_count == 1, "the failed turn left nothing behind"
     assert fsm.process_message(cid, "three") == "re: three"
-    users = [m["user"] for m in fsm.get_conversation_history(cid) if "user" in m]
+    users = [m["text"] for m in fsm.get_conversation_history(cid) if m["role"] == "user"]
     assert users == ["one", "three"]
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from llm_fsm.engine._messages import entry_role, entry_text
 from llm_fsm.stores import open_store
 
 from .factories import plain_instance
@@ -78,7 +79,8 @@ def _check_every_turn_once_and_whole(url: str, cids: list[str]) -> None:
         instance = store.load(cid, **OWNER)
         exchanges = instance.context.conversation.exchanges
         users = [m["user"] for m in exchanges[0::2]]
-        assert [m for m in exchanges[1::2]] == [{"assistant": f"reply to {u}"} for u in users], cid
+        replies = [(entry_role(m), entry_text(m)) for m in exchanges[1::2]]
+        assert replies == [("assistant", f"reply to {u}") for u in users], cid
         last_turn = {w: -1 for w in range(WORKERS)}
         for message in users:
             worker, turn = map(int, re.fullmatch(r"w(\d+)-t(\d+)", message).groups())  # type: ignore[union-attr]

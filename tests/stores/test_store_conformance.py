@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
@@ -239,11 +240,11 @@ def test_the_archive_outbox_is_drained_into_the_archive_on_save(store: Conversat
 def test_transcript_is_the_archive_then_the_live_messages_in_order(store: ConversationStore) -> None:
     instance = plain_instance()
     conversation = instance.context.conversation
-    expected: list[dict[str, str]] = []
+    expected: list[dict[str, Any]] = []
     for turn in range(6):
-        conversation.add_user_message(f"u{turn}")
+        conversation.add_user_message(f"u{turn}", metadata={"turn": turn, "tags": ["a", "ü"]})
         conversation.add_assistant_message(f"a{turn}")
-        expected += [{"user": f"u{turn}"}, {"assistant": f"a{turn}"}]
+        expected += [dict(entry) for entry in conversation.exchanges[-2:]]
         if len(conversation.exchanges) > 4:  # prune like the engine does: oldest messages go to the outbox
             instance.archive_outbox = conversation.exchanges[:2]
             conversation.exchanges = conversation.exchanges[2:]

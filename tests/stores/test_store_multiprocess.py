@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from llm_fsm.engine._messages import entry_role, entry_text
 from llm_fsm.stores import open_store
 
 from .factories import plain_instance
@@ -73,11 +74,11 @@ def test_concurrent_workers_apply_every_turn_exactly_once_in_order(
     seen: dict[str, int] = {}
     for index, cid in enumerate(cids):
         instance = store.load(cid, user_id="alice", room_id="room-1")
-        exchanges = instance.context.conversation.exchanges
-        users = exchanges[0::2]
-        assert all(list(m) == ["user"] for m in users), cid
+        exchanges = [(entry_role(m), entry_text(m)) for m in instance.context.conversation.exchanges]
+        assert all(role == "user" for role, _ in exchanges[0::2]), cid
+        users = [{"user": text} for _, text in exchanges[0::2]]
         for message, reply in zip(users, exchanges[1::2], strict=False):
-            assert reply == {"assistant": f"reply to {message['user']}"}, cid
+            assert reply == ("assistant", f"reply to {message['user']}"), cid
         last_turn = {w: -1 for w in range(WORKERS)}
         for message in users:
             worker, turn = map(int, re.fullmatch(r"w(\d+)-t(\d+)", message["user"]).groups())  # type: ignore[union-attr]

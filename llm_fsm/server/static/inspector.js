@@ -205,6 +205,13 @@ async function startConversation(definitionId) {
   }
 }
 
+// A message's text, and how many images it carried: the page names them, it never loads them.
+function shownText(item) {
+  const images = (item.parts || []).filter((part) => part && part.type === "image_url").length;
+  if (!images) return item.content;
+  return `${item.content} [${images} image${images > 1 ? "s" : ""}]`.trim();
+}
+
 function message(role, text) {
   return el("li", { className: `message ${role}` }, el("span", { className: "role" }, role), el("div", { className: "text" }, text));
 }
@@ -285,7 +292,7 @@ async function openConversation(conversationId) {
     return;
   }
   const list = clear($("messages"));
-  for (const item of page.conversation.history) list.append(message(item.role, item.content));
+  for (const item of page.conversation.history) list.append(message(item.role, shownText(item)));
   markSelected();
   showLint(page.conversation.definition);
 }
