@@ -37,7 +37,7 @@ class StreamEvent:
     """One event of a streamed turn.
 
     ``token``: ``{"text": ...}``, the next characters of the reply; ``state``: ``{"state", "verdict",
-    "ended"}`` once the turn has decided; ``done``: ``{"reply", "state", "ended", "verdict"}`` when the
+    "ended"}`` once the turn has decided; ``done``: ``{"reply", "state", "ended", "verdict", "mode"}`` when the
     turn is saved (``{"reply", "duplicate": true}`` for a ``message_id`` answered before). A turn that
     fails raises its typed error from the iterator instead (a server sends it as an ``error`` event).
     """
@@ -230,7 +230,7 @@ async def stream_turn(
             decided = driver.decided
             done: dict[str, Any] = {"reply": reply}
             if decided is not None:
-                done.update(state=decided.state, verdict=decided.verdict, ended=decided.ended)
+                done.update(state=decided.state, verdict=decided.verdict, ended=decided.ended, mode=outcome.mode)
             else:
                 done["duplicate"] = True
             queue.put_nowait(StreamEvent("done", done))

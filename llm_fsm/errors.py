@@ -217,6 +217,31 @@ class FlowError(FSMError):
     """A sub-flow could not be started, resumed or finished (depth limit, unknown flow)."""
 
 
+# --- operators -------------------------------------------------------------------
+
+
+class OperatorError(FSMError, ValueError):
+    """An operator's change was refused because it would leave the conversation inconsistent.
+
+    Operators are trusted to move a conversation anywhere it is declared to go; what they are refused
+    is what the engine could not run afterwards (an undeclared state or flow, a root popped, an ended
+    conversation changed) or a change no one could later account for (no actor named).
+    """
+
+
+class UnknownStateError(OperatorError, StateNotFoundError):
+    """An operator named a state the active flow's definition does not declare."""
+
+
+class OperatorFlowError(OperatorError):
+    """An operator's flow change was refused: a flow not declared there, the root popped, the depth limit."""
+
+
+class HandoffError(OperatorError):
+    """A handoff change that does not fit the conversation's mode (resume when no person has it, a second
+    handoff, an operator message while the bot has the conversation)."""
+
+
 # --- stores ----------------------------------------------------------------------
 
 
@@ -275,6 +300,7 @@ __all__ = [
     "DefinitionNotFoundError",
     "FSMError",
     "FlowError",
+    "HandoffError",
     "HookError",
     "InvalidMessageError",
     "InvalidTransitionError",
@@ -287,6 +313,8 @@ __all__ = [
     "LogicError",
     "MalformedOutputError",
     "MessageTooLargeError",
+    "OperatorError",
+    "OperatorFlowError",
     "RecordTooLargeError",
     "ScriptError",
     "StateNotFoundError",
@@ -294,6 +322,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "TurnNotFoundError",
+    "UnknownStateError",
     "UnsupportedContentError",
     "UsageError",
 ]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from llm_fsm._locking import FairLock
+from llm_fsm._operator_api import OperatorAPI
 from llm_fsm._threads import run_blocking
 from llm_fsm.actions import ActionFunction, ActionRegistry
 from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
@@ -39,6 +40,7 @@ from llm_fsm.engine._data import (
 from llm_fsm.engine._hooks import HookFunction, Hooks, run_async, run_sync
 from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
 from llm_fsm.engine._messages import MessageLimits, UserMessage, check_message, entry_view
+from llm_fsm.engine._operator import human_turn
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import (
     LLMRequest,
@@ -128,8 +130,12 @@ _RECOVERABLE: tuple[type[Exception], ...] = (DefinitionError, ConcurrentUpdateEr
 _T = TypeVar("_T")
 
 
-class FSMManager:
-    """Starts conversations and processes their messages (the seed's API, plus stores and async)."""
+class FSMManager(OperatorAPI):
+    """Starts conversations and processes their messages (the seed's API, plus stores and async).
+
+    The operator API (force_state, push_flow, pop_flow, set_context, hand_off, post_operator_message,
+    resume_bot, and the seed's ``instances`` view) comes from ``OperatorAPI`` (``llm_fsm/_operator_api.py``).
+    """
 
     def __init__(
         self,
@@ -638,21 +644,28 @@ class FSMManager:
             if message_id is not None and message_id in instance.processed_messages:
                 # a retried delivery: answered once
                 return TurnOutcome(
-                    reply=instance.processed_messages[message_id], state=instance.current_state, ended=instance.ended
+                    reply=instance.processed_messages[message_id],
+                    state=instance.current_state,
+                    ended=instance.ended,
+                    mode=instance.mode,
                 )
             if instance.ended:
                 raise ConversationEndedError(f"conversation {instance.conversation_id} has ended ({instance.status})")
             definition = self._checked(instance, (yield LoadDefinition(instance.fsm_id)))
-            outcome = yield from run_turn(
-                definition,
-                instance,
-                message,
-                self.prompt_builder,
-                self.config,
-                message_id=message_id,
-                schema_sent=self._schema_sent(),
-                action_memo=memo,
-            )
+            if instance.mode == "human":  # a person has it: record the message, call no model and no hook
+                outcome = human_turn(definition, instance, message, self.config, message_id=message_id)
+                yield Decided(state=outcome.state, verdict="human_mode", ended=False)
+            else:
+                outcome = yield from run_turn(
+                    definition,
+                    instance,
+                    message,
+                    self.prompt_builder,
+                    self.config,
+                    message_id=message_id,
+                    schema_sent=self._schema_sent(),
+                    action_memo=memo,
+                )
             try:
                 yield SaveConversation(instance, expected)
             except ConcurrentUpdateError:
@@ -681,6 +694,9 @@ class FSMManager:
         JSON object: channel ids, attachments) is stored with the message and returned by
         ``get_conversation_history``. Anything the engine cannot take raises ``InvalidMessageError`` (or a child)
         before any model call, and nothing is saved.
+
+        While a person has the conversation (``hand_off``, or a state declared ``handoff: true``) the message
+        is recorded, no model is called and the reply is ``""``: the person answers (``post_operator_message``).
         """
         return self.process_turn(
             conversation_id, message, message_id, user_id=user_id, room_id=room_id, metadata=metadata

@@ -323,3 +323,29 @@ def test_a_missing_reply_file_is_unreadable_input(tmp_path):
 
 def test_chat_help_names_the_scripted_model():
     assert "scripted:FILE" in run("chat", "--help").output
+
+
+def test_conversations_shows_who_has_each_conversation_in_a_mode_column(scripted, store):
+    from llm_fsm.manager import FSMManager
+
+    scripted(reply("greeting", "Hi!"))
+    bot = _started(run("chat", GREETING, "--model", "x", "--store", store, input="").output)
+    scripted(reply("greeting", "Hi!"))
+    person = _started(run("chat", GREETING, "--model", "x", "--store", store, input="").output)
+    FSMManager(store=store).hand_off(person, "asked for a person", actor="desk")
+    lines = run("conversations", "--store", store).output.splitlines()
+    assert lines[0].split()[-2:] == ["mode", "definition"]
+    modes = {line.split()[0]: line.split()[-2] for line in lines[1:]}
+    assert modes == {bot: "bot", person: "human"}
+
+
+def test_chat_says_when_a_person_has_the_conversation(scripted, store):
+    from llm_fsm.manager import FSMManager
+
+    scripted(reply("greeting", "Hi! Your name?"))
+    cid = _started(run("chat", GREETING, "--model", "x", "--store", store, input="").output)
+    FSMManager(store=store).hand_off(cid, "asked for a person", actor="desk")
+    resumed = run("chat", GREETING, "--model", "x", "--store", store, "--resume", cid, input="hello?\n")
+    assert resumed.exit_code == 0, resumed.output
+    assert resumed.output.count("a person has this conversation") == 2  # on resuming, and after the message
+    assert "[greeting] human_mode" in resumed.output

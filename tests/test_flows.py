@@ -134,9 +134,15 @@ def test_cancel_pops_the_sub_flow_and_the_parent_repeats_its_question():
     assert fsm.explain(cid).verdict.kind == "flow_cancelled"
 
 
-def test_cancel_at_the_bottom_ends_the_conversation_as_cancelled():
-    fsm, cid, _ = start(say("Okay, cancelled.", intent="cancel"))
+def test_cancel_at_the_bottom_ends_the_conversation_as_cancelled_once_confirmed():
+    fsm, cid, _ = start(
+        say("Okay, cancelled.", intent="cancel"),
+        say("Do you really want to cancel the booking?"),
+        say("Okay, cancelled.", intent="confirm"),
+    )
     fsm.process_message(cid, "I want to cancel")
+    assert not fsm.is_conversation_ended(cid)  # confirm_cancel (the default) asks first
+    fsm.process_message(cid, "yes")
     instance = fsm.get_instance(cid)
     assert instance.status == "cancelled" and fsm.is_conversation_ended(cid)
 
@@ -194,10 +200,16 @@ def test_confirmation_yes_takes_the_on_yes_transition():
     assert fsm.get_current_state(cid) == "booked" and fsm.is_conversation_ended(cid)
 
 
-def test_confirmation_no_cancels_as_declared():
-    fsm, cid, _ = _to_confirmation(say("Okay, I cancelled it.", intent="deny"))
+def test_confirmation_no_cancels_as_declared_once_the_cancel_is_confirmed():
+    fsm, cid, _ = _to_confirmation(
+        say("Okay, I cancelled it.", intent="deny"),
+        say("Do you want to cancel the booking?"),
+        say("Cancelled.", intent="confirm"),
+    )
     _play_to_confirmation(fsm, cid)
     fsm.process_message(cid, "no")
+    assert fsm.get_instance(cid).pending_cancel
+    fsm.process_message(cid, "yes, cancel it")
     assert fsm.get_instance(cid).status == "cancelled"
 
 

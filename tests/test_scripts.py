@@ -465,3 +465,56 @@ def test_record_expectations_of_a_failed_turn_say_there_is_no_record(declared: P
     """
     (turn,) = run(write(declared, text)).turns
     assert turn.failures == ["chained: expected, but the turn has no record (it failed)"]
+
+
+# --- operator steps --------------------------------------------------------------------------
+
+HANDOFF = """\
+definition: form.yaml
+turns:
+  - operator: {hand_off: true, actor: desk, reason: VIP}
+    expect: {mode: human}
+  - user: "hello?"
+    expect: {mode: human, verdict: human_mode, reply: ""}
+  - operator: {message: "Hi, Bo here."}
+  - operator: {resume: ask_email}
+    expect: {mode: bot, state: ask_email}
+  - operator: {force_state: ask_name, reason: start over}
+    expect: {state: ask_name}
+"""
+
+
+def test_operator_steps_hand_off_post_resume_and_force_through_the_operator_api(folder: Path) -> None:
+    result = run(write(folder, HANDOFF))
+    assert result.passed, [t.failures for t in result.turns]
+    assert [step.verdict for step in result.path] == [
+        "operator:hand_off",
+        "human_mode",
+        "operator:message",
+        "operator:resume",
+        "operator:force_state",
+    ]
+
+
+def test_an_expected_mode_that_differs_fails_the_step(folder: Path) -> None:
+    result = run(write(folder, HANDOFF.replace("expect: {mode: human}", "expect: {mode: bot}", 1)))
+    assert result.turns[0].failures == ["mode: expected bot, got human"]
+
+
+def test_an_operator_step_the_engine_refuses_fails_with_the_error(folder: Path) -> None:
+    result = run(write(folder, "definition: form.yaml\nturns: [{operator: {resume: true}}]\n"))
+    assert "HandoffError" in result.turns[0].failures[0]
+
+
+@pytest.mark.parametrize(
+    ("step", "problem"),
+    [
+        ("{user: a, operator: {hand_off: true}}", "not both"),
+        ("{operator: {hand_off: true, message: hi}}", "exactly one of"),
+        ("{operator: {}}", "exactly one of"),
+        ("{operator: {hand_off: true}, model: hi}", "calls no model"),
+    ],
+)
+def test_a_malformed_operator_step_is_a_script_error(folder: Path, step: str, problem: str) -> None:
+    with pytest.raises(ScriptError, match=problem):
+        parse_script(f"definition: form.yaml\nturns: [{step}]\n", file=folder / "a.conv.yaml")

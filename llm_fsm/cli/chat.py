@@ -302,10 +302,26 @@ def resume_loader(definition: str, instance: Any) -> tuple[Any, str | None]:
     return loader, f"using {given} for {stored_id} (same content)"
 
 
+HUMAN_MODE_NOTE = (
+    "(a person has this conversation: your messages are recorded for them and no model answers "
+    "until an operator resumes the bot)"
+)
+
+
 def _print_turn(
-    manager: Any, conversation_id: str, reply: str, *, explain: bool, quiet: bool, owner: Owner = Owner()
+    manager: Any,
+    conversation_id: str,
+    reply: str,
+    *,
+    explain: bool,
+    quiet: bool,
+    owner: Owner = Owner(),
+    mode: str = "bot",
 ) -> None:
-    click.echo(click.style("assistant: ", fg="green") + reply)
+    if reply or mode != "human":
+        click.echo(click.style("assistant: ", fg="green") + reply)
+    if mode == "human":
+        click.echo(click.style(HUMAN_MODE_NOTE, fg="yellow"))
     if quiet:
         return
     record = manager.explain(conversation_id, **owner.kwargs)
@@ -358,6 +374,8 @@ def chat_loop(
         if note:
             click.echo(click.style(note, dim=True))
         click.echo(click.style(f"resuming {conversation_id} in state {instance.current_state}", dim=True))
+        if instance.mode == "human":
+            click.echo(click.style(HUMAN_MODE_NOTE, fg="yellow"))
     else:
         conversation_id, opening = manager.start_conversation(definition_location(definition), **mine)
         click.echo(
@@ -382,7 +400,7 @@ def chat_loop(
                 break
             click.echo(click.style("you: ", fg="cyan") + message)
         try:
-            reply = manager.process_message(conversation_id, message, **mine)
+            outcome = manager.process_turn(conversation_id, message, **mine)
         except LLMResponseError as exc:
             session.failed_turns += 1
             click.echo(
@@ -393,7 +411,9 @@ def chat_loop(
             continue
         except ConversationEndedError:
             break
-        _print_turn(manager, conversation_id, reply, explain=explain, quiet=quiet, owner=owner)
+        _print_turn(
+            manager, conversation_id, outcome.reply, explain=explain, quiet=quiet, owner=owner, mode=outcome.mode
+        )
     if manager.is_conversation_ended(conversation_id, **mine):
         state = manager.get_current_state(conversation_id, **mine)
         click.echo(click.style(f"conversation ended in state {state}", dim=True))
@@ -589,6 +609,7 @@ def trace_command(
     click.echo(
         f"conversation {instance.conversation_id}: {instance.status}, "
         f"state {instance.current_state}, stack {instance.stack}"
+        + (f", with a person (handed off by {instance.handoff.actor})" if instance.handoff is not None else "")
     )
     for line in trace_lines(instance.trace):
         click.echo(line)
@@ -636,15 +657,21 @@ def conversations_command(store: str | None, user_id: str | None, room_id: str |
             for s in opened.list()
             if (user_id is None or s.user_id == user_id) and (room_id is None or s.room_id == room_id)
         ]
-    usages = None
-    if usage:
-        usages = [opened.load(s.conversation_id, user_id=s.user_id, room_id=s.room_id).usage for s in summaries]
-    for line in conversation_lines(summaries, usages):
+    # the stores' summaries do not carry the mode (it is not a column of the SQL stores): each record is read
+    instances = [opened.load(s.conversation_id, user_id=s.user_id, room_id=s.room_id) for s in summaries]
+    usages = [instance.usage for instance in instances] if usage else None
+    modes = [instance.mode for instance in instances]
+    for line in conversation_lines(summaries, usages, modes):
         click.echo(line)
 
 
-def conversation_lines(summaries: Iterable[Any], usages: Sequence[Any] | None = None) -> list[str]:
-    """A table: id, status, state, user, room, (calls, tokens, cost,) definition; ``-`` for no user or room."""
+def conversation_lines(
+    summaries: Iterable[Any], usages: Sequence[Any] | None = None, modes: Sequence[str] | None = None
+) -> list[str]:
+    """A table: id, status, state, user, room, (calls, tokens, cost,) (mode,) definition; ``-`` for no user or room.
+
+    mode: ``bot``, or ``human`` while a person has the conversation (handed off).
+    """
     summaries = list(summaries)
     rows: list[tuple[Any, ...]] = [
         (s.conversation_id, s.status, s.current_state, s.user_id or "-", s.room_id or "-", s.fsm_id) for s in summaries
@@ -655,6 +682,9 @@ def conversation_lines(summaries: Iterable[Any], usages: Sequence[Any] | None = 
     if usages is not None:
         header = (*header[:5], "calls", "tokens", "cost", header[5])
         rows = [(*row[:5], u.calls, f"{u.tokens:,}", _cost(u), row[5]) for row, u in zip(rows, usages, strict=True)]
+    if modes is not None:
+        header = (*header[:-1], "mode", header[-1])
+        rows = [(*row[:-1], mode, row[-1]) for row, mode in zip(rows, modes, strict=True)]
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header) - 1)]
     return [
         "  ".join(str(value).ljust(width) for value, width in zip(row[:-1], widths, strict=True)) + "  " + str(row[-1])

@@ -41,6 +41,9 @@ def _explain_lines(result: TurnResult) -> list[str]:
 
 def _route(turn: TurnResult) -> str:
     record = turn.record
+    operator = turn.turn.spec.operator
+    if record is None and operator is not None and turn.error is None:
+        return f"[{turn.state}] operator {operator.action}"
     if record is None:
         return f"[{turn.state}]" if turn.state else ""
     where = (
@@ -66,7 +69,9 @@ def format_result(result: ConversationResult, *, verbose: bool = False) -> list[
         mark = "PASS" if turn.passed else "FAIL"
         lines.append(f"  {mark} turn {turn.turn.index}  {_route(turn)}{where if not turn.passed else ''}".rstrip())
         if verbose:
-            lines.append(f"       user: {turn.turn.spec.user}")
+            spec = turn.turn.spec
+            said = f"user: {spec.user}" if spec.operator is None else f"operator: {spec.operator.action}"
+            lines.append(f"       {said}")
             if turn.reply is not None:
                 lines.append(f"       reply: {turn.reply}")
         if not turn.passed:

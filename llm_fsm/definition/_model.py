@@ -163,6 +163,14 @@ class Confirmation(_Model):
             "null stays and asks what to change."
         ),
     )
+    changeable_keys: list[str] | None = Field(
+        default=None,
+        description=(
+            "Keys the user may change at this step (dot paths cover what is inside them); a plain no asks what "
+            "to change, naming them, and values written to other keys here are refused (rule not_changeable). "
+            "null: any key may change."
+        ),
+    )
 
 
 class State(_Model):
@@ -206,6 +214,14 @@ class State(_Model):
         description=(
             "When a turn reaches this state and one of its guarded transitions already holds, the engine follows "
             "it in the same turn (see EngineConfig.max_chained_transitions). false: always stop here for a turn."
+        ),
+    )
+    handoff: StrictBool = Field(
+        default=False,
+        description=(
+            "Reaching this state hands the conversation to a person: the assistant's reply for it is still given "
+            "(e.g. 'I am connecting you with a colleague'), then turns only record the user's messages until "
+            "an operator resumes the bot."
         ),
     )
 
@@ -268,7 +284,21 @@ class FSMDefinition(_Model):
         default=None, description="Sub-flows the model may start from any state of this definition."
     )
     cancellable: StrictBool = Field(
-        default=True, description="Whether the user can cancel this flow (a sub-flow pops; the root ends as cancelled)."
+        default=True, description="Whether the user can cancel this flow (a sub-flow pops; the root: see on_cancel)."
+    )
+    on_cancel: Literal["end", "restart"] = Field(
+        default="end",
+        description=(
+            "What a cancel at the root flow does: end the conversation as cancelled, or restart: go back to the "
+            "initial state with the collected data cleared (keys the application provides are kept)."
+        ),
+    )
+    confirm_cancel: StrictBool = Field(
+        default=True,
+        description=(
+            "Ask the user to confirm a cancel that would end the conversation before ending it (the next confirm "
+            "or cancel ends it, anything else carries on). false: a cancel at the root ends at once."
+        ),
     )
     max_consecutive_digressions: JsonInt = Field(
         default=3, ge=0, description="Side questions answered in a row before the assistant steers back."

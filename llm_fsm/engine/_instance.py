@@ -59,6 +59,10 @@ class Conversation(_Data):
         turn rewrites (a random id cost 12 more per message)."""
         return f"m{self.archived_messages + len(self.exchanges) + 1}"
 
+    def add_operator_message(self, text: str, *, id: str | None = None, at: float | None = None) -> None:
+        """A person's reply during a handoff: the bot, once resumed, sees it as a human agent's."""
+        self.exchanges.append(make_entry("operator", text, id=id, at=at))
+
     def window(self, size: int | None = None) -> list[tuple[str, str]]:
         """The last ``size`` (default ``max_history_size``) exchanges as (role, text), each cut to
         ``max_message_length``; a message that carried images says how many (the model saw them on its turn)."""
@@ -114,6 +118,20 @@ def new_flow_id(name: str) -> str:
     return f"{safe}_{uuid.uuid4().hex[:8]}"
 
 
+# --- handoff -------------------------------------------------------------------------
+
+ConversationMode = Literal["bot", "human"]
+
+
+class Handoff(_Data):
+    """Who handed the conversation to a person, when, why and from where (replaced whole, never edited)."""
+
+    reason: str
+    actor: str = Field(description="Who handed off: an operator's name, 'definition' for a declared handoff state.")
+    since: float = Field(default_factory=now)
+    from_state: str = Field(description="The state the conversation was in when it was handed off.")
+
+
 # --- the instance -----------------------------------------------------------------
 
 
@@ -165,6 +183,18 @@ class FSMInstance(_Data):
         default_factory=list, description="Archive of completed and cancelled flows, with their outputs."
     )
     consecutive_digressions: int = 0
+    mode: ConversationMode = Field(
+        default="bot",
+        description="bot: turns call the model; human: a person has the conversation, turns only record messages.",
+    )
+    handoff: Handoff | None = Field(default=None, description="Set while a person has the conversation.")
+    pending_cancel: bool = Field(
+        default=False,
+        description=(
+            "A cancel that would end the conversation is waiting for the user's confirmation (confirm_cancel); "
+            "the next turn's confirm or cancel ends it, anything else clears this."
+        ),
+    )
     action_runs: dict[str, str] = Field(
         default_factory=dict,
         description=(

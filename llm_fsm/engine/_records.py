@@ -142,6 +142,9 @@ VerdictKind = Literal[
     "flow_completed",  # the active sub-flow reached a terminal state; the one below resumed
     "conversation_cancelled",  # the root flow was cancelled: the conversation ended as cancelled
     "action_error",  # an action the state declares failed, and its on_error named the state to go to
+    "cancel_pending",  # a cancel that would end the conversation was asked to be confirmed; nothing ended yet
+    "conversation_restarted",  # a cancel at the root went back to the initial state (on_cancel: restart)
+    "human_mode",  # a person has the conversation: the message was recorded, no model was called
 ]
 
 

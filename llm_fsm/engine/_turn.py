@@ -37,6 +37,7 @@ from llm_fsm.engine._data import (
     now,
 )
 from llm_fsm.engine._flows import find_paused, pop_flow, push_flow, resume_flow
+from llm_fsm.engine._handoff import hand_off_declared
 from llm_fsm.engine._hooks import HookEvent, make_event
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage, entry_role, entry_text, timestamp
@@ -144,6 +145,9 @@ class TurnOutcome:
     ended: bool = False
     fsm_id: str = ""
     flow_depth: int = 1
+    mode: str = "bot"
+    """``human`` when a person has the conversation after this turn: the reply is ``""`` for a message that
+    arrived in human mode (the person answers), or the bot's last reply for a turn that reached a handoff state."""
 
 
 Effect = CallLLM | CallHook | LoadFlow | LoadDefinition | Decided | AwaitMessage | CallAction
@@ -207,8 +211,9 @@ def _check_budget(instance: FSMInstance, config: EngineConfig) -> None:
 
 
 def _grounding(instance: FSMInstance, message: str) -> Grounding:
-    """What a grounded value may be taken from: the user's stored messages, this one, and the assistant's
-    messages in the history window the model sees (an offer accepted, perhaps after a side question)."""
+    """What a grounded value may be taken from: the user's stored messages, this one, and the assistant's (or a
+    person's, during a handoff) messages in the history window the model sees (an offer accepted, perhaps after
+    a side question)."""
     conversation = instance.context.conversation
     exchanges = conversation.exchanges
     users = [entry_text(entry) for entry in exchanges if entry_role(entry) == "user"]
@@ -434,11 +439,18 @@ def run_opening(
     reply = result.response.message
     instance.usage.add(LLMCallRecord.of("opening", result))
     instance.context.conversation.add_assistant_message(reply)
+    hand_off_declared(definition, instance, config)
     if state.is_terminal:
         instance.status = "ended"
         _trace(instance, config, "end", state=state.id, reason="initial state is terminal")
     instance.updated_at = now()
-    return TurnOutcome(reply=reply, changes=changes, state=instance.current_state, ended=instance.status != "active")
+    return TurnOutcome(
+        reply=reply,
+        changes=changes,
+        state=instance.current_state,
+        ended=instance.status != "active",
+        mode=instance.mode,
+    )
 
 
 # --- a turn ----------------------------------------------------------------------------
@@ -483,11 +495,33 @@ def _decide_transition(
 
 
 def _cancel(
-    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state_before: str
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    config: EngineConfig,
+    state_before: str,
+    *,
+    confirmed: bool = False,
 ) -> Generator[Effect, Any, _Decision]:
     if not definition.cancellable:
         verdict = _stay_rejected(state_before, f"flow {instance.flow_name or definition.name!r} cannot be cancelled")
         return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
+    if not instance.flow_stack and definition.on_cancel == "restart":
+        return _restart(definition, instance, config, state_before)
+    if not instance.flow_stack and definition.confirm_cancel and not confirmed:
+        # An ending the user cannot take back, on one intent a small model may have misread: ask first.
+        instance.pending_cancel = True
+        _trace(instance, config, "cancel_pending", flow=instance.flow_id, state=state_before)
+        verdict = Verdict(
+            kind="cancel_pending",
+            target_state=state_before,
+            reason="the user asked to cancel; asking them to confirm before the conversation ends",
+        )
+        note = (
+            "The user seems to want to cancel. Nothing is cancelled yet. Ask them in one short sentence whether "
+            f"they really want to cancel ({definition.description.strip().rstrip('.')}); yes ends the "
+            "conversation, no carries on where it was. Ask nothing else."
+        )
+        return _Decision(verdict, note=note)
     if not instance.flow_stack:
         instance.status = "cancelled"
         _trace(instance, config, "cancel", flow=instance.flow_id, state=state_before, scope="conversation")
@@ -518,6 +552,83 @@ def _cancel(
         "of the current state."
     )
     return _Decision(verdict, note=note, definition=parent)
+
+
+def _restart(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state_before: str) -> _Decision:
+    """``on_cancel: restart``: back to the initial state with what the user gave cleared.
+
+    Kept: keys the application provides (``application_context_keys``, protected and application-written
+    keys) and ``_``-prefixed keys, which no user wrote; everything else collected is removed.
+    """
+    kept = definition.provided_context_keys
+    data = instance.context.data
+    cleared = sorted(k for k in data if k not in kept and not str(k).startswith("_"))
+    for key in cleared:
+        del data[key]
+    forget_visit(instance, state_before)
+    instance.current_state = definition.initial_state
+    instance.consecutive_digressions = 0
+    _trace(
+        instance,
+        config,
+        "cancel",
+        flow=instance.flow_id,
+        state=state_before,
+        scope="restart",
+        target=definition.initial_state,
+        cleared=cleared,
+    )
+    verdict = Verdict(
+        kind="conversation_restarted",
+        target_state=definition.initial_state,
+        reason=f"the user cancelled; back to {definition.initial_state!r} with {len(cleared)} collected key(s) cleared",
+    )
+    note = (
+        "The user cancelled what they were doing: everything they had given was cleared and the conversation is "
+        "back at its start. Say so in one short sentence, e.g. 'Cancelled. How else can I help?', and nothing else."
+    )
+    return _Decision(verdict, note=note)
+
+
+def _what_to_change(definition: FSMDefinition, keys: list[str] | None) -> str:
+    """The note for a plain "no" at a confirmation step: stay, and ask what to change (naming what may)."""
+    which = ""
+    if keys:
+        labels = []
+        for key in keys:
+            found = definition.declaration_for(key)
+            labels.append(found[1].label(key) if found else key.replace("_", " "))
+        which = " They may change: " + ", ".join(labels) + "."
+    return (
+        "The user said no to the read-back and gave no new value. Nothing is confirmed and the conversation stays "
+        "in this step. Ask in one short sentence what they would like to change." + which
+    )
+
+
+def _not_changeable(
+    definition: FSMDefinition, keys: list[str], update: dict[str, Any]
+) -> tuple[dict[str, Any], list[ContextChange]]:
+    """Split a model update at a confirmation step into what may change there and what is refused."""
+    if not isinstance(update, dict):
+        return update, []
+    kept: dict[str, Any] = {}
+    refused: list[ContextChange] = []
+    for key, value in update.items():
+        if any(key == k or key.startswith(k + ".") for k in keys):
+            kept[key] = value
+            continue
+        found = definition.declaration_for(key)
+        shown = MASK if found is not None and found[1].sensitive else value
+        refused.append(
+            ContextChange(
+                key=key,
+                value=shown,
+                applied=False,
+                reason=f"not changeable at this confirmation (may change: {', '.join(keys) or 'nothing'})",
+                rule="not_changeable",
+            )
+        )
+    return kept, refused
 
 
 def _start_flow(
@@ -620,7 +731,7 @@ def _confirmation(
     if confirmation.on_no:
         return _decide_transition(definition, state.id, instance.context.data, confirmation.on_no, confirming=True)
     verdict = Verdict(kind="stay", target_state=state.id, reason="the user said no; asking what to change")
-    return _Decision(verdict, note=None if not proposal or proposal == state.id else _decision_note(verdict, state))
+    return _Decision(verdict, note=_what_to_change(definition, confirmation.changeable_keys))
 
 
 def _digression(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state: State) -> _Decision:
@@ -708,15 +819,16 @@ def _chain(
 
     Only the engine's own kind of move: a guarded transition whose conditions hold, the one ``decide`` picks with
     no proposal. Stops at a confirmation step (the user must say yes), a terminal state, a state with
-    ``auto_advance: false``, a state already visited this turn, or after ``max_chained_transitions`` steps.
+    ``auto_advance: false``, a handoff state, a state already visited this turn, or after
+    ``max_chained_transitions`` steps.
     """
     steps: list[Verdict] = []
     changes: list[ContextChange] = []
     visited = {instance.current_state}
     while len(steps) < config.max_chained_transitions and instance.status == "active":
         state = definition.get_state(instance.current_state)
-        if state.is_terminal or state.confirmation is not None or not state.auto_advance:
-            break
+        if state.is_terminal or state.confirmation is not None or not state.auto_advance or state.handoff:
+            break  # (a handoff state: a person takes the conversation there, so nothing passes it by)
         verdict, _ = decide(definition, state.id, instance.context.data, None)
         if not verdict.moved or verdict.target_state in visited:
             break
@@ -855,14 +967,19 @@ def run_turn(
     proposal = response.transition.target_state or None
     intent = response.intent
 
+    update = response.transition.context_update
+    unchangeable: list[ContextChange] = []
+    if state.confirmation is not None and state.confirmation.changeable_keys is not None:
+        update, unchangeable = _not_changeable(definition, state.confirmation.changeable_keys, update)
     model_changes = apply_update(
         instance.context.data,
-        response.transition.context_update,
+        update,
         source="model",
         protected=definition.application_only_keys,
         max_bytes=config.max_context_bytes,
         policy=_policy(definition, functools.partial(_grounding, instance, message)),
     )
+    model_changes += unchangeable
     changes += model_changes
     if model_changes:
         _trace(
@@ -878,6 +995,15 @@ def run_turn(
     if intent != "digression":
         instance.consecutive_digressions = 0
 
+    route: str = intent
+    if instance.pending_cancel:  # the last turn asked "do you want to cancel?"
+        instance.pending_cancel = False
+        if intent in ("confirm", "cancel"):
+            route = "cancel_confirmed"
+        else:
+            _trace(instance, config, "cancel_declined", state=state_before, intent=intent)
+            route = "continue" if intent == "deny" else intent  # "no, don't cancel" is no answer to a read-back
+
     # actions waiting for this state's data run before the decision, so its guards see their results
     scope = _scope(config, message_id, action_memo)
     collected = yield from run_for(definition, instance, state, "collected", scope)
@@ -887,15 +1013,15 @@ def run_turn(
     if collected.failure is not None:
         failed = redirect(definition, collected.failure, scope)
         decision = _Decision(failed, note=_decision_note(failed, definition.get_state(failed.target_state)))
-    elif intent == "digression":
+    elif route == "digression":
         decision = _digression(definition, instance, config, state)
-    elif intent == "cancel":
-        decision = yield from _cancel(definition, instance, config, state_before)
-    elif intent == "start_flow":
+    elif route in ("cancel", "cancel_confirmed"):
+        decision = yield from _cancel(definition, instance, config, state_before, confirmed=route == "cancel_confirmed")
+    elif route == "start_flow":
         decision = yield from _start_flow(definition, instance, config, state_before, response.flow)
-    elif intent == "resume_flow":
+    elif route == "resume_flow":
         decision = yield from _resume(definition, instance, config, state_before, response.flow)
-    elif state.confirmation is not None and intent in ("confirm", "deny"):
+    elif state.confirmation is not None and route in ("confirm", "deny"):
         corrected = any(c.applied for c in model_changes)
         decision = yield from _confirmation(definition, instance, config, state, intent, proposal, corrected)
     else:
@@ -947,6 +1073,9 @@ def run_turn(
         changes += output_changes
         note = completion_note or note
 
+    if instance.status == "active" and (instance.current_state != state_before or instance.flow_id != flow_before):
+        hand_off_declared(active, instance, config)  # the reply for the state is still given, then a person has it
+
     reply = response.message
     new_state = active.get_state(instance.current_state)
     if note is None:
@@ -954,6 +1083,15 @@ def run_turn(
     reask = _reask_note(definition, [c for c in model_changes if not c.applied and c.rule in REASK_RULES])
     if reask is not None:
         note = reask if note is None else f"{note}\n{reask}"
+    if unchangeable:
+        allowed = (state.confirmation.changeable_keys if state.confirmation else None) or []
+        told = (
+            "These values cannot be changed at this step and were NOT stored: "
+            + ", ".join(c.key for c in unchangeable)
+            + ". Say so briefly"
+            + (f" and ask which of these they would like to change: {', '.join(allowed)}." if allowed else ".")
+        )
+        note = told if note is None else f"{note}\n{told}"
     regenerating = note is not None and instance.status == "active"
     yield Decided(
         state=instance.current_state,
@@ -1034,6 +1172,7 @@ def run_turn(
         ended=instance.status != "active",
         fsm_id=instance.fsm_id,
         flow_depth=len(instance.flow_stack) + 1,
+        mode=instance.mode,
     )
 
 

@@ -39,7 +39,17 @@ from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
 
 Rule = Literal[
-    "type", "enum", "format", "pattern", "length", "range", "items", "ungrounded", "not_writable", "undeclared"
+    "type",
+    "enum",
+    "format",
+    "pattern",
+    "length",
+    "range",
+    "items",
+    "ungrounded",
+    "not_writable",
+    "undeclared",
+    "not_changeable",
 ]
 
 #: rules whose refusal makes the assistant ask again (the others are silent: the model wrote where it may not)

@@ -33,6 +33,7 @@ from llm_fsm.llm.fakes import to_response
 from llm_fsm.scripting._scripts import (
     Expectation,
     Matcher,
+    OperatorStep,
     ScriptConversation,
     ScriptTurn,
 )
@@ -210,6 +211,9 @@ class ConversationResult:
                         flow_after=t.flow_after,
                     )
                 )
+            elif t.turn.spec.operator is not None and t.error is None:
+                operator = f"operator:{t.turn.spec.operator.action}"
+                steps.append(PathStep(t.turn.index, t.state, t.state, None, operator, flow_after=t.flow_after))
             else:
                 steps.append(
                     PathStep(
@@ -297,6 +301,8 @@ def check_expectations(
 ) -> list[str]:
     """Every way the conversation after this turn differs from what the script expects."""
     failures: list[str] = []
+    if expect.mode is not None and instance.mode != expect.mode:
+        failures.append(f"mode: expected {expect.mode}, got {instance.mode}")
     if expect.state is not None and instance.current_state != expect.state:
         note = ""
         if definition is not None and expect.state not in definition.states:
@@ -535,8 +541,12 @@ def _run_turn(manager: Any, conversation_id: str, turn: ScriptTurn, llm: Any, de
     before = manager.get_instance(conversation_id)
     outcome = TurnResult(turn=turn, definition_before=before.fsm_id, flow_before=before.flow_name or before.fsm_id)
     set_turn(llm, turn.index)
+    operator = turn.spec.operator
     try:
-        outcome.reply = manager.process_message(conversation_id, turn.spec.user)
+        if operator is not None:
+            _operate(manager, conversation_id, operator)
+        else:
+            outcome.reply = manager.process_message(conversation_id, turn.spec.user)
     except LLMConfigurationError:
         raise
     except FSMError as exc:
@@ -546,7 +556,7 @@ def _run_turn(manager: Any, conversation_id: str, turn: ScriptTurn, llm: Any, de
             wanted = f" (expected an error containing {expect.error!r})" if expect.error else ""
             outcome.failures.append(f"the turn failed: {text}{wanted}")
     else:
-        outcome.record = manager.explain(conversation_id)
+        outcome.record = manager.explain(conversation_id) if operator is None else None
         if expect.error is not None:
             outcome.failures.append(f"expected the turn to fail with {expect.error!r}, but it succeeded")
     instance = manager.get_instance(conversation_id)
@@ -554,6 +564,20 @@ def _run_turn(manager: Any, conversation_id: str, turn: ScriptTurn, llm: Any, de
     outcome.definition_after, outcome.flow_after = instance.fsm_id, instance.flow_name or instance.fsm_id
     outcome.failures.extend(check_expectations(expect, instance, outcome.record, outcome.reply, definition))
     return outcome
+
+
+def _operate(manager: Any, conversation_id: str, step: OperatorStep) -> None:
+    """An operator step, through the manager's operator API (so it is refused and traced as in production)."""
+    actor, reason = step.actor, step.reason
+    if step.hand_off:
+        manager.hand_off(conversation_id, reason or "handed off by the script", actor=actor)
+    elif step.message is not None:
+        manager.post_operator_message(conversation_id, step.message, actor=actor)
+    elif step.force_state is not None:
+        manager.force_state(conversation_id, step.force_state, reason or "forced by the script", actor=actor)
+    else:
+        state = step.resume if isinstance(step.resume, str) else None
+        manager.resume_bot(conversation_id, actor=actor, state=state, reason=reason)
 
 
 # --- running many ----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -215,6 +215,9 @@ class Expectation(_Strict):
         default=None,
         description="States passed through after the turn's move, in order (guarded transitions that already held).",
     )
+    mode: Literal["bot", "human"] | None = Field(
+        default=None, description="Who has the conversation after the step: the bot, or a person (handed off)."
+    )
     called: dict[str, dict[str, ContextExpectation]] | None = Field(
         default=None,
         description=(
@@ -229,8 +232,40 @@ class Expectation(_Strict):
         return {"equals": value} if isinstance(value, str) else value
 
 
+_OPERATOR_ACTIONS = ("hand_off", "message", "resume", "force_state")
+
+
+class OperatorStep(_Strict):
+    """An operator's act between the user's turns: exactly one of ``hand_off``, ``message``, ``resume``,
+    ``force_state`` (see docs/operations.md)."""
+
+    actor: str = Field(default="script", min_length=1, description="Who acts (recorded in the trace).")
+    reason: str | None = None
+    hand_off: bool | None = Field(default=None, description="true: hand the conversation to a person.")
+    message: str | None = Field(default=None, description="The person's reply (post_operator_message).")
+    resume: bool | str | None = Field(default=None, description="true: the bot resumes where it was; a state: there.")
+    force_state: str | None = Field(default=None, description="Put the conversation in this declared state.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> OperatorStep:
+        given = [name for name in _OPERATOR_ACTIONS if getattr(self, name) not in (None, False)]
+        if len(given) != 1:
+            raise ValueError(
+                f"an operator step takes exactly one of {', '.join(_OPERATOR_ACTIONS)}; "
+                f"got {', '.join(given) or 'none'}"
+            )
+        return self
+
+    @property
+    def action(self) -> str:
+        return next(name for name in _OPERATOR_ACTIONS if getattr(self, name) not in (None, False))
+
+
 class TurnSpec(_Strict):
-    user: str = Field(description="The user's message.")
+    user: str | None = Field(default=None, description="The user's message (or give operator: instead).")
+    operator: OperatorStep | None = Field(
+        default=None, description="An operator's act instead of a user message: hand off, post, resume, force."
+    )
     model: ModelReply | None = Field(default=None, description="The model's answer in offline runs.")
     regenerate: ModelReply | None = Field(
         default=None,
@@ -241,6 +276,14 @@ class TurnSpec(_Strict):
     )
     actions: ActionStubs | None = Field(default=None, description="Stubs that replace earlier ones from this turn on.")
     expect: Expectation = Field(default_factory=Expectation)
+
+    @model_validator(mode="after")
+    def _user_or_operator(self) -> TurnSpec:
+        if (self.user is None) == (self.operator is None):
+            raise ValueError("a step has either user: (a message) or operator: (an operator's act), not both")
+        if self.operator is not None and (self.model is not None or self.regenerate is not None):
+            raise ValueError("an operator step calls no model; remove model:/regenerate:")
+        return self
 
 
 class ConversationSpec(_Strict):
@@ -506,6 +549,7 @@ __all__ = [
     "Expectation",
     "Matcher",
     "ModelReply",
+    "OperatorStep",
     "Script",
     "ScriptConversation",
     "ScriptDocument",

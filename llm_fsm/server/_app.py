@@ -18,7 +18,7 @@ import contextlib
 import json
 import math
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -45,10 +45,18 @@ from llm_fsm.server._models import (
     DefinitionItem,
     DefinitionList,
     ErrorOut,
+    ForceState,
     GraphOut,
+    HandOff,
+    HandoffOut,
     Health,
     HistoryMessage,
+    OperatorMessage,
+    PopFlow,
+    PushFlow,
+    ResumeBot,
     SendMessage,
+    SetContext,
     StartConversation,
     Started,
     TurnResult,
@@ -87,6 +95,16 @@ class Caller:
     tenant: str
     rights: frozenset[str]
     bucket: str  # the rate limiter's key
+    name: str = "anonymous"
+    """Who the key is, for the trace of operator changes: its ``name``, else its tenant."""
+
+    def actor(self, person: str | None) -> str:
+        """The actor recorded for an operator change: the key, and the person acting through it if named.
+
+        The key part comes from the server, so a caller cannot pass for another key; the person part is
+        the caller's word (a desk key shared by several people names who pressed the button).
+        """
+        return f"{self.name}/{person}" if person else self.name
 
 
 @dataclass(frozen=True)
@@ -197,7 +215,7 @@ def create_app(
         ) -> Caller:
             presented = credentials.credentials if credentials is not None else api_key
             if not keyring:
-                found = Caller(str(anonymous_tenant), frozenset({"read", "write"}), "anonymous")
+                found = Caller(str(anonymous_tenant), frozenset({"read", "write"}), "anonymous", "anonymous")
             else:
                 key = keyring.verify(presented)
                 if key is None:
@@ -211,7 +229,7 @@ def create_app(
                         "a valid API key is needed (Authorization: Bearer KEY, or X-API-Key: KEY)",
                         headers={"WWW-Authenticate": "Bearer"},
                     )
-                found = Caller(key.tenant, key.rights, key.key_sha256)
+                found = Caller(key.tenant, key.rights, key.key_sha256, key.name or key.tenant)
             _limit(limiter, found.bucket)
             if right not in found.rights:
                 raise ApiError(403, "forbidden", f"this key may not {right}")
@@ -309,9 +327,13 @@ def create_app(
     async def get_conversation(conversation_id: str, caller: Annotated[Caller, Depends(reader)]) -> ConversationDetail:
         """One conversation: state, context (sensitive values masked) and the full history."""
         _check_id(conversation_id)
+        return await detail(conversation_id, caller)
+
+    async def detail(conversation_id: str, caller: Caller) -> ConversationDetail:
         instance: FSMInstance = await manager.aget_instance(conversation_id, user_id=caller.tenant)
         definition = await manager.aget_definition(conversation_id, user_id=caller.tenant)
         history = await manager.aget_conversation_history(conversation_id, user_id=caller.tenant)
+        handoff = instance.handoff
         return ConversationDetail(
             conversation_id=instance.conversation_id,
             definition=registry.id_for(instance.root_fsm_id),
@@ -320,6 +342,8 @@ def create_app(
             ended=instance.ended,
             turn_count=instance.turn_count,
             stack=instance.stack,
+            mode=instance.mode,
+            handoff=HandoffOut.model_validate(handoff.model_dump()) if handoff is not None else None,
             created_at=instance.created_at,
             updated_at=instance.updated_at,
             context=masked(definition, instance.context.data),
@@ -330,6 +354,130 @@ def create_app(
                 for m in history
             ],
         )
+
+    # --- operators (docs/operations.md): write right; each answers the conversation after the change ------
+
+    operator_errors: dict[int | str, dict[str, Any]] = {
+        **_NOT_FOUND,
+        409: {"model": ErrorOut, "description": "Ended, a handoff conflict, or a flow refused"},
+    }
+
+    async def operate(conversation_id: str, caller: Caller, change: Coroutine[Any, Any, Any]) -> ConversationDetail:
+        try:
+            _check_id(conversation_id)
+        except ConversationNotFoundError:
+            change.close()  # never started
+            raise
+        await runner.run(change)  # like a turn, a change once started lands whole even if the client goes
+        return await detail(conversation_id, caller)
+
+    @v1.post(
+        "/conversations/{conversation_id}/state",
+        response_model=ConversationDetail,
+        tags=["operators"],
+        responses=operator_errors,
+    )
+    async def force_state(
+        conversation_id: str, body: ForceState, caller: Annotated[Caller, Depends(writer)]
+    ) -> ConversationDetail:
+        """Put the conversation in any declared state (`force_state`): transitions are not consulted."""
+        change = manager.aforce_state(
+            conversation_id,
+            body.state,
+            body.reason or "",
+            actor=caller.actor(body.actor),
+            user_id=caller.tenant,
+        )
+        return await operate(conversation_id, caller, change)
+
+    @v1.post(
+        "/conversations/{conversation_id}/flows",
+        response_model=ConversationDetail,
+        tags=["operators"],
+        responses=operator_errors,
+    )
+    async def push_flow(
+        conversation_id: str, body: PushFlow, caller: Annotated[Caller, Depends(writer)]
+    ) -> ConversationDetail:
+        """Start a sub-flow declared for the current state (`push_flow`), with `inputs` of its keys."""
+        change = manager.apush_flow(
+            conversation_id,
+            body.flow,
+            body.inputs,
+            actor=caller.actor(body.actor),
+            reason=body.reason,
+            user_id=caller.tenant,
+        )
+        return await operate(conversation_id, caller, change)
+
+    @v1.post(
+        "/conversations/{conversation_id}/flows/pop",
+        response_model=ConversationDetail,
+        tags=["operators"],
+        responses=operator_errors,
+    )
+    async def pop_flow(conversation_id: str, body: PopFlow, caller: Annotated[Caller, Depends(writer)]) -> Any:
+        """Finish the active sub-flow (`pop_flow`): its declared outputs go to the parent."""
+        change = manager.apop_flow(
+            conversation_id, body.outputs, actor=caller.actor(body.actor), reason=body.reason, user_id=caller.tenant
+        )
+        return await operate(conversation_id, caller, change)
+
+    @v1.post(
+        "/conversations/{conversation_id}/context",
+        response_model=ConversationDetail,
+        tags=["operators"],
+        responses=operator_errors,
+    )
+    async def set_context(conversation_id: str, body: SetContext, caller: Annotated[Caller, Depends(writer)]) -> Any:
+        """Write context keys as the application (`set_context`); declared keys are checked (422)."""
+        change = manager.aset_context(
+            conversation_id, body.updates, actor=caller.actor(body.actor), reason=body.reason, user_id=caller.tenant
+        )
+        return await operate(conversation_id, caller, change)
+
+    @v1.post(
+        "/conversations/{conversation_id}/handoff",
+        response_model=ConversationDetail,
+        tags=["operators"],
+        responses=operator_errors,
+    )
+    async def hand_off(conversation_id: str, body: HandOff, caller: Annotated[Caller, Depends(writer)]) -> Any:
+        """Give the conversation to a person (`hand_off`): messages are recorded, no model is called."""
+        change = manager.ahand_off(conversation_id, body.reason, actor=caller.actor(body.actor), user_id=caller.tenant)
+        return await operate(conversation_id, caller, change)
+
+    @v1.post(
+        "/conversations/{conversation_id}/operator-messages",
+        response_model=ConversationDetail,
+        tags=["operators"],
+        responses=operator_errors,
+    )
+    async def operator_message(
+        conversation_id: str, body: OperatorMessage, caller: Annotated[Caller, Depends(writer)]
+    ) -> Any:
+        """Record the person's reply (`post_operator_message`); only while the conversation is handed off."""
+        change = manager.apost_operator_message(
+            conversation_id,
+            body.text,
+            actor=caller.actor(body.actor),
+            message_id=body.message_id,
+            user_id=caller.tenant,
+        )
+        return await operate(conversation_id, caller, change)
+
+    @v1.post(
+        "/conversations/{conversation_id}/resume",
+        response_model=ConversationDetail,
+        tags=["operators"],
+        responses=operator_errors,
+    )
+    async def resume_bot(conversation_id: str, body: ResumeBot, caller: Annotated[Caller, Depends(writer)]) -> Any:
+        """Hand the conversation back to the bot (`resume_bot`), where it was or in `state`."""
+        change = manager.aresume_bot(
+            conversation_id, actor=caller.actor(body.actor), state=body.state, reason=body.reason, user_id=caller.tenant
+        )
+        return await operate(conversation_id, caller, change)
 
     @v1.delete("/conversations/{conversation_id}", status_code=204, response_class=Response, tags=["conversations"])
     async def delete_conversation(conversation_id: str, caller: Annotated[Caller, Depends(writer)]) -> Response:
@@ -382,6 +530,7 @@ def create_app(
                 state=outcome.state,
                 ended=outcome.ended,
                 verdict=outcome.record.verdict,
+                mode="human" if outcome.mode == "human" else "bot",
             )
 
         result: TurnResult = await runner.run(turn())
@@ -480,6 +629,7 @@ async def _turn_result(manager: Any, conversation_id: str, message_id: str, repl
         state=record.state_after if record is not None else instance.current_state,
         ended=instance.ended,
         verdict=record.verdict if record is not None else None,
+        mode=instance.mode,
     )
 
 

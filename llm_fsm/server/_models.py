@@ -54,10 +54,11 @@ class SendMessage(_Request):
 class TurnResult(BaseModel):
     conversation_id: str
     message_id: str = Field(description="The id given, or the one the server gave the message.")
-    reply: str
+    reply: str = Field(description='The reply; "" while a person has the conversation (mode human).')
     state: str = Field(description="The state the turn left the conversation in.")
     ended: bool
     verdict: Verdict | None = Field(description="What the engine decided and why (None if the record is not kept).")
+    mode: Literal["bot", "human"] = Field(default="bot", description="Who has the conversation after the turn.")
 
 
 class HistoryMessage(BaseModel):
@@ -71,6 +72,13 @@ class HistoryMessage(BaseModel):
     )
 
 
+class HandoffOut(BaseModel):
+    reason: str
+    actor: str
+    since: float
+    from_state: str
+
+
 class ConversationDetail(BaseModel):
     conversation_id: str
     definition: str
@@ -79,10 +87,57 @@ class ConversationDetail(BaseModel):
     ended: bool
     turn_count: int
     stack: list[str] = Field(description="Sub-flows above the root, oldest first.")
+    mode: Literal["bot", "human"] = Field(default="bot", description="human: a person has the conversation.")
+    handoff: HandoffOut | None = Field(default=None, description="Who handed off, when, why, from which state.")
     created_at: float
     updated_at: float
     context: dict[str, Any] = Field(description="Context data; values of keys declared sensitive are masked.")
     history: list[HistoryMessage]
+
+
+class _Operator(_Request):
+    actor: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="The person acting through this key; recorded as '<key>/<actor>' (default: the key alone).",
+    )
+    reason: str | None = Field(default=None, max_length=2000, description="Why; recorded in the trace.")
+
+
+class ForceState(_Operator):
+    state: str = Field(min_length=1, description="Any state the active flow's definition declares.")
+
+
+class PushFlow(_Operator):
+    flow: str = Field(min_length=1, description="A sub-flow declared for the current state (or the definition).")
+    inputs: dict[str, Any] | None = Field(default=None, description="Keys of the sub-flow to start with.")
+
+
+class PopFlow(_Operator):
+    outputs: dict[str, Any] | None = Field(
+        default=None, description="Keys of the sub-flow; its declared outputs hand them to the parent."
+    )
+
+
+class SetContext(_Operator):
+    updates: dict[str, Any] = Field(description="Keys to write as the application (null removes a key).")
+
+
+class HandOff(_Operator):
+    reason: str = Field(min_length=1, max_length=2000, description="Why a person takes the conversation.")
+
+
+class OperatorMessage(_Request):
+    text: str = Field(description="The person's reply, recorded in the transcript as role operator.")
+    message_id: str | None = Field(
+        default=None, min_length=1, max_length=200, description="Idempotency key: the same id is recorded once."
+    )
+    actor: str | None = Field(default=None, min_length=1, max_length=200, description="As for the other operations.")
+
+
+class ResumeBot(_Operator):
+    state: str | None = Field(default=None, description="Resume in this declared state (default: where it was).")
 
 
 class ConversationItem(BaseModel):
@@ -139,6 +194,14 @@ __all__ = [
     "DefinitionItem",
     "DefinitionList",
     "ErrorOut",
+    "ForceState",
+    "HandOff",
+    "HandoffOut",
+    "OperatorMessage",
+    "PopFlow",
+    "PushFlow",
+    "ResumeBot",
+    "SetContext",
     "GraphOut",
     "Health",
     "HistoryMessage",
