@@ -61,7 +61,7 @@ class Conversation(_Data):
 
     def add_operator_message(self, text: str, *, id: str | None = None, at: float | None = None) -> None:
         """A person's reply during a handoff: the bot, once resumed, sees it as a human agent's."""
-        self.exchanges.append(make_entry("operator", text, id=id, at=at))
+        self.exchanges.append(make_entry("operator", text, id=id or self.next_id(), at=at))
 
     def window(self, size: int | None = None) -> list[tuple[str, str]]:
         """The last ``size`` (default ``max_history_size``) exchanges as (role, text), each cut to
