@@ -10,7 +10,8 @@ application registers the function under that name::
 
 The function is called with the declared inputs as keyword arguments (and, when it takes a parameter
 named ``call``, an ``ActionCall`` with the conversation id, the state and an idempotency key). It returns
-a mapping (or a pydantic model) whose fields the declaration's ``outputs`` copy into the context.
+a mapping (or a pydantic model) whose fields the declaration's ``outputs`` copy into the context, or
+``HandOff(reason)`` to give the conversation to a person.
 
 Whatever the function does — raise, hang past ``timeout_s``, return garbage — comes back to the engine as
 an ``ActionResult``, never as an exception, so the declaration's ``on_error`` decides what happens. A
@@ -27,7 +28,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar, overload
 
 from llm_fsm._threads import executor, run_blocking
-from llm_fsm.engine._actions import ActionCall, ActionResult, CallAction
+from llm_fsm.engine._actions import ActionCall, ActionResult, CallAction, HandOff
 from llm_fsm.errors import ActionNotRegisteredError, UsageError
 
 ActionFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
@@ -214,4 +215,4 @@ def load_registry(spec: str) -> ActionRegistry:
     raise UsageError(f"--actions: {target} has no ActionRegistry (or dict of functions) named {attribute!r}")
 
 
-__all__ = ["ActionCall", "ActionFunction", "ActionRegistry", "ActionResult", "load_registry"]
+__all__ = ["ActionCall", "ActionFunction", "ActionRegistry", "ActionResult", "HandOff", "load_registry"]

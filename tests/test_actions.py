@@ -665,3 +665,51 @@ def test_a_turn_whose_actions_wrote_nothing_keeps_the_models_reply() -> None:
     manager = manager_with(definition, lookup_order=lambda order_id: None)
     cid, _ = manager.start_conversation("orders")
     assert manager.process_message(cid, "A-17") == "turn reply"
+
+
+# --- handing off to a person --------------------------------------------------------------------
+
+
+def test_on_error_handoff_keeps_the_state_and_gives_the_conversation_to_a_person() -> None:
+    model = Model()
+    manager = manager_with(order_bot({**LOOKUP, "on_error": "handoff"}), model, lookup_order=failing)
+    cid, _ = manager.start_conversation("orders")
+    reply = manager.process_message(cid, "A-17")
+    instance = manager.get_instance(cid)
+    assert (instance.current_state, instance.mode) == ("ask", "human")
+    assert instance.handoff is not None and instance.handoff.actor == "action"
+    assert "lookup_order" in instance.handoff.reason and "db.internal" not in instance.handoff.reason
+    assert manager.explain(cid).verdict.kind == "handed_off"
+    assert reply == "regenerate reply" and "takes over" in model.prompts[-1]
+    assert manager.process_message(cid, "hello?") == ""  # a person has it now: no model call
+
+
+def test_an_action_returning_handoff_gives_the_conversation_to_a_person_and_writes_nothing() -> None:
+    from llm_fsm.actions import HandOff
+
+    manager, cid = run_one_turn(order_bot(), lookup_order=lambda order_id: HandOff("refund over the limit"))
+    instance = manager.get_instance(cid)
+    assert instance.mode == "human" and instance.handoff is not None
+    assert "refund over the limit" in instance.handoff.reason
+    assert "order" not in instance.context.data
+    [action] = manager.explain(cid).actions
+    assert action.outcome == "handoff"
+
+
+def test_a_handoff_asked_for_by_an_enter_action_happens_after_the_move() -> None:
+    from llm_fsm.actions import HandOff
+
+    definition = order_bot(
+        shipped=state(
+            "shipped",
+            {"target_state": "ask", "description": "again"},
+            actions=[{"call": "escalate", "when": "enter"}],
+        )
+    )
+    manager, cid = run_one_turn(
+        definition,
+        lookup_order=lambda order_id: {"status": "shipped", "eta": None},
+        escalate=lambda: HandOff("VIP customer"),
+    )
+    instance = manager.get_instance(cid)
+    assert (instance.current_state, instance.mode) == ("shipped", "human")

@@ -216,3 +216,17 @@ def test_llm_fsm_run_shows_each_action_the_turn_ran(folder: Path) -> None:
         + ["--input", str(messages), "--actions", f"{DATA / 'registry.py'}:registry"],
     )
     assert "action lookup_order (collected ask): ok" in result.output
+
+
+def test_a_handoff_stub_gives_the_conversation_to_a_person(folder: Path) -> None:
+    path = script(
+        folder,
+        f"""
+        actions: {{lookup_order: {{handoff: refund over the limit}}}}
+        turns:
+          - user: A-17
+            {GIVE_ID}
+            expect: {{state: ask, verdict: handed_off, mode: human}}
+        """,
+    )
+    assert failures(path) == []

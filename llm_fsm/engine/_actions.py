@@ -44,6 +44,15 @@ class ActionCall:
 
 
 @dataclass(frozen=True)
+class HandOff:
+    """What an action returns to hand the conversation to a person (``from llm_fsm.actions import HandOff``):
+    the order system says "refund over the limit", so a person should take it from here. No outputs are
+    written; the reply for the state is still given, then a person has the conversation."""
+
+    reason: str = "an action handed the conversation to a person"
+
+
+@dataclass(frozen=True)
 class CallAction:
     """Effect: call the registered function ``call.name`` with ``arguments``; the driver answers an ActionResult."""
 
@@ -74,11 +83,19 @@ class ActionsRun:
     records: list[ActionRecord] = field(default_factory=list)
     failure: ActionRecord | None = None
     """The failed action's record (then ``on_error`` says what to do); the batch stopped there."""
+    handoff: str | None = None
+    """Why a person should take over: an action returned ``HandOff``, or failed with ``on_error: handoff``;
+    the batch stopped there."""
+
+    @property
+    def stopped(self) -> bool:
+        return self.failure is not None or self.handoff is not None
 
     def extend(self, other: ActionsRun) -> None:
         self.changes += other.changes
         self.records += other.records
         self.failure = self.failure or other.failure
+        self.handoff = self.handoff or other.handoff
 
 
 ActionMemo = dict[str, ActionResult]
@@ -214,6 +231,20 @@ def run_actions(
             instance.action_runs[key] = fingerprint
         error = result.error
         written: tuple[list[ContextChange], dict[str, Any]] | str = ([], {})
+        if error is None and isinstance(result.value, HandOff):
+            run.records.append(
+                ActionRecord(
+                    call=action.call,
+                    state=state.id,
+                    when=when,
+                    inputs=_masked_inputs(definition, action, arguments),
+                    outcome="handoff",
+                    error=None,
+                    duration_ms=0.0 if replayed else round(result.duration_ms, 3),
+                )
+            )
+            run.handoff = f"action {action.call!r}: {result.value.reason}"
+            return run
         if error is None:
             written = _write_outputs(definition, instance, action, result.value, max_bytes)
             if isinstance(written, str):
@@ -234,6 +265,10 @@ def run_actions(
             duration_ms=0.0 if replayed else round(result.duration_ms, 3),
         )
         run.records.append(record)
+        if error is not None and action.on_error == ON_ERROR_HANDOFF:
+            # the failure's text stays in the record: the handoff's reason is read by people and shown in the CLI
+            run.handoff = f"action {action.call!r} failed ({outcome}); on_error hands off"
+            return run
         if error is not None:
             run.failure = record
             return run
@@ -253,6 +288,8 @@ class ActionScope:
     records: list[ActionRecord] = field(default_factory=list)
     redirected: bool = False
     """An ``on_error`` state was already entered this turn: a second failure raises instead of looping."""
+    handoff: str | None = None
+    """Set when an action asked for a person (see ``ActionsRun.handoff``); the turn hands off at its end."""
 
 
 def _trace(instance: FSMInstance, scope: ActionScope, event: str, **data: Any) -> None:
@@ -271,6 +308,7 @@ def run_for(
         definition, instance, state, when, message_id=scope.message_id, memo=scope.memo, max_bytes=scope.max_bytes
     )
     scope.records += run.records
+    scope.handoff = scope.handoff or run.handoff
     for record in run.records:
         _trace(
             instance,
@@ -295,10 +333,10 @@ def arrive(
     if source is not None:
         run.extend((yield from run_for(definition, instance, source, "exit", scope)))
         forget_visit(instance, source.id)
-        if run.failure is not None:
+        if run.stopped:
             return run
     run.extend((yield from run_for(definition, instance, target, "enter", scope)))
-    if run.failure is None:
+    if not run.stopped:
         run.extend((yield from run_for(definition, instance, target, "collected", scope)))
     return run
 
@@ -311,7 +349,7 @@ def redirect(definition: FSMDefinition, failure: ActionRecord, scope: ActionScop
     fails must not bounce the conversation around.
     """
     target_id = error_target(failure)
-    if target_id in (ON_ERROR_FAIL, ON_ERROR_HANDOFF) or scope.redirected:
+    if target_id == ON_ERROR_FAIL or scope.redirected:
         raise failure_error(failure)
     if target_id not in definition.states:
         raise ActionError(
@@ -356,6 +394,7 @@ def registered_names(definition: FSMDefinition) -> set[str]:
 
 
 __all__ = [
+    "HandOff",
     "ActionCall",
     "ActionScope",
     "ActionMemo",

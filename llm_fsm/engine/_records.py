@@ -142,6 +142,7 @@ VerdictKind = Literal[
     "flow_completed",  # the active sub-flow reached a terminal state; the one below resumed
     "conversation_cancelled",  # the root flow was cancelled: the conversation ended as cancelled
     "action_error",  # an action the state declares failed, and its on_error named the state to go to
+    "handed_off",  # an action asked for a person (HandOff, or on_error: handoff) before the decision: stayed
     "cancel_pending",  # a cancel that would end the conversation was asked to be confirmed; nothing ended yet
     "conversation_restarted",  # a cancel at the root went back to the initial state (on_cancel: restart)
     "human_mode",  # a person has the conversation: the message was recorded, no model was called
@@ -235,7 +236,7 @@ class Usage(_Data):
             self.cost_usd += call.cost_usd
 
 
-ActionOutcome = Literal["ok", "error", "timeout", "skipped", "replayed"]
+ActionOutcome = Literal["ok", "error", "timeout", "skipped", "replayed", "handoff"]
 
 
 class ActionRecord(_Data):
@@ -249,7 +250,8 @@ class ActionRecord(_Data):
     outcome: ActionOutcome = Field(
         description=(
             "ok; error or timeout (then on_error applied); skipped (an input had no value); replayed (the same "
-            "call's result reused when a turn runs again after losing a save race: the function ran once)."
+            "call's result reused when a turn runs again after losing a save race: the function ran once); "
+            "handoff (it returned HandOff: a person takes the conversation)."
         )
     )
     error: str | None = None

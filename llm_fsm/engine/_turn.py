@@ -37,7 +37,7 @@ from llm_fsm.engine._data import (
     now,
 )
 from llm_fsm.engine._flows import find_paused, pop_flow, push_flow, resume_flow
-from llm_fsm.engine._handoff import hand_off_declared
+from llm_fsm.engine._handoff import hand_off, hand_off_declared
 from llm_fsm.engine._hooks import HookEvent, make_event
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage, entry_role, entry_text, timestamp
@@ -242,6 +242,20 @@ def _redact(definitions: tuple[FSMDefinition, ...], data: dict[str, Any], *texts
     return out
 
 
+_HANDOFF_NOTE = (
+    "A person (a colleague) takes over this conversation now. Tell the user so in one or two short sentences; "
+    "ask nothing more and do not say why a system failed."
+)
+
+
+def _hand_off_for_actions(instance: FSMInstance, config: EngineConfig, scope: ActionScope) -> bool:
+    """Hand off when an action asked for a person this turn (its ``HandOff`` or ``on_error: handoff``)."""
+    if scope.handoff is None or instance.status != "active" or instance.mode != "bot":
+        return False
+    hand_off(instance, scope.handoff, "action", config)
+    return True
+
+
 def _results_note(scope: ActionScope) -> str | None:
     """When actions wrote results this turn, the model's reply (written before they ran) cannot mention them:
     the reply is written again with them in the context. One more call, only on turns whose actions wrote."""
@@ -439,6 +453,7 @@ def run_opening(
     reply = result.response.message
     instance.usage.add(LLMCallRecord.of("opening", result))
     instance.context.conversation.add_assistant_message(reply)
+    _hand_off_for_actions(instance, config, scope)
     hand_off_declared(definition, instance, config)
     if state.is_terminal:
         instance.status = "ended"
@@ -825,7 +840,7 @@ def _chain(
     steps: list[Verdict] = []
     changes: list[ContextChange] = []
     visited = {instance.current_state}
-    while len(steps) < config.max_chained_transitions and instance.status == "active":
+    while len(steps) < config.max_chained_transitions and instance.status == "active" and scope.handoff is None:
         state = definition.get_state(instance.current_state)
         if state.is_terminal or state.confirmation is not None or not state.auto_advance or state.handoff:
             break  # (a handoff state: a person takes the conversation there, so nothing passes it by)
@@ -1013,6 +1028,10 @@ def run_turn(
     if collected.failure is not None:
         failed = redirect(definition, collected.failure, scope)
         decision = _Decision(failed, note=_decision_note(failed, definition.get_state(failed.target_state)))
+    elif collected.handoff is not None:
+        decision = _Decision(
+            Verdict(kind="handed_off", target_state=state_before, reason=f"{collected.handoff}; a person takes over")
+        )
     elif route == "digression":
         decision = _digression(definition, instance, config, state)
     elif route in ("cancel", "cancel_confirmed"):
@@ -1073,6 +1092,8 @@ def run_turn(
         changes += output_changes
         note = completion_note or note
 
+    if _hand_off_for_actions(instance, config, scope):
+        note = _HANDOFF_NOTE
     if instance.status == "active" and (instance.current_state != state_before or instance.flow_id != flow_before):
         hand_off_declared(active, instance, config)  # the reply for the state is still given, then a person has it
 

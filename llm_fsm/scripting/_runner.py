@@ -439,6 +439,10 @@ class ActionStubs:
                 raise ActionStubError(f"the script stubs {name!r} only from a later turn")
             if "raise" in answer:
                 raise ActionStubError(answer["raise"])
+            if "handoff" in answer:
+                from llm_fsm.engine._actions import HandOff
+
+                return HandOff(answer["handoff"])
             return json.loads(json.dumps(answer))  # a fresh copy: the engine may keep what it is given
 
         stub.__name__ = f"stub_{name}"

@@ -167,16 +167,20 @@ ContextExpectation = Annotated[Any, BeforeValidator(_matcher_or_value)]
 def _action_stub(value: Any) -> Any:
     """A stubbed action's answer: the result mapping itself, or ``{raise: "message"}`` to fail."""
     if not isinstance(value, Mapping):
-        raise ValueError("an action stub is the result mapping (e.g. {status: shipped}) or {raise: message}")
-    if "raise" in value and (len(value) != 1 or not isinstance(value["raise"], str)):
-        raise ValueError("{raise: message} takes only the error message (a string)")
+        raise ValueError(
+            "an action stub is the result mapping (e.g. {status: shipped}), {raise: message} or {handoff: reason}"
+        )
+    for special in ("raise", "handoff"):
+        if special in value and (len(value) != 1 or not isinstance(value[special], str)):
+            raise ValueError(f"{{{special}: text}} takes only its text (a string)")
     return dict(value)
 
 
 ActionStub = Annotated[dict[str, Any], BeforeValidator(_action_stub)]
 ActionStubs = dict[str, ActionStub]
 _STUBS_DESCRIPTION = (
-    "Stubbed actions: name → the result the action returns (a mapping), or {raise: message} to make it fail. "
+    "Stubbed actions: name → the result the action returns (a mapping), {raise: message} to make it fail, or "
+    "{handoff: reason} to return HandOff (a person takes over). "
     "Turn-level stubs replace these from that turn on."
 )
 
