@@ -21,6 +21,7 @@ from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
 from llm_fsm.engine._actions import forget_visit
 from llm_fsm.engine._context import apply_update
 from llm_fsm.engine._data import now
+from llm_fsm.engine._effects import EngineConfig, TurnOutcome, _policy, _trace
 from llm_fsm.engine._flows import map_keys
 from llm_fsm.engine._flows import pop_flow as _pop
 from llm_fsm.engine._flows import push_flow as _push
@@ -28,14 +29,7 @@ from llm_fsm.engine._handoff import hand_off, hand_off_declared
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage, timestamp
 from llm_fsm.engine._records import ContextChange, TurnRecord, Verdict
-from llm_fsm.engine._turn import (
-    EngineConfig,
-    TurnOutcome,
-    _policy,
-    _prune_transcript,
-    _redact,
-    _trace,
-)
+from llm_fsm.engine._turn import _prune_transcript, _redact
 from llm_fsm.errors import (
     ContextValidationError,
     ConversationEndedError,

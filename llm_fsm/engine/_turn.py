@@ -12,147 +12,64 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
 from typing import Any
 
-from llm_fsm.definition._model import FlowDeclaration, FSMDefinition, State
+from llm_fsm.definition._model import FSMDefinition, State
 from llm_fsm.engine._actions import (
     ActionMemo,
     ActionScope,
-    ActionsRun,
     CallAction,
     arrive,
-    forget_visit,
     redirect,
     run_for,
 )
 from llm_fsm.engine._context import apply_update
-from llm_fsm.engine._data import (
-    DEFAULT_MAX_COMPLETED_FLOWS,
-    DEFAULT_MAX_CONTEXT_BYTES,
-    DEFAULT_MAX_FLOW_DEPTH,
-    DEFAULT_MAX_STORED_MESSAGES,
-    DEFAULT_MAX_TURN_RECORDS,
-    now,
+from llm_fsm.engine._data import now
+from llm_fsm.engine._effects import (
+    DEFAULT_MAX_PROCESSED_MESSAGE_IDS,
+    DEFAULT_MAX_TRACE_EVENTS,
+    AwaitMessage,
+    CallHook,
+    CallLLM,
+    Decided,
+    Effect,
+    EngineConfig,
+    LoadDefinition,
+    LoadFlow,
+    TurnGenerator,
+    TurnOutcome,
+    _apply_application,
+    _hook,
+    _policy,
+    _trace,
 )
-from llm_fsm.engine._flows import find_paused, pop_flow, push_flow, resume_flow
 from llm_fsm.engine._handoff import hand_off, hand_off_declared
-from llm_fsm.engine._hooks import HookEvent, make_event
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage, entry_role, entry_text, timestamp
+from llm_fsm.engine._moves import _chain, _complete_finished_flows, _move, _scope, _took_guarded
 from llm_fsm.engine._prompts import OPENING_MESSAGE, PromptBuilder
 from llm_fsm.engine._records import (
     ContextChange,
     LLMCallRecord,
     LLMRequest,
     LLMResult,
-    TraceEvent,
-    TransitionEvaluation,
     TurnRecord,
     Verdict,
 )
 from llm_fsm.engine._reply_schema import key_json_schema, response_json_schema
-from llm_fsm.engine._transitions import decide, evaluate_condition
-from llm_fsm.engine._values import MASK, REASK_RULES, Grounding, KeyPolicy
-from llm_fsm.errors import BudgetExceededError, DefinitionError, FlowError, InvalidTransitionError
-
-DEFAULT_MAX_TRACE_EVENTS = 100
-DEFAULT_MAX_PROCESSED_MESSAGE_IDS = 100
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """Limits and policies of the engine; the defaults are the documented ones."""
-
-    max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES
-    max_turn_records: int = DEFAULT_MAX_TURN_RECORDS
-    max_stored_messages: int = DEFAULT_MAX_STORED_MESSAGES
-    max_trace_events: int = DEFAULT_MAX_TRACE_EVENTS
-    max_processed_message_ids: int = DEFAULT_MAX_PROCESSED_MESSAGE_IDS
-    max_completed_flows: int = DEFAULT_MAX_COMPLETED_FLOWS
-    max_flow_depth: int = DEFAULT_MAX_FLOW_DEPTH
-    max_chained_transitions: int = 5
-    """Guarded transitions followed in one turn after its move, when the state reached already has its data
-    (0 turns chaining off). Never through a confirmation step, a terminal state or a state with
-    ``auto_advance: false``; never a judgment transition."""
-    max_conversation_tokens: int | None = None
-    """Prompt + completion tokens a conversation may spend; a turn that starts at or past it raises
-    BudgetExceededError before the model is called (the turn that crosses it completes)."""
-    max_conversation_cost_usd: float | None = None
-    """The same for cost, in dollars of litellm's price list (calls without a known price count 0)."""
-    strict: bool = False
-    """Raise InvalidTransitionError when the model proposes a transition that is refused."""
-
-
-# --- effects the drivers perform ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CallLLM:
-    request: LLMRequest
-
-
-@dataclass(frozen=True)
-class CallHook:
-    """Call the application's hooks named ``name``; the event is built only if there are any."""
-
-    name: str
-    make_event: Callable[[], HookEvent]
-
-
-@dataclass(frozen=True)
-class LoadFlow:
-    """Resolve a declared sub-flow's definition; the driver answers ``(fsm_id, FSMDefinition)``."""
-
-    declaration: FlowDeclaration
-    parent: FSMDefinition
-
-
-@dataclass(frozen=True)
-class LoadDefinition:
-    """Load the definition of a flow being resumed; the driver answers an ``FSMDefinition``."""
-
-    fsm_id: str
-
-
-@dataclass(frozen=True)
-class Decided:
-    """The turn has decided where the conversation is; only the reply remains (streaming drivers tell the client).
-
-    Non-streaming drivers answer None and go on.
-    """
-
-    state: str
-    verdict: str
-    ended: bool
-
-
-@dataclass(frozen=True)
-class AwaitMessage:
-    """The streamed turn call's message is the reply: the driver answers with its full text once it has it."""
-
-
-@dataclass
-class TurnOutcome:
-    """What a turn gave: the reply, its record (None for a retried ``message_id`` answered from the store), the
-    context changes, and where it left the conversation."""
-
-    reply: str
-    record: TurnRecord | None = None
-    changes: list[ContextChange] = field(default_factory=list)
-    state: str = ""
-    ended: bool = False
-    fsm_id: str = ""
-    flow_depth: int = 1
-    mode: str = "bot"
-    """``human`` when a person has the conversation after this turn: the reply is ``""`` for a message that
-    arrived in human mode (the person answers), or the bot's last reply for a turn that reached a handoff state."""
-
-
-Effect = CallLLM | CallHook | LoadFlow | LoadDefinition | Decided | AwaitMessage | CallAction
-TurnGenerator = Generator[Effect, Any, TurnOutcome]
-
+from llm_fsm.engine._routes import (
+    _cancel,
+    _confirmation,
+    _decide_transition,
+    _Decision,
+    _decision_note,
+    _digression,
+    _not_changeable,
+    _resume,
+    _start_flow,
+)
+from llm_fsm.engine._values import MASK, REASK_RULES, Grounding
+from llm_fsm.errors import BudgetExceededError, InvalidTransitionError
 
 # --- helpers ---------------------------------------------------------------------------
 
@@ -163,36 +80,6 @@ def _allowed_targets(state: State) -> list[str]:
         if t.target_state not in targets:
             targets.append(t.target_state)
     return targets
-
-
-def _trace(instance: FSMInstance, config: EngineConfig, event: str, **data: Any) -> None:
-    instance.trace.append(TraceEvent(event=event, data=data))
-    if len(instance.trace) > config.max_trace_events:
-        del instance.trace[: len(instance.trace) - config.max_trace_events]
-
-
-def _hook(name: str, instance: FSMInstance, **fields: Any) -> CallHook:
-    # The event (with its copy of the context) is built by the driver only when hooks are
-    # registered for this name, so a turn without hooks pays nothing for them.
-    data, conversation_id, fsm_id, state = (
-        instance.context.data,
-        instance.conversation_id,
-        instance.fsm_id,
-        instance.current_state,
-    )
-    return CallHook(
-        name,
-        lambda: make_event(name, data=data, conversation_id=conversation_id, fsm_id=fsm_id, state=state, **fields),
-    )
-
-
-def _policy(
-    definition: FSMDefinition, grounding: Grounding | Callable[[], Grounding] | None = None
-) -> KeyPolicy | None:
-    """The declarations' policy, or None for a definition that declares nothing (today's behaviour, at no cost)."""
-    if not definition.context_keys and definition.additional_keys:
-        return None
-    return KeyPolicy(definition, grounding)
 
 
 def _check_budget(instance: FSMInstance, config: EngineConfig) -> None:
@@ -288,23 +175,6 @@ def _reask_note(definition: FSMDefinition, refused: list[ContextChange]) -> str 
     )
 
 
-def _apply_application(
-    definition: FSMDefinition, instance: FSMInstance, additions: Any, config: EngineConfig, hook: str
-) -> list[ContextChange]:
-    if not additions:
-        return []
-    changes = apply_update(
-        instance.context.data,
-        additions,
-        source="application",
-        max_bytes=config.max_context_bytes,
-        policy=_policy(definition),
-    )
-    if changes:
-        _trace(instance, config, "context_update", source=f"application:{hook}", keys=[c.key for c in changes])
-    return changes
-
-
 def _prune_transcript(instance: FSMInstance, config: EngineConfig) -> None:
     """Keep the stored transcript bounded; the overflow goes to the store's archive, not the void."""
     exchanges = instance.context.conversation.exchanges
@@ -313,18 +183,6 @@ def _prune_transcript(instance: FSMInstance, config: EngineConfig) -> None:
         instance.archive_outbox.extend(exchanges[:overflow])
         del exchanges[:overflow]
         instance.context.conversation.archived_messages += overflow
-
-
-def _decision_note(verdict: Verdict, state: State) -> str:
-    if not verdict.moved:
-        return (
-            f"The conversation stays in state {state.id!r}: {verdict.reason}. Do not say that you are moving on; "
-            "answer the user's last message for this state and ask for what is still needed."
-        )
-    return (
-        f"The conversation has just moved to state {state.id!r} ({verdict.reason}). "
-        "Answer the user's last message as the first message of this state."
-    )
 
 
 def _request(
@@ -469,463 +327,6 @@ def run_opening(
 
 
 # --- a turn ----------------------------------------------------------------------------
-
-
-@dataclass
-class _Decision:
-    """What the intent step decided: the verdict, and a note when the reply must be regenerated."""
-
-    verdict: Verdict
-    evaluations: list[TransitionEvaluation] = field(default_factory=list)
-    note: str | None = None
-    definition: FSMDefinition | None = None
-    """The active flow's definition after the decision, when a flow operation changed it."""
-
-
-def _stay_rejected(state_id: str, reason: str) -> Verdict:
-    return Verdict(kind="stay_rejected", target_state=state_id, reason=reason)
-
-
-def _decide_transition(
-    definition: FSMDefinition, state_id: str, data: dict[str, Any], proposal: str | None, *, confirming: bool = False
-) -> _Decision:
-    state = definition.get_state(state_id)
-    if state.confirmation is not None and not confirming:
-        # Outside the yes/no routes a confirmation step only moves where the model proposes, and never to on_yes.
-        verdict, evaluations = decide(
-            definition,
-            state_id,
-            data,
-            proposal,
-            guards_fire=False,
-            refused_targets=frozenset({state.confirmation.on_yes}),
-        )
-    else:
-        verdict, evaluations = decide(definition, state_id, data, proposal)
-    moved_elsewhere = verdict.target_state != (proposal or state_id)
-    note = None
-    if verdict.kind in ("guarded_override", "guarded_fallback", "stay_rejected") or moved_elsewhere:
-        note = _decision_note(verdict, definition.get_state(verdict.target_state))
-    return _Decision(verdict, evaluations, note)
-
-
-def _cancel(
-    definition: FSMDefinition,
-    instance: FSMInstance,
-    config: EngineConfig,
-    state_before: str,
-    *,
-    confirmed: bool = False,
-) -> Generator[Effect, Any, _Decision]:
-    if not definition.cancellable:
-        verdict = _stay_rejected(state_before, f"flow {instance.flow_name or definition.name!r} cannot be cancelled")
-        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
-    if not instance.flow_stack and definition.on_cancel == "restart":
-        return _restart(definition, instance, config, state_before)
-    if not instance.flow_stack and definition.confirm_cancel and not confirmed:
-        # An ending the user cannot take back, on one intent a small model may have misread: ask first.
-        instance.pending_cancel = True
-        _trace(instance, config, "cancel_pending", flow=instance.flow_id, state=state_before)
-        verdict = Verdict(
-            kind="cancel_pending",
-            target_state=state_before,
-            reason="the user asked to cancel; asking them to confirm before the conversation ends",
-        )
-        note = (
-            "The user seems to want to cancel. Nothing is cancelled yet. Ask them in one short sentence whether "
-            f"they really want to cancel ({definition.description.strip().rstrip('.')}); yes ends the "
-            "conversation, no carries on where it was. Ask nothing else."
-        )
-        return _Decision(verdict, note=note)
-    if not instance.flow_stack:
-        instance.status = "cancelled"
-        _trace(instance, config, "cancel", flow=instance.flow_id, state=state_before, scope="conversation")
-        verdict = Verdict(
-            kind="conversation_cancelled", target_state=state_before, reason="the user cancelled the conversation"
-        )
-        return _Decision(verdict)
-    finished, _ = pop_flow(
-        instance, "cancelled", reason="cancelled by the user", max_completed=config.max_completed_flows
-    )
-    _trace(
-        instance,
-        config,
-        "cancel",
-        flow=finished.flow_id,
-        name=finished.flow_name,
-        state=state_before,
-        resumed=instance.flow_id,
-    )
-    parent = yield LoadDefinition(instance.fsm_id)
-    verdict = Verdict(
-        kind="flow_cancelled",
-        target_state=instance.current_state,
-        reason=f"sub-flow {finished.flow_name!r} cancelled by the user; {instance.flow_name or parent.name!r} resumed",
-    )
-    note = (
-        f"The user cancelled {finished.flow_name!r}. Confirm that in one short sentence, then repeat the question "
-        "of the current state."
-    )
-    return _Decision(verdict, note=note, definition=parent)
-
-
-def _restart(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state_before: str) -> _Decision:
-    """``on_cancel: restart``: back to the initial state with what the user gave cleared.
-
-    Kept: keys the application provides (``application_context_keys``, protected and application-written
-    keys) and ``_``-prefixed keys, which no user wrote; everything else collected is removed.
-    """
-    kept = definition.provided_context_keys
-    data = instance.context.data
-    cleared = sorted(k for k in data if k not in kept and not str(k).startswith("_"))
-    for key in cleared:
-        del data[key]
-    forget_visit(instance, state_before)
-    instance.current_state = definition.initial_state
-    instance.consecutive_digressions = 0
-    _trace(
-        instance,
-        config,
-        "cancel",
-        flow=instance.flow_id,
-        state=state_before,
-        scope="restart",
-        target=definition.initial_state,
-        cleared=cleared,
-    )
-    verdict = Verdict(
-        kind="conversation_restarted",
-        target_state=definition.initial_state,
-        reason=f"the user cancelled; back to {definition.initial_state!r} with {len(cleared)} collected key(s) cleared",
-    )
-    note = (
-        "The user cancelled what they were doing: everything they had given was cleared and the conversation is "
-        "back at its start. Say so in one short sentence, e.g. 'Cancelled. How else can I help?', and nothing else."
-    )
-    return _Decision(verdict, note=note)
-
-
-def _what_to_change(definition: FSMDefinition, keys: list[str] | None) -> str:
-    """The note for a plain "no" at a confirmation step: stay, and ask what to change (naming what may)."""
-    which = ""
-    if keys:
-        labels = []
-        for key in keys:
-            found = definition.declaration_for(key)
-            labels.append(found[1].label(key) if found else key.replace("_", " "))
-        which = " They may change: " + ", ".join(labels) + "."
-    return (
-        "The user said no to the read-back and gave no new value. Nothing is confirmed and the conversation stays "
-        "in this step. Ask in one short sentence what they would like to change." + which
-    )
-
-
-def _not_changeable(
-    definition: FSMDefinition, keys: list[str], update: dict[str, Any]
-) -> tuple[dict[str, Any], list[ContextChange]]:
-    """Split a model update at a confirmation step into what may change there and what is refused."""
-    if not isinstance(update, dict):
-        return update, []
-    kept: dict[str, Any] = {}
-    refused: list[ContextChange] = []
-    for key, value in update.items():
-        if any(key == k or key.startswith(k + ".") for k in keys):
-            kept[key] = value
-            continue
-        found = definition.declaration_for(key)
-        shown = MASK if found is not None and found[1].sensitive else value
-        refused.append(
-            ContextChange(
-                key=key,
-                value=shown,
-                applied=False,
-                reason=f"not changeable at this confirmation (may change: {', '.join(keys) or 'nothing'})",
-                rule="not_changeable",
-            )
-        )
-    return kept, refused
-
-
-def _start_flow(
-    definition: FSMDefinition,
-    instance: FSMInstance,
-    config: EngineConfig,
-    state_before: str,
-    name: str | None,
-) -> Generator[Effect, Any, _Decision]:
-    declared = {d.name: d for d in reversed(definition.flows_for(state_before))}
-    declaration = declared.get(name or "")
-    if declaration is None:
-        verdict = _stay_rejected(state_before, f"no sub-flow named {name!r} is declared in state {state_before!r}")
-        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
-    results = [evaluate_condition(c, instance.context.data) for c in declaration.conditions or ()]
-    if not all(r.holds for r in results):
-        failed = ", ".join(f"'{r.description}'" for r in results if not r.holds)
-        verdict = _stay_rejected(state_before, f"sub-flow {name!r} refused: condition not met: {failed}")
-        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
-    try:
-        child_id, child = yield LoadFlow(declaration, definition)
-    except DefinitionError as exc:
-        verdict = _stay_rejected(state_before, f"sub-flow {name!r} could not be loaded: {exc.message}")
-        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
-    parent_flow = instance.flow_id
-    try:
-        inputs = push_flow(
-            instance,
-            declaration,
-            child,
-            child_id,
-            max_depth=config.max_flow_depth,
-            reason=f"user asked for {declaration.name}",
-            max_completed=config.max_completed_flows,
-            policy=_policy(child),
-        )
-    except FlowError as exc:
-        verdict = _stay_rejected(state_before, str(exc))
-        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
-    _trace(
-        instance,
-        config,
-        "push" if declaration.mode == "call" else "link",
-        flow=instance.flow_id,
-        name=declaration.name,
-        parent=parent_flow,
-        inputs=[c.key for c in inputs],
-    )
-    verdict = Verdict(
-        kind="flow_started",
-        target_state=instance.current_state,
-        reason=f"declared sub-flow {declaration.name!r} started ({declaration.mode})",
-    )
-    note = (
-        f"The user asked for {declaration.name!r}, which has just started. Begin it with the current state's purpose."
-    )
-    return _Decision(verdict, note=note, definition=child)
-
-
-def _resume(
-    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state_before: str, name: str | None
-) -> Generator[Effect, Any, _Decision]:
-    index = find_paused(instance, name)
-    if index is None:
-        verdict = _stay_rejected(state_before, f"no paused flow named {name!r}")
-        return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
-    cancelled = resume_flow(instance, index, reason=f"user resumed {name}", max_completed=config.max_completed_flows)
-    _trace(instance, config, "resume", flow=instance.flow_id, cancelled=[f.flow_id for f in cancelled])
-    resumed = yield LoadDefinition(instance.fsm_id)
-    verdict = Verdict(
-        kind="flow_resumed",
-        target_state=instance.current_state,
-        reason=f"paused flow {name!r} resumed; {len(cancelled)} flow(s) above it cancelled",
-    )
-    note = "The user went back to this task. Continue it where it was paused: repeat the current state's question."
-    return _Decision(verdict, note=note, definition=resumed)
-
-
-def _confirmation(
-    definition: FSMDefinition,
-    instance: FSMInstance,
-    config: EngineConfig,
-    state: State,
-    intent: str,
-    proposal: str | None,
-    corrected: bool,
-) -> Generator[Effect, Any, _Decision]:
-    confirmation = state.confirmation
-    assert confirmation is not None
-    if intent == "confirm":
-        return _decide_transition(definition, state.id, instance.context.data, confirmation.on_yes, confirming=True)
-    if corrected:
-        verdict = Verdict(
-            kind="stay", target_state=state.id, reason="values changed during confirmation; confirming again"
-        )
-        note = None if not proposal or proposal == state.id else _decision_note(verdict, state)
-        return _Decision(verdict, note=note)
-    if confirmation.on_no == "cancel":
-        return (yield from _cancel(definition, instance, config, state.id))
-    if confirmation.on_no:
-        return _decide_transition(definition, state.id, instance.context.data, confirmation.on_no, confirming=True)
-    verdict = Verdict(kind="stay", target_state=state.id, reason="the user said no; asking what to change")
-    return _Decision(verdict, note=_what_to_change(definition, confirmation.changeable_keys))
-
-
-def _digression(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state: State) -> _Decision:
-    instance.consecutive_digressions += 1
-    count = instance.consecutive_digressions
-    _trace(instance, config, "digression", state=state.id, count=count)
-    verdict = Verdict(
-        kind="digression", target_state=state.id, reason=f"side question ({count} in a row); state and stack unchanged"
-    )
-    note = None
-    if count > definition.max_consecutive_digressions:
-        note = (
-            f"The user has asked {count} side questions in a row. Answer in one sentence at most if you can, "
-            "then steer back to the current purpose and repeat its question."
-        )
-    return _Decision(verdict, note=note)
-
-
-def _took_guarded(definition: FSMDefinition, state_id: str, verdict: Verdict) -> bool:
-    """Whether the turn moved by a guarded transition.
-
-    A judgment move that stores nothing new ("let me change the date") is the model's choice of a state to
-    be in, and chaining straight out of it would undo it; with new values (the new date given at once, or a
-    whole form in the first message) the chain goes on (the caller checks that).
-    """
-    index = verdict.transition_index
-    transitions = definition.get_state(state_id).transitions
-    return index is not None and 0 <= index < len(transitions) and transitions[index].is_guarded
-
-
-def _scope(config: EngineConfig, message_id: str | None, memo: ActionMemo | None) -> ActionScope:
-    return ActionScope(
-        message_id=message_id,
-        memo={} if memo is None else memo,
-        max_bytes=config.max_context_bytes,
-        max_trace_events=config.max_trace_events,
-    )
-
-
-def _move(
-    definition: FSMDefinition,
-    instance: FSMInstance,
-    config: EngineConfig,
-    verdict: Verdict,
-    message: str,
-    scope: ActionScope,
-) -> Generator[Effect, Any, tuple[Verdict, list[ContextChange], bool]]:
-    """Take a move inside the active flow: the state, its trace event, ``on_transition``, and the actions of the
-    states left and entered. A failed action whose ``on_error`` names a state moves there instead (its source's
-    ``exit`` actions do not run). Returns the verdict that stands, the changes, and whether actions wrote anything.
-    """
-    changes: list[ContextChange] = []
-    wrote = False
-    while True:
-        source = instance.current_state
-        instance.current_state = verdict.target_state
-        _trace(
-            instance,
-            config,
-            "transition",
-            source=source,
-            target=verdict.target_state,
-            kind=verdict.kind,
-            reason=verdict.reason,
-        )
-        additions = yield _hook("on_transition", instance, message=message, previous_state=source, verdict=verdict)
-        changes += _apply_application(definition, instance, additions, config, "on_transition")
-        left = None if verdict.kind == "action_error" else definition.get_state(source)
-        if left is None:
-            forget_visit(instance, source)  # left without its exit actions, but left: a return visit runs them anew
-        arrived: ActionsRun = yield from arrive(
-            definition, instance, left, definition.get_state(verdict.target_state), scope
-        )
-        changes += arrived.changes
-        wrote = wrote or any(c.applied for c in arrived.changes)
-        if arrived.failure is None:
-            return verdict, changes, wrote
-        verdict = redirect(definition, arrived.failure, scope)
-
-
-def _chain(
-    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, message: str, scope: ActionScope
-) -> Generator[Effect, Any, tuple[list[Verdict], list[ContextChange]]]:
-    """Follow guarded transitions that already hold from the state the turn reached (forms filled in one turn).
-
-    Only the engine's own kind of move: a guarded transition whose conditions hold, the one ``decide`` picks with
-    no proposal. Stops at a confirmation step (the user must say yes), a terminal state, a state with
-    ``auto_advance: false``, a handoff state, a state already visited this turn, or after
-    ``max_chained_transitions`` steps.
-    """
-    steps: list[Verdict] = []
-    changes: list[ContextChange] = []
-    visited = {instance.current_state}
-    while len(steps) < config.max_chained_transitions and instance.status == "active" and scope.handoff is None:
-        state = definition.get_state(instance.current_state)
-        if state.is_terminal or state.confirmation is not None or not state.auto_advance or state.handoff:
-            break  # (a handoff state: a person takes the conversation there, so nothing passes it by)
-        verdict, _ = decide(definition, state.id, instance.context.data, None)
-        if not verdict.moved or verdict.target_state in visited:
-            break
-        step = Verdict(
-            kind="chained",
-            target_state=verdict.target_state,
-            reason=f"from {state.id!r}: guarded transition to {verdict.target_state!r} already holds",
-            transition_index=verdict.transition_index,
-        )
-        taken, moved_changes, _ = yield from _move(definition, instance, config, step, message, scope)
-        steps.append(taken)
-        changes += moved_changes
-        visited.add(taken.target_state)
-        if taken.kind == "action_error":
-            break
-    return steps, changes
-
-
-def _complete_finished_flows(
-    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, message: str, scope: ActionScope
-) -> Generator[Effect, Any, tuple[FSMDefinition, list[ContextChange], str | None]]:
-    """While the active sub-flow sits in a terminal state, pop it and hand its outputs to its parent.
-
-    The resumed parent then gets one decision with no proposal: its guarded transitions
-    may fire on the outputs (conditions met means move on), nothing else can move it.
-    """
-    changes: list[ContextChange] = []
-    note = None
-    while instance.flow_stack and definition.get_state(instance.current_state).is_terminal:
-        parent: FSMDefinition = yield LoadDefinition(instance.flow_stack[-1].fsm_id)
-        finished, outputs = pop_flow(
-            instance,
-            "completed",
-            reason="reached a terminal state",
-            max_completed=config.max_completed_flows,
-            policy=_policy(parent),
-        )
-        changes += outputs
-        _trace(
-            instance,
-            config,
-            "pop",
-            flow=finished.flow_id,
-            name=finished.flow_name,
-            outputs=sorted(finished.outputs),
-            resumed=instance.flow_id,
-        )
-        if outputs:
-            _trace(
-                instance,
-                config,
-                "context_update",
-                source=f"sub-flow:{finished.flow_name}",
-                keys=[c.key for c in outputs],
-            )
-        definition = parent
-        verdict, _ = decide(definition, instance.current_state, instance.context.data, None)
-        if verdict.moved:
-            _trace(
-                instance,
-                config,
-                "transition",
-                source=instance.current_state,
-                target=verdict.target_state,
-                kind=verdict.kind,
-                reason=verdict.reason,
-            )
-            source = definition.get_state(instance.current_state)
-            instance.current_state = verdict.target_state
-            arrived = yield from arrive(definition, instance, source, definition.get_state(verdict.target_state), scope)
-            changes += arrived.changes
-            if arrived.failure is not None:
-                _, redirected_changes, _ = yield from _move(
-                    definition, instance, config, redirect(definition, arrived.failure, scope), message, scope
-                )
-                changes += redirected_changes
-        note = (
-            f"The sub-flow {finished.flow_name!r} has just finished"
-            + (f" with results {sorted(finished.outputs)}" if finished.outputs else "")
-            + ". Tell the user the outcome in one sentence and continue with the current state's purpose."
-        )
-    return definition, changes, note
 
 
 def run_turn(
@@ -1198,14 +599,18 @@ def run_turn(
 
 
 __all__ = [
+    "DEFAULT_MAX_PROCESSED_MESSAGE_IDS",
+    "DEFAULT_MAX_TRACE_EVENTS",
     "AwaitMessage",
     "CallAction",
     "CallHook",
     "Decided",
     "CallLLM",
+    "Effect",
     "EngineConfig",
     "LoadDefinition",
     "LoadFlow",
+    "TurnGenerator",
     "TurnOutcome",
     "run_opening",
     "run_turn",
