@@ -127,8 +127,15 @@ class SQLiteStore(AsyncStoreMixin):
     ) -> None:
         """``timeout``: seconds a writer waits for another process's lock before StoreUnavailableError.
 
-        ``synchronous``: FULL (default) survives power loss; NORMAL survives killed
-        processes only and is faster.
+        ``synchronous`` (``sqlite:///path.db?synchronous=NORMAL``) is what a committed turn survives:
+
+        - ``FULL`` (default): a power cut or an OS crash too. Every commit waits for one ``fdatasync`` of the
+          write-ahead log, which is most of what a turn costs this store on a fast disk and nearly all of it on a
+          slow one.
+        - ``NORMAL``: a killed or crashed process (``kill -9``; the crash tests hold it to that), not a power cut
+          or an OS crash, which can roll back the last turns saved before it, never corrupt the file. The log is
+          synced only when it is checkpointed into the database. ``benchmarks/stores.py`` shows both.
+        - ``OFF`` and ``EXTRA`` as SQLite defines them (OFF: tests only).
         """
         self.path = str(default_sqlite_path() if path is None else path)
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
