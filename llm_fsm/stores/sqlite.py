@@ -397,6 +397,9 @@ class SQLiteStore(AsyncStoreMixin):
                     f"{self.path}: database schema version {version} is newer than this llm_fsm understands"
                     f" ({SCHEMA_VERSION}); upgrade llm_fsm"
                 )
+            if version == SCHEMA_VERSION:  # another process migrated it while this one waited for the lock
+                conn.execute("COMMIT")
+                return
             if version == 2:  # the WITHOUT ROWID turn log is copied into the rowid table below
                 conn.execute("ALTER TABLE turns RENAME TO turns_v2")
             conn.execute("DROP INDEX IF EXISTS conversations_by_owner")  # versions 1 and 2 had updated_at in it
