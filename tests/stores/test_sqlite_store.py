@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from llm_fsm.stores import (
     default_store_url,
     open_store,
 )
+from llm_fsm.stores.base import Retention
 from llm_fsm.stores.sqlite import SCHEMA_VERSION
 
 from .factories import plain_instance, rich_instance
@@ -224,4 +226,106 @@ def test_open_store_without_a_url_opens_the_default_database(monkeypatch: pytest
     assert isinstance(store, SQLiteStore)
     assert Path(store.path) == tmp_path / "home" / "conversations.db"
     assert open_store(default_store_url()).path == store.path  # type: ignore[attr-defined]
+    store.close()
+
+
+# --- pages written per turn ----------------------------------------------------------------------
+
+V2_SCHEMA = """
+CREATE TABLE conversations (
+    conversation_id TEXT PRIMARY KEY, user_id TEXT, room_id TEXT, fsm_id TEXT NOT NULL, state TEXT NOT NULL,
+    status TEXT NOT NULL, version INTEGER NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX conversations_by_owner ON conversations (user_id, room_id, updated_at);
+CREATE INDEX conversations_by_age ON conversations (updated_at);
+CREATE TABLE archive (
+    conversation_id TEXT NOT NULL, seq INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (conversation_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE turns (
+    conversation_id TEXT NOT NULL, idx INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (conversation_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE replies (
+    conversation_id TEXT NOT NULL, message_id TEXT NOT NULL, seq INTEGER NOT NULL, reply TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, message_id)
+) WITHOUT ROWID;
+CREATE INDEX replies_by_seq ON replies (conversation_id, seq);
+PRAGMA user_version = 2;
+"""
+"""The SQLite schema of llm_fsm before the turn log became a rowid table (schema version 2)."""
+
+
+def test_a_version_2_database_keeps_its_turn_log_when_opened(db: Path) -> None:
+    instance = rich_instance(turns=6)
+    with sqlite3.connect(db) as conn:
+        conn.executescript(V2_SCHEMA)
+        conn.execute(
+            "INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (instance.conversation_id, "alice", "room-1", instance.fsm_id, instance.current_state, "active", 1)
+            + (instance.created_at, instance.updated_at, instance.model_dump_json(exclude={"turns"})),
+        )
+        conn.executemany(
+            "INSERT INTO turns VALUES (?, ?, ?)",
+            [(instance.conversation_id, turn.index, turn.model_dump_json()) for turn in instance.turns],
+        )
+    store = SQLiteStore(db)
+    loaded = store.load(instance.conversation_id, user_id="alice", room_id="room-1")
+    assert [t.model_dump() for t in loaded.turns] == [t.model_dump() for t in instance.turns]
+    store.save(loaded, expected_version=1)
+    store.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        (turns_sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'turns'").fetchone()
+        owner = conn.execute("SELECT name FROM pragma_index_info('conversations_by_owner')").fetchall()
+    assert "WITHOUT ROWID" not in turns_sql
+    assert owner == [("user_id",), ("room_id",)]
+
+
+def _wal_frames(store: SQLiteStore, turn: Callable[[], object], turns: int) -> float:
+    """WAL frames (pages) written per call of ``turn``, checkpoints held off."""
+    conn = store._connection()
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    wal = Path(store.path + "-wal")
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    before = wal.stat().st_size
+    for _ in range(turns):
+        turn()
+    return (wal.stat().st_size - before) / (page + 24) / turns
+
+
+def test_a_turn_of_a_settled_conversation_writes_few_pages(db: Path) -> None:
+    # The record is rewritten in place (its padded length does not change), the turn log's oldest row becomes its
+    # newest, and user and room are not set, so their index is not rewritten.
+    store = SQLiteStore(db, synchronous="OFF")
+    instance = rich_instance(turns=60)
+    instance.context.conversation.exchanges = instance.context.conversation.exchanges[-20:]
+    store.save(instance, expected_version=None)
+
+    def turn() -> None:
+        current = store.load_for_turn(instance.conversation_id, user_id="alice", room_id="room-1")
+        record = instance.turns[-1].model_copy(update={"index": current.turn_count + 100})
+        current.turns = [record]
+        current.turn_count += 1
+        current.context.conversation.exchanges = current.context.conversation.exchanges[2:]
+        current.context.conversation.add_user_message(f"message {current.turn_count:06d}")
+        current.context.conversation.add_assistant_message(f"reply {current.turn_count:06d}")
+        current.archive_outbox = [{"user": "old"}, {"assistant": "older"}]
+        store.save(current, expected_version=current.version)
+
+    for _ in range(60):  # past the 50 turn records kept: every save now replaces the oldest
+        turn()
+    assert _wal_frames(store, turn, 20) <= 7  # 5.4 here; 9.9 before
+    assert len(store.load(instance.conversation_id, user_id="alice", room_id="room-1").turns) == 50
+    store.close()
+
+
+def test_a_lowered_retention_keeps_only_the_newest_turn_records(db: Path) -> None:
+    store = SQLiteStore(db, synchronous="OFF")
+    instance = rich_instance(turns=12)
+    store.save(instance, expected_version=None, retention=Retention(turn_records=10))
+    instance.turns = [instance.turns[-1].model_copy(update={"index": 12})]
+    store.save(instance, expected_version=1, retention=Retention(turn_records=4))
+    loaded = store.load(instance.conversation_id, user_id="alice", room_id="room-1")
+    assert [t.index for t in loaded.turns] == [9, 10, 11, 12]
     store.close()
