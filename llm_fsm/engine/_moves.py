@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.definition._model import FSMDefinition, State
 from llm_fsm.engine._actions import (
     ActionMemo,
     ActionScope,
@@ -86,6 +86,25 @@ def _move(
         if arrived.failure is None:
             return verdict, changes, wrote
         verdict = redirect(definition, arrived.failure, scope)
+
+
+def arrive_or_redirect(
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    config: EngineConfig,
+    source: State | None,
+    message: str,
+    scope: ActionScope,
+) -> Generator[Effect, Any, tuple[Verdict | None, list[ContextChange]]]:
+    """The actions of arriving in the current state (from ``source``, or at a start: the conversation's, a
+    sub-flow's); a failure whose ``on_error`` names a state moves there. Returns that move's verdict, if any."""
+    arrived = yield from arrive(definition, instance, source, definition.get_state(instance.current_state), scope)
+    if arrived.failure is None:
+        return None, list(arrived.changes)
+    verdict, moved, _ = yield from _move(
+        definition, instance, config, redirect(definition, arrived.failure, scope), message, scope
+    )
+    return verdict, [*arrived.changes, *moved]
 
 
 def _chain(
@@ -174,13 +193,8 @@ def _complete_finished_flows(
             )
             source = definition.get_state(instance.current_state)
             instance.current_state = verdict.target_state
-            arrived = yield from arrive(definition, instance, source, definition.get_state(verdict.target_state), scope)
-            changes += arrived.changes
-            if arrived.failure is not None:
-                _, redirected_changes, _ = yield from _move(
-                    definition, instance, config, redirect(definition, arrived.failure, scope), message, scope
-                )
-                changes += redirected_changes
+            _, arrival_changes = yield from arrive_or_redirect(definition, instance, config, source, message, scope)
+            changes += arrival_changes
         note = (
             f"The sub-flow {finished.flow_name!r} has just finished"
             + (f" with results {sorted(finished.outputs)}" if finished.outputs else "")

@@ -19,7 +19,6 @@ from llm_fsm.engine._actions import (
     ActionMemo,
     ActionScope,
     CallAction,
-    arrive,
     redirect,
     run_for,
 )
@@ -46,7 +45,7 @@ from llm_fsm.engine._effects import (
 from llm_fsm.engine._handoff import hand_off, hand_off_declared
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage, entry_role, entry_text, timestamp
-from llm_fsm.engine._moves import _chain, _complete_finished_flows, _move, _scope, _took_guarded
+from llm_fsm.engine._moves import _chain, _complete_finished_flows, _move, _scope, _took_guarded, arrive_or_redirect
 from llm_fsm.engine._prompts import OPENING_MESSAGE, PromptBuilder
 from llm_fsm.engine._records import (
     ContextChange,
@@ -294,15 +293,9 @@ def run_opening(
     additions = yield _hook("on_start", instance)
     changes += _apply_application(definition, instance, additions, config, "on_start")
     scope = _scope(config, None, action_memo)
+    _, entered = yield from arrive_or_redirect(definition, instance, config, None, OPENING_MESSAGE, scope)
+    changes += entered
     state = definition.get_state(instance.current_state)
-    started = yield from arrive(definition, instance, None, state, scope)
-    changes += started.changes
-    if started.failure is not None:
-        _, moved_changes, _ = yield from _move(
-            definition, instance, config, redirect(definition, started.failure, scope), OPENING_MESSAGE, scope
-        )
-        changes += moved_changes
-        state = definition.get_state(instance.current_state)
     result: LLMResult = yield CallLLM(
         _request(
             builder, definition, instance, state, OPENING_MESSAGE, "opening", allow_moves=False, schema_sent=schema_sent
@@ -475,13 +468,10 @@ def run_turn(
             if chained:
                 note = _decision_note(chained[-1], active.get_state(instance.current_state))
     elif verdict.kind == "flow_started" and decision.definition is not None:
-        entered = yield from arrive(active, instance, None, active.get_state(instance.current_state), scope)
-        changes += entered.changes
-        if entered.failure is not None:
-            verdict, moved_changes, _ = yield from _move(
-                active, instance, config, redirect(active, entered.failure, scope), message, scope
-            )
-            changes += moved_changes
+        redirected, entered = yield from arrive_or_redirect(active, instance, config, None, message, scope)
+        changes += entered
+        if redirected is not None:
+            verdict = redirected
             note = _decision_note(verdict, active.get_state(verdict.target_state))
     elif verdict.kind == "stay_rejected":
         _trace(instance, config, "rejection", proposal=proposal, intent=intent, reason=verdict.reason)
