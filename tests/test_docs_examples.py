@@ -37,3 +37,15 @@ def test_the_worked_hook_example_prints_what_the_page_shows(tmp_path: Path, monk
     with contextlib.redirect_stdout(printed):
         exec(compile(code, str(PAGE), "exec"), {"__name__": "docs_example"})
     assert printed.getvalue().strip() == shown.strip()
+
+
+def test_the_actions_example_prints_what_the_page_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    definition = next(text for lang, text in BLOCKS if lang == "yaml" and text.startswith("name: order_status\n"))
+    (tmp_path / "order_status.yaml").write_text(definition, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    index = next(i for i, (lang, text) in enumerate(BLOCKS) if lang == "python" and "actions.register" in text)
+    code, shown = BLOCKS[index][1], BLOCKS[index + 1][1]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, str(PAGE), "exec"), {"__name__": "docs_example"})
+    assert printed.getvalue().strip() == shown.strip()
