@@ -18,7 +18,7 @@ def test_each_python_example_prints_the_text_shown_after_it(monkeypatch: pytest.
     monkeypatch.chdir(REPO)  # the examples name definitions/ relative to the repository
     scope: dict[str, object] = {"__name__": "docs_example"}
     examples = [(code, BLOCKS[i + 1][1]) for i, (lang, code) in enumerate(BLOCKS) if lang == "python"]
-    assert len(examples) == 2
+    assert len(examples) == 3
     for code, shown in examples:
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
@@ -33,3 +33,8 @@ def test_the_yaml_example_is_a_state_the_loader_takes() -> None:
 
     (state,) = yaml.safe_load(next(text for lang, text in BLOCKS if lang == "yaml")).values()
     assert State.model_validate(state).confirmation.changeable_keys == ["time", "party_size"]
+
+
+def test_no_python_example_hides_in_a_list_where_the_run_above_would_miss_it() -> None:
+    indented = re.findall(r"^[ \t]+```python", PAGE.read_text(encoding="utf-8"), re.M)
+    assert not indented, "an indented python block is never executed by these tests: move it to the top level"
