@@ -97,6 +97,26 @@ def build_app(settings: ServeSettings) -> Any:
     )
 
 
+def _unregistered_actions(app: Any) -> str:
+    """The served definitions calling actions the manager has no function for, as ``id (name, ...)``; "" if none.
+
+    A served definition may well lack them on purpose (the others still work), so this is said at start, where
+    whoever forgot ``--actions`` reads it, rather than only in the log of the first conversation's 500.
+    """
+    from llm_fsm.engine._actions import registered_names
+    from llm_fsm.loading import load_fsm_definition
+
+    known = set(app.state.manager.actions.names())
+    missing: list[str] = []
+    for served in app.state.registry.by_id.values():
+        location = served.location
+        definition = location if not isinstance(location, str) else load_fsm_definition(location)
+        names = sorted(registered_names(definition) - known)
+        if names:
+            missing.append(f"{served.id} ({', '.join(names)})")
+    return ", ".join(missing)
+
+
 def app_from_environment() -> Any:
     """uvicorn's factory for ``--workers N``: each worker process builds the app from ``$LLM_FSM_SERVE_SETTINGS``."""
     text = os.environ.get(SETTINGS_ENV)
@@ -217,6 +237,13 @@ def serve_command(
         actions=_absolute_actions(actions),
     )
     app = build_app(settings)  # every check now, in this process: a mistake exits 2 before anything listens
+    unregistered = _unregistered_actions(app)
+    if unregistered:
+        click.echo(
+            f"warning: no function is registered for the actions of {unregistered}: starting one of these "
+            "answers 500 server_error; pass --actions module:name or file.py:name",
+            err=True,
+        )
     if not keys:
         click.echo(f"no API keys configured: every request acts as tenant {ANONYMOUS_TENANT!r} (loopback only)")
     server_options = {

@@ -189,3 +189,51 @@ def test_the_servers_log_carries_llm_fsm_records() -> None:
     config = _log_config(uvicorn, "warning")
     assert config["loggers"]["llm_fsm"] == {"handlers": ["default"], "level": "WARNING", "propagate": False}
     assert "llm_fsm" not in uvicorn.config.LOGGING_CONFIG["loggers"]  # uvicorn's own default is left as it was
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _serve_capturing_the_app(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[Any, Any]:
+    """``llm-fsm serve ARGS`` up to the point it would listen: the app it built, and the command's result."""
+    import uvicorn
+
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.setdefault("app", app))
+    result = invoke("serve", *args, "--store", "memory://")
+    return served.get("app"), result
+
+
+def test_serve_with_relative_actions_from_another_folder_runs_the_action_in_a_turn_over_http(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.testclient import TestClient
+
+    monkeypatch.chdir(tmp_path)
+    shipped = Path(os.path.relpath(REPO / "definitions", tmp_path))
+    script = shipped / "conversations" / "customer_support_router.conv.yaml"
+    app, result = _serve_capturing_the_app(
+        monkeypatch, str(shipped), "--actions", f"{shipped}/actions.py:registry", "--model", f"scripted:{script}"
+    )
+    assert result.exit_code == 0, result.output
+    with TestClient(app) as client:
+        cid = client.post("/v1/conversations", json={"definition": "customer_support_router"}).json()["conversation_id"]
+        sent = client.post(f"/v1/conversations/{cid}/messages", json={"message": "It's C-1001, charged twice"})
+        (action,) = client.get(f"/v1/conversations/{cid}/turns/-1").json()["actions"]
+    assert sent.json()["state"] == "billing_issues"
+    assert (action["call"], action["outcome"], action["outputs"]["customer.tier"]) == (
+        "lookup_customer",
+        "ok",
+        "premium",
+    )
+
+
+def test_serving_definitions_whose_actions_have_no_function_warns_before_listening(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    script = REPO / "definitions" / "conversations" / "customer_support_router.conv.yaml"
+    app, result = _serve_capturing_the_app(monkeypatch, str(REPO / "definitions"), "--model", f"scripted:{script}")
+    assert result.exit_code == 0 and app is not None  # the definitions without actions are still served
+    (warning,) = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert "customer_support_router (lookup_customer)" in warning and "--actions" in warning
+    assert "simple_greeting" not in warning
