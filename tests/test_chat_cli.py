@@ -349,3 +349,18 @@ def test_chat_says_when_a_person_has_the_conversation(scripted, store):
     assert resumed.exit_code == 0, resumed.output
     assert resumed.output.count("a person has this conversation") == 2  # on resuming, and after the message
     assert "[greeting] human_mode" in resumed.output
+
+
+COFFEE = str(Path(__file__).resolve().parents[1] / "definitions" / "coffee_order.yaml")
+SHIPPED_ACTIONS = str(Path(__file__).resolve().parents[1] / "definitions" / "actions.py") + ":registry"
+
+
+def test_chat_resume_without_actions_is_refused_before_any_message_as_a_new_chat_is(scripted, store):
+    scripted(reply("take_order", "Hi! What can I get you?"))
+    first = run("chat", COFFEE, "--model", "x", "--store", store, "--actions", SHIPPED_ACTIONS, input="")
+    conversation_id = first.output.split("conversation ")[1].split()[0]
+    llm = scripted(reply("take_order", "One medium cappuccino!", drink="cappuccino", size="medium"))
+    resumed = run("chat", COFFEE, "--model", "x", "--store", store, "--resume", conversation_id, input="cappuccino\n")
+    assert resumed.exit_code == 2
+    assert "price_order" in resumed.output and "--actions" in resumed.output
+    assert llm.requests == []  # refused before the user typed anything, not in the middle of a turn
