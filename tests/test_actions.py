@@ -7,8 +7,10 @@ is written as application data and the same turn's guards route on it. Failures 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +29,7 @@ from llm_fsm.errors import (
 from llm_fsm.llm.fakes import FunctionLLM
 from llm_fsm.manager import FSMManager
 from llm_fsm.stores.memory import MemoryStore
+from llm_fsm.stores.sqlite import SQLiteStore
 
 
 def state(sid: str, *transitions: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -314,6 +317,27 @@ def test_an_output_that_fails_its_declaration_is_a_failure() -> None:
     manager, cid = run_one_turn(definition, lookup_order=lambda order_id: {"status": "lost", "eta": None})
     [action] = manager.explain(cid).actions
     assert action.outcome == "error" and "refused" in (action.error or "")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [datetime.datetime(2026, 1, 1), {"a", "b"}, b"bytes", float("nan"), float("inf"), object()],
+    ids=["datetime", "set", "bytes", "nan", "inf", "object"],
+)
+def test_an_output_that_is_not_json_is_a_failure_and_the_conversation_still_saves(value: Any, tmp_path: Path) -> None:
+    definition = order_bot()
+    manager = FSMManager(
+        fsm_loader=lambda _: definition,
+        llm_interface=FunctionLLM(Model()),
+        store=SQLiteStore(tmp_path / "conversations.db"),
+        actions={"lookup_order": lambda order_id: {"status": "shipped", "eta": value}},
+    )
+    cid, _ = manager.start_conversation("orders")
+    manager.process_message(cid, "A-17")
+    [action] = manager.explain(cid).actions
+    assert action.outcome == "error" and "JSON" in (action.error or "")
+    assert manager.get_current_state(cid) == "support"
+    assert "order" not in manager.get_conversation_data(cid)
 
 
 def test_a_slow_action_times_out_and_counts_as_failed() -> None:

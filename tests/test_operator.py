@@ -8,6 +8,7 @@ tests/data/operator/support.yaml (its ``check_refund`` sub-flow is refund.yaml b
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 
 from llm_fsm.engine._records import LLMRequest
 from llm_fsm.errors import (
+    ContextError,
     ContextValidationError,
     ConversationEndedError,
     OperatorError,
@@ -217,6 +219,13 @@ def test_set_context_refuses_a_value_its_declaration_refuses_and_keeps_nothing()
     fsm, cid, _ = start()
     with pytest.raises(ContextValidationError):
         fsm.set_context(cid, {"customer_tier": "gold", "email": "not an email"}, actor="alice")
+    assert fsm.get_conversation_data(cid) == {}
+
+
+def test_set_context_refuses_a_value_no_store_could_save_and_keeps_nothing() -> None:
+    fsm, cid, _ = start()
+    with pytest.raises(ContextError, match="not JSON"):
+        fsm.set_context(cid, {"customer_tier": "gold", "since": datetime.date(2026, 1, 1)}, actor="alice")
     assert fsm.get_conversation_data(cid) == {}
 
 
