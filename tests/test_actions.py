@@ -431,6 +431,51 @@ def test_a_turn_run_again_after_a_lost_save_race_reuses_the_action_result() -> N
     assert manager.get_current_state(cid) == "shipped"
 
 
+def test_a_turn_run_again_after_another_workers_turn_was_saved_reuses_the_action_result() -> None:
+    # no message_id: the turn is known only by the attempts it makes, and the other worker's turn moved turn_count
+    calls: list[str] = []
+    definition = order_bot()
+    store = MemoryStore()
+    other: dict[str, Any] = {}
+
+    def lookup_order(order_id: str) -> dict[str, Any]:
+        calls.append(order_id)
+        if len(calls) == 1:  # while this worker waits for the backend, another one saves a turn
+            other["manager"].process_message(other["cid"], "hello")
+        return {"status": "shipped", "eta": None}
+
+    worker = FSMManager(
+        fsm_loader=lambda _: definition,
+        llm_interface=FunctionLLM(Model()),
+        store=store,
+        actions={"lookup_order": lookup_order},
+    )
+    other["manager"] = FSMManager(
+        fsm_loader=lambda _: definition,
+        llm_interface=FunctionLLM(Model(update={})),
+        store=store,
+        actions={"lookup_order": lookup_order},
+    )
+    other["cid"], _ = worker.start_conversation("orders")
+    worker.process_message(other["cid"], "A-17")
+    assert calls == ["A-17"]
+    assert worker.explain(other["cid"]).actions[0].outcome == "replayed"
+
+
+def test_two_calls_with_different_inputs_never_share_an_idempotency_key() -> None:
+    # the opening runs the initial state's collected action on initial_context; the first turn corrects its input
+    keys: list[str] = []
+
+    def lookup_order(order_id: str, call: ActionCall) -> dict[str, Any]:
+        keys.append(call.idempotency_key)
+        return {"status": "lost", "eta": None}
+
+    manager = manager_with(order_bot(), Model(update={"order_id": "B-2"}), lookup_order=lookup_order)
+    cid, _ = manager.start_conversation("orders", initial_context={"order_id": "A-1"})
+    manager.process_message(cid, "no, it is B-2")
+    assert len(keys) == 2 and keys[0] != keys[1]
+
+
 # --- async ----------------------------------------------------------------------------------
 
 

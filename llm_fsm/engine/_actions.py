@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,8 +99,23 @@ class ActionsRun:
         self.handoff = self.handoff or other.handoff
 
 
-ActionMemo = dict[str, ActionResult]
-"""Results by idempotency key and inputs, shared by the attempts of one turn."""
+@dataclass
+class ActionMemo:
+    """What the attempts of one turn (or opening) share: the results by idempotency key and inputs, and the
+    turn's label in those keys.
+
+    The label is fixed by the first attempt: the turn's ``message_id``, else a random one. A label computed
+    from the conversation (its turn count) would change when another worker's turn is saved first (the very
+    race a re-run answers, so the result would not be found and the backend called twice), and would be the
+    same for the opening and the first turn."""
+
+    results: dict[str, ActionResult] = field(default_factory=dict)
+    turn: str | None = None
+
+    def turn_label(self, message_id: str | None) -> str:
+        if self.turn is None:
+            self.turn = message_id or f"t-{uuid.uuid4().hex[:12]}"
+        return self.turn
 
 
 def _fingerprint(arguments: Mapping[str, Any]) -> str:
@@ -209,12 +225,11 @@ def run_actions(
         fingerprint = _fingerprint(arguments)
         if when == "collected" and instance.action_runs.get(key) == fingerprint:
             continue
-        turn = message_id or f"turn-{instance.turn_count + 1}"
-        idempotency_key = f"{instance.conversation_id}:{turn}:{key}"
+        idempotency_key = f"{instance.conversation_id}:{memo.turn_label(message_id)}:{key}"
         memo_key = f"{idempotency_key}:{fingerprint}"
-        replayed = memo_key in memo
+        replayed = memo_key in memo.results
         if replayed:
-            result = memo[memo_key]
+            result = memo.results[memo_key]
         else:
             call = ActionCall(
                 name=action.call,
@@ -226,7 +241,7 @@ def run_actions(
                 idempotency_key=idempotency_key,
             )
             result = yield CallAction(call=call, arguments=arguments, timeout_s=action.timeout_s)
-            memo[memo_key] = result
+            memo.results[memo_key] = result
         if when == "collected":
             instance.action_runs[key] = fingerprint
         error = result.error

@@ -41,7 +41,7 @@ def _took_guarded(definition: FSMDefinition, state_id: str, verdict: Verdict) ->
 def _scope(config: EngineConfig, message_id: str | None, memo: ActionMemo | None) -> ActionScope:
     return ActionScope(
         message_id=message_id,
-        memo={} if memo is None else memo,
+        memo=ActionMemo() if memo is None else memo,
         max_bytes=config.max_context_bytes,
         max_trace_events=config.max_trace_events,
     )

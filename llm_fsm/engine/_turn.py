@@ -335,7 +335,7 @@ def run_turn(
 ) -> TurnGenerator:
     """One user message: understand, update, decide, reply. Mutates ``instance`` (a disposable copy).
 
-    ``action_memo``: the driver passes the same dict to every attempt of one turn (a turn runs again when its
+    ``action_memo``: the driver passes the same ``ActionMemo`` to every attempt of one turn (a turn runs again when its
     save loses a race), so an action's result is reused rather than the function called twice.
 
     Every message goes through the same understanding call; the model's ``intent``
