@@ -368,6 +368,19 @@ def test_an_error_state_whose_own_action_fails_raises_instead_of_bouncing() -> N
     assert manager.get_current_state(cid) == "ask"
 
 
+def test_on_error_naming_the_actions_own_state_stays_there_to_ask_again() -> None:
+    calls: list[str] = []
+    manager = manager_with(
+        order_bot({**LOOKUP, "on_error": "ask"}),
+        lookup_order=lambda order_id: calls.append(order_id) or failing(order_id),
+    )
+    cid, _ = manager.start_conversation("orders")
+    manager.process_message(cid, "A-17")
+    assert manager.get_current_state(cid) == "ask"
+    assert calls == ["A-17"]  # not called again in the same turn for the same order id
+    assert [a.outcome for a in manager.explain(cid).actions] == ["error"]
+
+
 def test_on_error_naming_an_undeclared_state_is_a_typed_error() -> None:
     manager = manager_with(order_bot({**LOOKUP, "on_error": "nowhere"}), lookup_order=failing)
     cid, _ = manager.start_conversation("orders")

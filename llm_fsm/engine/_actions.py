@@ -303,6 +303,8 @@ class ActionScope:
     records: list[ActionRecord] = field(default_factory=list)
     redirected: bool = False
     """An ``on_error`` state was already entered this turn: a second failure raises instead of looping."""
+    failed_in: str | None = None
+    """The state whose action failed, when ``redirected``: an ``on_error`` naming it keeps the conversation there."""
     handoff: str | None = None
     """Set when an action asked for a person (see ``ActionsRun.handoff``); the turn hands off at its end."""
 
@@ -374,6 +376,7 @@ def redirect(definition: FSMDefinition, failure: ActionRecord, scope: ActionScop
             state=failure.state,
         )
     scope.redirected = True
+    scope.failed_in = failure.state
     # the failure's text stays in the action record: it may name hosts or internals the model must not repeat
     return Verdict(
         kind="action_error",

@@ -77,6 +77,10 @@ def _move(
         changes += _apply_application(definition, instance, additions, config, "on_transition")
         left = None if verdict.kind == "action_error" else definition.get_state(source)
         if left is None:
+            if source == verdict.target_state == scope.failed_in:
+                # on_error names the failed action's own state ("ask again"): the conversation stays, and arriving
+                # anew would replay the failure and raise; the failed call runs again once an input changes
+                return verdict, changes, wrote
             forget_visit(instance, source)  # left without its exit actions, but left: a return visit runs them anew
         arrived: ActionsRun = yield from arrive(
             definition, instance, left, definition.get_state(verdict.target_state), scope
