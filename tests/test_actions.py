@@ -697,6 +697,50 @@ def test_a_started_sub_flow_runs_the_enter_actions_of_its_first_state() -> None:
     assert manager.get_conversation_data(cid)["rma"] == "RMA-1"
 
 
+def test_a_sub_flow_state_named_like_the_parents_does_not_make_the_parents_collected_action_run_again() -> None:
+    child = FSMDefinition.model_validate(
+        {
+            "name": "returns",
+            "description": "start a return",
+            "initial_state": "ask",  # the parent's state is called "ask" too
+            "states": {"ask": state("ask", {"target_state": "done", "description": "d"}), "done": state("done")},
+        }
+    )
+    parent = order_bot(
+        ask=state(
+            "ask",
+            {"target_state": "support", "description": "s", "conditions": status_is("lost")},
+            required_context_keys=["order_id"],
+            actions=[LOOKUP],
+            flows=[{"name": "returns", "definition": "returns", "description": "start a return"}],
+        )
+    )
+    turns = iter(
+        [
+            {"transition": {"target_state": "", "context_update": {"order_id": "A-17"}}},
+            {"transition": {"target_state": "", "context_update": {}}, "intent": "start_flow", "flow": "returns"},
+            {"transition": {"target_state": "done", "context_update": {}}},
+            {"transition": {"target_state": "", "context_update": {}}},
+        ]
+    )
+
+    def model(request: Any) -> dict[str, Any]:
+        answer = next(turns) if request.purpose == "turn" else {"transition": {"target_state": ""}}
+        return {**answer, "message": request.purpose}
+
+    calls: list[str] = []
+    manager = FSMManager(
+        fsm_loader=lambda name: child if name == "returns" else parent,
+        llm_interface=FunctionLLM(model),
+        actions={"lookup_order": lambda order_id: calls.append(order_id) or {"status": "packed", "eta": None}},
+    )
+    cid, _ = manager.start_conversation("orders")
+    for text in ("A-17", "I want to return it", "done", "thanks"):
+        manager.process_message(cid, text)
+    assert manager.get_instance(cid).flow_stack == [] and manager.get_current_state(cid) == "ask"
+    assert calls == ["A-17"]
+
+
 def test_returning_to_a_state_after_an_action_error_runs_its_collected_action_again() -> None:
     calls: list[str] = []
 

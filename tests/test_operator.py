@@ -264,6 +264,8 @@ def test_a_forced_move_forgets_the_collected_actions_run_in_the_state_left() -> 
     from llm_fsm.engine._turn import EngineConfig
     from llm_fsm.loading import load_fsm_definition
 
-    instance = FSMInstance(fsm_id=SUPPORT, current_state="collect_order", action_runs={"collect_order#0": "f"})
+    instance = FSMInstance(
+        fsm_id=SUPPORT, current_state="collect_order", action_runs={"root/collect_order#0:lookup": "f"}
+    )
     ops.force_state(load_fsm_definition(SUPPORT), instance, "greeting", "back", "alice", EngineConfig())
     assert instance.action_runs == {}

@@ -205,6 +205,7 @@ def run_actions(
         inputs = action.inputs or {}
         missing = [path for path in inputs.values() if not has_value(instance.context.data, path)]
         key = action_key(state, index, action)
+        run_key = f"{instance.flow_id}/{key}"  # a sub-flow may name its states like its parent's
         if missing:
             if when != "collected":
                 run.records.append(
@@ -223,7 +224,7 @@ def run_actions(
             if (value := get_path(instance.context.data, path)) is not _MISSING
         }
         fingerprint = _fingerprint(arguments)
-        if when == "collected" and instance.action_runs.get(key) == fingerprint:
+        if when == "collected" and instance.action_runs.get(run_key) == fingerprint:
             continue
         idempotency_key = f"{instance.conversation_id}:{memo.turn_label(message_id)}:{key}"
         memo_key = f"{idempotency_key}:{fingerprint}"
@@ -243,7 +244,7 @@ def run_actions(
             result = yield CallAction(call=call, arguments=arguments, timeout_s=action.timeout_s)
             memo.results[memo_key] = result
         if when == "collected":
-            instance.action_runs[key] = fingerprint
+            instance.action_runs[run_key] = fingerprint
         error = result.error
         written: tuple[list[ContextChange], dict[str, Any]] | str = ([], {})
         if error is None and isinstance(result.value, HandOff):
@@ -386,9 +387,11 @@ def redirect(definition: FSMDefinition, failure: ActionRecord, scope: ActionScop
 
 
 def forget_visit(instance: FSMInstance, state_id: str) -> None:
-    """Leaving a state: its ``collected`` actions run again on the next visit."""
-    prefix = state_id + "#"
-    for key in [k for k in instance.action_runs if k.startswith(prefix)]:
+    """Leaving a state of the active flow: its ``collected`` actions run again on the next visit. Runs of flows no
+    longer on the stack (finished or cancelled) are dropped too, so the record does not grow with sub-flows."""
+    prefix = f"{instance.flow_id}/{state_id}#"
+    live = {instance.flow_id, *(frame.flow_id for frame in instance.flow_stack)}
+    for key in [k for k in instance.action_runs if k.startswith(prefix) or k.split("/", 1)[0] not in live]:
         del instance.action_runs[key]
 
 
