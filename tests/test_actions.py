@@ -148,6 +148,39 @@ def test_the_action_is_in_the_turn_record_with_inputs_outputs_and_duration() -> 
     assert any(e.event == "action" and e.data["call"] == "lookup_order" for e in manager.get_trace(cid))
 
 
+SECRETS: dict[str, Any] = {
+    "order_id": {"type": "string"},
+    "pin": {"type": "string", "sensitive": True},
+    "customer.card": {"type": "string", "sensitive": True, "writable_by": "application"},
+    "customer.name": {"type": "string", "writable_by": "application"},
+}
+
+
+def test_an_output_object_holding_a_sensitive_key_is_masked_in_the_record() -> None:
+    definition = order_bot(
+        {**LOOKUP, "outputs": {"customer": "customer", "order.status": "status"}}, context_keys=SECRETS
+    )
+    manager, cid = run_one_turn(
+        definition,
+        lookup_order=lambda order_id: {"customer": {"card": "4111111111111111", "name": "Ann"}, "status": "x"},
+    )
+    [action] = manager.explain(cid).actions
+    assert action.outputs["customer"] == {"card": "***", "name": "Ann"}
+
+
+def test_an_error_quoting_a_sensitive_input_is_masked_in_the_record_and_the_trace() -> None:
+    def lookup_order(order_id: str, pin: str) -> dict[str, Any]:
+        raise ValueError(f"pin {pin} is wrong for {order_id}")
+
+    definition = order_bot({**LOOKUP, "inputs": {"order_id": "order_id", "pin": "pin"}}, context_keys=SECRETS)
+    manager = manager_with(definition, Model(update={"order_id": "A-17", "pin": "9931"}), lookup_order=lookup_order)
+    cid, _ = manager.start_conversation("orders")
+    manager.process_message(cid, "A-17, my pin is 9931")
+    [action] = manager.explain(cid).actions
+    [event] = [e for e in manager.get_trace(cid) if e.event == "action"]
+    assert action.error == event.data["error"] == "ValueError: pin *** is wrong for A-17"
+
+
 def test_an_action_does_not_run_before_its_inputs_have_values() -> None:
     calls: list[str] = []
     manager, cid = run_one_turn(order_bot(), lookup_order=lambda order_id: calls.append(order_id))

@@ -25,7 +25,7 @@ from llm_fsm.engine._context import _MISSING, apply_update, get_path, has_value
 from llm_fsm.engine._data import copy_json
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import ActionOutcome, ActionRecord, ContextChange, TraceEvent, Verdict
-from llm_fsm.engine._values import MASK, KeyPolicy
+from llm_fsm.engine._values import MASK, KeyPolicy, _mask_path
 from llm_fsm.errors import ActionError, ContextError
 
 
@@ -127,20 +127,34 @@ def action_key(state: State, index: int, action: ActionDeclaration) -> str:
     return f"{state.id}#{index}:{action.call}"
 
 
+def _masked(definition: FSMDefinition, path: str, value: Any) -> Any:
+    """``value`` at ``path`` as people may see it: masked when its key is sensitive, and an object with the
+    sensitive keys declared inside it (``customer`` holding ``customer.card``) masked there."""
+    found = definition.declaration_for(path)
+    if found and found[1].sensitive:
+        return MASK
+    if isinstance(value, dict):
+        for key, declaration in (definition.context_keys or {}).items():
+            if declaration.sensitive and key.startswith(path + "."):
+                value = _mask_path(value, key[len(path) + 1 :])
+    return value
+
+
 def _masked_inputs(definition: FSMDefinition, action: ActionDeclaration, arguments: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for name, value in arguments.items():
-        found = definition.declaration_for((action.inputs or {})[name])
-        out[name] = MASK if found and found[1].sensitive else value
-    return out
+    return {name: _masked(definition, (action.inputs or {})[name], value) for name, value in arguments.items()}
 
 
 def _masked_outputs(definition: FSMDefinition, outputs: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for path, value in outputs.items():
-        found = definition.declaration_for(path)
-        out[path] = MASK if found and found[1].sensitive else value
-    return out
+    return {path: _masked(definition, path, value) for path, value in outputs.items()}
+
+
+def _masked_error(definition: FSMDefinition, action: ActionDeclaration, arguments: dict[str, Any], error: str) -> str:
+    """An error's text with the values of sensitive inputs masked: a backend's message often quotes its arguments."""
+    for name, value in arguments.items():
+        shown = _masked(definition, (action.inputs or {})[name], value)
+        if shown is MASK and isinstance(value, (str, int, float)) and len(str(value)) >= 3:
+            error = error.replace(str(value), MASK)
+    return error
 
 
 def _policy(definition: FSMDefinition) -> KeyPolicy | None:
@@ -266,6 +280,7 @@ def run_actions(
             if isinstance(written, str):
                 error = written
         if error is not None:
+            error = _masked_error(definition, action, arguments, error)
             outcome: ActionOutcome = "timeout" if result.timed_out else "error"
         else:
             outcome = "replayed" if replayed else "ok"
