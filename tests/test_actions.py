@@ -826,6 +826,38 @@ def test_a_turn_whose_actions_wrote_nothing_keeps_the_models_reply() -> None:
     assert manager.process_message(cid, "A-17") == "turn reply"
 
 
+def test_a_restart_clears_what_actions_computed_from_what_the_user_gave() -> None:
+    # order.status came from the order id the user gave: kept after "Cancelled. How else can I help?", it would send
+    # the next, unrelated message to the state of an order the conversation no longer knows
+    definition = FSMDefinition.model_validate(
+        {
+            **order_bot(pending=state("pending", {"target_state": "ask", "description": "another order"})).model_dump(
+                exclude_none=True
+            ),
+            "on_cancel": "restart",
+            "application_context_keys": ["customer_id"],
+        }
+    )
+    turns = iter([{"order_id": "A-17"}, "cancel", {}])
+
+    def model(request: Any) -> dict[str, Any]:
+        turn = next(turns) if request.purpose == "turn" else {}
+        if turn == "cancel":
+            return {"intent": "cancel", "transition": {"target_state": ""}, "message": "cancelled"}
+        return {"transition": {"target_state": "", "context_update": turn}, "message": request.purpose}
+
+    manager = FSMManager(
+        fsm_loader=lambda _: definition,
+        llm_interface=FunctionLLM(model),
+        actions={"lookup_order": lambda order_id: {"status": "pending", "eta": "Friday"}},
+    )
+    cid, _ = manager.start_conversation("orders", {"customer_id": "C-1"})
+    for text in ("A-17", "cancel", "I have a question about opening hours"):
+        manager.process_message(cid, text)
+    assert manager.get_current_state(cid) == "ask"
+    assert manager.get_conversation_data(cid) == {"customer_id": "C-1"}
+
+
 # --- handing off to a person --------------------------------------------------------------------
 
 
