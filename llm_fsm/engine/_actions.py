@@ -320,7 +320,8 @@ class ActionScope:
     redirected: bool = False
     """An ``on_error`` state was already entered this turn: a second failure raises instead of looping."""
     failed_in: str | None = None
-    """The state whose action failed, when ``redirected``: an ``on_error`` naming it keeps the conversation there."""
+    """The state whose collected or exit action failed, when ``redirected``: an ``on_error`` naming it keeps the
+    conversation there."""
     handoff: str | None = None
     """Set when an action asked for a person (see ``ActionsRun.handoff``); the turn hands off at its end."""
 
@@ -392,7 +393,9 @@ def redirect(definition: FSMDefinition, failure: ActionRecord, scope: ActionScop
             state=failure.state,
         )
     scope.redirected = True
-    scope.failed_in = failure.state
+    # a collected (or exit) action may keep the conversation in its state; an enter action's failure sent back into
+    # its own state stays a second failure that raises (what fsm-lint's FSM036 warns of)
+    scope.failed_in = failure.state if failure.when != "enter" else None
     # the failure's text stays in the action record: it may name hosts or internals the model must not repeat
     return Verdict(
         kind="action_error",
