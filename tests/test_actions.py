@@ -730,6 +730,51 @@ def test_a_started_sub_flow_runs_the_enter_actions_of_its_first_state() -> None:
     assert manager.get_conversation_data(cid)["rma"] == "RMA-1"
 
 
+def test_a_finished_sub_flow_that_hands_the_parent_an_input_runs_the_parents_collected_action_in_that_turn() -> None:
+    child = FSMDefinition.model_validate(
+        {
+            "name": "find",
+            "description": "find the order id",
+            "initial_state": "search",
+            "states": {
+                "search": state("search", {"target_state": "found", "description": "d"}, required_context_keys=["n"]),
+                "found": state("found"),
+            },
+        }
+    )
+    flow = {"name": "find", "definition": "find", "description": "find the order id", "outputs": {"order_id": "n"}}
+    parent = order_bot(
+        ask=state(
+            "ask",
+            {"target_state": "shipped", "description": "shipped", "conditions": status_is("shipped")},
+            required_context_keys=["order_id"],
+            actions=[LOOKUP],
+            flows=[flow],
+        )
+    )
+    turns = iter(
+        [
+            {"intent": "start_flow", "flow": "find", "transition": {"target_state": ""}},
+            {"transition": {"target_state": "found", "context_update": {"n": "A-17"}}},
+        ]
+    )
+
+    def model(request: Any) -> dict[str, Any]:
+        answer = next(turns) if request.purpose == "turn" else {"transition": {"target_state": ""}}
+        return {**answer, "message": request.purpose}
+
+    manager = FSMManager(
+        fsm_loader=lambda name: child if name == "find" else parent,
+        llm_interface=FunctionLLM(model),
+        actions={"lookup_order": lambda order_id: {"status": "shipped", "eta": "Friday"}},
+    )
+    cid, _ = manager.start_conversation("orders")
+    manager.process_message(cid, "I don't know my order id")
+    manager.process_message(cid, "found it: A-17")
+    assert (manager.get_instance(cid).flow_stack, manager.get_current_state(cid)) == ([], "shipped")
+    assert [a.call for a in manager.explain(cid).actions] == ["lookup_order"]
+
+
 def test_a_sub_flow_state_named_like_the_parents_does_not_make_the_parents_collected_action_run_again() -> None:
     child = FSMDefinition.model_validate(
         {
