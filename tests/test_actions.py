@@ -903,6 +903,30 @@ def test_a_restart_clears_what_actions_computed_from_what_the_user_gave() -> Non
     assert manager.get_conversation_data(cid) == {"customer_id": "C-1"}
 
 
+@pytest.mark.parametrize("on_cancel", ["end", "restart"])
+def test_a_message_that_cancels_calls_no_collected_action_even_when_it_gives_the_inputs(on_cancel: str) -> None:
+    # "cancel that, the order was A-17": the user is leaving; a backend call (or its failure or handoff) must not
+    # happen on the way out, nor take the turn somewhere else than the cancel
+    definition = FSMDefinition.model_validate(
+        {**order_bot().model_dump(exclude_none=True), "on_cancel": on_cancel, "confirm_cancel": False}
+    )
+
+    def model(request: Any) -> dict[str, Any]:
+        update = {"order_id": "A-17"} if request.purpose == "turn" else {}
+        return {"intent": "cancel", "transition": {"target_state": "", "context_update": update}, "message": "bye"}
+
+    calls: list[str] = []
+    manager = FSMManager(
+        fsm_loader=lambda _: definition,
+        llm_interface=FunctionLLM(model),
+        actions={"lookup_order": lambda order_id: calls.append(order_id) or failing(order_id)},
+    )
+    cid, _ = manager.start_conversation("orders")
+    manager.process_message(cid, "cancel that, the order was A-17")
+    assert manager.explain(cid).verdict.kind in ("conversation_cancelled", "conversation_restarted")
+    assert calls == []
+
+
 # --- handing off to a person --------------------------------------------------------------------
 
 
