@@ -41,6 +41,13 @@ APPLICATION_ACTOR = "application"
 """The actor of a state set through ``instances[...]``, the seed's way."""
 
 
+def _operator_key(message_id: str | None) -> str | None:
+    """Where an operator message's id is remembered among the processed ids: apart from the users' ids, because
+    the desk and the user's channel number their messages independently ("42" on each side are two messages,
+    and a user's "42" taken for a retry would be dropped unanswered)."""
+    return None if message_id is None else f"operator:{message_id}"
+
+
 class OperatorAPI:
     """The operator methods ``FSMManager`` inherits (see the module docstring)."""
 
@@ -172,12 +179,14 @@ class OperatorAPI:
             raise InvalidMessageError(f"an operator message is text, not {type(text).__name__}")
         text = self._check_message(text, message_id).text
 
+        key = _operator_key(message_id)
+
         def change(instance: FSMInstance) -> Generator[Any, Any, Any]:
-            if message_id is not None and message_id in instance.processed_messages:
+            if key is not None and key in instance.processed_messages:
                 return _UNCHANGED  # a retried delivery: recorded once
             ops.operator_message(instance, text, actor, self.config, message_id=message_id)
-            if message_id is not None:
-                instance.processed_messages[message_id] = ""
+            if key is not None:
+                instance.processed_messages[key] = ""
                 while len(instance.processed_messages) > self.config.max_processed_message_ids:
                     instance.processed_messages.pop(next(iter(instance.processed_messages)))
             yield from ()
@@ -346,7 +355,7 @@ class OperatorAPI:
         A repeated ``message_id`` is recorded once. Delivering the text to the user is the application's
         job, as it is for the bot's replies.
         """
-        self._operate(conversation_id, user_id, room_id, self._post(text, actor, message_id), message_id)
+        self._operate(conversation_id, user_id, room_id, self._post(text, actor, message_id), _operator_key(message_id))
 
     async def apost_operator_message(
         self,
@@ -358,7 +367,9 @@ class OperatorAPI:
         user_id: str | None = None,
         room_id: str | None = None,
     ) -> None:
-        await self._aoperate(conversation_id, user_id, room_id, self._post(text, actor, message_id), message_id)
+        await self._aoperate(
+            conversation_id, user_id, room_id, self._post(text, actor, message_id), _operator_key(message_id)
+        )
 
     def resume_bot(
         self,

@@ -637,7 +637,7 @@ class FSMManager(OperatorAPI):
 
         The attempts share one action memo: an action that ran in a lost attempt is not called again.
         """
-        memo: ActionMemo = {}
+        memo = ActionMemo()
         for attempt in range(self.max_save_retries + 1):
             instance = yield LoadConversation(conversation_id, user_id, room_id, message_id)
             expected = instance.version

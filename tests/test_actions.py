@@ -7,8 +7,10 @@ is written as application data and the same turn's guards route on it. Failures 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +29,7 @@ from llm_fsm.errors import (
 from llm_fsm.llm.fakes import FunctionLLM
 from llm_fsm.manager import FSMManager
 from llm_fsm.stores.memory import MemoryStore
+from llm_fsm.stores.sqlite import SQLiteStore
 
 
 def state(sid: str, *transitions: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -143,6 +146,39 @@ def test_the_action_is_in_the_turn_record_with_inputs_outputs_and_duration() -> 
     assert record.outputs == {"order.status": "pending", "order.eta": None}
     assert record.duration_ms >= 0
     assert any(e.event == "action" and e.data["call"] == "lookup_order" for e in manager.get_trace(cid))
+
+
+SECRETS: dict[str, Any] = {
+    "order_id": {"type": "string"},
+    "pin": {"type": "string", "sensitive": True},
+    "customer.card": {"type": "string", "sensitive": True, "writable_by": "application"},
+    "customer.name": {"type": "string", "writable_by": "application"},
+}
+
+
+def test_an_output_object_holding_a_sensitive_key_is_masked_in_the_record() -> None:
+    definition = order_bot(
+        {**LOOKUP, "outputs": {"customer": "customer", "order.status": "status"}}, context_keys=SECRETS
+    )
+    manager, cid = run_one_turn(
+        definition,
+        lookup_order=lambda order_id: {"customer": {"card": "4111111111111111", "name": "Ann"}, "status": "x"},
+    )
+    [action] = manager.explain(cid).actions
+    assert action.outputs["customer"] == {"card": "***", "name": "Ann"}
+
+
+def test_an_error_quoting_a_sensitive_input_is_masked_in_the_record_and_the_trace() -> None:
+    def lookup_order(order_id: str, pin: str) -> dict[str, Any]:
+        raise ValueError(f"pin {pin} is wrong for {order_id}")
+
+    definition = order_bot({**LOOKUP, "inputs": {"order_id": "order_id", "pin": "pin"}}, context_keys=SECRETS)
+    manager = manager_with(definition, Model(update={"order_id": "A-17", "pin": "9931"}), lookup_order=lookup_order)
+    cid, _ = manager.start_conversation("orders")
+    manager.process_message(cid, "A-17, my pin is 9931")
+    [action] = manager.explain(cid).actions
+    [event] = [e for e in manager.get_trace(cid) if e.event == "action"]
+    assert action.error == event.data["error"] == "ValueError: pin *** is wrong for A-17"
 
 
 def test_an_action_does_not_run_before_its_inputs_have_values() -> None:
@@ -316,6 +352,27 @@ def test_an_output_that_fails_its_declaration_is_a_failure() -> None:
     assert action.outcome == "error" and "refused" in (action.error or "")
 
 
+@pytest.mark.parametrize(
+    "value",
+    [datetime.datetime(2026, 1, 1), {"a", "b"}, b"bytes", float("nan"), float("inf"), object()],
+    ids=["datetime", "set", "bytes", "nan", "inf", "object"],
+)
+def test_an_output_that_is_not_json_is_a_failure_and_the_conversation_still_saves(value: Any, tmp_path: Path) -> None:
+    definition = order_bot()
+    manager = FSMManager(
+        fsm_loader=lambda _: definition,
+        llm_interface=FunctionLLM(Model()),
+        store=SQLiteStore(tmp_path / "conversations.db"),
+        actions={"lookup_order": lambda order_id: {"status": "shipped", "eta": value}},
+    )
+    cid, _ = manager.start_conversation("orders")
+    manager.process_message(cid, "A-17")
+    [action] = manager.explain(cid).actions
+    assert action.outcome == "error" and "JSON" in (action.error or "")
+    assert manager.get_current_state(cid) == "support"
+    assert "order" not in manager.get_conversation_data(cid)
+
+
 def test_a_slow_action_times_out_and_counts_as_failed() -> None:
     def slow(order_id: str) -> dict[str, Any]:
         time.sleep(2)
@@ -342,6 +399,19 @@ def test_an_error_state_whose_own_action_fails_raises_instead_of_bouncing() -> N
     with pytest.raises(ActionError, match="page_someone"):
         manager.process_message(cid, "A-17")
     assert manager.get_current_state(cid) == "ask"
+
+
+def test_on_error_naming_the_actions_own_state_stays_there_to_ask_again() -> None:
+    calls: list[str] = []
+    manager = manager_with(
+        order_bot({**LOOKUP, "on_error": "ask"}),
+        lookup_order=lambda order_id: calls.append(order_id) or failing(order_id),
+    )
+    cid, _ = manager.start_conversation("orders")
+    manager.process_message(cid, "A-17")
+    assert manager.get_current_state(cid) == "ask"
+    assert calls == ["A-17"]  # not called again in the same turn for the same order id
+    assert [a.outcome for a in manager.explain(cid).actions] == ["error"]
 
 
 def test_on_error_naming_an_undeclared_state_is_a_typed_error() -> None:
@@ -405,6 +475,51 @@ def test_a_turn_run_again_after_a_lost_save_race_reuses_the_action_result() -> N
     assert calls == ["A-17"]
     assert manager.explain(cid).actions[0].outcome == "replayed"
     assert manager.get_current_state(cid) == "shipped"
+
+
+def test_a_turn_run_again_after_another_workers_turn_was_saved_reuses_the_action_result() -> None:
+    # no message_id: the turn is known only by the attempts it makes, and the other worker's turn moved turn_count
+    calls: list[str] = []
+    definition = order_bot()
+    store = MemoryStore()
+    other: dict[str, Any] = {}
+
+    def lookup_order(order_id: str) -> dict[str, Any]:
+        calls.append(order_id)
+        if len(calls) == 1:  # while this worker waits for the backend, another one saves a turn
+            other["manager"].process_message(other["cid"], "hello")
+        return {"status": "shipped", "eta": None}
+
+    worker = FSMManager(
+        fsm_loader=lambda _: definition,
+        llm_interface=FunctionLLM(Model()),
+        store=store,
+        actions={"lookup_order": lookup_order},
+    )
+    other["manager"] = FSMManager(
+        fsm_loader=lambda _: definition,
+        llm_interface=FunctionLLM(Model(update={})),
+        store=store,
+        actions={"lookup_order": lookup_order},
+    )
+    other["cid"], _ = worker.start_conversation("orders")
+    worker.process_message(other["cid"], "A-17")
+    assert calls == ["A-17"]
+    assert worker.explain(other["cid"]).actions[0].outcome == "replayed"
+
+
+def test_two_calls_with_different_inputs_never_share_an_idempotency_key() -> None:
+    # the opening runs the initial state's collected action on initial_context; the first turn corrects its input
+    keys: list[str] = []
+
+    def lookup_order(order_id: str, call: ActionCall) -> dict[str, Any]:
+        keys.append(call.idempotency_key)
+        return {"status": "lost", "eta": None}
+
+    manager = manager_with(order_bot(), Model(update={"order_id": "B-2"}), lookup_order=lookup_order)
+    cid, _ = manager.start_conversation("orders", initial_context={"order_id": "A-1"})
+    manager.process_message(cid, "no, it is B-2")
+    assert len(keys) == 2 and keys[0] != keys[1]
 
 
 # --- async ----------------------------------------------------------------------------------
@@ -615,6 +730,95 @@ def test_a_started_sub_flow_runs_the_enter_actions_of_its_first_state() -> None:
     assert manager.get_conversation_data(cid)["rma"] == "RMA-1"
 
 
+def test_a_finished_sub_flow_that_hands_the_parent_an_input_runs_the_parents_collected_action_in_that_turn() -> None:
+    child = FSMDefinition.model_validate(
+        {
+            "name": "find",
+            "description": "find the order id",
+            "initial_state": "search",
+            "states": {
+                "search": state("search", {"target_state": "found", "description": "d"}, required_context_keys=["n"]),
+                "found": state("found"),
+            },
+        }
+    )
+    flow = {"name": "find", "definition": "find", "description": "find the order id", "outputs": {"order_id": "n"}}
+    parent = order_bot(
+        ask=state(
+            "ask",
+            {"target_state": "shipped", "description": "shipped", "conditions": status_is("shipped")},
+            required_context_keys=["order_id"],
+            actions=[LOOKUP],
+            flows=[flow],
+        )
+    )
+    turns = iter(
+        [
+            {"intent": "start_flow", "flow": "find", "transition": {"target_state": ""}},
+            {"transition": {"target_state": "found", "context_update": {"n": "A-17"}}},
+        ]
+    )
+
+    def model(request: Any) -> dict[str, Any]:
+        answer = next(turns) if request.purpose == "turn" else {"transition": {"target_state": ""}}
+        return {**answer, "message": request.purpose}
+
+    manager = FSMManager(
+        fsm_loader=lambda name: child if name == "find" else parent,
+        llm_interface=FunctionLLM(model),
+        actions={"lookup_order": lambda order_id: {"status": "shipped", "eta": "Friday"}},
+    )
+    cid, _ = manager.start_conversation("orders")
+    manager.process_message(cid, "I don't know my order id")
+    manager.process_message(cid, "found it: A-17")
+    assert (manager.get_instance(cid).flow_stack, manager.get_current_state(cid)) == ([], "shipped")
+    assert [a.call for a in manager.explain(cid).actions] == ["lookup_order"]
+
+
+def test_a_sub_flow_state_named_like_the_parents_does_not_make_the_parents_collected_action_run_again() -> None:
+    child = FSMDefinition.model_validate(
+        {
+            "name": "returns",
+            "description": "start a return",
+            "initial_state": "ask",  # the parent's state is called "ask" too
+            "states": {"ask": state("ask", {"target_state": "done", "description": "d"}), "done": state("done")},
+        }
+    )
+    parent = order_bot(
+        ask=state(
+            "ask",
+            {"target_state": "support", "description": "s", "conditions": status_is("lost")},
+            required_context_keys=["order_id"],
+            actions=[LOOKUP],
+            flows=[{"name": "returns", "definition": "returns", "description": "start a return"}],
+        )
+    )
+    turns = iter(
+        [
+            {"transition": {"target_state": "", "context_update": {"order_id": "A-17"}}},
+            {"transition": {"target_state": "", "context_update": {}}, "intent": "start_flow", "flow": "returns"},
+            {"transition": {"target_state": "done", "context_update": {}}},
+            {"transition": {"target_state": "", "context_update": {}}},
+        ]
+    )
+
+    def model(request: Any) -> dict[str, Any]:
+        answer = next(turns) if request.purpose == "turn" else {"transition": {"target_state": ""}}
+        return {**answer, "message": request.purpose}
+
+    calls: list[str] = []
+    manager = FSMManager(
+        fsm_loader=lambda name: child if name == "returns" else parent,
+        llm_interface=FunctionLLM(model),
+        actions={"lookup_order": lambda order_id: calls.append(order_id) or {"status": "packed", "eta": None}},
+    )
+    cid, _ = manager.start_conversation("orders")
+    for text in ("A-17", "I want to return it", "done", "thanks"):
+        manager.process_message(cid, text)
+    assert manager.get_instance(cid).flow_stack == [] and manager.get_current_state(cid) == "ask"
+    assert calls == ["A-17"]
+
+
 def test_returning_to_a_state_after_an_action_error_runs_its_collected_action_again() -> None:
     calls: list[str] = []
 
@@ -665,6 +869,62 @@ def test_a_turn_whose_actions_wrote_nothing_keeps_the_models_reply() -> None:
     manager = manager_with(definition, lookup_order=lambda order_id: None)
     cid, _ = manager.start_conversation("orders")
     assert manager.process_message(cid, "A-17") == "turn reply"
+
+
+def test_a_restart_clears_what_actions_computed_from_what_the_user_gave() -> None:
+    # order.status came from the order id the user gave: kept after "Cancelled. How else can I help?", it would send
+    # the next, unrelated message to the state of an order the conversation no longer knows
+    definition = FSMDefinition.model_validate(
+        {
+            **order_bot(pending=state("pending", {"target_state": "ask", "description": "another order"})).model_dump(
+                exclude_none=True
+            ),
+            "on_cancel": "restart",
+            "application_context_keys": ["customer_id"],
+        }
+    )
+    turns = iter([{"order_id": "A-17"}, "cancel", {}])
+
+    def model(request: Any) -> dict[str, Any]:
+        turn = next(turns) if request.purpose == "turn" else {}
+        if turn == "cancel":
+            return {"intent": "cancel", "transition": {"target_state": ""}, "message": "cancelled"}
+        return {"transition": {"target_state": "", "context_update": turn}, "message": request.purpose}
+
+    manager = FSMManager(
+        fsm_loader=lambda _: definition,
+        llm_interface=FunctionLLM(model),
+        actions={"lookup_order": lambda order_id: {"status": "pending", "eta": "Friday"}},
+    )
+    cid, _ = manager.start_conversation("orders", {"customer_id": "C-1"})
+    for text in ("A-17", "cancel", "I have a question about opening hours"):
+        manager.process_message(cid, text)
+    assert manager.get_current_state(cid) == "ask"
+    assert manager.get_conversation_data(cid) == {"customer_id": "C-1"}
+
+
+@pytest.mark.parametrize("on_cancel", ["end", "restart"])
+def test_a_message_that_cancels_calls_no_collected_action_even_when_it_gives_the_inputs(on_cancel: str) -> None:
+    # "cancel that, the order was A-17": the user is leaving; a backend call (or its failure or handoff) must not
+    # happen on the way out, nor take the turn somewhere else than the cancel
+    definition = FSMDefinition.model_validate(
+        {**order_bot().model_dump(exclude_none=True), "on_cancel": on_cancel, "confirm_cancel": False}
+    )
+
+    def model(request: Any) -> dict[str, Any]:
+        update = {"order_id": "A-17"} if request.purpose == "turn" else {}
+        return {"intent": "cancel", "transition": {"target_state": "", "context_update": update}, "message": "bye"}
+
+    calls: list[str] = []
+    manager = FSMManager(
+        fsm_loader=lambda _: definition,
+        llm_interface=FunctionLLM(model),
+        actions={"lookup_order": lambda order_id: calls.append(order_id) or failing(order_id)},
+    )
+    cid, _ = manager.start_conversation("orders")
+    manager.process_message(cid, "cancel that, the order was A-17")
+    assert manager.explain(cid).verdict.kind in ("conversation_cancelled", "conversation_restarted")
+    assert calls == []
 
 
 # --- handing off to a person --------------------------------------------------------------------

@@ -118,6 +118,15 @@ def test_a_retried_operator_message_id_is_recorded_once() -> None:
     assert fsm.get_conversation_history(cid)[-1]["id"] == "op-1"
 
 
+def test_a_user_message_with_the_id_of_an_operator_message_is_not_taken_for_a_retry() -> None:
+    # the desk and the user's channel number their messages independently: "42" on each side are two messages
+    fsm, cid, _ = handed_off()
+    fsm.post_operator_message(cid, "Hi, Alice here.", actor="alice", message_id="42")
+    fsm.resume_bot(cid, actor="alice")
+    assert fsm.process_message(cid, "thanks, my order is 17", message_id="42") == "turn reply"
+    assert said(fsm, cid)[-2:] == [("user", "thanks, my order is 17"), ("assistant", "turn reply")]
+
+
 def test_resume_bot_hands_the_conversation_back() -> None:
     fsm, cid, _ = handed_off()
     fsm.resume_bot(cid, actor="alice", reason="solved")
@@ -182,9 +191,10 @@ def test_durable_stores_keep_the_mode_and_the_handoff(kind: str, tmp_path: Path)
     again = FSMManager(llm_interface=FunctionLLM(Model()), store=url)
     instance = again.get_instance(cid)
     assert instance.mode == "human" and instance.handoff is not None and instance.handoff.actor == "alice"
-    assert "op-1" in instance.processed_messages
+    again.post_operator_message(cid, "Hi.", actor="alice", message_id="op-1")  # a retry, from another process
     assert again.process_message(cid, "hello?", message_id="m1") == ""
     assert said(again, cid).count(("user", "hello?")) == 1
+    assert said(again, cid).count(("operator", "Hi.")) == 1
 
 
 def test_a_chain_stops_at_a_handoff_state_even_when_a_guarded_transition_out_of_it_holds() -> None:

@@ -8,6 +8,7 @@ tests/data/operator/support.yaml (its ``check_refund`` sub-flow is refund.yaml b
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 
 from llm_fsm.engine._records import LLMRequest
 from llm_fsm.errors import (
+    ContextError,
     ContextValidationError,
     ConversationEndedError,
     OperatorError,
@@ -220,6 +222,13 @@ def test_set_context_refuses_a_value_its_declaration_refuses_and_keeps_nothing()
     assert fsm.get_conversation_data(cid) == {}
 
 
+def test_set_context_refuses_a_value_no_store_could_save_and_keeps_nothing() -> None:
+    fsm, cid, _ = start()
+    with pytest.raises(ContextError, match="not JSON"):
+        fsm.set_context(cid, {"customer_tier": "gold", "since": datetime.date(2026, 1, 1)}, actor="alice")
+    assert fsm.get_conversation_data(cid) == {}
+
+
 # --- async twins --------------------------------------------------------------------------------
 
 
@@ -255,6 +264,8 @@ def test_a_forced_move_forgets_the_collected_actions_run_in_the_state_left() -> 
     from llm_fsm.engine._turn import EngineConfig
     from llm_fsm.loading import load_fsm_definition
 
-    instance = FSMInstance(fsm_id=SUPPORT, current_state="collect_order", action_runs={"collect_order#0": "f"})
+    instance = FSMInstance(
+        fsm_id=SUPPORT, current_state="collect_order", action_runs={"root/collect_order#0:lookup": "f"}
+    )
     ops.force_state(load_fsm_definition(SUPPORT), instance, "greeting", "back", "alice", EngineConfig())
     assert instance.action_runs == {}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from llm_fsm.engine._context import _MISSING, apply_update, get_path, has_value
 from llm_fsm.engine._data import copy_json
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import ActionOutcome, ActionRecord, ContextChange, TraceEvent, Verdict
-from llm_fsm.engine._values import MASK, KeyPolicy
+from llm_fsm.engine._values import MASK, KeyPolicy, _mask_path
 from llm_fsm.errors import ActionError, ContextError
 
 
@@ -98,8 +99,23 @@ class ActionsRun:
         self.handoff = self.handoff or other.handoff
 
 
-ActionMemo = dict[str, ActionResult]
-"""Results by idempotency key and inputs, shared by the attempts of one turn."""
+@dataclass
+class ActionMemo:
+    """What the attempts of one turn (or opening) share: the results by idempotency key and inputs, and the
+    turn's label in those keys.
+
+    The label is fixed by the first attempt: the turn's ``message_id``, else a random one. A label computed
+    from the conversation (its turn count) would change when another worker's turn is saved first (the very
+    race a re-run answers, so the result would not be found and the backend called twice), and would be the
+    same for the opening and the first turn."""
+
+    results: dict[str, ActionResult] = field(default_factory=dict)
+    turn: str | None = None
+
+    def turn_label(self, message_id: str | None) -> str:
+        if self.turn is None:
+            self.turn = message_id or f"t-{uuid.uuid4().hex[:12]}"
+        return self.turn
 
 
 def _fingerprint(arguments: Mapping[str, Any]) -> str:
@@ -111,20 +127,34 @@ def action_key(state: State, index: int, action: ActionDeclaration) -> str:
     return f"{state.id}#{index}:{action.call}"
 
 
+def _masked(definition: FSMDefinition, path: str, value: Any) -> Any:
+    """``value`` at ``path`` as people may see it: masked when its key is sensitive, and an object with the
+    sensitive keys declared inside it (``customer`` holding ``customer.card``) masked there."""
+    found = definition.declaration_for(path)
+    if found and found[1].sensitive:
+        return MASK
+    if isinstance(value, dict):
+        for key, declaration in (definition.context_keys or {}).items():
+            if declaration.sensitive and key.startswith(path + "."):
+                value = _mask_path(value, key[len(path) + 1 :])
+    return value
+
+
 def _masked_inputs(definition: FSMDefinition, action: ActionDeclaration, arguments: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for name, value in arguments.items():
-        found = definition.declaration_for((action.inputs or {})[name])
-        out[name] = MASK if found and found[1].sensitive else value
-    return out
+    return {name: _masked(definition, (action.inputs or {})[name], value) for name, value in arguments.items()}
 
 
 def _masked_outputs(definition: FSMDefinition, outputs: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for path, value in outputs.items():
-        found = definition.declaration_for(path)
-        out[path] = MASK if found and found[1].sensitive else value
-    return out
+    return {path: _masked(definition, path, value) for path, value in outputs.items()}
+
+
+def _masked_error(definition: FSMDefinition, action: ActionDeclaration, arguments: dict[str, Any], error: str) -> str:
+    """An error's text with the values of sensitive inputs masked: a backend's message often quotes its arguments."""
+    for name, value in arguments.items():
+        shown = _masked(definition, (action.inputs or {})[name], value)
+        if shown is MASK and isinstance(value, (str, int, float)) and len(str(value)) >= 3:
+            error = error.replace(str(value), MASK)
+    return error
 
 
 def _policy(definition: FSMDefinition) -> KeyPolicy | None:
@@ -189,6 +219,7 @@ def run_actions(
         inputs = action.inputs or {}
         missing = [path for path in inputs.values() if not has_value(instance.context.data, path)]
         key = action_key(state, index, action)
+        run_key = f"{instance.flow_id}/{key}"  # a sub-flow may name its states like its parent's
         if missing:
             if when != "collected":
                 run.records.append(
@@ -207,14 +238,13 @@ def run_actions(
             if (value := get_path(instance.context.data, path)) is not _MISSING
         }
         fingerprint = _fingerprint(arguments)
-        if when == "collected" and instance.action_runs.get(key) == fingerprint:
+        if when == "collected" and instance.action_runs.get(run_key) == fingerprint:
             continue
-        turn = message_id or f"turn-{instance.turn_count + 1}"
-        idempotency_key = f"{instance.conversation_id}:{turn}:{key}"
+        idempotency_key = f"{instance.conversation_id}:{memo.turn_label(message_id)}:{key}"
         memo_key = f"{idempotency_key}:{fingerprint}"
-        replayed = memo_key in memo
+        replayed = memo_key in memo.results
         if replayed:
-            result = memo[memo_key]
+            result = memo.results[memo_key]
         else:
             call = ActionCall(
                 name=action.call,
@@ -226,9 +256,9 @@ def run_actions(
                 idempotency_key=idempotency_key,
             )
             result = yield CallAction(call=call, arguments=arguments, timeout_s=action.timeout_s)
-            memo[memo_key] = result
+            memo.results[memo_key] = result
         if when == "collected":
-            instance.action_runs[key] = fingerprint
+            instance.action_runs[run_key] = fingerprint
         error = result.error
         written: tuple[list[ContextChange], dict[str, Any]] | str = ([], {})
         if error is None and isinstance(result.value, HandOff):
@@ -250,6 +280,7 @@ def run_actions(
             if isinstance(written, str):
                 error = written
         if error is not None:
+            error = _masked_error(definition, action, arguments, error)
             outcome: ActionOutcome = "timeout" if result.timed_out else "error"
         else:
             outcome = "replayed" if replayed else "ok"
@@ -288,6 +319,9 @@ class ActionScope:
     records: list[ActionRecord] = field(default_factory=list)
     redirected: bool = False
     """An ``on_error`` state was already entered this turn: a second failure raises instead of looping."""
+    failed_in: str | None = None
+    """The state whose collected or exit action failed, when ``redirected``: an ``on_error`` naming it keeps the
+    conversation there."""
     handoff: str | None = None
     """Set when an action asked for a person (see ``ActionsRun.handoff``); the turn hands off at its end."""
 
@@ -359,6 +393,9 @@ def redirect(definition: FSMDefinition, failure: ActionRecord, scope: ActionScop
             state=failure.state,
         )
     scope.redirected = True
+    # a collected (or exit) action may keep the conversation in its state; an enter action's failure sent back into
+    # its own state stays a second failure that raises (what fsm-lint's FSM036 warns of)
+    scope.failed_in = failure.state if failure.when != "enter" else None
     # the failure's text stays in the action record: it may name hosts or internals the model must not repeat
     return Verdict(
         kind="action_error",
@@ -368,9 +405,11 @@ def redirect(definition: FSMDefinition, failure: ActionRecord, scope: ActionScop
 
 
 def forget_visit(instance: FSMInstance, state_id: str) -> None:
-    """Leaving a state: its ``collected`` actions run again on the next visit."""
-    prefix = state_id + "#"
-    for key in [k for k in instance.action_runs if k.startswith(prefix)]:
+    """Leaving a state of the active flow: its ``collected`` actions run again on the next visit. Runs of flows no
+    longer on the stack (finished or cancelled) are dropped too, so the record does not grow with sub-flows."""
+    prefix = f"{instance.flow_id}/{state_id}#"
+    live = {instance.flow_id, *(frame.flow_id for frame in instance.flow_stack)}
+    for key in [k for k in instance.action_runs if k.startswith(prefix) or k.split("/", 1)[0] not in live]:
         del instance.action_runs[key]
 
 

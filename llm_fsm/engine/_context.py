@@ -243,6 +243,13 @@ def apply_update(
             # write, so nothing to refuse either; the value was checked when it was stored, and refusing it
             # now would ask the user for something they never had to say.
             continue
+        if source == "application" and refusal is None and not _jsonable(value):
+            # a datetime, set, bytes or NaN would live in memory and then be changed or refused by a store's
+            # encoder: a value the conversation cannot be saved and loaded with is refused where it is written
+            raise ContextError(
+                f"cannot set {path!r}: the value is not JSON ({type(value).__name__}; "
+                "objects, arrays, strings, finite numbers, booleans)"
+            )
         if refusal is not None:
             if source == "application":
                 raise ContextValidationError(f"cannot set {path!r}: {refusal.reason}", key=path, rule=refusal.rule)

@@ -198,8 +198,8 @@ class FSMInstance(_Data):
     action_runs: dict[str, str] = Field(
         default_factory=dict,
         description=(
-            "`collected` actions of the current state that have run: action key → fingerprint of the inputs they "
-            "ran with, so each runs once per visit and again only when an input changes. Cleared on leaving."
+            "`collected` actions of the current state that have run: flow id/action key → fingerprint of the inputs "
+            "they ran with, so each runs once per visit and again only when an input changes. Cleared on leaving."
         ),
     )
     usage: Usage = Field(default_factory=Usage, description="Model calls, tokens and cost of the conversation so far.")

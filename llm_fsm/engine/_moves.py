@@ -15,6 +15,7 @@ from llm_fsm.engine._actions import (
     arrive,
     forget_visit,
     redirect,
+    run_for,
 )
 from llm_fsm.engine._effects import Effect, EngineConfig, LoadDefinition, _apply_application, _hook, _policy, _trace
 from llm_fsm.engine._flows import pop_flow
@@ -41,7 +42,7 @@ def _took_guarded(definition: FSMDefinition, state_id: str, verdict: Verdict) ->
 def _scope(config: EngineConfig, message_id: str | None, memo: ActionMemo | None) -> ActionScope:
     return ActionScope(
         message_id=message_id,
-        memo={} if memo is None else memo,
+        memo=ActionMemo() if memo is None else memo,
         max_bytes=config.max_context_bytes,
         max_trace_events=config.max_trace_events,
     )
@@ -77,6 +78,10 @@ def _move(
         changes += _apply_application(definition, instance, additions, config, "on_transition")
         left = None if verdict.kind == "action_error" else definition.get_state(source)
         if left is None:
+            if source == verdict.target_state == scope.failed_in:
+                # on_error names the failed action's own state ("ask again"): the conversation stays, and arriving
+                # anew would replay the failure and raise; the failed call runs again once an input changes
+                return verdict, changes, wrote
             forget_visit(instance, source)  # left without its exit actions, but left: a return visit runs them anew
         arrived: ActionsRun = yield from arrive(
             definition, instance, left, definition.get_state(verdict.target_state), scope
@@ -147,8 +152,9 @@ def _complete_finished_flows(
 ) -> Generator[Effect, Any, tuple[FSMDefinition, list[ContextChange], str | None]]:
     """While the active sub-flow sits in a terminal state, pop it and hand its outputs to its parent.
 
-    The resumed parent then gets one decision with no proposal: its guarded transitions
-    may fire on the outputs (conditions met means move on), nothing else can move it.
+    The resumed parent's state runs its ``collected`` actions (the outputs may have completed their inputs), then
+    gets one decision with no proposal: its guarded transitions may fire on the outputs and the actions' results
+    (conditions met means move on), nothing else can move it.
     """
     changes: list[ContextChange] = []
     note = None
@@ -180,8 +186,20 @@ def _complete_finished_flows(
                 keys=[c.key for c in outputs],
             )
         definition = parent
-        verdict, _ = decide(definition, instance.current_state, instance.context.data, None)
-        if verdict.moved:
+        # outputs may complete the inputs of the parent state's collected actions: they run before its decision,
+        # as in any turn, so its guards see their results (and it does not ask for what it has just been given)
+        paused_in = definition.get_state(instance.current_state)
+        collected = yield from run_for(definition, instance, paused_in, "collected", scope)
+        changes += collected.changes
+        verdict: Verdict | None = None
+        if collected.failure is not None:
+            _, moved, _ = yield from _move(
+                definition, instance, config, redirect(definition, collected.failure, scope), message, scope
+            )
+            changes += moved
+        elif collected.handoff is None:  # (a handoff keeps the parent where it is; the turn hands off at its end)
+            verdict, _ = decide(definition, instance.current_state, instance.context.data, None)
+        if verdict is not None and verdict.moved:
             _trace(
                 instance,
                 config,

@@ -10,6 +10,7 @@ from typing import Any
 
 from llm_fsm.definition._model import FSMDefinition, State
 from llm_fsm.engine._actions import forget_visit
+from llm_fsm.engine._context import _MISSING
 from llm_fsm.engine._effects import Effect, EngineConfig, LoadDefinition, LoadFlow, _policy, _trace
 from llm_fsm.engine._flows import find_paused, pop_flow, push_flow, resume_flow
 from llm_fsm.engine._instance import FSMInstance
@@ -144,6 +145,7 @@ def _restart(definition: FSMDefinition, instance: FSMInstance, config: EngineCon
     cleared = sorted(k for k in data if k not in kept and not str(k).startswith("_"))
     for key in cleared:
         del data[key]
+    cleared += _clear_derived_outputs(definition, data, kept)
     forget_visit(instance, state_before)
     instance.current_state = definition.initial_state
     instance.consecutive_digressions = 0
@@ -167,6 +169,34 @@ def _restart(definition: FSMDefinition, instance: FSMInstance, config: EngineCon
         "back at its start. Say so in one short sentence, e.g. 'Cancelled. How else can I help?', and nothing else."
     )
     return _Decision(verdict, note=note)
+
+
+def _clear_derived_outputs(definition: FSMDefinition, data: dict[str, Any], kept: set[str]) -> list[str]:
+    """Remove the outputs of actions that take an input the user gave (``order.status`` looked up from the order id
+    the user said): a restart forgets those inputs, and results computed from them would still steer the guards.
+    Outputs of actions whose inputs the application provides (a tier looked up from ``customer_id``) are kept."""
+    removed = []
+    for state in definition.states.values():
+        for action in state.actions or ():
+            from_user = any(
+                (top := path.split(".", 1)[0]) not in kept and not top.startswith("_") for path in action.input_paths
+            )
+            for path in action.output_paths if from_user else ():
+                parts = path.split(".")
+                parents = [data]
+                for part in parts[:-1]:
+                    child = parents[-1].get(part)
+                    if not isinstance(child, dict):
+                        break
+                    parents.append(child)
+                else:
+                    if parents[-1].pop(parts[-1], _MISSING) is _MISSING:
+                        continue
+                    removed.append(path)
+                    for depth in range(len(parents) - 1, 0, -1):  # parents the removal left empty go too
+                        if not parents[depth]:
+                            del parents[depth - 1][parts[depth - 1]]
+    return removed
 
 
 def _what_to_change(definition: FSMDefinition, keys: list[str] | None) -> str:

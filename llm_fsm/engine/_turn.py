@@ -18,6 +18,7 @@ from llm_fsm.definition._model import FSMDefinition, State
 from llm_fsm.engine._actions import (
     ActionMemo,
     ActionScope,
+    ActionsRun,
     CallAction,
     redirect,
     run_for,
@@ -335,7 +336,7 @@ def run_turn(
 ) -> TurnGenerator:
     """One user message: understand, update, decide, reply. Mutates ``instance`` (a disposable copy).
 
-    ``action_memo``: the driver passes the same dict to every attempt of one turn (a turn runs again when its
+    ``action_memo``: the driver passes the same ``ActionMemo`` to every attempt of one turn (a turn runs again when its
     save loses a race), so an action's result is reused rather than the function called twice.
 
     Every message goes through the same understanding call; the model's ``intent``
@@ -413,9 +414,13 @@ def run_turn(
             _trace(instance, config, "cancel_declined", state=state_before, intent=intent)
             route = "continue" if intent == "deny" else intent  # "no, don't cancel" is no answer to a read-back
 
-    # actions waiting for this state's data run before the decision, so its guards see their results
+    # actions waiting for this state's data run before the decision, so its guards see their results; not on a
+    # cancel: the user is leaving, and a backend call (or its failure, or a handoff) must not take the turn elsewhere
+    # (if the conversation goes on, they run on its next turn)
     scope = _scope(config, message_id, action_memo)
-    collected = yield from run_for(definition, instance, state, "collected", scope)
+    collected = ActionsRun()
+    if route not in ("cancel", "cancel_confirmed"):
+        collected = yield from run_for(definition, instance, state, "collected", scope)
     changes += collected.changes
     actions_wrote = any(c.applied for c in collected.changes)
 
