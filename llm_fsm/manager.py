@@ -557,7 +557,7 @@ class FSMManager(OperatorAPI):
         definition = yield LoadDefinition(fsm_id)
         if isinstance(fsm_id, FSMDefinition):
             self._given_definitions[definition.name] = definition
-        self._check_actions(definition)
+        yield from self._checking_actions(definition)
         instance = self._new_instance(fsm_id, definition, user_id, room_id)
         outcome = yield from run_opening(
             definition, instance, self.prompt_builder, self.config, initial_context, schema_sent=self._schema_sent()
@@ -565,15 +565,39 @@ class FSMManager(OperatorAPI):
         yield SaveConversation(instance, None)
         return instance.conversation_id, outcome.reply
 
-    def _check_actions(self, definition: FSMDefinition) -> None:
+    def _check_actions(self, definition: FSMDefinition, *, via: str = "") -> None:
         """A conversation whose definition calls unregistered actions would fail mid-way: refuse it at the start."""
         missing = sorted(registered_names(definition) - set(self.actions.names()))
         if missing:
             raise ActionNotRegisteredError(
-                f"{definition.name!r} calls actions no function is registered for: {', '.join(missing)} "
+                f"{definition.name!r}{via} calls actions no function is registered for: {', '.join(missing)} "
                 "(manager.actions.register(name, function); llm-fsm commands take --actions module:registry)",
                 action=missing[0],
             )
+
+    def _checking_actions(self, definition: FSMDefinition) -> Generator[Any, Any, None]:
+        """``_check_actions`` for the definition and every sub-flow it can start, however deep (each once).
+
+        A sub-flow that cannot be loaded is skipped here: starting it is refused in the turn that asks for it,
+        as before.
+        """
+        self._check_actions(definition)
+        seen: set[str] = set()
+        pending = [(definition, "")]
+        while pending:
+            parent, path = pending.pop()
+            declarations = [d for state in parent.states for d in parent.flows_for(state)]
+            for declaration in {(d.name, d.definition): d for d in declarations}.values():
+                try:
+                    reference, child = yield LoadFlow(declaration, parent)
+                except DefinitionError:
+                    continue
+                if reference in seen:
+                    continue
+                seen.add(reference)
+                via = f"{path} → {declaration.name}"
+                self._check_actions(child, via=f" (sub-flow {definition.name}{via})")
+                pending.append((child, via))
 
     def start_conversation(
         self,

@@ -973,3 +973,59 @@ def test_a_handoff_asked_for_by_an_enter_action_happens_after_the_move() -> None
     )
     instance = manager.get_instance(cid)
     assert (instance.current_state, instance.mode) == ("shipped", "human")
+
+
+def test_starting_is_refused_when_a_sub_flow_it_can_start_calls_an_unregistered_action() -> None:
+    child = FSMDefinition.model_validate(
+        {
+            "name": "returns",
+            "description": "start a return",
+            "initial_state": "open",
+            "states": {
+                "open": state(
+                    "open",
+                    {"target_state": "done", "description": "d"},
+                    actions=[{"call": "open_rma", "when": "enter"}],
+                ),
+                "done": state("done"),
+            },
+        }
+    )
+    parent = order_bot(
+        ask=state(
+            "ask",
+            {"target_state": "support", "description": "s"},
+            flows=[{"name": "returns", "definition": "returns", "description": "start a return"}],
+        )
+    )
+    manager = FSMManager(
+        fsm_loader=lambda name: child if name == "returns" else parent, llm_interface=FunctionLLM(Model())
+    )
+    with pytest.raises(ActionNotRegisteredError, match=r"open_rma") as caught:
+        manager.start_conversation("orders")
+    assert "returns" in str(caught.value)
+    manager.actions.register("open_rma", lambda: None)
+    assert manager.start_conversation("orders")[0]
+
+
+def test_a_sub_flow_that_cannot_be_loaded_does_not_stop_the_start() -> None:
+    from llm_fsm.errors import DefinitionNotFoundError
+
+    parent = order_bot(
+        ask=state(
+            "ask",
+            {"target_state": "support", "description": "s"},
+            flows=[{"name": "gone", "definition": "gone", "description": "a flow whose file is missing"}],
+            actions=[LOOKUP],
+        )
+    )
+
+    def loader(name: str) -> FSMDefinition:
+        if name == "gone":
+            raise DefinitionNotFoundError("no such file", file="gone")
+        return parent
+
+    manager = FSMManager(
+        fsm_loader=loader, llm_interface=FunctionLLM(Model()), actions={"lookup_order": lambda order_id: {}}
+    )
+    assert manager.start_conversation("orders")[0]
