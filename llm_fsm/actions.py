@@ -16,22 +16,45 @@ a mapping (or a pydantic model) whose fields the declaration's ``outputs`` copy 
 Whatever the function does — raise, hang past ``timeout_s``, return garbage — comes back to the engine as
 an ``ActionResult``, never as an exception, so the declaration's ``on_error`` decides what happens. A
 sync function runs on the library's I/O pool (so a timeout can be kept); a function that outlives its
-timeout is abandoned, not killed: keep backends' own timeouts shorter.
+timeout is abandoned, not killed: keep backends' own timeouts shorter. Sync functions run on a pool of their
+own (``MAX_ACTION_WORKERS`` threads), so hung backends cannot starve the store's I/O.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar, overload
 
-from llm_fsm._threads import executor, run_blocking
 from llm_fsm.engine._actions import ActionCall, ActionResult, CallAction, HandOff
 from llm_fsm.errors import ActionNotRegisteredError, UsageError
 
 ActionFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
+
+MAX_ACTION_WORKERS = 32
+"""Threads for sync action functions. Their own pool, not the library's I/O pool: a backend that hangs past
+its timeout keeps its thread (a thread cannot be killed), and thirty-two hung calls must not leave the store
+without a thread to load and save with."""
+
+_executor: ThreadPoolExecutor | None = None
+_guard = threading.Lock()
+
+
+def action_executor() -> ThreadPoolExecutor:
+    """The pool sync actions run on, created on first use."""
+    global _executor
+    if _executor is None:
+        with _guard:
+            if _executor is None:
+                _executor = ThreadPoolExecutor(max_workers=MAX_ACTION_WORKERS, thread_name_prefix="llm_fsm-action")
+    return _executor
+
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -122,9 +145,9 @@ class ActionRegistry:
         arguments = registered.arguments(effect)
         started = time.perf_counter()
         if registered.is_async:
-            future = executor().submit(_run_coroutine, registered.function, arguments)
+            future = action_executor().submit(_run_coroutine, registered.function, arguments)
         else:
-            future = executor().submit(registered.function, **arguments)
+            future = action_executor().submit(registered.function, **arguments)
         try:
             value = future.result(timeout=effect.timeout_s)
         except FutureTimeout:
@@ -145,7 +168,10 @@ class ActionRegistry:
             if registered.is_async:
                 value = await asyncio.wait_for(registered.function(**arguments), effect.timeout_s)
             else:
-                value = await asyncio.wait_for(run_blocking(registered.function, **arguments), effect.timeout_s)
+                running = asyncio.get_running_loop().run_in_executor(
+                    action_executor(), functools.partial(registered.function, **arguments)
+                )
+                value = await asyncio.wait_for(running, effect.timeout_s)
         except TimeoutError:
             return _timed_out(effect, started)
         except Exception as exc:  # noqa: BLE001 - the function's failure is data for on_error

@@ -1029,3 +1029,21 @@ def test_a_sub_flow_that_cannot_be_loaded_does_not_stop_the_start() -> None:
         fsm_loader=loader, llm_interface=FunctionLLM(Model()), actions={"lookup_order": lambda order_id: {}}
     )
     assert manager.start_conversation("orders")[0]
+
+
+def test_sync_actions_run_on_their_own_pool_so_hung_backends_cannot_starve_store_io() -> None:
+    threads: list[str] = []
+
+    def lookup_order(order_id: str) -> dict[str, Any]:
+        threads.append(threading.current_thread().name)
+        return {"status": "shipped", "eta": None}
+
+    run_one_turn(order_bot(), lookup_order=lookup_order)
+    manager = manager_with(order_bot(), lookup_order=lookup_order)
+
+    async def go() -> None:
+        cid, _ = await manager.astart_conversation("orders")
+        await manager.aprocess_message(cid, "A-17")
+
+    asyncio.run(go())
+    assert len(threads) == 2 and all(name.startswith("llm_fsm-action") for name in threads)
