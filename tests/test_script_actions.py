@@ -230,3 +230,48 @@ def test_a_handoff_stub_gives_the_conversation_to_a_person(folder: Path) -> None
         """,
     )
     assert failures(path) == []
+
+
+def test_a_script_sends_content_parts_and_metadata(folder: Path) -> None:
+    path = script(
+        folder,
+        """
+        actions: {lookup_order: {status: shipped}}
+        turns:
+          - user:
+              - {type: text, text: "my order is A-17, here is the label"}
+              - {type: image_url, image_url: {url: "https://example.com/label.png"}}
+            metadata: {channel: whatsapp}
+            model: {context_update: {order_id: A-17}, message: ok}
+            expect: {state: shipped, called: {lookup_order: {order_id: A-17}}}
+        """,
+    )
+    report = run_suite([path])
+    assert [f for r in report.results for t in r.turns for f in t.failures] == []
+
+
+def test_a_script_message_of_broken_parts_fails_its_turn_with_a_typed_error(folder: Path) -> None:
+    path = script(
+        folder,
+        """
+        actions: {lookup_order: {status: shipped}}
+        turns:
+          - user: [{type: video, url: x}]
+            expect: {error: InvalidMessageError}
+        """,
+    )
+    assert failures(path) == []
+
+
+def test_llm_fsm_test_shows_a_message_of_parts_as_its_text_and_image_count(folder: Path) -> None:
+    script(
+        folder,
+        """
+        actions: {lookup_order: {status: shipped}}
+        turns:
+          - user: [{type: text, text: label attached}, {type: image_url, image_url: {url: "https://e.com/l.png"}}]
+            model: {context_update: {order_id: A-17}, message: ok}
+        """,
+    )
+    result = CliRunner().invoke(main, ["test", str(folder), "-v"])
+    assert "user: label attached [1 image]" in result.output, result.output

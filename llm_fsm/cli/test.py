@@ -26,6 +26,7 @@ from llm_fsm.cli._app import (
     recordings_note,
 )
 from llm_fsm.scripting._runner import ConversationResult, TurnResult
+from llm_fsm.scripting._scripts import shown_message
 from llm_fsm.scripting._suite import SuiteReport, display_path, run_suite
 
 EXIT_PASSED, EXIT_FAILED = EXIT_CLEAN, EXIT_FINDINGS
@@ -70,7 +71,7 @@ def format_result(result: ConversationResult, *, verbose: bool = False) -> list[
         lines.append(f"  {mark} turn {turn.turn.index}  {_route(turn)}{where if not turn.passed else ''}".rstrip())
         if verbose:
             spec = turn.turn.spec
-            said = f"user: {spec.user}" if spec.operator is None else f"operator: {spec.operator.action}"
+            said = f"user: {shown_message(spec.user)}" if spec.operator is None else f"operator: {spec.operator.action}"
             lines.append(f"       {said}")
             if turn.reply is not None:
                 lines.append(f"       reply: {turn.reply}")

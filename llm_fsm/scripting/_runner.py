@@ -49,6 +49,10 @@ class ScriptedConversationModel(LLMInterface):
     or a reply without a message fails exactly as it would live.
     """
 
+    reads_images = True
+    """A script's model stands for one that reads images, so scripts can send content parts offline (a turn's
+    ``model:`` answer says what it made of them; with a live ``--model``, that model's own support decides)."""
+
     def __init__(self, conversation: ScriptConversation) -> None:
         self.conversation = conversation
         self.turn = 0
@@ -550,7 +554,9 @@ def _run_turn(manager: Any, conversation_id: str, turn: ScriptTurn, llm: Any, de
         if operator is not None:
             _operate(manager, conversation_id, operator)
         else:
-            outcome.reply = manager.process_message(conversation_id, turn.spec.user)
+            outcome.reply = manager.process_message(
+                conversation_id, turn.spec.user, **({"metadata": turn.spec.metadata} if turn.spec.metadata else {})
+            )
     except LLMConfigurationError:
         raise
     except FSMError as exc:

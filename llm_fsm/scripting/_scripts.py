@@ -266,7 +266,16 @@ class OperatorStep(_Strict):
 
 
 class TurnSpec(_Strict):
-    user: str | None = Field(default=None, description="The user's message (or give operator: instead).")
+    user: str | list[dict[str, Any]] | None = Field(
+        default=None,
+        description=(
+            "The user's message: text, or content parts as litellm takes them ([{type: text, text: ...}, "
+            "{type: image_url, image_url: {url: ...}}]); or give operator: instead."
+        ),
+    )
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="The message's metadata (channel ids, attachments), stored with it."
+    )
     operator: OperatorStep | None = Field(
         default=None, description="An operator's act instead of a user message: hand off, post, resume, force."
     )
@@ -283,8 +292,12 @@ class TurnSpec(_Strict):
 
     @model_validator(mode="after")
     def _user_or_operator(self) -> TurnSpec:
+        if isinstance(self.user, list) and not self.user:
+            raise ValueError("user: as content parts needs at least one part")
         if (self.user is None) == (self.operator is None):
             raise ValueError("a step has either user: (a message) or operator: (an operator's act), not both")
+        if self.operator is not None and self.metadata is not None:
+            raise ValueError("metadata: belongs to a user message; an operator step has none")
         if self.operator is not None and (self.model is not None or self.regenerate is not None):
             raise ValueError("an operator step calls no model; remove model:/regenerate:")
         return self
@@ -566,3 +579,13 @@ __all__ = [
     "load_script",
     "parse_script",
 ]
+
+
+def shown_message(message: str | list[dict[str, Any]] | None) -> str:
+    """A script's user message for people: the text, and how many images a message of content parts had."""
+    if not isinstance(message, list):
+        return message or ""
+    texts = [p.get("text", "") for p in message if isinstance(p, dict) and p.get("type") == "text"]
+    images = sum(1 for p in message if isinstance(p, dict) and p.get("type") == "image_url")
+    text = "\n".join(t for t in texts if isinstance(t, str))
+    return f"{text} [{images} image{'s' if images != 1 else ''}]".strip() if images else text
