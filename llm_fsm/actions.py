@@ -31,7 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar, overload
 
-from llm_fsm.engine._actions import ActionCall, ActionResult, CallAction, HandOff
+from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.engine._actions import ActionCall, ActionResult, CallAction, HandOff, registered_names
 from llm_fsm.errors import ActionNotRegisteredError, UsageError
 
 ActionFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
@@ -127,6 +128,20 @@ class ActionRegistry:
     def update(self, other: ActionRegistry) -> None:
         """Take every function of ``other`` (``FSMManager(actions=...)`` and ``llm-fsm --actions`` use it)."""
         self._functions.update(other._functions)
+
+    def missing(self, definition: FSMDefinition) -> list[str]:
+        """The action names ``definition``'s states call that no function is registered for, sorted."""
+        return sorted(registered_names(definition) - self._functions.keys())
+
+    def require(self, definition: FSMDefinition, *, via: str = "") -> None:
+        """Raise ``ActionNotRegisteredError`` naming what ``missing`` finds (``via``: how a sub-flow is reached)."""
+        missing = self.missing(definition)
+        if missing:
+            raise ActionNotRegisteredError(
+                f"{definition.name!r}{via} calls actions no function is registered for: {', '.join(missing)} "
+                "(manager.actions.register(name, function); llm-fsm commands take --actions module:name)",
+                action=missing[0],
+            )
 
     def _get(self, effect: CallAction) -> _Registered:
         found = self._functions.get(effect.call.name)

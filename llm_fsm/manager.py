@@ -29,7 +29,7 @@ from llm_fsm._operator_api import OperatorAPI
 from llm_fsm._threads import run_blocking
 from llm_fsm.actions import ActionFunction, ActionRegistry
 from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
-from llm_fsm.engine._actions import ActionMemo, CallAction, registered_names
+from llm_fsm.engine._actions import ActionMemo, CallAction
 from llm_fsm.engine._context import apply_update
 from llm_fsm.engine._data import (
     DEFAULT_MAX_CONTEXT_BYTES,
@@ -64,7 +64,6 @@ from llm_fsm.engine._turn import (
 )
 from llm_fsm.engine._values import KeyPolicy
 from llm_fsm.errors import (
-    ActionNotRegisteredError,
     ConcurrentUpdateError,
     ConversationEndedError,
     DefinitionChangedError,
@@ -565,23 +564,14 @@ class FSMManager(OperatorAPI):
         yield SaveConversation(instance, None)
         return instance.conversation_id, outcome.reply
 
-    def _check_actions(self, definition: FSMDefinition, *, via: str = "") -> None:
-        """A conversation whose definition calls unregistered actions would fail mid-way: refuse it at the start."""
-        missing = sorted(registered_names(definition) - set(self.actions.names()))
-        if missing:
-            raise ActionNotRegisteredError(
-                f"{definition.name!r}{via} calls actions no function is registered for: {', '.join(missing)} "
-                "(manager.actions.register(name, function); llm-fsm commands take --actions module:registry)",
-                action=missing[0],
-            )
-
     def _checking_actions(self, definition: FSMDefinition) -> Generator[Any, Any, None]:
-        """``_check_actions`` for the definition and every sub-flow it can start, however deep (each once).
+        """Refuse a conversation whose definition, or a sub-flow it can start however deep, calls unregistered
+        actions: it would fail mid-way (``ActionRegistry.require``, each sub-flow once).
 
         A sub-flow that cannot be loaded is skipped here: starting it is refused in the turn that asks for it,
         as before.
         """
-        self._check_actions(definition)
+        self.actions.require(definition)
         seen: set[str] = set()
         pending = [(definition, "")]
         while pending:
@@ -596,7 +586,7 @@ class FSMManager(OperatorAPI):
                     continue
                 seen.add(reference)
                 via = f"{path} → {declaration.name}"
-                self._check_actions(child, via=f" (sub-flow {definition.name}{via})")
+                self.actions.require(child, via=f" (sub-flow {definition.name}{via})")
                 pending.append((child, via))
 
     def start_conversation(

@@ -332,21 +332,6 @@ def _print_turn(
         click.echo(explain_text(record))
 
 
-def _refuse_unregistered_actions(definition: Any, registered: Iterable[str]) -> None:
-    """What ``start_conversation`` checks for a new chat, for a resumed one: without it, forgetting ``--actions`` on
-    ``--resume`` surfaced only when a message first triggered an action, in the middle of that turn."""
-    from llm_fsm.engine._actions import registered_names
-    from llm_fsm.errors import ActionNotRegisteredError
-
-    missing = sorted(registered_names(definition) - set(registered))
-    if missing:
-        raise ActionNotRegisteredError(
-            f"{definition.name!r} calls actions no function is registered for: {', '.join(missing)} "
-            "(pass --actions module:name or file.py:name, as when the conversation started)",
-            action=missing[0],
-        )
-
-
 @dataclass
 class ChatSession:
     """What a chat or run did: its conversation, and how many messages the model could not answer."""
@@ -386,7 +371,9 @@ def chat_loop(
     manager = _manager(model, opened, temperature, show_prompt, fsm_loader=loader, actions=actions)
     if resume and instance is not None:
         conversation_id = resume
-        _refuse_unregistered_actions(manager.get_definition(resume, **mine), manager.actions.names())
+        # what start_conversation checks for a new chat: forgetting --actions on --resume (the registry is not
+        # stored) would otherwise surface only in the middle of the first turn that triggers an action
+        manager.actions.require(manager.get_definition(resume, **mine))
         if note:
             click.echo(click.style(note, dim=True))
         click.echo(click.style(f"resuming {conversation_id} in state {instance.current_state}", dim=True))

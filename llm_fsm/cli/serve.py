@@ -103,15 +103,14 @@ def _unregistered_actions(app: Any) -> str:
     A served definition may well lack them on purpose (the others still work), so this is said at start, where
     whoever forgot ``--actions`` reads it, rather than only in the log of the first conversation's 500.
     """
-    from llm_fsm.engine._actions import registered_names
     from llm_fsm.loading import load_fsm_definition
 
-    known = set(app.state.manager.actions.names())
+    registry = app.state.manager.actions
     missing: list[str] = []
     for served in app.state.registry.by_id.values():
         location = served.location
         definition = location if not isinstance(location, str) else load_fsm_definition(location)
-        names = sorted(registered_names(definition) - known)
+        names = registry.missing(definition)
         if names:
             missing.append(f"{served.id} ({', '.join(names)})")
     return ", ".join(missing)
