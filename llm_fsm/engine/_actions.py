@@ -24,7 +24,7 @@ from llm_fsm.definition._model import FSMDefinition, State
 from llm_fsm.engine._context import _MISSING, apply_update, get_path, has_value
 from llm_fsm.engine._data import copy_json
 from llm_fsm.engine._instance import FSMInstance
-from llm_fsm.engine._records import ActionOutcome, ActionRecord, ContextChange, TraceEvent, Verdict
+from llm_fsm.engine._records import ActionOutcome, ActionRecord, ContextChange, Verdict
 from llm_fsm.engine._values import MASK, KeyPolicy, _mask_path
 from llm_fsm.errors import ActionError, ContextError
 
@@ -327,9 +327,7 @@ class ActionScope:
 
 
 def _trace(instance: FSMInstance, scope: ActionScope, event: str, **data: Any) -> None:
-    instance.trace.append(TraceEvent(event=event, data=data))
-    if len(instance.trace) > scope.max_trace_events:
-        del instance.trace[: len(instance.trace) - scope.max_trace_events]
+    instance.add_trace(event, data, scope.max_trace_events)
 
 
 def run_for(

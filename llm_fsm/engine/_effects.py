@@ -23,7 +23,6 @@ from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import (
     ContextChange,
     LLMRequest,
-    TraceEvent,
     TurnRecord,
 )
 from llm_fsm.engine._values import Grounding, KeyPolicy
@@ -129,9 +128,7 @@ TurnGenerator = Generator[Effect, Any, TurnOutcome]
 
 
 def _trace(instance: FSMInstance, config: EngineConfig, event: str, **data: Any) -> None:
-    instance.trace.append(TraceEvent(event=event, data=data))
-    if len(instance.trace) > config.max_trace_events:
-        del instance.trace[: len(instance.trace) - config.max_trace_events]
+    instance.add_trace(event, data, config.max_trace_events)
 
 
 def _hook(name: str, instance: FSMInstance, **fields: Any) -> CallHook:

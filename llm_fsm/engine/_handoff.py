@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from llm_fsm.engine._data import now
 from llm_fsm.engine._instance import FSMInstance, Handoff
-from llm_fsm.engine._records import TraceEvent
 from llm_fsm.errors import ConversationEndedError, HandoffError, OperatorError
 
 if TYPE_CHECKING:
@@ -30,11 +29,9 @@ def _give(instance: FSMInstance, reason: str, actor: str, config: EngineConfig) 
     instance.mode = "human"
     instance.pending_cancel = False  # the person, not a yes/no from the user, decides now
     instance.handoff = Handoff(reason=reason, actor=actor, since=now(), from_state=instance.current_state)
-    instance.trace.append(
-        TraceEvent(event="handoff", data={"actor": actor, "reason": reason, "state": instance.current_state})
+    instance.add_trace(
+        "handoff", {"actor": actor, "reason": reason, "state": instance.current_state}, config.max_trace_events
     )
-    if len(instance.trace) > config.max_trace_events:
-        del instance.trace[: len(instance.trace) - config.max_trace_events]
     instance.updated_at = now()
 
 

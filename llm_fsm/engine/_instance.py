@@ -227,6 +227,12 @@ class FSMInstance(_Data):
             return []
         return [frame.flow_name for frame in self.flow_stack[1:]] + [self.flow_name or self.fsm_id]
 
+    def add_trace(self, event: str, data: dict[str, Any], limit: int) -> None:
+        """Append an audit-trail event, keeping the last ``limit`` (``EngineConfig.max_trace_events``)."""
+        self.trace.append(TraceEvent(event=event, data=data))
+        if len(self.trace) > limit:
+            del self.trace[: len(self.trace) - limit]
+
     def copy_for_turn(self) -> FSMInstance:
         """A copy that can be changed freely without touching this instance.
 
