@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from llm_fsm._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from llm_fsm._stream import StreamEvent
     from llm_fsm.actions import ActionCall, ActionRegistry
     from llm_fsm.definition._keys import KeyDeclaration
     from llm_fsm.definition._model import (
@@ -82,6 +81,7 @@ if TYPE_CHECKING:
     from llm_fsm.loading import load_fsm_definition
     from llm_fsm.logic._rules import compile_logic, evaluate_logic
     from llm_fsm.manager import FSMManager
+    from llm_fsm.runtime._stream import StreamEvent
     from llm_fsm.stores import ConversationStore, open_store
 
 _EXPORTS: dict[str, str] = {
@@ -101,7 +101,7 @@ _EXPORTS: dict[str, str] = {
     "FSMDefinition": "llm_fsm.definition._model",
     "FSMError": "llm_fsm.errors",
     "FSMInstance": "llm_fsm.engine._instance",
-    "FSMManager": "llm_fsm.manager",
+    "FSMManager": "llm_fsm.runtime._manager",
     "ActionCall": "llm_fsm.actions",
     "ActionError": "llm_fsm.errors",
     "ActionNotRegisteredError": "llm_fsm.errors",
@@ -130,7 +130,7 @@ _EXPORTS: dict[str, str] = {
     "RecordTooLargeError": "llm_fsm.errors",
     "State": "llm_fsm.definition._model",
     "TurnOutcome": "llm_fsm.engine._turn",
-    "StreamEvent": "llm_fsm._stream",
+    "StreamEvent": "llm_fsm.runtime._stream",
     "KeyDeclaration": "llm_fsm.definition._keys",
     "StateNotFoundError": "llm_fsm.errors",
     "StateTransition": "llm_fsm.engine._records",

@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_fsm._stream import StreamEvent
 from llm_fsm.definition import FSMDefinition
 from llm_fsm.engine._records import LLMRequest, LLMResult
 from llm_fsm.errors import ConversationNotFoundError, LLMResponseError
 from llm_fsm.llm._streaming import StreamedReply
 from llm_fsm.llm.fakes import ScriptedLLM
 from llm_fsm.manager import FSMManager
+from llm_fsm.runtime._stream import StreamEvent
 
 GUARDED = FSMDefinition.model_validate(
     {

@@ -23,10 +23,10 @@ from llm_fsm.engine._turn import LoadDefinition, LoadFlow
 from llm_fsm.errors import ConcurrentUpdateError, ConversationNotFoundError, InvalidMessageError, OperatorError
 
 if TYPE_CHECKING:
-    from llm_fsm._locking import FairLock
     from llm_fsm.engine._messages import UserMessage
     from llm_fsm.engine._turn import EngineConfig
-    from llm_fsm.manager import FSMManager
+    from llm_fsm.runtime._locking import FairLock
+    from llm_fsm.runtime._manager import FSMManager
     from llm_fsm.stores import ConversationStore, ConversationSummary
 
 _R = TypeVar("_R")
@@ -79,7 +79,7 @@ class OperatorAPI:
         message_id: str | None = None,
     ) -> Generator[Any, Any, Any]:
         """Load, change, compare-and-set; a lost race loads the new version and changes it again."""
-        from llm_fsm.manager import LoadConversation, SaveConversation
+        from llm_fsm.runtime._manager import LoadConversation, SaveConversation
 
         for attempt in range(self.max_save_retries + 1):
             instance = yield LoadConversation(conversation_id, user_id, room_id, message_id)

@@ -1,0 +1,259 @@
+"""The application's side of actions: a registry of functions, and calling one with its timeout.
+
+A definition's states declare *which* action runs *when* (``llm_fsm.definition.ActionDeclaration``); the
+application registers the function under that name::
+
+    manager.actions.register("lookup_order", lookup_order)       # sync or async
+
+    @manager.actions.register("check_slot")
+    async def check_slot(date: str, party_size: int) -> dict: ...
+
+The function is called with the declared inputs as keyword arguments (and, when it takes a parameter
+named ``call``, an ``ActionCall`` with the conversation id, the state and an idempotency key). It returns
+a mapping (or a pydantic model) whose fields the declaration's ``outputs`` copy into the context, or
+``HandOff(reason)`` to give the conversation to a person.
+
+Whatever the function does — raise, hang past ``timeout_s``, return garbage — comes back to the engine as
+an ``ActionResult``, never as an exception, so the declaration's ``on_error`` decides what happens. A
+sync function runs on the library's I/O pool (so a timeout can be kept); a function that outlives its
+timeout is abandoned, not killed: keep backends' own timeouts shorter. Sync functions run on a pool of their
+own (``MAX_ACTION_WORKERS`` threads), so hung backends cannot starve the store's I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar, overload
+
+from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.engine._actions import ActionCall, ActionResult, CallAction, HandOff, registered_names
+from llm_fsm.errors import ActionNotRegisteredError, UsageError
+
+ActionFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
+
+MAX_ACTION_WORKERS = 32
+"""Threads for sync action functions. Their own pool, not the library's I/O pool: a backend that hangs past
+its timeout keeps its thread (a thread cannot be killed), and thirty-two hung calls must not leave the store
+without a thread to load and save with."""
+
+_executor: ThreadPoolExecutor | None = None
+_guard = threading.Lock()
+
+
+def action_executor() -> ThreadPoolExecutor:
+    """The pool sync actions run on, created on first use."""
+    global _executor
+    if _executor is None:
+        with _guard:
+            if _executor is None:
+                _executor = ThreadPoolExecutor(max_workers=MAX_ACTION_WORKERS, thread_name_prefix="llm_fsm-action")
+    return _executor
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class _Registered:
+    __slots__ = ("function", "is_async", "takes_call")
+
+    def __init__(self, function: ActionFunction) -> None:
+        self.function = function
+        self.is_async = inspect.iscoroutinefunction(function)
+        try:
+            self.takes_call = "call" in inspect.signature(function).parameters
+        except (TypeError, ValueError):  # a builtin without a signature
+            self.takes_call = False
+
+    def arguments(self, effect: CallAction) -> dict[str, Any]:
+        return {**effect.arguments, "call": effect.call} if self.takes_call else dict(effect.arguments)
+
+
+class ActionRegistry:
+    """Functions by the names definitions call them."""
+
+    def __init__(self, actions: dict[str, ActionFunction] | None = None) -> None:
+        self._functions: dict[str, _Registered] = {}
+        for name, function in (actions or {}).items():
+            self.register(name, function)
+
+    @overload
+    def register(self, name: str) -> Callable[[_F], _F]: ...
+
+    @overload
+    def register(self, name: str, function: _F) -> _F: ...
+
+    def register(self, name: str, function: Any = None) -> Any:
+        """Register ``function`` under ``name`` (or use as a decorator: ``@registry.register("name")``).
+
+        Registering a name again replaces the function (tests stub actions this way).
+        """
+        if not isinstance(name, str) or not name:
+            raise UsageError("an action is registered under a non-empty name")
+
+        def add(fn: _F) -> _F:
+            if not callable(fn):
+                raise UsageError(f"action {name!r}: {fn!r} is not callable")
+            self._functions[name] = _Registered(fn)
+            return fn
+
+        return add if function is None else add(function)
+
+    def unregister(self, name: str) -> None:
+        self._functions.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._functions
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._functions))
+
+    def __len__(self) -> int:
+        return len(self._functions)
+
+    def names(self) -> list[str]:
+        return sorted(self._functions)
+
+    def get(self, name: str) -> ActionFunction | None:
+        """The function registered under ``name`` (``fsm-lint --actions`` compares its parameters with the inputs
+        a definition declares)."""
+        found = self._functions.get(name)
+        return found.function if found is not None else None
+
+    def update(self, other: ActionRegistry) -> None:
+        """Take every function of ``other`` (``FSMManager(actions=...)`` and ``llm-fsm --actions`` use it)."""
+        self._functions.update(other._functions)
+
+    def missing(self, definition: FSMDefinition) -> list[str]:
+        """The action names ``definition``'s states call that no function is registered for, sorted."""
+        return sorted(registered_names(definition) - self._functions.keys())
+
+    def require(self, definition: FSMDefinition, *, via: str = "") -> None:
+        """Raise ``ActionNotRegisteredError`` naming what ``missing`` finds (``via``: how a sub-flow is reached)."""
+        missing = self.missing(definition)
+        if missing:
+            raise ActionNotRegisteredError(
+                f"{definition.name!r}{via} calls actions no function is registered for: {', '.join(missing)} "
+                "(manager.actions.register(name, function); llm-fsm commands take --actions module:name)",
+                action=missing[0],
+            )
+
+    def _get(self, effect: CallAction) -> _Registered:
+        found = self._functions.get(effect.call.name)
+        if found is None:
+            raise ActionNotRegisteredError(
+                f"state {effect.call.state!r} calls action {effect.call.name!r}, but no function is registered "
+                f"under that name (manager.actions.register({effect.call.name!r}, function))",
+                action=effect.call.name,
+                state=effect.call.state,
+            )
+        return found
+
+    def call(self, effect: CallAction) -> ActionResult:
+        """Call synchronously, with the timeout; an async function runs in its own event loop on the pool."""
+        registered = self._get(effect)
+        arguments = registered.arguments(effect)
+        started = time.perf_counter()
+        if registered.is_async:
+            future = action_executor().submit(_run_coroutine, registered.function, arguments)
+        else:
+            future = action_executor().submit(registered.function, **arguments)
+        try:
+            value = future.result(timeout=effect.timeout_s)
+        except FutureTimeout:
+            future.cancel()
+            return _timed_out(effect, started)
+        except Exception as exc:  # noqa: BLE001 - the function's failure is data for on_error
+            return _failed(exc, started)
+        return ActionResult(value=value, duration_ms=_ms(started))
+
+    async def acall(self, effect: CallAction) -> ActionResult:
+        """Call from async code, with the timeout; a sync function runs on the library's I/O pool."""
+        import asyncio
+
+        registered = self._get(effect)
+        arguments = registered.arguments(effect)
+        started = time.perf_counter()
+        try:
+            if registered.is_async:
+                value = await asyncio.wait_for(registered.function(**arguments), effect.timeout_s)
+            else:
+                running = asyncio.get_running_loop().run_in_executor(
+                    action_executor(), functools.partial(registered.function, **arguments)
+                )
+                value = await asyncio.wait_for(running, effect.timeout_s)
+        except TimeoutError:
+            return _timed_out(effect, started)
+        except Exception as exc:  # noqa: BLE001 - the function's failure is data for on_error
+            return _failed(exc, started)
+        return ActionResult(value=value, duration_ms=_ms(started))
+
+
+def _run_coroutine(function: Callable[..., Awaitable[Any]], arguments: dict[str, Any]) -> Any:
+    import asyncio
+
+    async def run() -> Any:
+        return await function(**arguments)
+
+    return asyncio.run(run())
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+def _timed_out(effect: CallAction, started: float) -> ActionResult:
+    return ActionResult(error=f"timed out after {effect.timeout_s:g} s", timed_out=True, duration_ms=_ms(started))
+
+
+def _failed(exc: BaseException, started: float) -> ActionResult:
+    text = str(exc)
+    text = text if len(text) <= 500 else text[:497] + "..."
+    return ActionResult(error=f"{type(exc).__name__}: {text}" if text else type(exc).__name__, duration_ms=_ms(started))
+
+
+def load_registry(spec: str) -> ActionRegistry:
+    """``module:attribute`` or ``path/to/file.py:attribute`` → the ``ActionRegistry`` it names (for the CLI).
+
+    The attribute may also be a plain dict of name → function.
+    """
+    import importlib
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    target, _, attribute = spec.rpartition(":")
+    if not target or not attribute:
+        raise UsageError(f"--actions takes module:registry or file.py:registry, not {spec!r}")
+    try:
+        if target.endswith(".py") or "/" in target:
+            path = Path(target).resolve()
+            if not path.is_file():
+                raise UsageError(f"--actions: no file {target}")
+            module_name = f"_llm_fsm_actions_{abs(hash(str(path)))}"
+            module_spec = importlib.util.spec_from_file_location(module_name, path)
+            if module_spec is None or module_spec.loader is None:
+                raise UsageError(f"--actions: cannot import {target}")
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[module_name] = module
+            module_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(target)
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's module failed to import: say so, typed
+        raise UsageError(f"--actions: importing {target} failed: {type(exc).__name__}: {exc}") from exc
+    found = getattr(module, attribute, None)
+    if isinstance(found, ActionRegistry):
+        return found
+    if isinstance(found, dict) and all(callable(f) for f in found.values()):
+        return ActionRegistry(found)
+    raise UsageError(f"--actions: {target} has no ActionRegistry (or dict of functions) named {attribute!r}")
+
+
+__all__ = ["ActionCall", "ActionFunction", "ActionRegistry", "ActionResult", "HandOff", "load_registry"]
