@@ -698,7 +698,7 @@ def test_evaluate_logic_compiles_each_distinct_rule_once(monkeypatch):
         return real(rule, **kwargs)
 
     monkeypatch.setattr(_rules, "compile_logic", counting)
-    _rules._cache.clear()
+    _rules._compiled.cache_clear()
     assert evaluate_logic({"+": [{"var": "a"}, 1]}, {"a": 1}) == 2
     assert evaluate_logic({"+": [{"var": "a"}, 1]}, {"a": 5}) == 6
     assert evaluate_logic({"==": [1, {"var": "a"}]}, {"a": 1}) is True

@@ -135,7 +135,8 @@ def junit_xml(report: SuiteReport) -> bytes:
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    document: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return document
 
 
 # --- the command ---------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from llm_fsm.errors import LLMScriptExhaustedError, MalformedOutputError
 from llm_fsm.llm._interface import LLMInterface
 from llm_fsm.llm._parsing import parse_llm_output, response_from_object
 
-Reply = LLMResponse | dict | str | BaseException
+Reply = LLMResponse | dict[str, Any] | str | BaseException
 """A scripted reply, in the forms of a conversation script's ``model:`` (see ``script_reply``),
 an ``LLMResponse``, or an exception to raise."""
 

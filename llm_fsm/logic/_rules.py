@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from llm_fsm.errors import LogicBudgetError, LogicError
@@ -167,9 +166,12 @@ def _recompile(rule: Any, limits: tuple[int, int], budget: int) -> CompiledRule:
 
 _CACHE_SIZE = 512
 
-_cache: OrderedDict[str, CompiledRule] = OrderedDict()
 
-_cache_lock = threading.Lock()
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _compiled(canonical: str) -> CompiledRule:
+    """The compiled rule of a canonical JSON text. ``lru_cache`` is thread-safe by itself, so the pure core
+    needs no lock (and imports no ``threading``)."""
+    return compile_logic(json.loads(canonical))
 
 
 def evaluate_logic(logic: Any, data: Any = None) -> Any:
@@ -178,14 +180,4 @@ def evaluate_logic(logic: Any, data: Any = None) -> Any:
         canonical = json.dumps(logic, sort_keys=True, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):
         return compile_logic(logic).evaluate(data)  # raises the precise LogicError
-    with _cache_lock:
-        compiled = _cache.get(canonical)
-        if compiled is not None:
-            _cache.move_to_end(canonical)
-    if compiled is None:
-        compiled = compile_logic(logic)
-        with _cache_lock:
-            _cache[canonical] = compiled
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
-    return compiled.evaluate(data)
+    return _compiled(canonical).evaluate(data)
