@@ -19,7 +19,6 @@ hook                     when                                             typica
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -83,43 +82,6 @@ def check_result(name: str, result: Any) -> dict[str, Any]:
     raise HookError(
         name, TypeError(f"a hook must return a mapping of context additions or None, not {type(result).__name__}")
     )
-
-
-def run_sync(name: str, functions: list[HookFunction], event: HookEvent) -> dict[str, Any]:
-    """Call hooks from synchronous code; async hooks run to completion in a private event loop."""
-    import asyncio
-
-    merged: dict[str, Any] = {}
-    for function in functions:
-        try:
-            result = function(event)
-            if inspect.isawaitable(result):
-                result = asyncio.run(_await(result))
-        except HookError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any application error becomes a typed HookError
-            raise HookError(name, exc) from exc
-        merged.update(check_result(name, result))
-    return merged
-
-
-async def run_async(name: str, functions: list[HookFunction], event: HookEvent) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
-    for function in functions:
-        try:
-            result = function(event)
-            if inspect.isawaitable(result):
-                result = await result
-        except HookError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise HookError(name, exc) from exc
-        merged.update(check_result(name, result))
-    return merged
-
-
-async def _await(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
 
 
 __all__ = ["HOOK_NAMES", "HookEvent", "HookFunction", "HookName", "Hooks"]

@@ -34,7 +34,8 @@ from llm_fsm.engine._data import (
     DEFAULT_MAX_MESSAGE_LENGTH,
     has_lone_surrogate,
 )
-from llm_fsm.engine._hooks import HookFunction, Hooks, run_async, run_sync
+from llm_fsm.engine._hooks import HookFunction, Hooks
+from llm_fsm.runtime._hooks import run_async, run_sync
 from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
 from llm_fsm.engine._messages import MessageLimits, UserMessage, check_message, entry_view
 from llm_fsm.engine._operator import human_turn

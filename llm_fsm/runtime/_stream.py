@@ -21,13 +21,13 @@ from collections.abc import AsyncIterator, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_fsm.engine._hooks import run_async
 from llm_fsm.engine._records import LLMRequest, LLMResult
 from llm_fsm.engine._reply_schema import allowed_targets_from_schema
 from llm_fsm.engine._turn import AwaitMessage, CallHook, CallLLM, Decided
 from llm_fsm.errors import FSMError, LLMResponseError, MalformedOutputError
 from llm_fsm.llm._parsing import parse_llm_output
 from llm_fsm.llm._streaming import StreamedReply
+from llm_fsm.runtime._hooks import run_async
 
 logger = logging.getLogger(__name__)
 
