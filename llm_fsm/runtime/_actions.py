@@ -22,7 +22,6 @@ own (``MAX_ACTION_WORKERS`` threads), so hung backends cannot starve the store's
 
 from __future__ import annotations
 
-import functools
 import inspect
 import threading
 import time
@@ -59,11 +58,19 @@ def action_executor() -> ThreadPoolExecutor:
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+MAX_CALLS_PER_ACTION = 8
+"""Calls of one sync action whose threads are still busy (running, or hung past their timeout) before the next
+call of it fails at once as ``busy``: one hung backend may take a quarter of the pool, never all of it, so
+the other actions keep their threads."""
+
+
 class _Registered:
-    __slots__ = ("function", "is_async", "takes_call")
+    __slots__ = ("_count", "function", "in_flight", "is_async", "takes_call")
 
     def __init__(self, function: ActionFunction) -> None:
         self.function = function
+        self.in_flight = 0
+        self._count = threading.Lock()
         self.is_async = inspect.iscoroutinefunction(function)
         try:
             self.takes_call = "call" in inspect.signature(function).parameters
@@ -72,6 +79,59 @@ class _Registered:
 
     def arguments(self, effect: CallAction) -> dict[str, Any]:
         return {**effect.arguments, "call": effect.call} if self.takes_call else dict(effect.arguments)
+
+    def enter(self, bound: int) -> bool:
+        """Take one of this action's thread slots, or say there is none free."""
+        with self._count:
+            if self.in_flight >= bound:
+                return False
+            self.in_flight += 1
+            return True
+
+    def leave(self) -> None:
+        with self._count:
+            self.in_flight -= 1
+
+    def run_guarded(self, arguments: dict[str, Any]) -> _Outcome:
+        """On a pool thread: call the function and keep whatever it raises as data, then free the slot."""
+        try:
+            if self.is_async:
+                return _Outcome(_run_coroutine(self.function, arguments))
+            return _Outcome(self.function(**arguments))
+        except BaseException as exc:  # noqa: BLE001 - SystemExit or KeyboardInterrupt from a backend is its failure
+            return _Outcome(error=exc)
+        finally:
+            self.leave()
+
+    async def await_guarded(self, arguments: dict[str, Any]) -> _Outcome:
+        """An async function, with whatever it raises kept as data — except the cancellation of the turn itself
+        (a timeout, a shutdown), which must go on cancelling."""
+        import asyncio
+
+        try:
+            return _Outcome(await self.function(**arguments))
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            return _Outcome(error=exc)  # the action raised CancelledError itself: its failure, not ours
+        except BaseException as exc:  # noqa: BLE001
+            return _Outcome(error=exc)
+
+
+class _Outcome:
+    """What an action function did, carried out of its thread or task without raising there."""
+
+    __slots__ = ("error", "value")
+
+    def __init__(self, value: Any = None, *, error: BaseException | None = None) -> None:
+        self.value = value
+        self.error = error
+
+    def result(self, started: float) -> ActionResult:
+        if self.error is not None:
+            return _failed(self.error, started)
+        return ActionResult(value=self.value, duration_ms=_ms(started))
 
 
 class ActionRegistry:
@@ -154,44 +214,56 @@ class ActionRegistry:
             )
         return found
 
+    max_calls_per_action = MAX_CALLS_PER_ACTION
+    """See ``MAX_CALLS_PER_ACTION``; set on a registry to change it for its actions."""
+
     def call(self, effect: CallAction) -> ActionResult:
         """Call synchronously, with the timeout; an async function runs in its own event loop on the pool."""
         registered = self._get(effect)
         arguments = registered.arguments(effect)
         started = time.perf_counter()
-        if registered.is_async:
-            future = action_executor().submit(_run_coroutine, registered.function, arguments)
-        else:
-            future = action_executor().submit(registered.function, **arguments)
+        if not registered.enter(self.max_calls_per_action):
+            return _busy(effect, registered, started)
+        future = action_executor().submit(registered.run_guarded, arguments)
         try:
-            value = future.result(timeout=effect.timeout_s)
+            outcome: _Outcome = future.result(timeout=effect.timeout_s)
         except FutureTimeout:
-            future.cancel()
+            if future.cancel():  # it never started, so it will never free its slot itself
+                registered.leave()
             return _timed_out(effect, started)
-        except Exception as exc:  # noqa: BLE001 - the function's failure is data for on_error
-            return _failed(exc, started)
-        return ActionResult(value=value, duration_ms=_ms(started))
+        except BaseException:  # this thread interrupted while waiting: not the action's failure
+            if future.cancel():
+                registered.leave()
+            raise
+        return outcome.result(started)
 
     async def acall(self, effect: CallAction) -> ActionResult:
-        """Call from async code, with the timeout; a sync function runs on the library's I/O pool."""
+        """Call from async code, with the timeout; a sync function runs on the actions' own pool."""
         import asyncio
 
         registered = self._get(effect)
         arguments = registered.arguments(effect)
         started = time.perf_counter()
+        if registered.is_async:
+            try:
+                outcome = await asyncio.wait_for(registered.await_guarded(arguments), effect.timeout_s)
+            except TimeoutError:
+                return _timed_out(effect, started)
+            return outcome.result(started)
+        if not registered.enter(self.max_calls_per_action):
+            return _busy(effect, registered, started)
+        future = action_executor().submit(registered.run_guarded, arguments)
         try:
-            if registered.is_async:
-                value = await asyncio.wait_for(registered.function(**arguments), effect.timeout_s)
-            else:
-                running = asyncio.get_running_loop().run_in_executor(
-                    action_executor(), functools.partial(registered.function, **arguments)
-                )
-                value = await asyncio.wait_for(running, effect.timeout_s)
+            outcome = await asyncio.wait_for(asyncio.wrap_future(future), effect.timeout_s)
         except TimeoutError:
+            if future.cancel():
+                registered.leave()
             return _timed_out(effect, started)
-        except Exception as exc:  # noqa: BLE001 - the function's failure is data for on_error
-            return _failed(exc, started)
-        return ActionResult(value=value, duration_ms=_ms(started))
+        except BaseException:  # the turn itself cancelled (a shutdown): not the action's failure
+            if future.cancel():
+                registered.leave()
+            raise
+        return outcome.result(started)
 
 
 def _run_coroutine(function: Callable[..., Awaitable[Any]], arguments: dict[str, Any]) -> Any:
@@ -209,6 +281,13 @@ def _ms(started: float) -> float:
 
 def _timed_out(effect: CallAction, started: float) -> ActionResult:
     return ActionResult(error=f"timed out after {effect.timeout_s:g} s", timed_out=True, duration_ms=_ms(started))
+
+
+def _busy(effect: CallAction, registered: _Registered, started: float) -> ActionResult:
+    return ActionResult(
+        error=f"busy: {registered.in_flight} calls of {effect.call.name!r} are still running (a hung backend?)",
+        duration_ms=_ms(started),
+    )
 
 
 def _failed(exc: BaseException, started: float) -> ActionResult:
