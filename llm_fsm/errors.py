@@ -250,7 +250,21 @@ class StoreError(FSMError):
 
 
 class StoreUnavailableError(StoreError):
-    """The store cannot be reached (e.g. Redis is down). Nothing was written."""
+    """The store cannot be reached (e.g. Redis is down). Nothing was written (but see ``TurnOutcomeUnknownError``,
+    the child raised when a save failed and the write may have landed)."""
+
+
+class TurnOutcomeUnknownError(StoreUnavailableError):
+    """The store failed while a turn or change was being saved: the write may or may not have landed.
+
+    Resend with the same ``message_id`` (this error's ``message_id``, when the turn had one): a turn already
+    saved is answered from the store and not run again. Without a message id, read the conversation before
+    resending, or the turn may happen twice.
+    """
+
+    def __init__(self, message: str, *, message_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message_id = message_id
 
 
 class ConcurrentUpdateError(StoreError):
@@ -321,6 +335,7 @@ __all__ = [
     "StoreCorruptedError",
     "StoreError",
     "StoreUnavailableError",
+    "TurnOutcomeUnknownError",
     "TurnNotFoundError",
     "UnknownStateError",
     "UnsupportedContentError",

@@ -44,6 +44,7 @@ POLICY = {
     "HandoffError": EXIT_UNREADABLE,
     "StoreError": EXIT_UNREADABLE,
     "StoreUnavailableError": EXIT_UNREADABLE,
+    "TurnOutcomeUnknownError": EXIT_UNREADABLE,  # a store failure like its parent: the CLI says which
     "StoreCorruptedError": EXIT_UNREADABLE,
     "LLMResponseError": EXIT_FINDINGS,
     "MalformedOutputError": EXIT_FINDINGS,

@@ -117,7 +117,7 @@ def test_a_refused_move_and_refused_values_are_logged_with_ids_and_rules_but_no_
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     manager, cid = started(Metered({"email": "secret words"}, target="done"))
-    with caplog.at_level(logging.WARNING, logger="llm_fsm.runtime._manager"):
+    with caplog.at_level(logging.WARNING, logger="llm_fsm.runtime"):
         manager.process_message(cid, "secret words are my email")
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert cid in text and "'done' refused in state 'ask'" in text and "email (format)" in text

@@ -100,7 +100,8 @@ class Decided:
 
 @dataclass(frozen=True)
 class AwaitMessage:
-    """The streamed turn call's message is the reply: the driver answers with its full text once it has it."""
+    """The streamed turn call's message is the reply: the runtime answers with the whole call's ``LLMResult``
+    (the message as streamed, the usage and price the end of the stream reported) once it has it."""
 
 
 @dataclass

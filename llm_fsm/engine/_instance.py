@@ -230,6 +230,11 @@ class FSMInstance(_Data):
     def add_trace(self, event: str, data: dict[str, Any], limit: int) -> None:
         """Append an audit-trail event, keeping the last ``limit`` (``EngineConfig.max_trace_events``)."""
         self.trace.append(TraceEvent(event=event, data=data))
+        self.bound_trace(limit)
+
+    def bound_trace(self, limit: int) -> None:
+        """Keep the last ``limit`` audit-trail events: the runtime applies it before every save, so a path that
+        appended without ``add_trace`` cannot grow the record without bound."""
         if len(self.trace) > limit:
             del self.trace[: len(self.trace) - limit]
 

@@ -192,6 +192,13 @@ class LLMCallRecord(_Data):
         description="Tokens of the call, all attempts summed: prompt_tokens, completion_tokens, cached_tokens.",
     )
     cost_usd: float | None = Field(default=None, description="Price of the call (litellm's price list), when known.")
+    lost_attempt: bool = Field(
+        default=False,
+        description=(
+            "Made by an attempt of this turn whose save lost the compare-and-set to another worker: spent, and "
+            "counted in the conversation's usage, though the saved attempt did not use its reply."
+        ),
+    )
 
     @classmethod
     def of(cls, purpose: str, result: LLMResult) -> LLMCallRecord:
@@ -257,6 +264,13 @@ class ActionRecord(_Data):
     error: str | None = None
     on_error: str | None = Field(default=None, description="What the failure did: a state id, 'fail' or 'handoff'.")
     duration_ms: float = 0.0
+    lost_attempt: bool = Field(
+        default=False,
+        description=(
+            "Called by an attempt of this turn whose save lost the compare-and-set (to another worker's turn or "
+            "an operator's change) and not reused by the saved attempt: the backend was called, and this says so."
+        ),
+    )
 
 
 class TurnRecord(_Data):

@@ -516,7 +516,10 @@ def run_turn(
         ended=instance.status != "active" or new_state.is_terminal,
     )
     if not regenerating and result.message_pending:
-        reply = yield AwaitMessage()
+        # the streamed call's rest: its message, and its usage and price, known only at the end of the stream
+        whole: LLMResult = yield AwaitMessage()
+        calls[0] = LLMCallRecord.of("turn", whole)
+        reply = whole.response.message
     if regenerating:
         # The model wrote its reply for a situation the engine did not accept: ask again for
         # the state actually reached, so the user never reads a reply meant for another state.

@@ -14,28 +14,21 @@ with the reason) and ``user_id`` / ``room_id`` like every other call on a conver
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine import _operator as ops
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._turn import LoadDefinition, LoadFlow
-from llm_fsm.errors import ConcurrentUpdateError, ConversationNotFoundError, InvalidMessageError, OperatorError
-
-if TYPE_CHECKING:
-    from llm_fsm.engine._messages import UserMessage
-    from llm_fsm.engine._turn import EngineConfig
-    from llm_fsm.runtime._locking import FairLock
-    from llm_fsm.runtime._manager import FSMManager
-    from llm_fsm.stores import ConversationStore, ConversationSummary
+from llm_fsm.errors import ConversationNotFoundError, InvalidMessageError, OperatorError
+from llm_fsm.runtime._effects import LoadActiveDefinition, LoadConversation
+from llm_fsm.runtime._operations import Unchanged, compare_and_set
+from llm_fsm.runtime._readers import ReadersAPI
 
 _R = TypeVar("_R")
 
 Change = Callable[[FSMInstance], Generator[Any, Any, _R]]
 """An operator change: a generator on the loaded instance that may yield ``LoadDefinition`` / ``LoadFlow``."""
-
-_UNCHANGED = object()
-"""Returned by a change that found nothing to do (a repeated operator message id): nothing is saved."""
 
 APPLICATION_ACTOR = "application"
 """The actor of a state set through ``instances[...]``, the seed's way."""
@@ -48,53 +41,10 @@ def _operator_key(message_id: str | None) -> str | None:
     return None if message_id is None else f"operator:{message_id}"
 
 
-class OperatorAPI:
+class OperatorAPI(ReadersAPI):
     """The operator methods ``FSMManager`` inherits (see the module docstring)."""
 
-    if TYPE_CHECKING:  # what the methods use of the manager
-        config: EngineConfig
-        max_save_retries: int
-        store: ConversationStore
-
-        def _lock_for(self, conversation_id: str) -> FairLock: ...
-        def _drive(self, generator: Generator[Any, Any, _R]) -> _R: ...
-        async def _adrive(self, generator: Generator[Any, Any, _R]) -> _R: ...
-        def _checked(self, instance: FSMInstance, definition: FSMDefinition) -> FSMDefinition: ...
-        def _check_message(self, message: Any, message_id: Any = None, metadata: Any = None) -> UserMessage: ...
-        def get_instance(
-            self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
-        ) -> FSMInstance: ...
-        def list_conversations(
-            self, *, user_id: str | None = None, room_id: str | None = None, all_users: bool = False
-        ) -> list[ConversationSummary]: ...
-
     # --- the machinery --------------------------------------------------------------------
-
-    def _operation(
-        self,
-        conversation_id: str,
-        user_id: str | None,
-        room_id: str | None,
-        change: Change[Any],
-        message_id: str | None = None,
-    ) -> Generator[Any, Any, Any]:
-        """Load, change, compare-and-set; a lost race loads the new version and changes it again."""
-        from llm_fsm.runtime._manager import LoadConversation, SaveConversation
-
-        for attempt in range(self.max_save_retries + 1):
-            instance = yield LoadConversation(conversation_id, user_id, room_id, message_id)
-            expected = instance.version
-            result = yield from change(instance)
-            if result is _UNCHANGED:
-                return None
-            try:
-                yield SaveConversation(instance, expected)
-            except ConcurrentUpdateError:
-                if attempt == self.max_save_retries:
-                    raise
-                continue
-            return result
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def _operate(
         self,
@@ -104,8 +54,8 @@ class OperatorAPI:
         change: Change[Any],
         message_id: str | None = None,
     ) -> Any:
-        with self._lock_for(conversation_id):
-            return self._drive(self._operation(conversation_id, user_id, room_id, change, message_id))
+        load = LoadConversation(conversation_id, user_id, room_id, message_id)
+        return self._run(compare_and_set(self.max_save_retries, load, change), lock=conversation_id)
 
     async def _aoperate(
         self,
@@ -115,12 +65,12 @@ class OperatorAPI:
         change: Change[Any],
         message_id: str | None = None,
     ) -> Any:
-        async with self._lock_for(conversation_id):
-            return await self._adrive(self._operation(conversation_id, user_id, room_id, change, message_id))
+        load = LoadConversation(conversation_id, user_id, room_id, message_id)
+        return await self._arun(compare_and_set(self.max_save_retries, load, change), lock=conversation_id)
 
     def _active_definition(self, instance: FSMInstance) -> Generator[Any, Any, FSMDefinition]:
-        definition: FSMDefinition = yield LoadDefinition(instance.fsm_id)
-        return self._checked(instance, definition)
+        definition: FSMDefinition = yield LoadActiveDefinition(instance)
+        return definition
 
     # --- the changes ------------------------------------------------------------------------
 
@@ -183,7 +133,7 @@ class OperatorAPI:
 
         def change(instance: FSMInstance) -> Generator[Any, Any, Any]:
             if key is not None and key in instance.processed_messages:
-                return _UNCHANGED  # a retried delivery: recorded once
+                return Unchanged(None)  # a retried delivery: recorded once
             ops.operator_message(instance, text, actor, self.config, message_id=message_id)
             if key is not None:
                 instance.processed_messages[key] = ""
@@ -403,7 +353,7 @@ class OperatorAPI:
 
         ``instances[cid].current_state = "x"`` is ``force_state(cid, "x", actor="application")``.
         """
-        return InstancesView(self)  # type: ignore[arg-type]  # only FSMManager inherits this
+        return InstancesView(self)
 
 
 class InstancesView(Mapping[str, "InstanceProxy"]):
@@ -412,7 +362,7 @@ class InstancesView(Mapping[str, "InstanceProxy"]):
     An operator's view: iteration and ``len`` cover every user's conversations.
     """
 
-    def __init__(self, manager: FSMManager) -> None:
+    def __init__(self, manager: OperatorAPI) -> None:
         self._manager = manager
 
     def _owner(self, conversation_id: str) -> tuple[str | None, str | None]:
@@ -455,14 +405,15 @@ class InstanceProxy:
 
     __slots__ = ("_cid", "_manager", "_owner")
 
-    def __init__(self, manager: FSMManager, conversation_id: str, user_id: str | None, room_id: str | None) -> None:
+    def __init__(self, manager: OperatorAPI, conversation_id: str, user_id: str | None, room_id: str | None) -> None:
         object.__setattr__(self, "_manager", manager)
         object.__setattr__(self, "_cid", conversation_id)
         object.__setattr__(self, "_owner", (user_id, room_id))
 
     def _load(self) -> FSMInstance:
         user_id, room_id = self._owner
-        return self._manager.get_instance(self._cid, user_id=user_id, room_id=room_id)
+        instance: FSMInstance = self._manager.get_instance(self._cid, user_id=user_id, room_id=room_id)
+        return instance
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._load(), name)

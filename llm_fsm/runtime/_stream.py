@@ -17,19 +17,23 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from llm_fsm.engine._records import LLMRequest, LLMResult
 from llm_fsm.engine._reply_schema import allowed_targets_from_schema
-from llm_fsm.engine._turn import AwaitMessage, CallHook, CallLLM, Decided
-from llm_fsm.errors import FSMError, LLMResponseError, MalformedOutputError
+from llm_fsm.engine._turn import Decided
+from llm_fsm.errors import LLMResponseError, MalformedOutputError
 from llm_fsm.llm._parsing import parse_llm_output
 from llm_fsm.llm._streaming import StreamedReply
-from llm_fsm.runtime._hooks import run_async
+from llm_fsm.runtime._drivers import Performed, await_wait
+from llm_fsm.runtime._effects import ReadModel, ReadRest, Tell, Wait
 
 logger = logging.getLogger(__name__)
+
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True)
@@ -60,76 +64,71 @@ class _Pending:
 
 
 class _StreamingDriver:
-    def __init__(self, manager: Any, emit: Callable[[StreamEvent], None]) -> None:
-        self.manager = manager
+    """The async driver with one difference: it reads the model's stream (see the module docstring)."""
+
+    def __init__(self, emit: Callable[[StreamEvent], None]) -> None:
         self.emit = emit
         self.pending: _Pending | None = None
         self.streamed = False
         self.decided: Decided | None = None
 
-    async def drive(self, generator: Generator[Any, Any, Any]) -> Any:
+    async def drive(self, operation: Performed[_R]) -> _R:
         value: Any = None
         error: BaseException | None = None
         try:
             while True:
                 try:
-                    effect = generator.throw(error) if error is not None else generator.send(value)
+                    wait = operation.throw(error) if error is not None else operation.send(value)
                 except StopIteration as stop:
-                    return stop.value
+                    result: _R = stop.value
+                    return result
                 value, error = None, None
                 try:
-                    value = await self._perform(effect)
-                except self.manager.recoverable_errors as exc:
+                    value = await self._wait(wait)
+                except BaseException as exc:  # noqa: BLE001 - thrown into the operation, whose handlers decide
                     error = exc
         finally:
             await self._drop_pending()
 
-    async def _perform(self, effect: Any) -> Any:
-        if isinstance(effect, CallLLM):
+    async def _wait(self, wait: Wait) -> Any:
+        if isinstance(wait, ReadModel) and wait.request is not None:
             await self._drop_pending()  # a regenerated reply: the first one is never shown
-            if effect.request.purpose == "turn":
-                return await self._turn_call(effect.request)
-            if effect.request.purpose == "regenerate":
-                return await self._streamed_call(effect.request)
-            return await self.manager._acall_llm(effect.request)
-        if isinstance(effect, Decided):
-            self.decided = effect
-            self.emit(StreamEvent("state", {"state": effect.state, "verdict": effect.verdict, "ended": effect.ended}))
+            purpose = wait.request.purpose
+            if wait.stream is not None and purpose == "turn":
+                return await self._turn_call(wait.stream, wait.request)
+            if purpose == "regenerate":
+                return await self._streamed_call(wait)
+        if isinstance(wait, Tell):
+            self.decided = wait.decided
+            decided = wait.decided
+            self.emit(
+                StreamEvent("state", {"state": decided.state, "verdict": decided.verdict, "ended": decided.ended})
+            )
             return None
-        if isinstance(effect, AwaitMessage):
+        if isinstance(wait, ReadRest):
             return await self._finish_pending()
-        if isinstance(effect, CallHook):
-            functions = self.manager.hooks.get(effect.name)
-            return await run_async(effect.name, functions, effect.make_event()) if functions else None
-        return await self.manager._aperform(effect)
+        return await await_wait(wait)
 
     # --- the turn call: decide early --------------------------------------------------------
 
-    async def _turn_call(self, request: LLMRequest) -> LLMResult:
-        astream = getattr(self.manager._llm(), "astream", None)
-        if not callable(astream):
-            return await self.manager._acall_llm(request)
-        items: AsyncIterator[str | LLMResult] = astream(request).__aiter__()
+    async def _turn_call(self, stream: Callable[[], AsyncIterator[Any]], request: LLMRequest) -> LLMResult:
+        items: AsyncIterator[str | LLMResult] = stream().__aiter__()
         reply = StreamedReply()
-        try:
-            async for item in items:
-                if isinstance(item, LLMResult):
-                    return item
-                reply.feed(item)
-                if reply.decision is not None:
-                    early = _early_response(reply.decision, request)
-                    if early is not None:
-                        self.pending = _Pending(items, reply)
-                        return LLMResult(response=early, message_pending=True)
-                    reply.decision = None  # not a valid decision: wait for the whole reply
-        except FSMError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - an interface's own failure, typed as the drivers do
-            raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
+        async for item in items:
+            if isinstance(item, LLMResult):
+                return item
+            reply.feed(item)
+            if reply.decision is not None:
+                early = _early_response(reply.decision, request)
+                if early is not None:
+                    self.pending = _Pending(items, reply)
+                    return LLMResult(response=early, message_pending=True)
+                reply.decision = None  # not a valid decision: wait for the whole reply
         raise LLMResponseError("the model's stream ended without a reply")
 
-    async def _finish_pending(self) -> str:
-        """Stream the rest of the kept reply's message and return it whole."""
+    async def _finish_pending(self) -> tuple[str, LLMResult | None]:
+        """Stream the rest of the kept reply's message; return it whole, with the call's final result (its
+        usage and price, which only the end of the stream reports)."""
         pending = self.pending
         if pending is None:  # pragma: no cover - the engine asks only after a pending result
             raise LLMResponseError("no streamed reply is pending")
@@ -147,13 +146,13 @@ class _StreamingDriver:
         final = pending.final.response.message if pending.final is not None else None
         if final is not None and final.startswith(streamed) and len(final) > len(streamed):
             self._send(final[len(streamed) :])  # what validation kept beyond the streamed text (rare)
-            return final
+            return final, pending.final
         if not streamed.strip():
             if final:
                 self._send(final)
-                return final
+                return final, pending.final
             raise LLMResponseError("the model's streamed reply had no message")
-        return streamed
+        return streamed, pending.final
 
     async def _drop_pending(self) -> None:
         pending, self.pending = self.pending, None
@@ -167,26 +166,21 @@ class _StreamingDriver:
 
     # --- a regenerated reply: stream its message ---------------------------------------------
 
-    async def _streamed_call(self, request: LLMRequest) -> LLMResult:
-        astream = getattr(self.manager._llm(), "astream", None)
-        if not callable(astream):
-            result: LLMResult = await self.manager._acall_llm(request)
-            self._send(result.response.message)
+    async def _streamed_call(self, wait: ReadModel) -> Any:
+        if wait.stream is None:
+            result = await await_wait(wait)
+            message = getattr(getattr(result, "response", None), "message", None)
+            self._send(message if isinstance(message, str) else "")
             return result
         reply = StreamedReply()
-        try:
-            async for item in astream(request):
-                if isinstance(item, LLMResult):
-                    rest = item.response.message
-                    shown = reply.message
-                    self._send(rest[len(shown) :] if rest.startswith(shown) else ("" if shown else rest))
-                    return item
-                reply.feed(item)
-                self._send(reply.take_message())
-        except FSMError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
+        async for item in wait.stream():
+            if isinstance(item, LLMResult):
+                rest = item.response.message
+                shown = reply.message
+                self._send(rest[len(shown) :] if rest.startswith(shown) else ("" if shown else rest))
+                return item
+            reply.feed(item)
+            self._send(reply.take_message())
         raise LLMResponseError("the model's stream ended without a reply")
 
     def _send(self, text: str) -> None:
@@ -208,22 +202,23 @@ def _early_response(decision: dict[str, Any], request: LLMRequest) -> Any:
 
 
 async def stream_turn(
-    manager: Any, generator: Generator[Any, Any, Any], lock: Any, slot: Any, conversation_id: str = ""
+    operation: Performed[Any],
+    scope: Callable[[], AbstractAsyncContextManager[Callable[[Any], None]]],
+    background: set[asyncio.Future[None]],
 ) -> AsyncIterator[StreamEvent]:
-    """Run the turn in its own task and yield its events; a typed error is raised after the events before it."""
+    """Run the turn in its own task and yield its events; a typed error is raised after the events before it.
+
+    ``scope`` is what every turn runs inside (the conversation's lock, the loop's turn slot, the turn's span); it
+    gives the function that closes the span with the outcome.
+    """
     queue: asyncio.Queue[StreamEvent | BaseException | None] = asyncio.Queue()
-    driver = _StreamingDriver(manager, queue.put_nowait)
+    driver = _StreamingDriver(queue.put_nowait)
 
     async def run() -> None:
         try:
-            async with lock, slot:
-                telemetry = manager.telemetry
-                if telemetry is None:
-                    outcome = await driver.drive(generator)
-                else:
-                    with telemetry.turn(conversation_id) as span:
-                        outcome = await driver.drive(generator)
-                        telemetry.turn_done(span, outcome)
+            async with scope() as finished:
+                outcome = await driver.drive(operation)
+                finished(outcome)
             reply = outcome.reply
             if not driver.streamed:
                 driver._send(reply)  # answered before (a duplicate message id), or no streaming was possible
@@ -242,8 +237,8 @@ async def stream_turn(
             queue.put_nowait(None)
 
     task = asyncio.ensure_future(run())
-    manager._background.add(task)
-    task.add_done_callback(manager._background.discard)
+    background.add(task)
+    task.add_done_callback(background.discard)
     while True:
         item = await queue.get()
         if item is None:

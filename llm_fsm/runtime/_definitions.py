@@ -1,0 +1,88 @@
+"""Where a conversation's definition comes from, and whether the conversation may still run on it.
+
+Split from the performer because the cache and the ``on_definition_change`` policy are decisions, not
+I/O: ``cached`` never touches a file, so the performer asks it first and hands a driver a blocking load
+only when the loader is due again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Literal
+
+from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.errors import DefinitionChangedError
+from llm_fsm.runtime._loading import resolve_flow_reference
+
+logger = logging.getLogger("llm_fsm.runtime")
+
+DefinitionPolicy = Literal["continue", "error"]
+
+
+class DefinitionSource:
+    """The manager's definitions: its loader, asked again at most every ``recheck_seconds`` per id, and the
+    definitions handed to ``start_conversation`` as objects (no loader could find those again)."""
+
+    def __init__(
+        self,
+        loader: Callable[[str], FSMDefinition],
+        recheck_seconds: float,
+        policy: Callable[[], DefinitionPolicy],
+    ) -> None:
+        self.loader = loader
+        self.recheck_seconds = recheck_seconds
+        self._policy = policy
+        self._cache: dict[str, tuple[FSMDefinition, float]] = {}
+        self.given: dict[str, FSMDefinition] = {}
+
+    def cached(self, fsm_id: str | FSMDefinition) -> FSMDefinition | None:
+        """The definition when no loader call is due (no I/O), else None."""
+        if isinstance(fsm_id, FSMDefinition):
+            return fsm_id
+        given = self.given.get(fsm_id)
+        if given is not None:
+            return given
+        cached = self._cache.get(fsm_id)
+        if cached is not None and time.monotonic() - cached[1] < self.recheck_seconds:
+            return cached[0]
+        return None
+
+    def load(self, fsm_id: str | FSMDefinition) -> FSMDefinition:
+        """The definition, asking the loader when the cache has none fresh (this may read files)."""
+        cached = self.cached(fsm_id)
+        if cached is not None:
+            return cached
+        assert isinstance(fsm_id, str)  # an FSMDefinition is always "cached"
+        definition = self.loader(fsm_id)
+        self._cache[fsm_id] = (definition, time.monotonic())
+        return definition
+
+    def flow_reference(self, declaration: FlowDeclaration, parent: FSMDefinition) -> str:
+        """A sub-flow's id for the loader, found exactly where fsm-lint looks (next to the parent's file first)."""
+        return resolve_flow_reference(declaration.definition, parent.source)
+
+    def checked(self, instance: FSMInstance, definition: FSMDefinition) -> FSMDefinition:
+        """The definition, if the conversation may run on it (see ``FSMManager(on_definition_change=...)``)."""
+        if instance.definition_hash and definition.content_hash != instance.definition_hash:
+            if self._policy() == "error":
+                raise DefinitionChangedError(
+                    f"definition {instance.fsm_id!r} changed since conversation {instance.conversation_id} started "
+                    f"(hash {instance.definition_hash} → {definition.content_hash})"
+                )
+            if instance.current_state not in definition.states:
+                raise DefinitionChangedError(
+                    f"definition {instance.fsm_id!r} changed and no longer declares state {instance.current_state!r}, "
+                    f"where conversation {instance.conversation_id} is"
+                )
+            logger.warning(
+                "definition %s changed since conversation %s started; continuing",
+                instance.fsm_id,
+                instance.conversation_id,
+            )
+        return definition
+
+
+__all__ = ["DefinitionPolicy", "DefinitionSource"]

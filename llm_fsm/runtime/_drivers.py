@@ -1,0 +1,96 @@
+"""The drivers: run an operation's generator through the performer, and make the waits it needs.
+
+The sync and async drivers below differ only in how they wait (a call on this thread, or an awaited
+coroutine — the interface's or store's own, else the call on the library's I/O pool). The streaming
+driver (``_stream.py``) differs in one more thing, how it reads the model. Errors the engine's generators
+are written to handle (a sub-flow that cannot load, a save that lost its compare-and-set) are thrown back
+into them; any other error ends the operation and reaches the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, TypeVar
+
+from llm_fsm._threads import run_blocking
+from llm_fsm.errors import ConcurrentUpdateError, DefinitionError
+from llm_fsm.runtime._effects import Blocking, ReadRest, Tell, Wait
+from llm_fsm.runtime._performer import Performer
+
+_R = TypeVar("_R")
+
+RECOVERABLE: tuple[type[Exception], ...] = (DefinitionError, ConcurrentUpdateError)
+"""Errors thrown back into a generator, which handles them; everything else reaches the caller."""
+
+Performed = Generator[Wait, Any, _R]
+
+
+def performed(performer: Performer, operation: Generator[Any, Any, _R]) -> Performed[_R]:
+    """``operation`` with each effect it yields performed: what is left to yield are waits only."""
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                effect = operation.throw(error) if error is not None else operation.send(value)
+            except StopIteration as stop:
+                result: _R = stop.value
+                return result
+            value, error = None, None
+            try:
+                value = yield from performer.handle(effect)
+            except RECOVERABLE as exc:
+                error = exc
+    finally:
+        performer.close()
+
+
+def run(operation: Performed[_R]) -> _R:
+    """Drive from a thread: each wait is a call that blocks it."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            wait = operation.throw(error) if error is not None else operation.send(value)
+        except StopIteration as stop:
+            result: _R = stop.value
+            return result
+        value, error = None, None
+        try:
+            if isinstance(wait, Blocking):
+                value = wait.call()
+            elif isinstance(wait, ReadRest):  # pragma: no cover - only a streamed model call leaves a rest
+                raise TypeError("a reply's rest is read only by the streaming driver")
+        except BaseException as exc:  # noqa: BLE001 - thrown into the operation, whose handlers decide
+            error = exc
+
+
+async def arun(operation: Performed[_R]) -> _R:
+    """Drive from async code: each wait is awaited, and nothing blocking runs on the event loop."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            wait = operation.throw(error) if error is not None else operation.send(value)
+        except StopIteration as stop:
+            result: _R = stop.value
+            return result
+        value, error = None, None
+        try:
+            value = await await_wait(wait)
+        except BaseException as exc:  # noqa: BLE001
+            error = exc
+
+
+async def await_wait(wait: Wait) -> Any:
+    """How async code makes a wait other than a streamed read."""
+    if isinstance(wait, Blocking):
+        if wait.acall is not None:
+            return await wait.acall()
+        return await run_blocking(wait.call)
+    if isinstance(wait, Tell):
+        return None
+    raise TypeError("a reply's rest is read only by the streaming driver")  # pragma: no cover
+
+
+__all__ = ["RECOVERABLE", "Performed", "arun", "await_wait", "performed", "run"]

@@ -1,0 +1,324 @@
+"""The one place effects are performed: every driver (sync, async, streaming; the server and the CLI through
+them) hands its operation's effects to a ``Performer`` and only makes the waits it gets back.
+
+Each effect has one handler, a small generator written once: what must happen around the I/O (model-call
+accounting and its span, error translation, the definition policy, the store's span, the audit trail's
+bound, the outcome-unknown rule of a failed save) happens here, and the I/O itself is a ``Blocking`` or
+``ReadModel`` wait the driver makes the way its caller waits. A new driver — timers, replay, a protocol
+server — gets all of it by performing nothing itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Generator, Iterator
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.engine._actions import CallAction
+from llm_fsm.engine._hooks import Hooks
+from llm_fsm.engine._records import LLMCallRecord, LLMRequest, LLMResponse, LLMResult
+from llm_fsm.engine._turn import AwaitMessage, CallHook, CallLLM, Decided, EngineConfig, LoadDefinition, LoadFlow
+from llm_fsm.errors import (
+    FSMError,
+    LLMConfigurationError,
+    LLMResponseError,
+    StoreUnavailableError,
+    TurnOutcomeUnknownError,
+)
+from llm_fsm.runtime._actions import ActionRegistry
+from llm_fsm.runtime._definitions import DefinitionSource
+from llm_fsm.runtime._effects import (
+    Blocking,
+    LoadActiveDefinition,
+    LoadConversation,
+    ReadModel,
+    ReadRest,
+    SaveConversation,
+    StoreCall,
+    Tell,
+    Wait,
+)
+from llm_fsm.runtime._hooks import run_async, run_sync
+from llm_fsm.stores import ConversationStore
+from llm_fsm.stores.base import Retention
+
+if TYPE_CHECKING:
+    from llm_fsm.telemetry import Telemetry
+
+logger = logging.getLogger(__name__)
+
+Handling = Generator[Wait, Any, Any]
+
+
+class Parts(Protocol):
+    """What the performer uses of the runtime it serves (``FSMManager`` is one)."""
+
+    store: ConversationStore
+    llm_interface: Any
+    hooks: Hooks
+    actions: ActionRegistry
+    telemetry: Telemetry | None
+    config: EngineConfig
+    definitions: DefinitionSource
+
+    def turn_log(self) -> bool: ...
+    def retention(self) -> Retention | None: ...
+
+
+@dataclass
+class Ledger:
+    """Every model call one operation made, attempt by attempt, so none goes unaccounted.
+
+    A turn that loses its compare-and-set runs again on the new version; the calls of the lost attempt were
+    spent all the same. The saved attempt adds them to the conversation's usage (and its explain record), so
+    budgets count what was spent, whichever worker's save won.
+    """
+
+    calls: list[LLMCallRecord] = field(default_factory=list)
+    settled: int = 0
+    """Calls up to here are in a saved conversation's usage already."""
+    attempt_started: int = 0
+
+    def new_attempt(self) -> None:
+        self.attempt_started = len(self.calls)
+
+    def lost(self) -> list[LLMCallRecord]:
+        """Calls of earlier attempts of this operation that no saved attempt has counted yet."""
+        return self.calls[self.settled : self.attempt_started]
+
+    def saved(self) -> None:
+        self.settled = len(self.calls)
+
+
+@dataclass
+class _Pending:
+    """A streamed model call whose decision came first: its record and span wait for the rest of the reply."""
+
+    index: int
+    purpose: str
+    result: LLMResult
+    span: contextlib.ExitStack
+    recorder: Any
+
+
+class Performer:
+    """Performs the effects of one operation (a turn with its attempts, a change, a read)."""
+
+    def __init__(self, parts: Parts, ledger: Ledger | None = None) -> None:
+        self.parts = parts
+        self.ledger = ledger if ledger is not None else Ledger()
+        self._pending: _Pending | None = None
+        self._handlers: dict[type[Any], Callable[[Any], Handling]] = {
+            LoadConversation: self._load,
+            SaveConversation: self._save,
+            CallLLM: self._model,
+            CallHook: self._hook,
+            CallAction: self._action,
+            LoadDefinition: self._definition,
+            LoadFlow: self._flow,
+            LoadActiveDefinition: self._active_definition,
+            StoreCall: self._store_call,
+            Decided: self._decided,
+            AwaitMessage: self._rest,
+        }
+
+    def handle(self, effect: Any) -> Handling:
+        """The waits ``effect`` needs; what the generator returns is the effect's answer."""
+        handler = self._handlers.get(type(effect))
+        if handler is None:  # pragma: no cover - the generators yield only known effects
+            raise TypeError(f"unknown effect {effect!r}")
+        return handler(effect)
+
+    # --- the store ----------------------------------------------------------------------------------------
+
+    def _store_wait(self, operation: str, *args: Any, **kwargs: Any) -> Blocking:
+        store = self.parts.store
+        native = getattr(store, "a" + operation, None)
+        return Blocking(
+            functools.partial(getattr(store, operation), *args, **kwargs),
+            functools.partial(native, *args, **kwargs) if native is not None else None,
+        )
+
+    def _load(self, effect: LoadConversation) -> Handling:
+        kwargs: dict[str, Any] = {"user_id": effect.user_id, "room_id": effect.room_id}
+        operation = "load"
+        if not effect.whole and self.parts.turn_log():
+            operation, kwargs["message_id"] = "load_for_turn", effect.message_id
+        with self._store_span("load", effect.conversation_id):
+            return (yield self._store_wait(operation, effect.conversation_id, **kwargs))
+
+    def _save(self, effect: SaveConversation) -> Handling:
+        instance = effect.instance
+        instance.bound_trace(self.parts.config.max_trace_events)  # whatever path wrote it, the trail stays bounded
+        kwargs: dict[str, Any] = {"expected_version": effect.expected_version}
+        retention = self.parts.retention() if self.parts.turn_log() else None
+        if retention is not None:  # a store written to the older protocol takes no ``retention``
+            kwargs["retention"] = retention
+        with self._store_span("save", instance.conversation_id):
+            try:
+                version = yield self._store_wait("save", instance, **kwargs)
+            except TurnOutcomeUnknownError:
+                raise
+            except StoreUnavailableError as exc:
+                # The write may have reached the store before the connection failed: say so, never "nothing
+                # was written", so a caller resends with the same message_id (answered once) instead of anew.
+                raise TurnOutcomeUnknownError(
+                    f"the store failed while saving conversation {instance.conversation_id}, so whether this change "
+                    f"was saved is unknown ({exc}); read the conversation, or resend with the same message_id "
+                    "(a message already saved is answered from the store, not run twice)",
+                    message_id=effect.message_id,
+                ) from exc
+        self.ledger.saved()
+        return version
+
+    def _store_call(self, effect: StoreCall) -> Handling:
+        return (yield self._store_wait(effect.operation, *effect.args, **effect.kwargs))
+
+    def _store_span(self, operation: str, conversation_id: str) -> contextlib.AbstractContextManager[None]:
+        telemetry = self.parts.telemetry
+        return telemetry.store(operation, conversation_id) if telemetry is not None else contextlib.nullcontext()
+
+    # --- definitions ----------------------------------------------------------------------------------------
+
+    def _definition(self, effect: LoadDefinition) -> Handling:
+        return (yield from self._load_definition(effect.fsm_id))
+
+    def _load_definition(self, fsm_id: Any) -> Handling:
+        source = self.parts.definitions
+        cached = source.cached(fsm_id)
+        if cached is not None:
+            return cached
+        return (yield Blocking(functools.partial(source.load, fsm_id)))  # the loader may read files: the pool
+
+    def _flow(self, effect: LoadFlow) -> Handling:
+        reference = self.parts.definitions.flow_reference(effect.declaration, effect.parent)
+        return reference, (yield from self._load_definition(reference))
+
+    def _active_definition(self, effect: LoadActiveDefinition) -> Handling:
+        definition: FSMDefinition = yield from self._load_definition(effect.instance.fsm_id)
+        return self.parts.definitions.checked(effect.instance, definition)
+
+    # --- the model ------------------------------------------------------------------------------------------
+
+    def _llm(self) -> Any:
+        llm = self.parts.llm_interface
+        if llm is None:
+            raise LLMConfigurationError("FSMManager has no llm_interface; pass e.g. LiteLLMInterface(model=...)")
+        return llm
+
+    def _model(self, effect: CallLLM) -> Handling:
+        request = effect.request
+        llm = self._llm()
+        span = contextlib.ExitStack()
+        recorder = None
+        if self.parts.telemetry is not None:
+            recorder = span.enter_context(self.parts.telemetry.model_call(model_name(llm), request.purpose))
+        with span:
+            try:
+                astream = getattr(llm, "astream", None)
+                stream = functools.partial(astream, request) if callable(astream) else None
+                result = as_result((yield ReadModel(*_model_calls(llm, request), request=request, stream=stream)))
+            except FSMError as exc:
+                if recorder is not None:
+                    recorder.failed(exc)
+                raise
+            except Exception as exc:  # a custom interface's own failure: typed, with the cause kept
+                if recorder is not None:
+                    recorder.failed(exc)
+                raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
+            self.ledger.calls.append(LLMCallRecord.of(request.purpose, result))
+            if result.message_pending:  # the usage and the span's end come with the rest of the reply
+                self._pending = _Pending(len(self.ledger.calls) - 1, request.purpose, result, span.pop_all(), recorder)
+                return result
+            if recorder is not None:
+                recorder.result(result)
+            return result
+
+    def _decided(self, effect: Decided) -> Handling:
+        return (yield Tell(effect))
+
+    def _rest(self, effect: AwaitMessage) -> Handling:
+        pending, self._pending = self._pending, None
+        if pending is None:  # pragma: no cover - the engine asks only after a pending result
+            raise LLMResponseError("no streamed reply is pending")
+        with pending.span:
+            text, final = yield ReadRest()
+            whole = replace(
+                final if final is not None else pending.result,
+                response=pending.result.response.model_copy(update={"message": text}),
+                message_pending=False,
+            )
+            self.ledger.calls[pending.index] = LLMCallRecord.of(pending.purpose, whole)
+            if pending.recorder is not None:
+                pending.recorder.result(whole)
+        return whole
+
+    # --- the application's code -----------------------------------------------------------------------------
+
+    def _hook(self, effect: CallHook) -> Handling:
+        functions = self.parts.hooks.get(effect.name)
+        if not functions:
+            return None
+        event = effect.make_event()
+        return (
+            yield Blocking(
+                functools.partial(run_sync, effect.name, functions, event),
+                functools.partial(run_async, effect.name, functions, event),
+            )
+        )
+
+    def _action(self, effect: CallAction) -> Handling:
+        actions = self.parts.actions
+        result = yield Blocking(functools.partial(actions.call, effect), functools.partial(actions.acall, effect))
+        if self.parts.telemetry is not None:
+            self.parts.telemetry.action(effect, result)
+        return result
+
+    def close(self) -> None:
+        """End what a failed operation left open (a streamed call's span whose rest never came)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.span.close()
+
+
+def model_name(llm: Any) -> str:
+    model = getattr(llm, "model", None)
+    return model if isinstance(model, str) and model else type(llm).__name__
+
+
+def _model_calls(llm: Any, request: LLMRequest) -> tuple[Callable[[], Any], Callable[[], Awaitable[Any]] | None]:
+    """How to call this interface from a thread and from async code (None: it has only the sync API)."""
+    complete = getattr(llm, "complete", None)
+    call = functools.partial(complete if callable(complete) else llm.send_request, request)
+    for name in ("acomplete", "asend_request"):
+        native = getattr(llm, name, None)
+        if callable(native):
+            return call, functools.partial(native, request)
+    return call, None
+
+
+def as_result(value: Any) -> LLMResult:
+    """Interfaces may return an LLMResult (with attempts) or just the response (the seed's API)."""
+    if isinstance(value, LLMResult):
+        return value
+    if isinstance(value, LLMResponse):
+        return LLMResult(response=value)
+    try:
+        return LLMResult(response=LLMResponse.model_validate(value))
+    except Exception as exc:  # noqa: BLE001
+        raise LLMResponseError(f"LLM interface returned {type(value).__name__}, not an LLMResponse: {exc}") from exc
+
+
+@contextlib.contextmanager
+def closing(performer: Performer) -> Iterator[Performer]:
+    try:
+        yield performer
+    finally:
+        performer.close()
+
+
+__all__ = ["Ledger", "Parts", "Performer", "as_result", "model_name"]
