@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar, overload
@@ -131,7 +131,25 @@ class _Outcome:
     def result(self, started: float) -> ActionResult:
         if self.error is not None:
             return _failed(self.error, started)
-        return ActionResult(value=self.value, duration_ms=_ms(started))
+        try:
+            value = _readable(self.value)
+        except Exception as exc:  # noqa: BLE001 - a result that cannot be read is the action's failure
+            return _failed(exc, started, what="its result could not be read: ")
+        return ActionResult(value=value, duration_ms=_ms(started))
+
+
+def _readable(value: Any) -> Any:
+    """The result as plain data, read here where a failure is the action's: a mapping (or a pydantic model's
+    dump) whose reading raises must fail the action, not the turn that reads its outputs later."""
+    if isinstance(value, HandOff):
+        return value
+    if isinstance(value, Mapping):
+        return dict(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        dumped = dump(mode="json")
+        return dict(dumped) if isinstance(dumped, Mapping) else dumped
+    return value
 
 
 class ActionRegistry:
@@ -290,10 +308,14 @@ def _busy(effect: CallAction, registered: _Registered, started: float) -> Action
     )
 
 
-def _failed(exc: BaseException, started: float) -> ActionResult:
-    text = str(exc)
+def _failed(exc: BaseException, started: float, what: str = "") -> ActionResult:
+    name = type(exc).__name__
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - an exception whose message cannot be read still fails as data
+        text = "(its message could not be read)"
     text = text if len(text) <= 500 else text[:497] + "..."
-    return ActionResult(error=f"{type(exc).__name__}: {text}" if text else type(exc).__name__, duration_ms=_ms(started))
+    return ActionResult(error=f"{what}{name}: {text}" if text else f"{what}{name}", duration_ms=_ms(started))
 
 
 def load_registry(spec: str) -> ActionRegistry:
