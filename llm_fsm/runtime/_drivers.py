@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from llm_fsm._threads import run_blocking
 from llm_fsm.errors import ConcurrentUpdateError, DefinitionError
-from llm_fsm.runtime._effects import Blocking, ReadRest, Tell, Wait
+from llm_fsm.runtime._effects import Blocking, ReadRest, Retract, Tell, Wait
 from llm_fsm.runtime._performer import Performer
 
 _R = TypeVar("_R")
@@ -88,7 +88,7 @@ async def await_wait(wait: Wait) -> Any:
         if wait.acall is not None:
             return await wait.acall()
         return await run_blocking(wait.call)
-    if isinstance(wait, Tell):
+    if isinstance(wait, Tell | Retract):
         return None
     raise TypeError("a reply's rest is read only by the streaming driver")  # pragma: no cover
 

@@ -98,11 +98,17 @@ class Tell:
 
 
 @dataclass(frozen=True)
+class Retract:
+    """The attempt's save lost the compare-and-set: what a streaming driver showed of it is withdrawn (``retract``
+    event) before the turn runs again on the new version. The other drivers showed nothing, and go on."""
+
+
+@dataclass(frozen=True)
 class ReadRest:
     """The rest of a streamed reply whose decision came first: only a streaming driver ever has one pending."""
 
 
-Wait = Blocking | Tell | ReadRest
+Wait = Blocking | Tell | Retract | ReadRest
 
 __all__ = [
     "Blocking",
@@ -110,6 +116,7 @@ __all__ = [
     "LoadConversation",
     "ReadModel",
     "ReadRest",
+    "Retract",
     "SaveConversation",
     "StoreCall",
     "Tell",

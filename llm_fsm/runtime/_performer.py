@@ -23,6 +23,7 @@ from llm_fsm.engine._hooks import Hooks
 from llm_fsm.engine._records import LLMCallRecord, LLMRequest, LLMResponse, LLMResult
 from llm_fsm.engine._turn import AwaitMessage, CallHook, CallLLM, Decided, EngineConfig, LoadDefinition, LoadFlow
 from llm_fsm.errors import (
+    ConcurrentUpdateError,
     FSMError,
     LLMConfigurationError,
     LLMResponseError,
@@ -37,6 +38,7 @@ from llm_fsm.runtime._effects import (
     LoadConversation,
     ReadModel,
     ReadRest,
+    Retract,
     SaveConversation,
     StoreCall,
     Tell,
@@ -161,6 +163,9 @@ class Performer:
         with self._store_span("save", instance.conversation_id):
             try:
                 version = yield self._store_wait("save", instance, **kwargs)
+            except ConcurrentUpdateError:
+                yield Retract()  # the attempt is lost: a client that saw it streaming must forget it
+                raise
             except TurnOutcomeUnknownError:
                 raise
             except StoreUnavailableError as exc:

@@ -29,11 +29,16 @@ from llm_fsm.errors import LLMResponseError, MalformedOutputError
 from llm_fsm.llm._parsing import parse_llm_output
 from llm_fsm.llm._streaming import StreamedReply
 from llm_fsm.runtime._drivers import Performed, await_wait
-from llm_fsm.runtime._effects import ReadModel, ReadRest, Tell, Wait
+from llm_fsm.runtime._effects import ReadModel, ReadRest, Retract, Tell, Wait
 
 logger = logging.getLogger(__name__)
 
 _R = TypeVar("_R")
+
+RETRACTED = (
+    "another worker or an operator changed the conversation while this reply was written: discard what was "
+    "streamed since the last retract; the turn runs again on the new version"
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,9 @@ class StreamEvent:
     """One event of a streamed turn.
 
     ``token``: ``{"text": ...}``, the next characters of the reply; ``state``: ``{"state", "verdict",
-    "ended"}`` once the turn has decided; ``done``: ``{"reply", "state", "ended", "verdict", "mode"}`` when the
+    "ended"}`` once the turn has decided; ``retract``: ``{"reason"}`` when the attempt streamed so far lost its
+    save to another change (the ``state`` and ``token`` events before it no longer hold; the turn's events
+    follow again); ``done``: ``{"reply", "state", "ended", "verdict", "mode"}`` when the
     turn is saved (``{"reply", "duplicate": true}`` for a ``message_id`` answered before). A turn that
     fails raises its typed error from the iterator instead (a server sends it as an ``error`` event).
     """
@@ -107,6 +114,12 @@ class _StreamingDriver:
             return None
         if isinstance(wait, ReadRest):
             return await self._finish_pending()
+        if isinstance(wait, Retract):
+            await self._drop_pending()
+            if self.decided is not None or self.streamed:
+                self.emit(StreamEvent("retract", {"reason": RETRACTED}))
+            self.decided, self.streamed = None, False
+            return None
         return await await_wait(wait)
 
     # --- the turn call: decide early --------------------------------------------------------
