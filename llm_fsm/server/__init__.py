@@ -10,6 +10,7 @@ from llm_fsm.server._definitions import DefinitionRegistry, ServedDefinition
 from llm_fsm.server._errors import ERROR_CODES, ApiError
 from llm_fsm.server._keys import KEYS_ENV, ApiKey, KeyRing, hash_key
 from llm_fsm.server._limits import DEFAULT_MAX_BODY_BYTES, RateLimiter
+from llm_fsm.server._protocol import ManagerProtocol
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -20,6 +21,7 @@ __all__ = [
     "Caller",
     "DefinitionRegistry",
     "KeyRing",
+    "ManagerProtocol",
     "RateLimiter",
     "ServedDefinition",
     "StreamEvent",

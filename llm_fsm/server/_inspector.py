@@ -14,11 +14,10 @@ with the write right); ``GET /v1/definitions/{id}/lint`` gives a definition's li
 """
 
 import os
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, FastAPI
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 from starlette.staticfiles import StaticFiles
@@ -26,8 +25,9 @@ from starlette.types import Scope
 
 from llm_fsm._threads import run_blocking
 from llm_fsm.definition._model import FSMDefinition
-from llm_fsm.server._definitions import DefinitionRegistry, ServedDefinition
-from llm_fsm.server._models import ErrorOut
+from llm_fsm.server._definitions import ServedDefinition
+from llm_fsm.server._deps import KeysRequired, Reader, Registry
+from llm_fsm.server._models import DEFINITION_NOT_FOUND
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -86,44 +86,43 @@ class _Static(StaticFiles):
         return response
 
 
-def inspector_api(reader: Callable[..., Awaitable[Any]], *, keys_required: bool) -> APIRouter:
-    """``/v1/me`` and ``/v1/definitions/{id}/lint``, behind ``reader`` (the app's read-right dependency)."""
-    router = APIRouter(prefix="/v1")
+router = APIRouter()
 
-    @router.get("/me", response_model=Me, tags=["keys"])
-    async def me(caller: Annotated[Any, Depends(reader)]) -> Me:
-        """The tenant and rights of the key presented: what a client (the inspector) may offer its user."""
-        return Me(tenant=caller.tenant, rights=sorted(caller.rights), keys_required=keys_required)
 
-    @router.get(
-        "/definitions/{definition_id}/lint",
-        response_model=LintOut,
-        tags=["definitions"],
-        responses={404: {"model": ErrorOut, "description": "No such definition (`definition_not_found`)"}},
+@router.get("/", include_in_schema=False)
+async def page() -> Response:
+    return FileResponse(STATIC_DIR / "index.html", media_type="text/html; charset=utf-8", headers=_HEADERS)
+
+
+@router.get("/v1/me", response_model=Me, tags=["keys"])
+async def me(caller: Reader, keys_required: KeysRequired) -> Me:
+    """The tenant and rights of the key presented: what a client (the inspector) may offer its user."""
+    return Me(tenant=caller.tenant, rights=sorted(caller.rights), keys_required=keys_required)
+
+
+@router.get(
+    "/v1/definitions/{definition_id}/lint", response_model=LintOut, tags=["definitions"], responses=DEFINITION_NOT_FOUND
+)
+async def lint(definition_id: str, caller: Reader, registry: Registry) -> LintOut:
+    """The definition's lint findings (as `llm-fsm lint` reports them for its own file), with lines."""
+    served = registry.get(definition_id)
+    diagnostics = await run_blocking(_lint, served)
+    return LintOut(
+        definition=definition_id,
+        # a finding's file is a path on the server's disk: clients know the definition by its id
+        findings=[
+            Finding(
+                code=d.code,
+                name=d.name,
+                severity=d.severity.value,
+                message=d.message,
+                hint=d.hint,
+                path=d.path,
+                line=d.line,
+            )
+            for d in diagnostics
+        ],
     )
-    async def lint(definition_id: str, request: Request, caller: Annotated[Any, Depends(reader)]) -> LintOut:
-        """The definition's lint findings (as `llm-fsm lint` reports them for its own file), with lines."""
-        registry: DefinitionRegistry = request.app.state.registry
-        served = registry.get(definition_id)
-        diagnostics = await run_blocking(_lint, served)
-        return LintOut(
-            definition=definition_id,
-            # a finding's file is a path on the server's disk: clients know the definition by its id
-            findings=[
-                Finding(
-                    code=d.code,
-                    name=d.name,
-                    severity=d.severity.value,
-                    message=d.message,
-                    hint=d.hint,
-                    path=d.path,
-                    line=d.line,
-                )
-                for d in diagnostics
-            ],
-        )
-
-    return router
 
 
 def _lint(served: ServedDefinition) -> list[Any]:
@@ -135,14 +134,9 @@ def _lint(served: ServedDefinition) -> list[Any]:
     return list(lint_document(read_document(served.location)).diagnostics)
 
 
-def mount_inspector(app: FastAPI) -> None:
-    """The page at ``/`` and its files under ``/static``."""
-
-    @app.get("/", include_in_schema=False)
-    async def page() -> Response:
-        return FileResponse(STATIC_DIR / "index.html", media_type="text/html; charset=utf-8", headers=_HEADERS)
-
+def mount_static(app: FastAPI) -> None:
+    """The page's files under ``/static`` (a mount: the app's, not a router's)."""
     app.mount("/static", _Static(directory=STATIC_DIR), name="inspector-static")
 
 
-__all__ = ["CONTENT_SECURITY_POLICY", "STATIC_DIR", "LintOut", "Me", "inspector_api", "mount_inspector"]
+__all__ = ["CONTENT_SECURITY_POLICY", "STATIC_DIR", "LintOut", "Me", "mount_static", "router"]

@@ -187,7 +187,32 @@ class Health(BaseModel):
     detail: str | None = None
 
 
+Responses = dict[int | str, dict[str, Any]]
+"""Other answers of a route, for the OpenAPI document (FastAPI's ``responses=``)."""
+
+ERRORS: Responses = {
+    status: {"model": ErrorOut, "description": description}
+    for status, description in (
+        (401, "No API key, or an unknown one (`unauthorized`)"),
+        (403, "The key lacks the right (`forbidden`)"),
+        (422, "Malformed JSON or a body that does not match the schema"),
+        (429, "Rate limit of the key (`rate_limited`); see Retry-After"),
+        (503, "The store cannot be reached (`store_unavailable`)"),
+    )
+}
+"""What any ``/v1`` route may answer besides its own result."""
+NOT_FOUND: Responses = {
+    404: {"model": ErrorOut, "description": "Unknown id, or another tenant's (`conversation_not_found`)"}
+}
+DEFINITION_NOT_FOUND: Responses = {
+    404: {"model": ErrorOut, "description": "No such definition (`definition_not_found`)"}
+}
+
+
 __all__ = [
+    "DEFINITION_NOT_FOUND",
+    "ERRORS",
+    "NOT_FOUND",
     "ConversationDetail",
     "ConversationItem",
     "ConversationList",
@@ -198,6 +223,7 @@ __all__ = [
     "HandOff",
     "HandoffOut",
     "OperatorMessage",
+    "Responses",
     "PopFlow",
     "PushFlow",
     "ResumeBot",
