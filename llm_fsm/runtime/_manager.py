@@ -80,7 +80,7 @@ class FSMManager(OperatorAPI):
 
     def start_conversation(
         self,
-        fsm_id: str,
+        fsm_id: str | FSMDefinition,
         initial_context: Mapping[str, Any] | None = None,
         *,
         user_id: str | None = None,
@@ -96,7 +96,7 @@ class FSMManager(OperatorAPI):
 
     async def astart_conversation(
         self,
-        fsm_id: str,
+        fsm_id: str | FSMDefinition,
         initial_context: Mapping[str, Any] | None = None,
         *,
         user_id: str | None = None,

@@ -169,6 +169,8 @@ class Performer:
             except TurnOutcomeUnknownError:
                 raise
             except StoreUnavailableError as exc:
+                if effect.expected_version is None:
+                    raise  # a new conversation: at worst a record nobody knows the id of, never a turn taken twice
                 # The write may have reached the store before the connection failed: say so, never "nothing
                 # was written", so a caller resends with the same message_id (answered once) instead of anew.
                 raise TurnOutcomeUnknownError(

@@ -9,7 +9,7 @@ owner, so another tenant's conversation is, to a caller, exactly an unknown id (
 """
 
 import uuid
-from typing import Annotated, cast
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
@@ -76,10 +76,10 @@ async def start_conversation(
     served = registry.get(body.definition)
 
     async def start() -> Started:
-        # a definition served as an object is passed as one: the manager takes an FSMDefinition as well as a
-        # path (its docstring says so; its annotation says only str, so the protocol must too)
-        location = cast(str, served.location)
-        conversation_id, opening = await manager.astart_conversation(location, body.context, user_id=caller.tenant)
+        # a definition served as an object is passed as one: the manager takes an FSMDefinition as well as a path
+        conversation_id, opening = await manager.astart_conversation(
+            served.location, body.context, user_id=caller.tenant
+        )
         instance = await manager.aget_instance(conversation_id, user_id=caller.tenant)
         return Started(
             conversation_id=conversation_id,

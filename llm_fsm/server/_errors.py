@@ -40,6 +40,7 @@ from llm_fsm.errors import (
     RecordTooLargeError,
     StoreUnavailableError,
     TurnNotFoundError,
+    TurnOutcomeUnknownError,
     UnknownStateError,
     UnsupportedContentError,
     UsageError,
@@ -88,6 +89,7 @@ _MAPPING: tuple[tuple[type[BaseException], int, str, bool], ...] = (
     (ContextError, 422, "invalid_context", True),
     (UsageError, 422, "invalid_request", True),
     (BudgetExceededError, 429, "budget_exceeded", True),
+    (TurnOutcomeUnknownError, 503, "outcome_unknown", False),
     (StoreUnavailableError, 503, "store_unavailable", False),
     (LLMConfigurationError, 503, "model_not_configured", False),
     (LLMScriptExhaustedError, 502, "model_error", True),
@@ -105,6 +107,10 @@ _GENERIC = {
     503: "a service the server needs is unavailable; try again later",
     502: "the model's answer could not be used; nothing was changed; try again",
     "action_failed": "a backend call the conversation needs failed; nothing was changed; try again",
+    "outcome_unknown": (
+        "the store failed while saving, so whether the message was taken is unknown; send it again with the same "
+        "message_id (details.message_id): a message already taken is answered once, not run twice"
+    ),
 }
 
 
@@ -125,7 +131,9 @@ def api_error_for(error: BaseException, *, conversation_id: str | None = None) -
             else:
                 message = _GENERIC.get(code) or _GENERIC.get(status, code.replace("_", " "))
             headers = {"Retry-After": "1"} if status in (503,) or code == "concurrent_update" else None
-            return ApiError(status, code, message, headers=headers)
+            message_id = getattr(error, "message_id", None) if code == "outcome_unknown" else None
+            details = {"message_id": message_id} if isinstance(message_id, str) else None
+            return ApiError(status, code, message, details=details, headers=headers)
     if isinstance(error, FSMError):
         logger.error("request failed: %s: %s", type(error).__name__, error)
         return ApiError(500, "server_error", "the server could not complete the request")
@@ -167,6 +175,11 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "model_unavailable": (503, "the model provider failed the call (rate limit, timeout, outage)"),
     "model_not_configured": (503, "the server has no usable model configuration"),
     "store_unavailable": (503, "the conversation store cannot be reached; nothing was written"),
+    "outcome_unknown": (
+        503,
+        "the store failed while saving the turn: it may have been taken; resend with the same message_id "
+        "(`details.message_id`), which is answered once",
+    ),
 }
 """Every code the API answers with, its status and meaning (docs/server.md shows this table)."""
 

@@ -38,7 +38,11 @@ class ManagerProtocol(Protocol):
     # --- conversations ----------------------------------------------------------------------
 
     async def astart_conversation(
-        self, fsm_id: str, initial_context: Mapping[str, Any] | None = None, *, user_id: str | None = None
+        self,
+        fsm_id: str | FSMDefinition,
+        initial_context: Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
     ) -> tuple[str, str]: ...
 
     async def aprocess_turn(

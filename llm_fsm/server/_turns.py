@@ -104,6 +104,8 @@ async def _events(
         name, data = str(event.event), dict(event.data)
         if name == "token":
             text.append(str(data.get("text", "")))
+        elif name == "retract":  # the attempt streamed so far lost its save: its text is not the reply
+            text.clear()
         elif name == "done":
             reply = str(data.get("reply", "".join(text)))
             result = await turn_result(manager, conversation_id, message_id, reply, tenant)
