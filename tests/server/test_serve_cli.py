@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -173,8 +174,14 @@ def test_every_accepted_connection_turns_nagles_algorithm_off() -> None:
 
         config = Config(app=lambda *a: None)
         config.load()
-        protocol = protocol_class(config=config, server_state=ServerState(), app_state={})
-        protocol.connection_made(Transport())
+
+        async def connect() -> None:
+            # uvicorn makes its protocols inside its running loop (the constructor asks for the current loop, which
+            # outside one fails once any earlier asyncio.run in this thread has cleared it)
+            protocol = protocol_class(config=config, server_state=ServerState(), app_state={})
+            protocol.connection_made(Transport())
+
+        asyncio.run(connect())
         assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
     finally:
         for sock in (client, accepted, listener):
