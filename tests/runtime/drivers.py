@@ -87,7 +87,15 @@ class Sent:
 
     @property
     def streamed_text(self) -> str:
-        return "".join(str(data.get("text", "")) for name, data in self.events if name == "token")
+        """The text a client keeps: the ``token`` events after the last ``retract`` (which withdraws an attempt
+        whose save was lost)."""
+        text: list[str] = []
+        for name, data in self.events:
+            if name == "retract":
+                text.clear()
+            elif name == "token":
+                text.append(str(data.get("text", "")))
+        return "".join(text)
 
 
 class HttpFailure(Exception):

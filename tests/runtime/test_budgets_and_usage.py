@@ -18,13 +18,8 @@ from llm_fsm import EngineConfig
 from llm_fsm.errors import BudgetExceededError
 from llm_fsm.telemetry import Telemetry
 
-from .drivers import Driver, drivers_where, instance_of, last_record, usage_of
+from .drivers import Driver, instance_of, last_record, usage_of
 from .models import CALL_COST_USD, CALL_TOKENS, MODEL_NAME, SUPPORT, Metered, Model, manager_for, reply
-
-STREAMED_USAGE = "issue 20 #1: a streamed turn records no usage and no cost (its model call's tokens are dropped)"
-STREAMED_BUDGET = "issue 20 #1: token budgets never count a streamed turn, so it can overspend without limit"
-STREAMED_SPAN = "issue 20 #1: a streamed turn's model call gets no model-call span"
-STREAMING_FAILS = {"stream": STREAMED_USAGE, "sse": STREAMED_USAGE}
 
 
 def test_a_conversation_that_spent_its_token_budget_refuses_the_next_message_before_calling_the_model(
@@ -61,7 +56,6 @@ def test_usage_counts_every_model_call_of_the_conversation(driver: Driver) -> No
     assert usage_of(manager, cid).calls == 3  # the opening, the turn, the regenerated reply
 
 
-@drivers_where(xfail=STREAMING_FAILS)
 def test_usage_counts_the_tokens_and_cost_of_every_model_call(driver: Driver) -> None:
     manager = manager_for(Metered(Model(reply("Which order?", "collect_order"))))
     cid, _ = driver.start(manager, SUPPORT)
@@ -71,7 +65,6 @@ def test_usage_counts_the_tokens_and_cost_of_every_model_call(driver: Driver) ->
     assert usage.cost_usd == pytest.approx(2 * CALL_COST_USD)
 
 
-@drivers_where(xfail=STREAMING_FAILS)
 def test_the_turn_record_lists_each_model_call_with_its_model_tokens_and_price(driver: Driver) -> None:
     manager = manager_for(Metered(Model(reply("Which order?", "collect_order"))))
     cid, _ = driver.start(manager, SUPPORT)
@@ -81,7 +74,6 @@ def test_the_turn_record_lists_each_model_call_with_its_model_tokens_and_price(d
     assert call.usage["prompt_tokens"] + call.usage["completion_tokens"] == CALL_TOKENS
 
 
-@drivers_where(xfail={"stream": STREAMED_BUDGET, "sse": STREAMED_BUDGET})
 def test_the_tokens_of_a_turn_count_against_the_budget_of_the_next(driver: Driver) -> None:
     model = Metered(Model())
     manager = manager_for(model, config=EngineConfig(max_conversation_tokens=2 * CALL_TOKENS))
@@ -98,7 +90,6 @@ def test_the_tokens_of_a_turn_count_against_the_budget_of_the_next(driver: Drive
     assert model.calls("turn") == 1
 
 
-@drivers_where(xfail={"stream": STREAMED_SPAN, "sse": STREAMED_SPAN})
 def test_every_model_call_of_a_turn_gets_a_model_call_span(driver: Driver) -> None:
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()

@@ -22,14 +22,8 @@ import pytest
 
 from llm_fsm import FSMManager
 
-from .drivers import DRIVERS, Driver, Sent, drivers_where, last_record
+from .drivers import Driver, Sent, drivers_where, last_record
 from .models import LOOKUP, Metered, OrderModel, manager_for, order_bot
-
-BASE_EXCEPTION = (
-    "issue 20 #8: an action raising a BaseException that is not an Exception escapes the turn instead of becoming "
-    "ActionResult data for its on_error"
-)
-STARVED = "issue 20 #9: 32 hung sync actions take every thread of the shared pool; a quick action then times out unrun"
 
 
 class BackendAbort(BaseException):
@@ -83,7 +77,6 @@ def send_catching_everything(driver: Driver, manager: FSMManager, cid: str, mess
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync-action", "async-action"])
 @pytest.mark.parametrize("kind", list(RAISED))
-@drivers_where(xfail=dict.fromkeys(DRIVERS, BASE_EXCEPTION))
 def test_whatever_an_action_raises_becomes_data_and_its_on_error_applies(
     driver: Driver, kind: str, is_async: bool
 ) -> None:
@@ -128,14 +121,9 @@ UNREADABLE: dict[str, Callable[..., Any]] = {
     "a-mapping-whose-reading-fails": lambda order_id: UnreadableResult(),
     "a-model-whose-dump-fails": lambda order_id: UndumpableModel(),
 }
-UNREADABLE_ESCAPES = (
-    "issue 20 #8: an action whose error or result cannot be read (its str(), its mapping, its model_dump fails) "
-    "escapes the turn as that failure (non-FSMError) instead of becoming ActionResult data"
-)
 
 
 @pytest.mark.parametrize("behaviour", list(UNREADABLE))
-@drivers_where(xfail=dict.fromkeys(DRIVERS, UNREADABLE_ESCAPES))
 def test_an_action_whose_error_or_result_cannot_be_read_fails_as_data(driver: Driver, behaviour: str) -> None:
     manager = manager_for(
         Metered(OrderModel()), definition=order_bot(), actions={"lookup_order": UNREADABLE[behaviour]}
@@ -173,7 +161,7 @@ def hung_backends() -> Iterator[None]:
             release.set()
 
 
-@drivers_where(only=("sync", "async"), xfail={"sync": STARVED, "async": STARVED})
+@drivers_where(only=("sync", "async"))
 def test_hung_sync_actions_do_not_starve_an_unrelated_quick_one(driver: Driver, hung_backends: None) -> None:
     calls: list[str] = []
 

@@ -24,10 +24,6 @@ from llm_fsm.loading import load_fsm_definition
 from .drivers import DRIVERS, Driver, data_of, drivers_where, trace_of
 from .models import SUPPORT, manager_for
 
-LOADER_ON_LOOP = "issue 20 #2: aupdate_context runs the definition loader on the event loop"
-NO_CHANGE_POLICY = "issue 20 #3: update_context skips on_definition_change='error' (writes to a changed definition)"
-NO_TRACE_BOUND = "issue 20 #3: update_context appends to the trace without EngineConfig.max_trace_events"
-
 APPLICATION_WRITERS = ("sync", "async", "stream")
 """Drivers with an application ``update_context`` (the server exposes only the operator's ``set_context``)."""
 
@@ -60,7 +56,7 @@ def watched(driver: Driver) -> tuple[FSMManager, WatchedLoader, str]:
 # --- #2: the loader off the event loop ------------------------------------------------------------------------
 
 
-@drivers_where(only=APPLICATION_WRITERS, xfail={"async": LOADER_ON_LOOP, "stream": LOADER_ON_LOOP})
+@drivers_where(only=APPLICATION_WRITERS)
 def test_an_application_update_loads_the_definition_off_the_event_loop(driver: Driver) -> None:
     manager, loader, cid = watched(driver)
     driver.update_context(manager, cid, {"customer_tier": "gold"})
@@ -96,7 +92,7 @@ def edit(path: Path) -> None:
     path.write_text(text.replace("purpose: Ask what the problem is", "purpose: Ask what went wrong"), encoding="utf-8")
 
 
-@drivers_where(only=APPLICATION_WRITERS, xfail=dict.fromkeys(APPLICATION_WRITERS, NO_CHANGE_POLICY))
+@drivers_where(only=APPLICATION_WRITERS)
 def test_an_application_update_is_refused_when_the_definition_changed_under_a_strict_policy(
     driver: Driver, support_file: Path
 ) -> None:
@@ -137,7 +133,7 @@ def test_a_turn_is_refused_when_the_definition_changed_under_a_strict_policy(
 TRACE_BOUND = 4
 
 
-@drivers_where(only=APPLICATION_WRITERS, xfail=dict.fromkeys(APPLICATION_WRITERS, NO_TRACE_BOUND))
+@drivers_where(only=APPLICATION_WRITERS)
 def test_application_updates_keep_the_trace_within_its_bound(driver: Driver) -> None:
     manager = manager_for(config=EngineConfig(max_trace_events=TRACE_BOUND))
     cid, _ = driver.start(manager, SUPPORT)

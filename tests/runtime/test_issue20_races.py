@@ -19,7 +19,6 @@ from llm_fsm.stores.base import Retention
 from llm_fsm.stores.memory import MemoryStore
 
 from .drivers import (
-    DRIVERS,
     OVER_HTTP,
     STREAMING,
     USER,
@@ -31,20 +30,6 @@ from .drivers import (
     usage_of,
 )
 from .models import SUPPORT, Metered, Model, OrderModel, manager_for, order_bot, reply
-
-UNRECORDED_ACTION = (
-    "issue 20 #4: an action's backend call is recorded nowhere when its turn loses the compare-and-set to another "
-    "worker's hand_off (the re-run in human mode drops it)"
-)
-UNCOUNTED_CALLS = "issue 20 #6: the model call of an attempt that lost the compare-and-set is never counted"
-NOTHING_WRITTEN = (
-    "issue 20 #5: StoreUnavailableError ('nothing was written') for a turn that was written; no distinct "
-    "'outcome unknown' error"
-)
-STREAMED_TWICE = (
-    "found with issue 20 (not in its list): an attempt that loses the compare-and-set has already streamed its "
-    "reply, and the re-run streams another, so the client reads text that was never saved"
-)
 
 
 class Interfering:
@@ -84,7 +69,6 @@ def racing(
 # --- #4: an action's call recorded where its turn was saved ------------------------------------------------------
 
 
-@drivers_where(xfail=dict.fromkeys(DRIVERS, UNRECORDED_ACTION))
 def test_an_action_called_by_a_turn_that_lost_its_race_to_a_hand_off_is_recorded(driver: Driver) -> None:
     store = MemoryStore()
     other = manager_for(store=store, definition=order_bot())
@@ -136,7 +120,7 @@ def lost_acknowledgement(driver: Driver) -> tuple[FSMManager, Metered, str, Comm
     return manager, model, cid, store
 
 
-@drivers_where(only=("sync", "async", "stream"), xfail=dict.fromkeys(("sync", "async", "stream"), NOTHING_WRITTEN))
+@drivers_where(only=("sync", "async", "stream"))
 def test_a_turn_saved_before_the_store_failed_raises_turn_outcome_unknown_and_a_resend_is_answered_once(
     driver: Driver,
 ) -> None:
@@ -152,7 +136,7 @@ def test_a_turn_saved_before_the_store_failed_raises_turn_outcome_unknown_and_a_
     assert model.calls("turn") == 1
 
 
-@drivers_where(only=OVER_HTTP, xfail=dict.fromkeys(OVER_HTTP, NOTHING_WRITTEN))
+@drivers_where(only=OVER_HTTP)
 def test_over_http_a_turn_saved_before_the_store_failed_is_not_answered_store_unavailable(driver: Driver) -> None:
     manager, model, cid, _ = lost_acknowledgement(driver)
     with pytest.raises(Exception) as caught:  # noqa: B017 - which error is what the test checks
@@ -174,7 +158,6 @@ def test_a_resend_after_the_store_failed_past_its_commit_does_not_run_the_turn_t
 # --- #6: every model call counted ---------------------------------------------------------------------------------
 
 
-@drivers_where(xfail=dict.fromkeys(DRIVERS, UNCOUNTED_CALLS))
 def test_the_model_call_of_an_attempt_that_lost_its_race_is_counted(driver: Driver) -> None:
     manager, cid, model = racing(driver, reply("First attempt."), reply("Second attempt."), other="write")
     driver.send(manager, cid, "hello")
@@ -193,20 +176,21 @@ def test_a_turn_run_again_after_losing_its_race_to_a_hand_off_calls_no_model(dri
     assert model.calls("turn") == 1
     assert (sent.reply, sent.mode) == ("", "human")
     record = last_record(manager, cid)
-    assert record.verdict.kind == "human_mode" and record.llm_calls == []
+    assert record.verdict.kind == "human_mode"
+    assert [call.lost_attempt for call in record.llm_calls] == [True]  # the lost attempt's call, recorded as such
 
 
 # --- found on the way: what a streamed attempt that lost its race showed ---------------------------------------
 
 
-@drivers_where(only=STREAMING, xfail=dict.fromkeys(STREAMING, STREAMED_TWICE))
+@drivers_where(only=STREAMING)
 def test_the_streamed_text_is_the_reply_of_the_attempt_that_was_saved(driver: Driver) -> None:
     manager, cid, _ = racing(driver, reply("First attempt."), reply("Second attempt."), other="write")
     sent = driver.send(manager, cid, "hello")
     assert sent.streamed_text == sent.reply == "Second attempt."
 
 
-@drivers_where(only=STREAMING, xfail=dict.fromkeys(STREAMING, STREAMED_TWICE))
+@drivers_where(only=STREAMING)
 def test_no_bot_text_is_streamed_for_a_turn_saved_in_human_mode(driver: Driver) -> None:
     manager, cid, _ = racing(driver, reply("The bot's answer."), other="hand_off")
     sent = driver.send(manager, cid, "hello")
