@@ -50,9 +50,11 @@ def truthy(value: Any) -> bool:
     if t is str:
         return len(value) > 0
     if t is int:
-        return value != 0
+        nonzero: bool = value != 0
+        return nonzero
     if t is float:
-        return value != 0.0 and value == value
+        nonzero_number: bool = value != 0.0 and value == value
+        return nonzero_number
     if t is list or t is tuple:
         return len(value) > 0
     if t is dict:
@@ -74,7 +76,7 @@ def truthy(value: Any) -> bool:
 # Per-evaluation state, passed to every closure: [steps left, missing reads, budget].
 # A plain list because building it is on the hot path of every evaluation (a class
 # with __init__ costs twice as much); _LEFT/_MISSING_READS/_BUDGET name the slots.
-_Run = list
+_Run = list[Any]
 
 _LEFT, _MISSING_READS, _BUDGET = 0, 1, 2
 
@@ -155,7 +157,8 @@ def _to_num(v: Any, st: _Run | None = None) -> int | float:
     """JavaScript ``ToNumber`` (arrays and objects via their string form)."""
     t = type(v)
     if t is int or t is float:
-        return v
+        number: int | float = v
+        return number
     if v is None:
         return 0
     if t is bool:
@@ -178,7 +181,8 @@ def _parse_float(v: Any, st: _Run | None = None) -> int | float:
     """JavaScript ``parseFloat(String(v))``: the longest numeric prefix, else NaN."""
     t = type(v)
     if t is int or t is float:
-        return v
+        number: int | float = v
+        return number
     s = v if t is str else _to_str(v, st)
     s = s.lstrip(_JS_WS)
     m = _DECIMAL_RE.match(s)
@@ -227,7 +231,8 @@ def _to_str(v: Any, st: _Run | None = None) -> str:
     """JavaScript ``String(v)``; arrays join with commas, null items as ''."""
     t = type(v)
     if t is str:
-        return v
+        text: str = v
+        return text
     if t is int or t is float:
         return _num_to_str(v)
     if v is None:
