@@ -10,6 +10,9 @@ Hostile input is expected. YAML aliases are refused outright (an alias bomb
 expands exponentially once walked), tags that build non-JSON values (binary,
 sets, timestamps) are refused, deep nesting ends in a DefinitionError rather
 than a RecursionError, and every walk here is iterative.
+
+The parts with a concern of their own are beside it: ``_paths`` (how a place is spelt), ``_json_lines`` (the
+line of a JSON value, found when asked) and ``_yaml_loader`` (the restricted YAML loaders).
 """
 
 from __future__ import annotations
@@ -18,23 +21,19 @@ import contextlib
 import gc
 import json
 import re
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from json.scanner import make_scanner
-from typing import Any, cast
+from typing import Any
 
 import yaml
 
+from llm_fsm.definition._json_lines import JsonLines, _reject_constant
+from llm_fsm.definition._paths import Path, PathPart, format_path
+from llm_fsm.definition._yaml_loader import _AliasRefused, _compose, _TooMany, _yaml_lines
 from llm_fsm.errors import DefinitionError
-
-PathPart = str | int
-Path = tuple[PathPart, ...]
 
 #: formats a document can be parsed from
 FORMATS = ("json", "yaml")
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
 
 @contextlib.contextmanager
@@ -70,25 +69,6 @@ def paused_gc() -> Iterator[None]:
             gc.freeze()
             gc.unfreeze()
         gc.enable()
-
-
-def format_path(parts: Iterable[PathPart]) -> str:
-    """Spell a path the way jsonschema does: ``$.states.greeting.transitions[0]``.
-
-    Keys that are not plain identifiers are bracketed and quoted
-    (``$.states['my state']``) so every path can be read back unambiguously.
-    """
-    out = ["$"]
-    for part in parts:
-        if isinstance(part, int) and not isinstance(part, bool):
-            out.append(f"[{part}]")
-        else:
-            key = str(part)
-            if _IDENTIFIER.match(key):
-                out.append(f".{key}")
-            else:
-                out.append("['" + key.replace("\\", "\\\\").replace("'", "\\'") + "']")
-    return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -169,10 +149,6 @@ _EMPTY = "file is empty"
 # --- JSON ----------------------------------------------------------------------------
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def parse_json(text: str, *, file: str | None = None, max_containers: int | None = None) -> ParsedDocument:
     """Strict JSON (no NaN/Infinity), plus a path→line map computed on demand."""
     if not text.strip():
@@ -251,345 +227,7 @@ class _Repeated:
         return found
 
 
-_WHITESPACE = re.compile(r"[ \t\n\r]*")
-
-
-def _after_space(text: str, pos: int) -> int:
-    """The position of the first non-whitespace character at or after ``pos``."""
-    match = _WHITESPACE.match(text, pos)
-    return match.end() if match else pos
-
-
-def _drop(pairs: list[tuple[str, Any]]) -> None:
-    return None
-
-
-_Scanner = Callable[[str, int], tuple[Any, int]]
-_SKIPPING = json.JSONDecoder(object_pairs_hook=_drop, parse_constant=_reject_constant)
-#: the C scanner, to step over a value without building it as dicts (objects become None)
-_skip_value: _Scanner = make_scanner(cast(Any, _SKIPPING))
-_read_key: _Scanner = make_scanner(cast(Any, json.JSONDecoder()))
-
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]|[^\s{}\[\]:,"]+', re.S)
-
-
-class _Container:
-    """One object or array of the text, its members located as far as a lookup needed."""
-
-    __slots__ = (
-        "start",
-        "is_object",
-        "cursor",
-        "cursor_line",
-        "pending",
-        "children",
-        "complete",
-        "end",
-        "repeats",
-        "occurrences",
-    )
-
-    def __init__(self, start: int, line: int, *, repeats: bool) -> None:
-        self.start = start
-        self.is_object = True  # set by the caller
-        self.cursor = start + 1  # just past the last member stepped over
-        self.cursor_line = line
-        #: (position, line) of the last member's value, not stepped over until the next member is wanted:
-        #: a lookup descends into it, and stepping over a large value costs what parsing it does
-        self.pending: tuple[int, int] | None = None
-        #: key or index → (line of the member, position of its value, line of its value)
-        self.children: dict[PathPart, tuple[int, int, int]] = {}
-        self.complete = False
-        self.end = 0  # just past the closing bracket, once complete
-        #: a key of this object appears twice: only the last occurrence counts, so look at all of them
-        self.repeats = repeats
-        #: key → [(position, line)] of every occurrence, kept for objects that repeat a key
-        self.occurrences: dict[str, list[tuple[int, int]]] = {}
-
-
-class JsonLines(Mapping[Path, int]):
-    """Where each value of a valid JSON text starts, found when asked.
-
-    ``json`` keeps no positions, and a full scan of a large file in Python costs
-    ten times its parse; yet lint needs the lines of a handful of findings.
-    So a lookup walks down its path only, stepping over the values before it
-    with the C scanner (built as nothing bigger than lists and scalars), and
-    remembers what it located for the next lookup. A path's line is the line of
-    its key (object members) or of the first character of its value (array
-    items, the root); a repeated key's last occurrence counts.
-
-    Iterating (``dict(lines)``) locates every value: for tools and tests, not
-    for lint.
-    """
-
-    def __init__(self, text: str, *, repeated: Iterable[Path] = ()) -> None:
-        self.text = text
-        self._root = _after_space(text, 0)
-        self._root_line = text.count("\n", 0, self._root) + 1
-        self._repeated = set(repeated)
-        self._containers: dict[int, _Container] = {}
-        self._lock = threading.Lock()
-        #: values stepped over by the scanner so far (the work lookups cost; tests count it)
-        self.skipped = 0
-
-    # --- Mapping: exact paths --------------------------------------------------------
-
-    def __getitem__(self, parts: Path) -> int:
-        found, line = self._walk(tuple(parts))
-        if not found:
-            raise KeyError(parts)
-        return line
-
-    def __iter__(self) -> Iterator[Path]:
-        return iter(self._everything())
-
-    def __len__(self) -> int:
-        return len(self._everything())
-
-    def line_for(self, parts: Path) -> int:
-        """The line of ``parts``, or of the nearest ancestor that exists."""
-        return self._walk(tuple(parts))[1]
-
-    # --- walking --------------------------------------------------------------------
-
-    def _walk(self, parts: Path) -> tuple[bool, int]:
-        """(whether the whole path exists, the line of its longest existing prefix)."""
-        with self._lock:
-            pos, value_line, line = self._root, self._root_line, self._root_line
-            path: Path = ()
-            for part in parts:
-                container = self._container(pos, value_line, path)
-                entry = self._child(container, part) if container is not None else None
-                if entry is None:
-                    return False, line
-                line, pos, value_line = entry
-                path = (*path, part)
-            return True, line
-
-    def _container(self, pos: int, line: int, path: Path) -> _Container | None:
-        char = self.text[pos]
-        if char != "{" and char != "[":
-            return None
-        container = self._containers.get(pos)
-        if container is None:
-            container = self._containers[pos] = _Container(pos, line, repeats=path in self._repeated)
-            container.is_object = char == "{"
-        return container
-
-    def _child(self, container: _Container, part: PathPart) -> tuple[int, int, int] | None:
-        children = container.children
-        if container.is_object:
-            if not isinstance(part, str):
-                return None
-        elif not isinstance(part, int) or isinstance(part, bool) or part < 0:
-            return None
-        while not container.complete:
-            if part in children and not container.repeats:
-                break
-            self._advance(container)
-        return children.get(part)
-
-    def _advance(self, container: _Container) -> None:
-        """Locate the next member of ``container``, or find that there is none."""
-        text = self.text
-        if container.pending is not None:
-            value, value_line = container.pending
-            end = self._skip(value)
-            container.cursor = end
-            container.cursor_line = value_line + text.count("\n", value, end)
-            container.pending = None
-        pos = _after_space(text, container.cursor)
-        if text[pos] == ",":
-            pos = _after_space(text, pos + 1)
-        if text[pos] in "}]":
-            container.complete = True
-            container.end = pos + 1
-            return
-        line = container.cursor_line + text.count("\n", container.cursor, pos)
-        if container.is_object:
-            key, end = _read_key(text, pos)
-            value = _after_space(text, _after_space(text, end) + 1)  # past the colon
-            value_line = line + text.count("\n", pos, value)
-            container.children[key] = (line, value, value_line)
-            if container.repeats:
-                container.occurrences.setdefault(key, []).append((pos, line))
-        else:
-            value, value_line = pos, line
-            container.children[len(container.children)] = (line, value, value_line)
-        container.pending = (value, value_line)
-
-    def _skip(self, pos: int) -> int:
-        """The position just past the value at ``pos``."""
-        located = self._containers.get(pos)
-        if located is not None and located.complete:
-            return located.end
-        self.skipped += 1
-        try:
-            return int(_skip_value(self.text, pos)[1])
-        except RecursionError:  # nested deeper than this call stack allows the C scanner: count brackets
-            depth = 0
-            for match in _JSON_TOKEN.finditer(self.text, pos):
-                token = match.group()
-                if token in "{[":
-                    depth += 1
-                elif token in "}]":
-                    depth -= 1
-                if depth == 0:
-                    return match.end()
-            raise
-
-    def _everything(self) -> dict[Path, int]:
-        out: dict[Path, int] = {}
-        stack: list[Path] = [()]
-        while stack:
-            path = stack.pop()
-            found, line = self._walk(path)
-            if not found:
-                continue
-            out[path] = line
-            with self._lock:
-                container = self._container(*self._value_at(path), path)
-                if container is None:
-                    continue
-                while not container.complete:
-                    self._advance(container)
-                stack.extend((*path, part) for part in reversed(list(container.children)))
-        return out
-
-    def _value_at(self, parts: Path) -> tuple[int, int]:
-        pos, value_line = self._root, self._root_line
-        path: Path = ()
-        for part in parts:
-            container = self._container(pos, value_line, path)
-            assert container is not None
-            _, pos, value_line = container.children[part]
-            path = (*path, part)
-        return pos, value_line
-
-    def duplicate_keys(self, limit: int) -> tuple[tuple[Path, int, int], ...]:
-        """(path, line of a repeated occurrence, line of the one before it) for the objects that repeat a key,
-        in the order of the text; at most ``limit``."""
-        found: list[tuple[int, Path, int, int]] = []
-        for parent in sorted(self._repeated, key=lambda p: self._value_at_located(p)[0]):
-            with self._lock:
-                container = self._container(*self._value_at(parent), parent)
-                if container is None:
-                    continue
-                while not container.complete:
-                    self._advance(container)
-                for key, seen in container.occurrences.items():
-                    for (pos, line), (_, previous) in zip(seen[1:], seen, strict=False):
-                        found.append((pos, (*parent, key), line, previous))
-            if len(found) >= limit:
-                break
-        found.sort(key=lambda entry: entry[0])
-        return tuple((path, line, previous) for _, path, line, previous in found[:limit])
-
-    def _value_at_located(self, parts: Path) -> tuple[int, int]:
-        self._walk(parts)
-        with self._lock:
-            return self._value_at(parts)
-
-
 # --- YAML ----------------------------------------------------------------------------
-
-_JSON_TAGS = {
-    "tag:yaml.org,2002:null",
-    "tag:yaml.org,2002:bool",
-    "tag:yaml.org,2002:int",
-    "tag:yaml.org,2002:float",
-    "tag:yaml.org,2002:str",
-    "tag:yaml.org,2002:seq",
-    "tag:yaml.org,2002:map",
-}
-
-
-class _AliasRefused(Exception):
-    def __init__(self, line: int) -> None:
-        self.line = line
-
-
-class _TooMany(Exception):
-    pass
-
-
-class _DefinitionLoader(yaml.SafeLoader):
-    """SafeLoader restricted to JSON data: no aliases, no timestamps, sets or binary; optionally a limit on
-    mappings and sequences, counted as they are composed."""
-
-    max_containers: int | None = None
-    containers = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D401 - PyYAML hook
-        if self.check_event(yaml.AliasEvent):
-            raise _AliasRefused(self.peek_event().start_mark.line + 1)
-        if self.max_containers is not None and self.check_event(yaml.MappingStartEvent, yaml.SequenceStartEvent):
-            self.containers += 1
-            if self.containers > self.max_containers:
-                raise _TooMany
-        return super().compose_node(parent, index)
-
-
-_DefinitionLoader.yaml_constructors = {
-    tag: ctor for tag, ctor in yaml.SafeLoader.yaml_constructors.items() if tag in _JSON_TAGS or tag is None
-}
-_DefinitionLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag in _JSON_TAGS]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-_CLoader: Any = getattr(yaml, "CSafeLoader", None)
-
-
-if _CLoader is not None:
-
-    class _CDefinitionLoader(_CLoader):
-        """The same restrictions on libyaml's parser: scanning and composing in C are ~5x faster than PyYAML's
-        pure-Python reader (a 0.6 MB file: 0.46 s instead of 2.1 s). Aliases and the container limit cannot be
-        hooked into C composition, so ``_prescan`` checks them on libyaml's event stream first (0.07 s)."""
-
-    _CDefinitionLoader.yaml_constructors = _DefinitionLoader.yaml_constructors
-    _CDefinitionLoader.yaml_implicit_resolvers = _DefinitionLoader.yaml_implicit_resolvers
-
-
-_MAX_C_DEPTH = 500
-"""Nesting refused before libyaml composes (the pure-Python loader gave up near 1,000 with a RecursionError;
-the constructor, in Python, recurses too)."""
-
-
-def _prescan(text: str, max_containers: int | None) -> None:
-    """Refuse aliases and count mappings and sequences on the C event stream, before anything is built."""
-    containers = depth = 0
-    for event in yaml.parse(text, Loader=_CLoader):
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            containers += 1
-            depth += 1
-            if max_containers is not None and containers > max_containers:
-                raise _TooMany
-            if depth > _MAX_C_DEPTH:
-                raise RecursionError  # libyaml composes recursively in C: this deep it would crash the process
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
-        elif isinstance(event, yaml.AliasEvent):
-            raise _AliasRefused(event.start_mark.line + 1 if event.start_mark else 0)
-
-
-def _compose(text: str, max_containers: int | None) -> tuple[Any, Any]:
-    """(node, data) of the single document in ``text``, with libyaml when PyYAML was built with it."""
-    loader: Any = None
-    try:
-        if _CLoader is not None:
-            _prescan(text, max_containers)
-            loader = _CDefinitionLoader(text)
-        else:
-            loader = _DefinitionLoader(text)  # the reader rejects control characters right here
-            loader.max_containers = max_containers
-        node = loader.get_single_node()
-        return node, (loader.construct_document(node) if node is not None else None)
-    finally:
-        if loader is not None:
-            loader.dispose()
 
 
 def parse_yaml(text: str, *, file: str | None = None, max_containers: int | None = None) -> ParsedDocument:
@@ -629,45 +267,9 @@ def parse_yaml(text: str, *, file: str | None = None, max_containers: int | None
     return ParsedDocument(data=data, file=file, lines=lines, duplicate_keys=duplicates, format="yaml")
 
 
-def _yaml_lines(root: Any, *, file: str | None) -> tuple[dict[Path, int], tuple[tuple[Path, int, int], ...]]:
-    """Walk the composed node tree (iteratively) for lines, duplicates and non-string keys."""
-    lines: dict[Path, int] = {}
-    duplicates: list[tuple[Path, int, int]] = []
-    if root is None:
-        return lines, ()
-    stack: list[tuple[Any, Path]] = [(root, ())]
-    while stack:
-        node, path = stack.pop()
-        lines.setdefault(path, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
-            seen: set[str] = set()
-            # the occurrence of a key that counts is its last one
-            last = {k.value: i for i, (k, _) in enumerate(node.value) if isinstance(k, yaml.ScalarNode)}
-            for position, (key_node, value_node) in enumerate(node.value):
-                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
-                    raise DefinitionError(
-                        f"mapping key {getattr(key_node, 'value', '?')!r} is not a string; quote it",
-                        file=file,
-                        path=format_path(path),
-                        line=key_node.start_mark.line + 1,
-                    )
-                key = key_node.value
-                child = (*path, key)
-                if key in seen:
-                    duplicates.append((child, key_node.start_mark.line + 1, lines[child]))
-                else:
-                    seen.add(key)
-                lines[child] = key_node.start_mark.line + 1
-                if last[key] == position:
-                    stack.append((value_node, child))
-        elif isinstance(node, yaml.SequenceNode):
-            for index, item in enumerate(node.value):
-                stack.append((item, (*path, index)))
-    return lines, tuple(duplicates)
-
-
 __all__ = [
     "FORMATS",
+    "JsonLines",
     "ParsedDocument",
     "Path",
     "PathPart",

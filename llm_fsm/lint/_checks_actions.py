@@ -19,9 +19,9 @@ from typing import Any
 
 from llm_fsm.definition._actions import ON_ERROR_FAIL, ON_ERROR_HANDOFF
 from llm_fsm.definition._documents import Path
-from llm_fsm.lint._checks_keys import _Typos
 from llm_fsm.lint._run import LintRun
 from llm_fsm.lint._support import KeyCover, _did_you_mean, _prefixes, _strings
+from llm_fsm.lint._typos import _Typos
 
 #: the parameter through which the registry hands a function its ``ActionCall`` (llm_fsm.actions)
 _CALL_PARAMETER = "call"

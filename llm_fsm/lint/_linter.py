@@ -10,7 +10,14 @@ from llm_fsm.definition._documents import ParsedDocument, paused_gc
 from llm_fsm.definition._model import (
     FSMDefinition,
 )
-from llm_fsm.lint import _checks_actions, _checks_document, _checks_graph, _checks_keys, _checks_logic
+from llm_fsm.lint import (
+    _checks_actions,
+    _checks_declarations,
+    _checks_document,
+    _checks_graph,
+    _checks_keys,
+    _checks_logic,
+)
 from llm_fsm.lint._rules import Diagnostic, LintResult
 from llm_fsm.lint._run import LintRun
 from llm_fsm.lint._support import (
@@ -32,9 +39,9 @@ CHECKS: tuple[Callable[[LintRun], None], ...] = (
     _checks_logic.logic,
     _checks_logic.context_keys,
     _checks_keys.comparisons,
-    _checks_keys.required_keys_writable,
-    _checks_keys.declared_keys_used,
-    _checks_keys.undeclared_keys,
+    _checks_declarations.required_keys_writable,
+    _checks_declarations.declared_keys_used,
+    _checks_declarations.undeclared_keys,
     _checks_graph.confirmations,
     _checks_actions.inputs_provided,
     _checks_actions.outputs_read,

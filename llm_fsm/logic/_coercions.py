@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, TypeAlias
+from typing import Any
 
 from llm_fsm.errors import LogicBudgetError
 
@@ -50,9 +50,11 @@ def truthy(value: Any) -> bool:
     if t is str:
         return len(value) > 0
     if t is int:
-        return bool(value != 0)
+        nonzero: bool = value != 0
+        return nonzero
     if t is float:
-        return bool(value != 0.0 and value == value)
+        nonzero_number: bool = value != 0.0 and value == value
+        return nonzero_number
     if t is list or t is tuple:
         return len(value) > 0
     if t is dict:
@@ -74,7 +76,7 @@ def truthy(value: Any) -> bool:
 # Per-evaluation state, passed to every closure: [steps left, missing reads, budget].
 # A plain list because building it is on the hot path of every evaluation (a class
 # with __init__ costs twice as much); _LEFT/_MISSING_READS/_BUDGET name the slots.
-_Run: TypeAlias = list[Any]
+_Run = list[Any]
 
 _LEFT, _MISSING_READS, _BUDGET = 0, 1, 2
 
@@ -155,7 +157,7 @@ def _to_num(v: Any, st: _Run | None = None) -> int | float:
     """JavaScript ``ToNumber`` (arrays and objects via their string form)."""
     t = type(v)
     if t is int or t is float:
-        number: int | float = v  # known by its type; the annotation costs nothing at run time
+        number: int | float = v
         return number
     if v is None:
         return 0
@@ -179,7 +181,7 @@ def _parse_float(v: Any, st: _Run | None = None) -> int | float:
     """JavaScript ``parseFloat(String(v))``: the longest numeric prefix, else NaN."""
     t = type(v)
     if t is int or t is float:
-        number: int | float = v  # known by its type; the annotation costs nothing at run time
+        number: int | float = v
         return number
     s = v if t is str else _to_str(v, st)
     s = s.lstrip(_JS_WS)

@@ -9,8 +9,9 @@ from typing import Any
 
 from llm_fsm.errors import LogicBudgetError, LogicError
 from llm_fsm.logic._checks import _passes, _scan
+from llm_fsm.logic._closures import Fn
 from llm_fsm.logic._coercions import _MISSING_READS, _Run, truthy
-from llm_fsm.logic._compiler import Fn, _Compiler
+from llm_fsm.logic._compiler import _Compiler
 from llm_fsm.logic._spec import (
     DEFAULT_BUDGET,
     DEFAULT_MAX_DEPTH,

@@ -38,7 +38,8 @@ from llm_fsm.errors import (
     ScriptError,
 )
 from llm_fsm.llm._interface import LLMInterface
-from llm_fsm.scripting._runner import ConversationResult, PathStep, set_turn
+from llm_fsm.scripting._results import ConversationResult, PathStep
+from llm_fsm.scripting._scripted_model import set_turn
 from llm_fsm.scripting._scripts import RECORDING_FORMAT, ScriptConversation
 
 FORMAT = RECORDING_FORMAT

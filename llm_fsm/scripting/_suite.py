@@ -27,12 +27,8 @@ from llm_fsm.scripting._recording import (
     read_recording,
     write_recording,
 )
-from llm_fsm.scripting._runner import (
-    ROOT_ID,
-    ConversationResult,
-    model_for,
-    run_conversation,
-)
+from llm_fsm.scripting._results import ConversationResult
+from llm_fsm.scripting._runner import ROOT_ID, model_for, run_conversation
 from llm_fsm.scripting._scripts import Script, ScriptConversation, discover, load_script
 
 

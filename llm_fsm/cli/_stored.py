@@ -1,0 +1,110 @@
+"""``llm-fsm explain``, ``trace`` and ``conversations``: reading stored conversations without running one."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from llm_fsm.cli._app import GuardedCommand
+from llm_fsm.cli._show import conversation_lines, explain_text, trace_lines
+from llm_fsm.cli._store_options import Owner, _looking_up, _owner_options, _store_option, _store_url
+
+
+@click.command("explain", cls=GuardedCommand)
+@click.argument("conversation_id")
+@click.option("--turn", type=int, default=-1, show_default=True, help="Turn index (1-based), or negative from the end.")
+@_store_option
+@_owner_options
+def explain_command(
+    conversation_id: str, turn: int, store: str | None, user_id: str | None, room_id: str | None
+) -> None:
+    """Show why the engine decided what it did in one turn of a stored conversation.
+
+    \b
+    Example:
+      llm-fsm explain 6f1c2a3e-… --turn 3
+      llm-fsm explain 6f1c2a3e-… --user alice --room support
+    """
+    from llm_fsm.manager import FSMManager
+    from llm_fsm.stores import open_store
+
+    owner = Owner(user_id, room_id)
+    manager = FSMManager(store=open_store(_store_url(store)))
+    with _looking_up(conversation_id, owner):
+        record = manager.explain(conversation_id, turn, **owner.kwargs)
+    click.echo(explain_text(record))
+
+
+@click.command("trace", cls=GuardedCommand)
+@click.argument("conversation_id")
+@_store_option
+@_owner_options
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def trace_command(
+    conversation_id: str, store: str | None, user_id: str | None, room_id: str | None, output_format: str
+) -> None:
+    """Show the audit trail of a stored conversation.
+
+    Every turn, update, transition, push, pop, cancel, rejection and digression.
+
+    \b
+    Example:
+      llm-fsm trace 6f1c2a3e-…
+      llm-fsm trace 6f1c2a3e-… --format json --store sqlite:///conversations.db --user alice
+    """
+    from llm_fsm.manager import FSMManager
+    from llm_fsm.stores import open_store
+
+    owner = Owner(user_id, room_id)
+    manager = FSMManager(store=open_store(_store_url(store)))
+    with _looking_up(conversation_id, owner):
+        instance = manager.get_instance(conversation_id, **owner.kwargs)
+    if output_format == "json":
+        click.echo(json.dumps([e.model_dump(mode="json") for e in instance.trace], indent=2, ensure_ascii=False))
+        return
+    click.echo(
+        f"conversation {instance.conversation_id}: {instance.status}, "
+        f"state {instance.current_state}, stack {instance.stack}"
+        + (f", with a person (handed off by {instance.handoff.actor})" if instance.handoff is not None else "")
+    )
+    for line in trace_lines(instance.trace):
+        click.echo(line)
+
+
+@click.command("conversations", cls=GuardedCommand)
+@_store_option
+@click.option("--user", "user_id", default=None, help="Only this user's conversations (in any room).")
+@click.option("--room", "room_id", default=None, help="Only this room's conversations (of any user).")
+@click.option(
+    "--usage", is_flag=True, help="Add model calls, tokens and cost of each conversation (loads every one listed)."
+)
+def conversations_command(store: str | None, user_id: str | None, room_id: str | None, usage: bool) -> None:
+    """List stored conversations, newest first, with the user and room each belongs to.
+
+    A stored conversation answers only to the user and room it was started
+    with: pass the same --user and --room to chat --resume, explain and trace.
+
+    \b
+    Example:
+      llm-fsm conversations
+      llm-fsm conversations --store redis://localhost:6379/0 --user alice
+      llm-fsm conversations --usage
+    """
+    from llm_fsm.stores import open_store
+
+    opened = open_store(_store_url(store))
+    if user_id is not None and room_id is not None:
+        summaries = opened.list(user_id=user_id, room_id=room_id)
+    else:  # the stores match an exact (user, room) pair; one of the two filters every pair that has it
+        summaries = [
+            s
+            for s in opened.list()
+            if (user_id is None or s.user_id == user_id) and (room_id is None or s.room_id == room_id)
+        ]
+    # the stores' summaries do not carry the mode (it is not a column of the SQL stores): each record is read
+    instances = [opened.load(s.conversation_id, user_id=s.user_id, room_id=s.room_id) for s in summaries]
+    usages = [instance.usage for instance in instances] if usage else None
+    modes = [instance.mode for instance in instances]
+    for line in conversation_lines(summaries, usages, modes):
+        click.echo(line)
