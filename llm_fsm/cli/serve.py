@@ -21,7 +21,9 @@ from typing import Any
 import click
 
 from llm_fsm.cli._app import GuardedCommand, actions_option
-from llm_fsm.cli.chat import MODEL_ENV, _store_url, make_llm
+from llm_fsm.cli._models import MODEL_ENV
+from llm_fsm.cli._store_options import _store_url
+from llm_fsm.cli.chat import make_llm
 from llm_fsm.errors import UsageError
 
 SETTINGS_ENV = "LLM_FSM_SERVE_SETTINGS"

@@ -33,7 +33,7 @@ EXIT_PASSED, EXIT_FAILED = EXIT_CLEAN, EXIT_FINDINGS
 
 
 def _explain_lines(result: TurnResult) -> list[str]:
-    from llm_fsm.cli.chat import explain_text
+    from llm_fsm.cli._show import explain_text
 
     if result.record is None:
         return []
