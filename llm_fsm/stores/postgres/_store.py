@@ -11,8 +11,8 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -218,11 +218,12 @@ class PostgresStore(_Operations, AsyncStoreMixin):
     async def _aattempts(self, pools: _LoopPool, make: Callable[[], _Ops[_T]], *, transaction: bool) -> _T:
         for attempt in range(self._retries + 1):
             try:
-                async with self._aerrors(), pools.connection() as conn:
-                    if not transaction:
-                        return await _adrive(conn, make())
-                    async with conn.transaction():
-                        return await _adrive(conn, make())
+                with self._errors():  # a sync context manager: it only sorts what the block raises
+                    async with pools.connection() as conn:
+                        if not transaction:
+                            return await _adrive(conn, make())
+                        async with conn.transaction():
+                            return await _adrive(conn, make())
             except _Retry:
                 if attempt == self._retries:
                     raise
@@ -300,15 +301,6 @@ class PostgresStore(_Operations, AsyncStoreMixin):
     @contextmanager
     def _errors(self) -> Iterator[None]:
         """psycopg's errors, sorted into what a caller can act on (see ``_translate``)."""
-        try:
-            yield
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise self._translate(exc) from exc
-
-    @asynccontextmanager
-    async def _aerrors(self) -> AsyncIterator[None]:
         try:
             yield
         except StoreError:

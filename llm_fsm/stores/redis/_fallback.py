@@ -5,7 +5,8 @@ from __future__ import annotations
 import builtins
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from llm_fsm.engine._instance import FSMInstance
@@ -192,21 +193,18 @@ class FallbackStore(AsyncStoreMixin):
         return self.fallback.adopt(instance, expected_version=expected_version, retention=retention)
 
     def _redis(self, call: Callable[[], _T]) -> _T:
-        try:
-            result = call()
-        except StoreUnavailableError:
-            with self._lock:
-                self._degraded = True
-            raise
-        except ConversationNotFoundError:
-            self._recovered()
-            raise
-        self._recovered()
-        return result
+        with self._tracking():
+            return call()
 
     async def _aredis(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        with self._tracking():
+            return await call()
+
+    @contextmanager
+    def _tracking(self) -> Iterator[None]:
+        """Around one call to Redis by either twin: whether it answered becomes ``degraded``."""
         try:
-            result = await call()
+            yield
         except StoreUnavailableError:
             with self._lock:
                 self._degraded = True
@@ -215,7 +213,6 @@ class FallbackStore(AsyncStoreMixin):
             self._recovered()
             raise
         self._recovered()
-        return result
 
     def _recovered(self) -> None:
         with self._lock:
