@@ -331,7 +331,7 @@ def no_thread_pool(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError(f"{function} was sent to the thread pool")
 
     monkeypatch.setattr("llm_fsm.stores.base.run_blocking", refuse)
-    monkeypatch.setattr("llm_fsm.stores.redis.run_blocking", refuse)
+    monkeypatch.setattr("llm_fsm.stores.redis._store.run_blocking", refuse)  # where RedisStore._arun finds it
 
 
 def test_the_async_methods_talk_to_redis_without_a_thread(store: RedisStore, no_thread_pool: None) -> None:

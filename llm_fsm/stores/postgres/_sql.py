@@ -1,0 +1,138 @@
+"""The SQL text: the tables of ``SCHEMA_VERSION`` and every statement, ``{s}`` standing for the quoted schema."""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+"""The table layout this code reads and writes; a database whose ``schema_version`` is higher is refused."""
+
+_CREATE = """
+CREATE TABLE IF NOT EXISTS {s}.conversations (
+    conversation_id text PRIMARY KEY,
+    user_id text,
+    room_id text,
+    fsm_id text NOT NULL,
+    state text NOT NULL,
+    status text NOT NULL,
+    version bigint NOT NULL,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL,
+    expires_at timestamptz,
+    save_id text NOT NULL,
+    record text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS conversations_by_owner ON {s}.conversations (user_id, room_id, updated_at);
+CREATE INDEX IF NOT EXISTS conversations_by_age ON {s}.conversations (updated_at);
+CREATE INDEX IF NOT EXISTS conversations_by_expiry ON {s}.conversations (expires_at) WHERE expires_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS {s}.archive (
+    conversation_id text NOT NULL REFERENCES {s}.conversations ON DELETE CASCADE,
+    seq bigint NOT NULL,
+    message text NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+);
+CREATE TABLE IF NOT EXISTS {s}.turns (
+    conversation_id text NOT NULL REFERENCES {s}.conversations ON DELETE CASCADE,
+    idx bigint NOT NULL,
+    record text NOT NULL,
+    PRIMARY KEY (conversation_id, idx)
+);
+CREATE TABLE IF NOT EXISTS {s}.replies (
+    conversation_id text NOT NULL REFERENCES {s}.conversations ON DELETE CASCADE,
+    message_id text NOT NULL,
+    seq bigint NOT NULL,
+    reply text NOT NULL,
+    PRIMARY KEY (conversation_id, message_id)
+);
+CREATE INDEX IF NOT EXISTS replies_by_seq ON {s}.replies (conversation_id, seq)
+"""
+
+_OWNER = "c.user_id IS NOT DISTINCT FROM %(user)s AND c.room_id IS NOT DISTINCT FROM %(room)s"
+_ALIVE = "(c.expires_at IS NULL OR c.expires_at > now())"
+_SUMMARY_COLUMNS = "conversation_id, fsm_id, user_id, room_id, state, status, version, updated_at"
+
+# The log half of a save, shared by the create and the update statement: it runs only when ``cas`` (the CTE
+# that wrote the row) returned it. Every subquery reads the statement's snapshot, which is the state the CAS
+# compared against: a concurrent save that committed in between changed the version and failed the CAS.
+# The trims cannot see the rows this statement inserts, so they count them in from the INSERTs' RETURNING.
+_LOG = """,
+archived AS (
+    INSERT INTO {s}.archive (conversation_id, seq, message)
+    SELECT cas.conversation_id,
+           COALESCE((SELECT max(seq) FROM {s}.archive WHERE conversation_id = %(id)s), 0) + m.n, m.message
+    FROM cas, unnest(%(archive)s::text[]) WITH ORDINALITY AS m(message, n)
+),
+logged AS (
+    INSERT INTO {s}.turns (conversation_id, idx, record)
+    SELECT cas.conversation_id, t.idx, t.record
+    FROM cas, unnest(%(turn_idx)s::bigint[], %(turn_records)s::text[]) AS t(idx, record)
+    WHERE NOT EXISTS (SELECT 1 FROM {s}.turns o WHERE o.conversation_id = %(id)s AND o.idx >= t.idx)
+    RETURNING idx
+),
+trimmed AS (
+    DELETE FROM {s}.turns
+    WHERE conversation_id = %(id)s AND EXISTS (SELECT 1 FROM logged) AND idx < (
+        SELECT k.idx FROM (SELECT idx FROM {s}.turns WHERE conversation_id = %(id)s UNION ALL SELECT idx FROM logged) k
+        ORDER BY k.idx DESC OFFSET %(keep_turns)s LIMIT 1)
+),
+answered AS (
+    INSERT INTO {s}.replies (conversation_id, message_id, seq, reply)
+    SELECT cas.conversation_id, r.message_id,
+           COALESCE((SELECT max(seq) FROM {s}.replies WHERE conversation_id = %(id)s), 0) + r.n, r.reply
+    FROM cas, unnest(%(message_ids)s::text[], %(replies)s::text[]) WITH ORDINALITY AS r(message_id, reply, n)
+    ON CONFLICT (conversation_id, message_id) DO NOTHING
+    RETURNING seq
+),
+forgotten AS (
+    DELETE FROM {s}.replies
+    WHERE conversation_id = %(id)s AND EXISTS (SELECT 1 FROM answered) AND seq < (
+        SELECT k.seq
+        FROM (SELECT seq FROM {s}.replies WHERE conversation_id = %(id)s UNION ALL SELECT seq FROM answered) k
+        ORDER BY k.seq DESC OFFSET %(keep_ids)s LIMIT 1)
+)
+SELECT count(*) FROM cas
+"""
+
+_COLUMNS = "user_id, room_id, fsm_id, state, status, version, created_at, updated_at, expires_at, save_id, record"
+_VALUES = (
+    "%(user)s, %(room)s, %(fsm_id)s, %(state)s, %(status)s, %(version)s, %(created_at)s, %(updated_at)s,"
+    " now() + %(ttl)s::interval, %(save_id)s, %(record)s"
+)
+
+_CREATE_ROW = (
+    "WITH cas AS (INSERT INTO {s}.conversations (conversation_id, " + _COLUMNS + ") VALUES (%(id)s, " + _VALUES + ")"
+    " ON CONFLICT (conversation_id) DO NOTHING RETURNING conversation_id)" + _LOG
+)
+_UPDATE_ROW = (
+    "WITH cas AS (UPDATE {s}.conversations c SET (" + _COLUMNS + ") = (" + _VALUES + ")"
+    " WHERE c.conversation_id = %(id)s AND c.version = %(expected)s AND " + _OWNER + " AND " + _ALIVE + ""
+    " RETURNING c.conversation_id)" + _LOG
+)
+
+
+_QUERIES = {
+    "create_tables": _CREATE,
+    "create": _CREATE_ROW,
+    "update": _UPDATE_ROW,
+    "sweep_one": "DELETE FROM {s}.conversations WHERE conversation_id = %(id)s AND expires_at <= now()",
+    "version": "SELECT c.version, c.save_id FROM {s}.conversations c WHERE c.conversation_id = %(id)s AND "
+    + _OWNER
+    + " AND "
+    + _ALIVE,
+    "load": "SELECT c.record,"
+    " ARRAY(SELECT t.record FROM {s}.turns t WHERE t.conversation_id = c.conversation_id ORDER BY t.idx),"
+    " ARRAY(SELECT ARRAY[r.message_id, r.reply] FROM {s}.replies r WHERE r.conversation_id = c.conversation_id"
+    " ORDER BY r.seq)"
+    " FROM {s}.conversations c WHERE c.conversation_id = %(id)s AND " + _OWNER + " AND " + _ALIVE,
+    "load_for_turn": "SELECT c.record, (SELECT r.reply FROM {s}.replies r WHERE r.conversation_id = c.conversation_id"
+    " AND r.message_id = %(message_id)s) FROM {s}.conversations c WHERE c.conversation_id = %(id)s AND "
+    + _OWNER
+    + " AND "
+    + _ALIVE,
+    "transcript": "SELECT c.record,"
+    " ARRAY(SELECT a.message FROM {s}.archive a WHERE a.conversation_id = c.conversation_id ORDER BY a.seq)"
+    " FROM {s}.conversations c WHERE c.conversation_id = %(id)s AND " + _OWNER + " AND " + _ALIVE,
+    "delete": "DELETE FROM {s}.conversations c WHERE c.conversation_id = %(id)s AND " + _OWNER + " RETURNING " + _ALIVE,
+    "list_all": f"SELECT {_SUMMARY_COLUMNS} FROM {{s}}.conversations c WHERE {_ALIVE} ORDER BY updated_at DESC",
+    "list": f"SELECT {_SUMMARY_COLUMNS} FROM {{s}}.conversations c"
+    f" WHERE c.user_id %(user_test)s AND c.room_id %(room_test)s AND {_ALIVE} ORDER BY updated_at DESC",
+    "expire": "DELETE FROM {s}.conversations WHERE updated_at < %(cutoff)s OR expires_at <= now()",
+}

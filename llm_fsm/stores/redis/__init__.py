@@ -1,0 +1,44 @@
+"""Redis store: shared by many workers, forgetting idle conversations by TTL (the Mathia seed).
+
+Key layout (``P`` is the prefix, default ``llm_fsm``; ``U``/``R``/``C`` are the
+user, room and conversation ids escaped by ``key_part`` so no id can contain
+``:`` or pose as another key; a missing user or room is ``_``)::
+
+    P:U:R:C            hash  version, record (the hot record's JSON), updated_at, fsm_id, state, status,
+                             last_turn (index of the last turn record logged)
+    P:U:R:C:archive    list  archived transcript messages, oldest first
+    P:U:R:C:turns      list  turn records (JSON), oldest first, trimmed to the save's retention
+    P:U:R:C:replies    hash  processed message id → reply
+    P:U:R:C:reply_ids  list  the same message ids, oldest first (which one the retention drops next)
+    P:U:R              zset  the pair's conversation ids scored by updated_at (for list)
+    P:%all             zset  "U:R:C" of every conversation scored by updated_at (for list-all and expire)
+
+The owner is part of every key, so a request for another user or room reads
+another key and finds nothing. A save is one Lua script: compare the stored
+version, write the record, append the archive and the turn log (trimmed with
+LTRIM), index it and refresh the TTL of every key of the conversation together,
+so two workers can never both apply a turn to one version and a failure never
+leaves half a save. Records expire ``ttl_seconds`` after their last save (6 hours
+by default); index entries whose record has expired are pruned lazily when read,
+so a listing never shows a conversation that cannot be loaded.
+
+Async: the async twins (``aload``, ``asave``, ...) talk to Redis with a
+``redis.asyncio`` client of the running event loop, created on first use in
+each loop and closed with it (``asyncio.run`` closes it when it shuts the
+loop's async generators down; ``close()`` closes them all), so an async turn
+makes no thread hop. Both drive the same operations (generators of Redis
+calls, see ``_run`` and ``_arun``). A store built on a given ``client`` has no
+asyncio twin of it and runs its async methods on the library's thread pool.
+
+Unreachable Redis (refused, timed out, dropped) raises StoreUnavailableError.
+``fallback_to_memory=True`` opts into the seed's graceful degradation: see
+``FallbackStore``.
+"""
+
+from __future__ import annotations
+
+from llm_fsm.stores.redis._fallback import FallbackStore
+from llm_fsm.stores.redis._keys import key_part
+from llm_fsm.stores.redis._store import DEFAULT_PREFIX, DEFAULT_TTL_SECONDS, RedisStore
+
+__all__ = ["DEFAULT_PREFIX", "DEFAULT_TTL_SECONDS", "FallbackStore", "RedisStore", "key_part"]

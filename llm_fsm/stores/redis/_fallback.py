@@ -1,0 +1,224 @@
+"""``FallbackStore``: the seed's degradation to process memory while Redis is unreachable, opt-in."""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.errors import ConversationNotFoundError, StoreUnavailableError
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
+from llm_fsm.stores.memory import MemoryStore
+from llm_fsm.stores.redis._store import RedisStore, _redact
+
+logger = logging.getLogger("llm_fsm.stores.redis")  # the name it had as one module: logging configs name it
+
+_T = TypeVar("_T")
+
+
+class FallbackStore(AsyncStoreMixin):
+    """Redis first; process memory while Redis is unreachable (opt-in, ``fallback_to_memory=True``).
+
+    The seed's graceful fallback, made explicit: a conversation started while
+    Redis is down lives in this process's memory for the rest of its life (other
+    workers cannot see it), and a turn whose save finds Redis gone is kept in
+    memory instead of being lost. A conversation that lives in Redis cannot be
+    loaded while Redis is down: that raises StoreUnavailableError rather than
+    pretending the conversation does not exist. Every switch to memory is logged
+    as a warning. The async twins follow the same rules on Redis's asyncio path
+    (the memory store needs no I/O).
+    """
+
+    def __init__(self, primary: RedisStore, fallback: MemoryStore | None = None) -> None:
+        self.primary = primary
+        self.fallback = fallback or MemoryStore(
+            max_record_bytes=primary._limits.max_record_bytes, max_context_bytes=primary._limits.max_context_bytes
+        )
+        self._degraded = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"FallbackStore({self.primary!r})"
+
+    @property
+    def degraded(self) -> bool:
+        """Whether the last call to Redis failed."""
+        return self._degraded
+
+    def load(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> FSMInstance:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.load(conversation_id, user_id=user_id, room_id=room_id)
+        return self._redis(lambda: self.primary.load(conversation_id, user_id=user_id, room_id=room_id))
+
+    def load_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> FSMInstance:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.load_for_turn(conversation_id, user_id=user_id, room_id=room_id, message_id=message_id)
+        return self._redis(
+            lambda: self.primary.load_for_turn(conversation_id, user_id=user_id, room_id=room_id, message_id=message_id)
+        )
+
+    def save(self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None) -> int:
+        if self.fallback.contains(instance.conversation_id):
+            return self.fallback.save(instance, expected_version=expected_version, retention=retention)
+        try:
+            return self._redis(
+                lambda: self.primary.save(instance, expected_version=expected_version, retention=retention)
+            )
+        except StoreUnavailableError:
+            self._warn(f"saving conversation {instance.conversation_id} in process memory")
+            if expected_version is None:
+                return self.fallback.save(instance, expected_version=None, retention=retention)
+            return self._adopt(instance, expected_version, retention)
+
+    def delete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.delete(conversation_id, user_id=user_id, room_id=room_id)
+        return self._redis(lambda: self.primary.delete(conversation_id, user_id=user_id, room_id=room_id))
+
+    def list(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
+        local = self.fallback.list(user_id=user_id, room_id=room_id)
+        try:
+            remote = self._redis(lambda: self.primary.list(user_id=user_id, room_id=room_id))
+        except StoreUnavailableError:
+            self._warn("listing only conversations held in process memory")
+            remote = []
+        return sorted(local + remote, key=lambda s: s.updated_at, reverse=True)
+
+    def expire(self, *, older_than: float) -> int:
+        removed = self.fallback.expire(older_than=older_than)
+        try:
+            removed += self._redis(lambda: self.primary.expire(older_than=older_than))
+        except StoreUnavailableError:
+            self._warn("expiring only conversations held in process memory")
+        return removed
+
+    def transcript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.transcript(conversation_id, user_id=user_id, room_id=room_id)
+        return self._redis(lambda: self.primary.transcript(conversation_id, user_id=user_id, room_id=room_id))
+
+    def close(self) -> None:
+        self.primary.close()
+        self.fallback.close()
+
+    async def aload(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> FSMInstance:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.load(conversation_id, user_id=user_id, room_id=room_id)
+        return await self._aredis(lambda: self.primary.aload(conversation_id, user_id=user_id, room_id=room_id))
+
+    async def aload_for_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        message_id: str | None = None,
+    ) -> FSMInstance:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.load_for_turn(conversation_id, user_id=user_id, room_id=room_id, message_id=message_id)
+        return await self._aredis(
+            lambda: self.primary.aload_for_turn(
+                conversation_id, user_id=user_id, room_id=room_id, message_id=message_id
+            )
+        )
+
+    async def asave(
+        self, instance: FSMInstance, *, expected_version: int | None, retention: Retention | None = None
+    ) -> int:
+        if self.fallback.contains(instance.conversation_id):
+            return self.fallback.save(instance, expected_version=expected_version, retention=retention)
+        try:
+            return await self._aredis(
+                lambda: self.primary.asave(instance, expected_version=expected_version, retention=retention)
+            )
+        except StoreUnavailableError:
+            self._warn(f"saving conversation {instance.conversation_id} in process memory")
+            if expected_version is None:
+                return self.fallback.save(instance, expected_version=None, retention=retention)
+            return self._adopt(instance, expected_version, retention)
+
+    async def adelete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.delete(conversation_id, user_id=user_id, room_id=room_id)
+        return await self._aredis(lambda: self.primary.adelete(conversation_id, user_id=user_id, room_id=room_id))
+
+    async def alist(
+        self, *, user_id: str | None = None, room_id: str | None = None
+    ) -> builtins.list[ConversationSummary]:
+        local = self.fallback.list(user_id=user_id, room_id=room_id)
+        try:
+            remote: builtins.list[ConversationSummary] = await self._aredis(
+                lambda: self.primary.alist(user_id=user_id, room_id=room_id)
+            )
+        except StoreUnavailableError:
+            self._warn("listing only conversations held in process memory")
+            remote = []
+        return sorted(local + remote, key=lambda s: s.updated_at, reverse=True)
+
+    async def aexpire(self, *, older_than: float) -> int:
+        removed = self.fallback.expire(older_than=older_than)
+        try:
+            removed += await self._aredis(lambda: self.primary.aexpire(older_than=older_than))
+        except StoreUnavailableError:
+            self._warn("expiring only conversations held in process memory")
+        return removed
+
+    async def atranscript(
+        self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        if self.fallback.contains(conversation_id):
+            return self.fallback.transcript(conversation_id, user_id=user_id, room_id=room_id)
+        return await self._aredis(lambda: self.primary.atranscript(conversation_id, user_id=user_id, room_id=room_id))
+
+    def _adopt(self, instance: FSMInstance, expected_version: int, retention: Retention | None = None) -> int:
+        """Keep a turn of a Redis conversation in memory at the version it would have had.
+
+        Only the turn's own records come along: the turn log stays in Redis, out of reach.
+        """
+        return self.fallback.adopt(instance, expected_version=expected_version, retention=retention)
+
+    def _redis(self, call: Callable[[], _T]) -> _T:
+        with self._tracking():
+            return call()
+
+    async def _aredis(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        with self._tracking():
+            return await call()
+
+    @contextmanager
+    def _tracking(self) -> Iterator[None]:
+        """Around one call to Redis by either twin: whether it answered becomes ``degraded``."""
+        try:
+            yield
+        except StoreUnavailableError:
+            with self._lock:
+                self._degraded = True
+            raise
+        except ConversationNotFoundError:
+            self._recovered()
+            raise
+        self._recovered()
+
+    def _recovered(self) -> None:
+        with self._lock:
+            if self._degraded:
+                logger.warning("redis at %s is reachable again", _redact(self.primary.url))
+            self._degraded = False
+
+    def _warn(self, what: str) -> None:
+        logger.warning("redis at %s is unavailable; %s (fallback_to_memory)", _redact(self.primary.url), what)

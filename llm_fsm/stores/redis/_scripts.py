@@ -1,0 +1,101 @@
+"""The Lua scripts of a save and a delete: Redis runs each one whole, so no worker ever sees half of one."""
+
+from __future__ import annotations
+
+_ARCHIVE_BATCH = 1000  # RPUSH arguments per call, well under Lua's stack limit
+
+# KEYS: record, archive, pair index, global index, turns, replies, reply ids
+# ARGV: expected ('' = create), new version, record, updated_at, fsm_id, state, status, ttl_ms,
+#       pair member, global member, save id, number of archived messages, of turn records, of replies,
+#       turn records kept, message ids kept, then the archived messages, (index, turn record) pairs in
+#       index order and (message id, reply) pairs, oldest first.
+# Each save() call sends a random save id. When redis-py re-sends the script
+# because the connection dropped after it ran, the script finds its own save id
+# at the new version and reports success without applying twice; any other
+# save at that version, even an identical one, is a conflict.
+# A turn record at or below ``last_turn`` is already logged and a message id already in ``replies``
+# keeps its first reply, so an instance loaded whole and saved again logs nothing twice.
+_SAVE = (  # a placeholder, not str.format: Lua's braces would all need doubling
+    """
+local cur = redis.call('HGET', KEYS[1], 'version')
+if cur == ARGV[2] and redis.call('HGET', KEYS[1], 'save_id') == ARGV[11] then
+  return {1, cur}
+end
+if ARGV[1] == '' then
+  if cur then return {0, cur} end
+elseif cur ~= ARGV[1] then
+  return {0, cur or ''}
+end
+for k, kind in pairs({[2] = 'list', [3] = 'zset', [4] = 'zset', [5] = 'list', [6] = 'hash', [7] = 'list'}) do
+  local found = redis.call('TYPE', KEYS[k])['ok']
+  if found ~= 'none' and found ~= kind then  -- refused before the first write: a script is not rolled back
+    return redis.error_reply('WRONGTYPE ' .. KEYS[k] .. ' is a ' .. found .. ', not a ' .. kind)
+  end
+end
+redis.call('HSET', KEYS[1], 'version', ARGV[2], 'record', ARGV[3], 'updated_at', ARGV[4],
+           'fsm_id', ARGV[5], 'state', ARGV[6], 'status', ARGV[7], 'save_id', ARGV[11])
+if ARGV[1] == '' then redis.call('DEL', KEYS[2], KEYS[5], KEYS[6], KEYS[7]) end
+local i = 17
+local stop = 16 + tonumber(ARGV[12])
+while i <= stop do
+  local j = math.min(i + ARCHIVE_BATCH - 1, stop)
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
+  i = j + 1
+end
+local turns = tonumber(ARGV[13])
+if turns > 0 then
+  local last = tonumber(redis.call('HGET', KEYS[1], 'last_turn') or '')
+  local appended = false
+  for k = 0, turns - 1 do
+    local index = tonumber(ARGV[i + 2 * k])
+    if last == nil or index > last then
+      redis.call('RPUSH', KEYS[5], ARGV[i + 2 * k + 1])
+      last = index
+      appended = true
+    end
+  end
+  if appended then
+    redis.call('HSET', KEYS[1], 'last_turn', ARGV[i + 2 * (turns - 1)])
+    redis.call('LTRIM', KEYS[5], -tonumber(ARGV[15]), -1)
+  end
+  i = i + 2 * turns
+end
+local replies = tonumber(ARGV[14])
+if replies > 0 then
+  local added = false
+  for k = 0, replies - 1 do
+    if redis.call('HSETNX', KEYS[6], ARGV[i + 2 * k], ARGV[i + 2 * k + 1]) == 1 then
+      redis.call('RPUSH', KEYS[7], ARGV[i + 2 * k])
+      added = true
+    end
+  end
+  if added then
+    local extra = redis.call('LLEN', KEYS[7]) - tonumber(ARGV[16])
+    if extra > 0 then
+      redis.call('HDEL', KEYS[6], unpack(redis.call('LPOP', KEYS[7], extra)))
+    end
+  end
+end
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[9])
+redis.call('ZADD', KEYS[4], ARGV[4], ARGV[10])
+local ttl = tonumber(ARGV[8])
+for _, k in ipairs({1, 2, 3, 5, 6, 7}) do
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[k], ttl) else redis.call('PERSIST', KEYS[k]) end
+end
+return {2, ARGV[2]}
+""".replace("ARCHIVE_BATCH", str(_ARCHIVE_BATCH))
+)
+
+# KEYS: record, archive, pair index, global index, turns, replies, reply ids
+# ARGV: pair member, global member, cutoff ('' = always)
+_DELETE = """
+local existed = redis.call('EXISTS', KEYS[1])
+if existed == 1 and ARGV[3] ~= '' then
+  local updated = tonumber(redis.call('HGET', KEYS[1], 'updated_at'))
+  if updated and updated >= tonumber(ARGV[3]) then return 0 end
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[5], KEYS[6], KEYS[7])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[2])
+return existed
+"""
