@@ -63,6 +63,8 @@ class _Turn:
     builder: PromptBuilder
     config: EngineConfig
     user: UserMessage
+    message: str
+    """The text the turn reasons with (a message of parts has its text here too)."""
     message_id: str | None
     schema_sent: bool
     scope: ActionScope
@@ -76,15 +78,11 @@ class _Turn:
     actions_wrote: bool = False
     """Whether an action stored a value this turn: a condition may hold now, so the turn chains on."""
 
-    @property
-    def message(self) -> str:
-        """The text the turn reasons with (a message of parts has its text here too)."""
-        return self.user.text
 
-
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Understood:
-    """What the model made of the message, once the values it extracted are stored (or refused)."""
+    """What the model made of the message, once the values it extracted are stored (or refused); the later phases
+    read it, none changes it (not frozen: a frozen dataclass costs every turn its slower constructor)."""
 
     result: LLMResult
     proposal: str | None
@@ -96,10 +94,11 @@ class _Understood:
     """Values a confirmation step does not let change: refused, and the reply says so."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Applied:
     """Where the decision took the turn: the verdict carried out (an entry action may have redirected it), the
-    active flow's definition and its current state, and the note when the reply must be written again."""
+    active flow's definition and its current state, and the note when the reply must be written again. Read-only
+    for the later phases, like ``_Understood``."""
 
     verdict: Verdict
     active: FSMDefinition
@@ -131,6 +130,7 @@ def _prepare(
         builder=builder,
         config=config,
         user=user,
+        message=user.text,
         message_id=message_id,
         schema_sent=schema_sent,
         scope=_scope(config, message_id, action_memo),
