@@ -216,8 +216,8 @@ def _redact(definitions: tuple[FSMDefinition, ...], data: dict[str, Any], *texts
     secrets = [
         str(value)
         for definition in definitions
-        for key, declaration in (definition.context_keys or {}).items()
-        if declaration.sensitive and isinstance(value := data.get(key), (str, int, float)) and len(str(value)) >= 3
+        for key in _sensitive_keys(definition)
+        if isinstance(value := data.get(key), (str, int, float)) and len(str(value)) >= 3
     ]
     out = []
     for text in texts:
@@ -225,3 +225,18 @@ def _redact(definitions: tuple[FSMDefinition, ...], data: dict[str, Any], *texts
             text = text.replace(secret, MASK)
         out.append(text)
     return out
+
+
+_SENSITIVE: dict[str, tuple[str, ...]] = {}
+
+
+def _sensitive_keys(definition: FSMDefinition) -> tuple[str, ...]:
+    """The keys a definition declares sensitive: read every turn, so found once per definition's content."""
+    if not definition.context_keys:
+        return ()
+    found = _SENSITIVE.get(definition.content_hash)
+    if found is None:
+        found = tuple(key for key, declaration in definition.context_keys.items() if declaration.sensitive)
+        if len(_SENSITIVE) < 4096:
+            _SENSITIVE[definition.content_hash] = found
+    return found

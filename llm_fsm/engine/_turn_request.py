@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from llm_fsm.definition._model import FSMDefinition, State
@@ -41,43 +42,52 @@ def _request(
     prompt = builder.build_system_prompt(
         instance, state, definition=definition, engine_decision=note, schema_sent=schema_sent
     )
-    targets = _allowed_targets(state) if allow_moves else [state.id]
-    schema = _schema(
-        tuple(targets),
-        tuple(builder.intents_for(definition, instance, state)) if allow_moves else None,
-        tuple(builder.flow_names_for(definition, instance, state)) if allow_moves else None,
-        _typed_keys(definition, state) if allow_moves and definition.context_keys else (),
-    )
+    if allow_moves:
+        options = _options(definition, state)
+        schema = _schema(
+            options.targets,
+            tuple(builder.intents_for(definition, instance, state)),
+            tuple(builder.flow_names_for(definition, instance, state)),
+            options.typed_keys,
+        )
+        context_keys = _context_keys(options, instance)
+    else:
+        schema, context_keys = _schema((state.id,), None, None, ()), []
     return LLMRequest(
         system_prompt=prompt,
         user_message=message,
         user_content=user_content,
         response_schema=schema,
         purpose=purpose,  # type: ignore[arg-type]
-        context_keys=_context_keys(state, instance) if allow_moves else [],
+        context_keys=context_keys,
     )
 
 
-def _context_keys(state: State, instance: FSMInstance) -> list[str]:
+def _context_keys(options: _Options, instance: FSMInstance) -> list[str]:
     """What the model may usefully write in this state: keys to collect, keys its conditions need, and
     keys already collected (so a correction of any of them is possible)."""
-    keys: list[str] = list(state.required_context_keys or ())
-    for transition in state.transitions:
-        for condition in transition.conditions or ():
-            keys += condition.requires_context_keys or ()
-            if condition.compiled is not None:
-                keys += sorted(condition.compiled.reads)
-    keys += [k for k in instance.context.data if not str(k).startswith("_")]
-    return list(dict.fromkeys(keys))
+    return list(dict.fromkeys([*options.keys, *(k for k in instance.context.data if not str(k).startswith("_"))]))
 
 
-_TYPED_KEYS: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """What the model may do in a state as far as the definition says; the same every turn, so built once."""
+
+    targets: tuple[str, ...]
+    """The state itself, then its transitions' targets."""
+    keys: tuple[str, ...]
+    """The keys to collect, then the keys its conditions need."""
+    typed_keys: tuple[tuple[str, str], ...]
+    """(key, JSON Schema as text) of those the model may write and that are declared with a type (hashable)."""
 
 
-def _typed_keys(definition: FSMDefinition, state: State) -> tuple[tuple[str, str], ...]:
-    """(key, JSON Schema as text) of the declared keys the model may write in ``state`` (hashable, built once)."""
+_OPTIONS: dict[tuple[str, str], _Options] = {}
+
+
+def _options(definition: FSMDefinition, state: State) -> _Options:
+    """The state's options, cached by the definition's content (a definition is not edited in place)."""
     cache_key = (definition.content_hash, state.id)
-    found = _TYPED_KEYS.get(cache_key)
+    found = _OPTIONS.get(cache_key)
     if found is None:
         keys = list(state.required_context_keys or ())
         for transition in state.transitions:
@@ -85,18 +95,23 @@ def _typed_keys(definition: FSMDefinition, state: State) -> tuple[tuple[str, str
                 keys += condition.requires_context_keys or ()
                 if condition.compiled is not None:
                     keys += sorted(condition.compiled.reads)
-        typed = []
-        for key in dict.fromkeys(keys):
-            declaration = (definition.context_keys or {}).get(key)
-            if declaration is None or key in definition.application_only_keys:
-                continue
-            schema = key_json_schema(declaration)
-            if schema is not None:
-                typed.append((key, json.dumps(schema, sort_keys=True)))
-        found = tuple(typed)
-        if len(_TYPED_KEYS) < 4096:
-            _TYPED_KEYS[cache_key] = found
+        unique = tuple(dict.fromkeys(keys))
+        found = _Options(tuple(_allowed_targets(state)), unique, _typed_keys(definition, unique))
+        if len(_OPTIONS) < 4096:
+            _OPTIONS[cache_key] = found
     return found
+
+
+def _typed_keys(definition: FSMDefinition, keys: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    typed = []
+    for key in keys:
+        declaration = (definition.context_keys or {}).get(key)
+        if declaration is None or key in definition.application_only_keys:
+            continue
+        schema = key_json_schema(declaration)
+        if schema is not None:
+            typed.append((key, json.dumps(schema, sort_keys=True)))
+    return tuple(typed)
 
 
 @functools.lru_cache(maxsize=512)
