@@ -10,20 +10,11 @@ message is not left dangling in the history.
 
 from __future__ import annotations
 
-import functools
-import json
+from collections.abc import Generator
 from typing import Any
 
 from llm_fsm.definition._model import FSMDefinition, State
-from llm_fsm.engine._actions import (
-    ActionMemo,
-    ActionScope,
-    ActionsRun,
-    CallAction,
-    redirect,
-    run_for,
-)
-from llm_fsm.engine._context import apply_update
+from llm_fsm.engine._actions import ActionMemo, ActionScope, CallAction
 from llm_fsm.engine._data import now
 from llm_fsm.engine._effects import (
     DEFAULT_MAX_PROCESSED_MESSAGE_IDS,
@@ -40,236 +31,19 @@ from llm_fsm.engine._effects import (
     TurnOutcome,
     _apply_application,
     _hook,
-    _policy,
     _trace,
 )
-from llm_fsm.engine._handoff import hand_off, hand_off_declared
+from llm_fsm.engine._handoff import hand_off_declared
 from llm_fsm.engine._instance import FSMInstance
-from llm_fsm.engine._messages import UserMessage, entry_role, entry_text, timestamp
-from llm_fsm.engine._moves import _chain, _complete_finished_flows, _move, _scope, _took_guarded, arrive_or_redirect
+from llm_fsm.engine._messages import UserMessage
+from llm_fsm.engine._moves import _scope, arrive_or_redirect
 from llm_fsm.engine._prompts import OPENING_MESSAGE, PromptBuilder
-from llm_fsm.engine._records import (
-    ContextChange,
-    LLMCallRecord,
-    LLMRequest,
-    LLMResult,
-    TurnRecord,
-    Verdict,
-)
-from llm_fsm.engine._reply_schema import key_json_schema, response_json_schema
-from llm_fsm.engine._routes import (
-    _cancel,
-    _confirmation,
-    _decide_transition,
-    _Decision,
-    _decision_note,
-    _digression,
-    _not_changeable,
-    _resume,
-    _start_flow,
-)
-from llm_fsm.engine._values import MASK, REASK_RULES, Grounding
-from llm_fsm.errors import BudgetExceededError, InvalidTransitionError
-
-# --- helpers ---------------------------------------------------------------------------
-
-
-def _allowed_targets(state: State) -> list[str]:
-    targets = [state.id]
-    for t in state.transitions:
-        if t.target_state not in targets:
-            targets.append(t.target_state)
-    return targets
-
-
-def _check_budget(instance: FSMInstance, config: EngineConfig) -> None:
-    """Refuse a turn of a conversation that has spent its budget, before any model call (nothing is saved)."""
-    usage = instance.usage
-    if config.max_conversation_tokens is not None and usage.tokens >= config.max_conversation_tokens:
-        raise BudgetExceededError(
-            f"conversation {instance.conversation_id} has used {usage.tokens:,} tokens of its "
-            f"{config.max_conversation_tokens:,} (EngineConfig.max_conversation_tokens)"
-        )
-    if config.max_conversation_cost_usd is not None and usage.cost_usd >= config.max_conversation_cost_usd:
-        raise BudgetExceededError(
-            f"conversation {instance.conversation_id} has cost ${usage.cost_usd:.4f} of its "
-            f"${config.max_conversation_cost_usd:.4f} (EngineConfig.max_conversation_cost_usd)"
-        )
-
-
-def _grounding(instance: FSMInstance, message: str) -> Grounding:
-    """What a grounded value may be taken from: the user's stored messages, this one, and the assistant's (or a
-    person's, during a handoff) messages in the history window the model sees (an offer accepted, perhaps after
-    a side question)."""
-    conversation = instance.context.conversation
-    exchanges = conversation.exchanges
-    users = [entry_text(entry) for entry in exchanges if entry_role(entry) == "user"]
-    window = exchanges[-2 * conversation.max_history_size :] if conversation.max_history_size > 0 else []
-    # a human agent's words are offers too: the user accepting what an operator proposed grounds it
-    offers = [entry_text(entry) for entry in window if entry_role(entry) in ("assistant", "operator")]
-    return Grounding([*users, message], offers)
-
-
-def _redact(definitions: tuple[FSMDefinition, ...], data: dict[str, Any], *texts: str) -> list[str]:
-    """``texts`` with the stored values of sensitive keys masked: the explain record quotes the user.
-
-    The keys of every flow the turn ran in count (a sub-flow's value handed to a parent that calls it sensitive).
-    """
-    secrets = [
-        str(value)
-        for definition in definitions
-        for key, declaration in (definition.context_keys or {}).items()
-        if declaration.sensitive and isinstance(value := data.get(key), (str, int, float)) and len(str(value)) >= 3
-    ]
-    out = []
-    for text in texts:
-        for secret in secrets:
-            text = text.replace(secret, MASK)
-        out.append(text)
-    return out
-
-
-_HANDOFF_NOTE = (
-    "A person (a colleague) takes over this conversation now. Tell the user so in one or two short sentences; "
-    "ask nothing more and do not say why a system failed."
-)
-
-
-def _hand_off_for_actions(instance: FSMInstance, config: EngineConfig, scope: ActionScope) -> bool:
-    """Hand off when an action asked for a person this turn (its ``HandOff`` or ``on_error: handoff``)."""
-    if scope.handoff is None or instance.status != "active" or instance.mode != "bot":
-        return False
-    hand_off(instance, scope.handoff, "action", config)
-    return True
-
-
-def _results_note(scope: ActionScope) -> str | None:
-    """When actions wrote results this turn, the model's reply (written before they ran) cannot mention them:
-    the reply is written again with them in the context. One more call, only on turns whose actions wrote."""
-    written = [path for r in scope.records if r.outcome in ("ok", "replayed") for path in r.outputs]
-    if not written:
-        return None
-    return (
-        f"A backend call has just returned {', '.join(dict.fromkeys(written))} (now in the current context). "
-        "Answer the user's last message for the current state, using these values where they matter."
-    )
-
-
-def _reask_note(definition: FSMDefinition, refused: list[ContextChange]) -> str | None:
-    """The instruction to ask again for values that were refused, saying what was wrong with each."""
-    lines = []
-    for change in refused:
-        found = definition.declaration_for(change.key)
-        declaration = found[1] if found else None
-        label = declaration.label(change.key) if declaration else change.key
-        # an invented value is not repeated: quoted in the reply, it would ground itself on the next turn
-        reason = "the user has not said it" if change.rule == "ungrounded" else change.reason
-        why = (declaration.invalid_message if declaration else None) or reason
-        lines.append(f"- {label}: {why}")
-    if not lines:
-        return None
-    return (
-        "These values were NOT accepted and are not stored:\n"
-        + "\n".join(lines)
-        + "\nDo not treat them as known. Say briefly what was wrong and ask the user for them again."
-    )
-
-
-def _prune_transcript(instance: FSMInstance, config: EngineConfig) -> None:
-    """Keep the stored transcript bounded; the overflow goes to the store's archive, not the void."""
-    exchanges = instance.context.conversation.exchanges
-    overflow = len(exchanges) - config.max_stored_messages
-    if overflow > 0:
-        instance.archive_outbox.extend(exchanges[:overflow])
-        del exchanges[:overflow]
-        instance.context.conversation.archived_messages += overflow
-
-
-def _request(
-    builder: PromptBuilder,
-    definition: FSMDefinition,
-    instance: FSMInstance,
-    state: State,
-    message: str,
-    purpose: str,
-    *,
-    note: str | None = None,
-    allow_moves: bool = True,
-    schema_sent: bool = False,
-    user_content: list[dict[str, Any]] | None = None,
-) -> LLMRequest:
-    prompt = builder.build_system_prompt(
-        instance, state, definition=definition, engine_decision=note, schema_sent=schema_sent
-    )
-    targets = _allowed_targets(state) if allow_moves else [state.id]
-    schema = _schema(
-        tuple(targets),
-        tuple(builder.intents_for(definition, instance, state)) if allow_moves else None,
-        tuple(builder.flow_names_for(definition, instance, state)) if allow_moves else None,
-        _typed_keys(definition, state) if allow_moves and definition.context_keys else (),
-    )
-    return LLMRequest(
-        system_prompt=prompt,
-        user_message=message,
-        user_content=user_content,
-        response_schema=schema,
-        purpose=purpose,  # type: ignore[arg-type]
-        context_keys=_context_keys(state, instance) if allow_moves else [],
-    )
-
-
-def _context_keys(state: State, instance: FSMInstance) -> list[str]:
-    """What the model may usefully write in this state: keys to collect, keys its conditions need, and
-    keys already collected (so a correction of any of them is possible)."""
-    keys: list[str] = list(state.required_context_keys or ())
-    for transition in state.transitions:
-        for condition in transition.conditions or ():
-            keys += condition.requires_context_keys or ()
-            if condition.compiled is not None:
-                keys += sorted(condition.compiled.reads)
-    keys += [k for k in instance.context.data if not str(k).startswith("_")]
-    return list(dict.fromkeys(keys))
-
-
-_TYPED_KEYS: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
-
-
-def _typed_keys(definition: FSMDefinition, state: State) -> tuple[tuple[str, str], ...]:
-    """(key, JSON Schema as text) of the declared keys the model may write in ``state`` (hashable, built once)."""
-    cache_key = (definition.content_hash, state.id)
-    found = _TYPED_KEYS.get(cache_key)
-    if found is None:
-        keys = list(state.required_context_keys or ())
-        for transition in state.transitions:
-            for condition in transition.conditions or ():
-                keys += condition.requires_context_keys or ()
-                if condition.compiled is not None:
-                    keys += sorted(condition.compiled.reads)
-        typed = []
-        for key in dict.fromkeys(keys):
-            declaration = (definition.context_keys or {}).get(key)
-            if declaration is None or key in definition.application_only_keys:
-                continue
-            schema = key_json_schema(declaration)
-            if schema is not None:
-                typed.append((key, json.dumps(schema, sort_keys=True)))
-        found = tuple(typed)
-        if len(_TYPED_KEYS) < 4096:
-            _TYPED_KEYS[cache_key] = found
-    return found
-
-
-@functools.lru_cache(maxsize=512)
-def _schema(
-    targets: tuple[str, ...],
-    intents: tuple[str, ...] | None,
-    flows: tuple[str, ...] | None,
-    typed_keys: tuple[tuple[str, str], ...] = (),
-) -> dict[str, Any]:
-    """Reply schemas depend only on the state's options, so each is built once (and shared: do not mutate)."""
-    key_schemas = {key: json.loads(text) for key, text in typed_keys}
-    return response_json_schema(list(targets), intents=intents, flows=flows, bounded=False, key_schemas=key_schemas)
-
+from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult
+from llm_fsm.engine._turn_phases import _apply, _ask, _decide, _hand_off_for_actions, _prepare, _understand
+from llm_fsm.engine._turn_reply import _end, _record, _reply
+from llm_fsm.engine._turn_reply import _prune_transcript as _prune_transcript  # imported from here by ``_operator``
+from llm_fsm.engine._turn_reply import _redact as _redact
+from llm_fsm.engine._turn_request import _request
 
 # --- the opening -----------------------------------------------------------------------
 
@@ -289,22 +63,52 @@ def run_opening(
     ``schema_sent`` (here and in ``run_turn``): the LLM interface sends the reply
     schema as ``response_format``, so prompts need no format example.
     """
+    scope = _scope(config, None, action_memo)
+    changes = yield from _open(definition, instance, config, initial_context, scope)
+    state = definition.get_state(instance.current_state)
+    reply = yield from _greet(definition, instance, builder, state, schema_sent)
+    return _opened(definition, instance, config, scope, state, changes, reply)
+
+
+def _open(
+    definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, initial_context: Any, scope: ActionScope
+) -> Generator[Effect, Any, list[ContextChange]]:
+    """The context the conversation starts with (the caller's, then what ``on_start`` hooks add), then the initial
+    state entered: its actions run, and may redirect the conversation before it says a word."""
     changes = _apply_application(definition, instance, initial_context, config, "initial_context")
     _trace(instance, config, "start", state=instance.current_state, fsm_id=instance.fsm_id)
     additions = yield _hook("on_start", instance)
     changes += _apply_application(definition, instance, additions, config, "on_start")
-    scope = _scope(config, None, action_memo)
     _, entered = yield from arrive_or_redirect(definition, instance, config, None, OPENING_MESSAGE, scope)
     changes += entered
-    state = definition.get_state(instance.current_state)
-    result: LLMResult = yield CallLLM(
-        _request(
-            builder, definition, instance, state, OPENING_MESSAGE, "opening", allow_moves=False, schema_sent=schema_sent
-        )
+    return changes
+
+
+def _greet(
+    definition: FSMDefinition, instance: FSMInstance, builder: PromptBuilder, state: State, schema_sent: bool
+) -> Generator[Effect, Any, str]:
+    """The model's first message, for the state the conversation opened in; it may not move (no user spoke yet)."""
+    request = _request(
+        builder, definition, instance, state, OPENING_MESSAGE, "opening", allow_moves=False, schema_sent=schema_sent
     )
+    result: LLMResult = yield CallLLM(request)
     reply = result.response.message
     instance.usage.add(LLMCallRecord.of("opening", result))
     instance.context.conversation.add_assistant_message(reply)
+    return reply
+
+
+def _opened(
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    config: EngineConfig,
+    scope: ActionScope,
+    state: State,
+    changes: list[ContextChange],
+    reply: str,
+) -> TurnOutcome:
+    """Settle the opened conversation: a person takes it when an action or the initial state asks for one, and an
+    initial state that is terminal ends it at once."""
     _hand_off_for_actions(instance, config, scope)
     hand_off_declared(definition, instance, config)
     if state.is_terminal:
@@ -345,255 +149,17 @@ def run_turn(
 
     ``message`` is the user's text, or a checked ``UserMessage`` (``engine._messages.check_message``): its text is
     what the turn reasons with, its parts go to the model, and its parts and metadata are stored with it.
+
+    The phases (``_turn_phases``, ``_turn_reply``) run in this order, each yielding its own effects.
     """
-    user = message if isinstance(message, UserMessage) else UserMessage(text=message)
-    message = user.text
-    _check_budget(instance, config)
-    received = timestamp()
-    started = now()
-    state_before = instance.current_state
-    flow_before = instance.flow_id
-    state = definition.get_state(state_before)
-    calls: list[LLMCallRecord] = []
-
-    changes = _apply_application(
-        definition, instance, (yield _hook("before_llm", instance, message=message)), config, "before_llm"
-    )
-
-    result: LLMResult = yield CallLLM(
-        _request(
-            builder,
-            definition,
-            instance,
-            state,
-            message,
-            "turn",
-            schema_sent=schema_sent,
-            user_content=user.model_content,
-        )
-    )
-    calls.append(LLMCallRecord.of("turn", result))
-    response = result.response
-    proposal = response.transition.target_state or None
-    intent = response.intent
-
-    update = response.transition.context_update
-    unchangeable: list[ContextChange] = []
-    if state.confirmation is not None and state.confirmation.changeable_keys is not None:
-        update, unchangeable = _not_changeable(definition, state.confirmation.changeable_keys, update)
-    model_changes = apply_update(
-        instance.context.data,
-        update,
-        source="model",
-        protected=definition.application_only_keys,
-        max_bytes=config.max_context_bytes,
-        policy=_policy(definition, functools.partial(_grounding, instance, message)),
-    )
-    model_changes += unchangeable
-    changes += model_changes
-    if model_changes:
-        _trace(
-            instance,
-            config,
-            "context_update",
-            source="model",
-            applied=[c.key for c in model_changes if c.applied],
-            dropped={c.key: c.reason for c in model_changes if not c.applied},
-        )
-    additions = yield _hook("after_context_update", instance, message=message)
-    changes += _apply_application(definition, instance, additions, config, "after_context_update")
-    if intent != "digression":
-        instance.consecutive_digressions = 0
-
-    route: str = intent
-    if instance.pending_cancel:  # the last turn asked "do you want to cancel?"
-        instance.pending_cancel = False
-        if intent in ("confirm", "cancel"):
-            route = "cancel_confirmed"
-        else:
-            _trace(instance, config, "cancel_declined", state=state_before, intent=intent)
-            route = "continue" if intent == "deny" else intent  # "no, don't cancel" is no answer to a read-back
-
-    # actions waiting for this state's data run before the decision, so its guards see their results; not on a
-    # cancel: the user is leaving, and a backend call (or its failure, or a handoff) must not take the turn elsewhere
-    # (if the conversation goes on, they run on its next turn)
-    scope = _scope(config, message_id, action_memo)
-    collected = ActionsRun()
-    if route not in ("cancel", "cancel_confirmed"):
-        collected = yield from run_for(definition, instance, state, "collected", scope)
-    changes += collected.changes
-    actions_wrote = any(c.applied for c in collected.changes)
-
-    if collected.failure is not None:
-        failed = redirect(definition, collected.failure, scope)
-        decision = _Decision(failed, note=_decision_note(failed, definition.get_state(failed.target_state)))
-    elif collected.handoff is not None:
-        decision = _Decision(
-            Verdict(kind="handed_off", target_state=state_before, reason=f"{collected.handoff}; a person takes over")
-        )
-    elif route == "digression":
-        decision = _digression(definition, instance, config, state)
-    elif route in ("cancel", "cancel_confirmed"):
-        decision = yield from _cancel(definition, instance, config, state_before, confirmed=route == "cancel_confirmed")
-    elif route == "start_flow":
-        decision = yield from _start_flow(definition, instance, config, state_before, response.flow)
-    elif route == "resume_flow":
-        decision = yield from _resume(definition, instance, config, state_before, response.flow)
-    elif state.confirmation is not None and route in ("confirm", "deny"):
-        corrected = any(c.applied for c in model_changes)
-        decision = yield from _confirmation(definition, instance, config, state, intent, proposal, corrected)
-    else:
-        decision = _decide_transition(definition, state_before, instance.context.data, proposal)
-
-    verdict = decision.verdict
-    if config.strict and verdict.kind == "stay_rejected":
-        raise InvalidTransitionError(verdict.reason, explanation=decision.evaluations)
-    active = decision.definition or definition
-    note = decision.note
-    chained: list[Verdict] = []
-
-    if verdict.moved:
-        proposed = verdict
-        verdict, moved_changes, wrote = yield from _move(active, instance, config, verdict, message, scope)
-        changes += moved_changes
-        actions_wrote = actions_wrote or wrote
-        if verdict is not proposed:
-            note = _decision_note(verdict, active.get_state(verdict.target_state))
-        if (
-            decision.definition is None
-            and verdict.kind != "action_error"
-            and (
-                _took_guarded(definition, state_before, verdict)
-                or any(c.applied for c in model_changes)
-                or actions_wrote
-            )
-        ):
-            chained, chain_changes = yield from _chain(active, instance, config, message, scope)
-            changes += chain_changes
-            if chained:
-                note = _decision_note(chained[-1], active.get_state(instance.current_state))
-    elif verdict.kind == "flow_started" and decision.definition is not None:
-        redirected, entered = yield from arrive_or_redirect(active, instance, config, None, message, scope)
-        changes += entered
-        if redirected is not None:
-            verdict = redirected
-            note = _decision_note(verdict, active.get_state(verdict.target_state))
-    elif verdict.kind == "stay_rejected":
-        _trace(instance, config, "rejection", proposal=proposal, intent=intent, reason=verdict.reason)
-
-    if instance.status == "active":
-        active, output_changes, completion_note = yield from _complete_finished_flows(
-            active, instance, config, message, scope
-        )
-        changes += output_changes
-        note = completion_note or note
-
-    if _hand_off_for_actions(instance, config, scope):
-        note = _HANDOFF_NOTE
-    if instance.status == "active" and (instance.current_state != state_before or instance.flow_id != flow_before):
-        hand_off_declared(active, instance, config)  # the reply for the state is still given, then a person has it
-
-    reply = response.message
-    new_state = active.get_state(instance.current_state)
-    if note is None:
-        note = _results_note(scope)
-    reask = _reask_note(definition, [c for c in model_changes if not c.applied and c.rule in REASK_RULES])
-    if reask is not None:
-        note = reask if note is None else f"{note}\n{reask}"
-    if unchangeable:
-        allowed = (state.confirmation.changeable_keys if state.confirmation else None) or []
-        told = (
-            "These values cannot be changed at this step and were NOT stored: "
-            + ", ".join(c.key for c in unchangeable)
-            + ". Say so briefly"
-            + (f" and ask which of these they would like to change: {', '.join(allowed)}." if allowed else ".")
-        )
-        note = told if note is None else f"{note}\n{told}"
-    regenerating = note is not None and instance.status == "active"
-    yield Decided(
-        state=instance.current_state,
-        verdict=verdict.kind,
-        ended=instance.status != "active" or new_state.is_terminal,
-    )
-    if not regenerating and result.message_pending:
-        # the streamed call's rest: its message, and its usage and price, known only at the end of the stream
-        whole: LLMResult = yield AwaitMessage()
-        calls[0] = LLMCallRecord.of("turn", whole)
-        reply = whole.response.message
-    if regenerating:
-        # The model wrote its reply for a situation the engine did not accept: ask again for
-        # the state actually reached, so the user never reads a reply meant for another state.
-        regenerated: LLMResult = yield CallLLM(
-            _request(
-                builder,
-                active,
-                instance,
-                new_state,
-                message,
-                "regenerate",
-                note=note,
-                allow_moves=False,
-                schema_sent=schema_sent,
-                user_content=user.model_content,
-            )
-        )
-        calls.append(LLMCallRecord.of("regenerate", regenerated))
-        reply = regenerated.response.message
-
-    if new_state.is_terminal and instance.status == "active":
-        instance.status = "ended"
-        _trace(instance, config, "end", state=new_state.id)
-    if instance.status != "active":
-        additions = yield _hook("on_end", instance, message=message, previous_state=state_before, verdict=verdict)
-        changes += _apply_application(active, instance, additions, config, "on_end")
-
-    conversation = instance.context.conversation
-    conversation.add_user_message(message, id=message_id, at=received, metadata=user.metadata, parts=user.stored_parts)
-    conversation.add_assistant_message(reply)
-    _prune_transcript(instance, config)
-
-    instance.turn_count += 1
-    shown_message, shown_reply = _redact((definition, active), instance.context.data, message, reply)
-    record = TurnRecord(
-        index=instance.turn_count,
-        message_id=message_id,
-        user_message=shown_message,
-        intent=intent,
-        state_before=state_before,
-        state_after=instance.current_state,
-        flow_before=flow_before,
-        flow_after=instance.flow_id,
-        proposal=proposal,
-        context_changes=changes,
-        evaluations=decision.evaluations,
-        verdict=verdict,
-        chained=chained,
-        llm_calls=calls,
-        actions=scope.records,
-        reply=shown_reply,
-        started_at=started,
-        finished_at=now(),
-    )
-    for call in calls:
-        instance.usage.add(call)
-    instance.turns.append(record)
-    if len(instance.turns) > config.max_turn_records:
-        del instance.turns[: len(instance.turns) - config.max_turn_records]
-    if message_id is not None:
-        instance.processed_messages[message_id] = reply
-        while len(instance.processed_messages) > config.max_processed_message_ids:
-            instance.processed_messages.pop(next(iter(instance.processed_messages)))
-    instance.updated_at = record.finished_at
-    return TurnOutcome(
-        reply=reply,
-        record=record,
-        changes=changes,
-        state=instance.current_state,
-        ended=instance.status != "active",
-        fsm_id=instance.fsm_id,
-        flow_depth=len(instance.flow_stack) + 1,
-        mode=instance.mode,
-    )
+    turn = yield from _prepare(definition, instance, message, builder, config, message_id, schema_sent, action_memo)
+    result = yield from _ask(turn)
+    understood = yield from _understand(turn, result)
+    decision = yield from _decide(turn, understood)
+    applied = yield from _apply(turn, understood, decision)
+    reply = yield from _reply(turn, understood, applied)
+    yield from _end(turn, applied)
+    return _record(turn, understood, decision, applied, reply)
 
 
 __all__ = [

@@ -1,47 +1,33 @@
 """The litellm edge: provider calls, structured-output modes with downgrade, re-asks on malformed replies, local models.
 
-litellm is imported on first use, never at package import.
+litellm is imported on first use, never at package import. One request's attempts (what is sent, re-asking a
+malformed reply) are in ``_litellm_exchange``; importing litellm and reading its exceptions as ours in
+``_litellm_errors``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import threading
-import time
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, get_args
 
 from llm_fsm._threads import run_blocking
 from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult
-from llm_fsm.engine._reply_schema import (
-    CORRECTION_MESSAGE,
-    CORRECTION_STATE,
-    allowed_targets_from_schema,
-    closed_schema,
-)
-from llm_fsm.errors import (
-    FSMError,
-    LLMConfigurationError,
-    LLMProviderError,
-    MalformedOutputError,
-    UnsupportedContentError,
-)
+from llm_fsm.engine._reply_schema import closed_schema
+from llm_fsm.errors import FSMError, LLMConfigurationError, UnsupportedContentError
 from llm_fsm.llm._interface import LLMInterface, ResponseFormatMode
-from llm_fsm.llm._parsing import parse_llm_output
+from llm_fsm.llm._litellm_errors import _litellm, _rejects_request_shape, is_connection_error, provider_error
+from llm_fsm.llm._litellm_exchange import _SCHEMA_MODES, _Exchange, _Output, _output_of
+from llm_fsm.llm._litellm_exchange import correction_message as correction_message  # its import path before the split
 
 logger = logging.getLogger(__name__)
 
 _MODES: tuple[str, ...] = get_args(ResponseFormatMode)
 
-_SCHEMA_MODES = ("json_schema", "schema_object")
-"""Modes in which the reply schema itself reaches the model."""
-
 _DOWNGRADE = {"json_schema": "json_object", "schema_object": "json_object", "json_object": "none"}
-
-_ECHO_LIMIT = 2_000  # characters of a bad reply sent back to the model when re-asking
 
 
 class _Secret:
@@ -59,22 +45,6 @@ class _Secret:
         return "'***'"
 
     __str__ = __repr__
-
-
-def _litellm() -> Any:
-    """Import litellm on first use and quieten it; it must not print into our users' terminals.
-
-    litellm fetches its model price list from the network at import unless told
-    to use the copy it ships; offline machines then wait for retries. We use the
-    shipped copy unless the user chose otherwise.
-    """
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    try:
-        import litellm
-    except ImportError as exc:  # pragma: no cover - litellm is a declared dependency
-        raise LLMConfigurationError("litellm is not installed; install it with `pip install litellm`") from exc
-    litellm.suppress_debug_info = True
-    return litellm
 
 
 class LiteLLMInterface(LLMInterface):
@@ -438,66 +408,17 @@ class LiteLLMInterface(LLMInterface):
         return text
 
     def _translate(self, exc: Exception, raw_outputs: list[str]) -> FSMError:
-        """A provider failure as one of our errors, with a message a person can act on."""
+        """A provider failure as one of our errors (``provider_error``), with our secrets masked in its message.
+
+        A ``local`` model that cannot be reached forgets its route, so the next call resolves (and restarts) it.
+        """
         if isinstance(exc, FSMError):
             return exc
-        name = type(exc).__name__
-        detail = self._redact(" ".join(str(exc).split()))[:500]
-        lowered = detail.lower()
-        errors = _litellm_exceptions()
-
-        def is_a(*names: str) -> bool:
-            return any(isinstance(exc, cls) for cls in (getattr(errors, n, None) for n in names) if cls)
-
-        if _is_local_name(self.model) and (is_a("APIConnectionError") or isinstance(exc, ConnectionError)):
+        detail = self._redact(" ".join(str(exc).split()))[:500]  # before the route, and its key, is forgotten
+        if _is_local_name(self.model) and is_connection_error(exc):
             with self._route_lock:
-                self._route = None  # the local server may have stopped: resolve (and restart) next time
-        if is_a("AuthenticationError", "PermissionDeniedError"):
-            return LLMConfigurationError(
-                f"{self.model}: the provider refused the credentials ({name}). Check the api_key "
-                f"you passed or the provider's environment variable. Provider said: {detail}"
-            )
-        if is_a("LiteLLMUnknownProvider") or "llm provider not provided" in lowered:
-            return LLMConfigurationError(
-                f"{self.model}: litellm does not know which provider serves this model. Prefix it "
-                "with the provider, e.g. 'openai/...', 'anthropic/...', 'ollama/...'."
-            )
-        if is_a("NotFoundError"):
-            return LLMConfigurationError(
-                f"{self.model}: the provider does not know this model ({name}). Provider said: {detail}"
-            )
-        if _looks_like_missing_key(lowered):
-            return LLMConfigurationError(
-                f"{self.model}: no API key. Pass api_key=... or set the provider's environment "
-                f"variable (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY). Provider said: {detail}"
-            )
-        if is_a("ContextWindowExceededError"):
-            message = f"{self.model}: the prompt is longer than the model's context window"
-            retryable = False
-        elif is_a("ContentPolicyViolationError"):
-            message = f"{self.model}: the provider refused the content (content policy)"
-            retryable = False
-        elif is_a("RateLimitError"):
-            message = f"{self.model}: rate limited by the provider; try again later"
-            retryable = True
-        elif is_a("Timeout") or isinstance(exc, TimeoutError):
-            message = f"{self.model}: the provider did not answer in time"
-            retryable = True
-        elif is_a("APIConnectionError") or isinstance(exc, ConnectionError):
-            message = f"{self.model}: could not reach the provider (check api_base and the network)"
-            retryable = True
-        elif is_a("ServiceUnavailableError", "InternalServerError", "BadGatewayError"):
-            message = f"{self.model}: the provider failed ({name}); try again later"
-            retryable = True
-        else:
-            message = f"{self.model}: the provider call failed ({name})"
-            retryable = False
-        return LLMProviderError(
-            f"{message}. Provider said: {detail}" if detail else message,
-            provider_error=name,
-            retryable=retryable,
-            raw_outputs=list(raw_outputs),
-        )
+                self._route = None
+        return provider_error(exc, self.model, detail, raw_outputs)
 
 
 @dataclass(frozen=True)
@@ -511,175 +432,3 @@ class _Route:
 def _is_local_name(model: str) -> bool:
     """``local`` and ``local/<model>`` name a model served on this machine by ``llm_fsm.local``."""
     return model == "local" or model.startswith("local/")
-
-
-# --- one request's attempts (shared by the sync and async loops) ----------------------
-
-
-class _Exchange:
-    """The messages of one request and its attempts so far; decides when to re-ask and when to give up."""
-
-    def __init__(self, request: LLMRequest, max_retries: int) -> None:
-        self.request = request
-        self.max_attempts = 1 + max_retries
-        self.allowed_targets = allowed_targets_from_schema(request.response_schema)
-        # the user's content parts when the message carries images (their text is user_message)
-        self.messages: list[dict[str, Any]] = [
-            {"role": "system", "content": request.system_prompt},
-            {"role": "user", "content": request.user_content or request.user_message},
-        ]
-        self.raw_outputs: list[str] = []
-        self.problems: list[str] = []
-        self.usage: dict[str, int] = {}
-        self.started = time.monotonic()
-
-    def accept(self, output: _Output, mode: str) -> LLMResult | None:
-        """The result if this output is valid; ``None`` to re-ask; raises when attempts are spent."""
-        self.raw_outputs.append(output.text)
-        for key, value in output.usage.items():
-            self.usage[key] = self.usage.get(key, 0) + value
-        try:
-            # undeclared proposals go to the engine, which rejects them and records why
-            response = parse_llm_output(output.text, self.allowed_targets, strict_targets=False)
-        except MalformedOutputError as exc:
-            problem = exc.problem
-            if output.finish_reason == "length":
-                problem = f"the reply was cut off at the length limit ({problem}); keep the message shorter"
-        else:
-            return LLMResult(
-                response=response,
-                attempts=len(self.raw_outputs),
-                raw_outputs=tuple(self.raw_outputs),
-                problems=tuple(self.problems),
-                response_format=mode,
-                usage=dict(self.usage),
-            )
-        self.problems.append(problem)
-        attempt = len(self.raw_outputs)
-        logger.info(
-            "invalid model reply (%s, attempt %d of %d): %s",
-            self.request.purpose,
-            attempt,
-            self.max_attempts,
-            problem,
-        )
-        if attempt >= self.max_attempts:
-            raise MalformedOutputError(
-                f"the model's reply was not valid after {attempt} attempt(s): {problem}",
-                raw_outputs=list(self.raw_outputs),
-            )
-        echoed = output.text if len(output.text) <= _ECHO_LIMIT else output.text[:_ECHO_LIMIT] + "…"
-        self.messages.append({"role": "assistant", "content": echoed or "(empty reply)"})
-        self.messages.append(
-            {"role": "user", "content": correction_message(problem, show_shape=mode not in _SCHEMA_MODES)}
-        )
-        return None
-
-
-def correction_message(problem: str, *, show_shape: bool = True) -> str:
-    """What the model is told after an invalid reply: the problem, then the shape once more.
-
-    The shape is left out when the call carries the reply schema: the model has
-    it already, and small models copy a shown shape's placeholders.
-    """
-    if not show_shape:
-        return f"Your reply was not valid: {problem}. Reply again with only the JSON object of the response schema."
-    return (
-        f"Your reply was not valid: {problem}. Reply again with only the JSON object, no other text: "
-        f'{{"transition": {{"target_state": "{CORRECTION_STATE}", "context_update": {{}}}}, '
-        f'"message": "{CORRECTION_MESSAGE}"}}'
-    )
-
-
-@dataclass(frozen=True)
-class _Output:
-    text: str
-    finish_reason: str | None = None
-    usage: Mapping[str, int] = field(default_factory=dict)
-
-
-def _output_of(reply: Any) -> _Output:
-    """The text of a litellm reply, wherever the provider put it (content, content parts, a tool call)."""
-    choices = getattr(reply, "choices", None) or []
-    if not choices:
-        return _Output(text="")
-    choice = choices[0]
-    message = getattr(choice, "message", None)
-    content: Any = getattr(message, "content", None)
-    if isinstance(content, list):  # content parts
-        content = "".join(
-            part.get("text", "") if isinstance(part, dict) else str(getattr(part, "text", "")) for part in content
-        )
-    if not content:
-        tool_calls = getattr(message, "tool_calls", None) or []
-        if tool_calls:
-            function = getattr(tool_calls[0], "function", None)
-            content = getattr(function, "arguments", None)
-    usage: dict[str, int] = {}
-    reported = getattr(reply, "usage", None)
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        value = getattr(reported, key, None)
-        if isinstance(value, int):
-            usage[key] = value
-    cached = getattr(getattr(reported, "prompt_tokens_details", None), "cached_tokens", None)
-    if isinstance(cached, int) and cached > 0:
-        usage["cached_tokens"] = cached
-    return _Output(
-        text=content if isinstance(content, str) else "",
-        finish_reason=getattr(choice, "finish_reason", None),
-        usage=usage,
-    )
-
-
-def _litellm_exceptions() -> Any:
-    return _litellm().exceptions
-
-
-_SHAPE_ERRORS = (
-    "BadRequestError",
-    "UnsupportedParamsError",
-    "UnprocessableEntityError",
-    "InternalServerError",
-)
-
-_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar")
-
-
-def _rejects_request_shape(exc: Exception) -> bool:
-    """Did the provider refuse our ``response_format`` (as opposed to credentials, size or content)?
-
-    Only errors that name the format count, so an unrelated bad request is
-    reported at once instead of silently weakening structured output. Some
-    servers answer an unsupported format with a 500, so server errors count too.
-    """
-    errors = _litellm_exceptions()
-    not_shape = tuple(
-        cls
-        for cls in (
-            getattr(errors, n, None)
-            for n in ("ContextWindowExceededError", "ContentPolicyViolationError", "LiteLLMUnknownProvider")
-        )
-        if cls
-    )
-    if not_shape and isinstance(exc, not_shape):
-        return False
-    text = str(exc).lower()
-    if _looks_like_missing_key(text) or "llm provider not provided" in text:
-        return False
-    if not any(word in text for word in _FORMAT_WORDS):
-        return False
-    return any(isinstance(exc, cls) for cls in (getattr(errors, n, None) for n in _SHAPE_ERRORS) if cls)
-
-
-def _looks_like_missing_key(lowered: str) -> bool:
-    return any(
-        phrase in lowered
-        for phrase in (
-            "missing credentials",
-            "api_key client option must be set",
-            "no api key",
-            "api key not found",
-            "missing api key",
-            "api_key is required",
-        )
-    )
