@@ -10,7 +10,8 @@ personal-information form's ten turns and then turns that stay in the read-back,
 - ``sdk``: ``Telemetry`` with its defaults on an SDK ``TracerProvider`` with a ``BatchSpanProcessor``
   (what production configures) into an ``InMemorySpanExporter`` and a ``MeterProvider`` with an
   ``InMemoryMetricReader``: every span and data point really recorded (target <= 2x of off);
-- ``sdk+store``: ``sdk`` with ``store_spans=True`` (a span and a duration per store load and save).
+- ``sdk+store``: ``sdk`` with ``store_spans=True`` (a span and a duration per store load and save);
+- ``sdk+genai``: ``sdk`` with ``genai_metrics=True`` (the GenAI conventions' per-call histograms).
 
 All cases run in one interpreter, each with its own manager and providers, in chunks of ``--chunk`` turns,
 in a new random order each round: a machine that gets busier slows every case alike (on a shared machine
@@ -47,7 +48,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFINITION = ROOT / "definitions" / "personal_information_collection.json"
-CASES = ("off", "api", "sdk", "sdk+store")
+CASES = ("off", "api", "sdk", "sdk+store", "sdk+genai")
 REVISION_CASES = ("off", "api", "sdk")
 """What a revision is measured with: its defaults (older ones may not know the options)."""
 TARGETS = {"api": 1.3, "sdk": 2.0}
@@ -90,7 +91,7 @@ class Session:
         self.exporter = InMemorySpanExporter()
         tracer_provider.add_span_processor(BatchSpanProcessor(self.exporter))
         meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
-        options = {"sdk+store": {"store_spans": True}}.get(case, {})
+        options = {"sdk+store": {"store_spans": True}, "sdk+genai": {"genai_metrics": True}}.get(case, {})
         return Telemetry(tracer_provider, meter_provider, **options)
 
     def _manager(self, telemetry: Any) -> Any:
