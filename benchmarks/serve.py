@@ -30,6 +30,12 @@ figure; the CPU used by the server's processes and by this client, in cores and 
 anything else running: with 2 workers the client takes CPU the workers would otherwise have, so the
 script also prints the most 2 workers can gain over 1 here, from the CPU per turn it measured.
 
+The limit: before ours, each load (conversations, think time, workers) is run on a bare FastAPI app on the
+same uvicorn that only awaits the same fake model (``serve_bare.py``), by the same client; the script
+prints its rows and each of ours beside it: p99 added and server CPU per turn, ours, the bare app's and
+their ratio (issue 20's targets: at most 2x, judged on the paced rows). ``--no-limit`` leaves it out;
+``--server-gc freeze|off`` sets the server workers' collector (``serve_app.configure_gc``) for both.
+
 ``--nodelay`` sets TCP_NODELAY on the server's connections, which uvicorn leaves off with
 ``--workers N`` (``serve_app.NoDelayH11Protocol``): without it, each 2-worker turn waits ~40 ms for
 the client's delayed ACK.
@@ -38,6 +44,7 @@ the client's delayed ACK.
     python benchmarks/serve.py --nodelay            # the same with TCP_NODELAY on every connection
     python benchmarks/serve.py --quick              # about a minute and a half
     python benchmarks/serve.py --conversations 200 --workers 1 --stores sqlite --json
+    python benchmarks/serve.py --conversations 200 --paced 200 --workers 1 --nodelay   # a few minutes
 
 Every request goes to 127.0.0.1; every phase is bounded by ``--phase-timeout`` seconds, after which
 what has not finished counts as errors and the run goes on.
@@ -63,9 +70,10 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 import httpx
-from serve_app import LOOP
+from serve_app import GC_PAUSE_LOG, LOOP
 from serve_client import (
     LoadResult,
+    TranscriptCheck,
     check_transcripts,
     drive,
     percentile_ms,
@@ -74,7 +82,7 @@ from serve_client import (
     stream_turns,
 )
 from serve_processes import Server, client_cpu_seconds, cpu_seconds, redis_server
-from serve_report import print_report, scaling_ceiling, targets
+from serve_report import against_limit, print_report, scaling_ceiling, targets
 
 # --- one configuration ----------------------------------------------------------------------------
 
@@ -88,8 +96,11 @@ async def run_configuration(
     think_ms: float = 0.0,
     server_pid: int | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    *,
+    transcripts: bool = True,
 ) -> dict[str, Any]:
-    """Drive one running server: load, transcripts, then streaming; the figures as a dict."""
+    """Drive one running server: load, transcripts (unless ``transcripts`` is False: the bare app keeps
+    none), then streaming; the figures as a dict."""
     timeout = httpx.Timeout(args.request_timeout)
 
     def client(connections: int) -> httpx.AsyncClient:
@@ -121,7 +132,8 @@ async def run_configuration(
         )
         server_cpu = (cpu_seconds(server_pid) - server_before) if server_pid else None
         client_cpu = client_cpu_seconds() - client_before
-        check = await check_transcripts(reader, result.sent, result.refused)
+        unchecked = TranscriptCheck()
+        check = await check_transcripts(reader, result.sent, result.refused) if transcripts else unchecked
         # the streamed turns go on conversations of their own, started now, after the load
         stream_clients = [client(1) for _ in range(args.stream_concurrency)]
         for each in stream_clients:
@@ -131,7 +143,9 @@ async def run_configuration(
         firsts, stream_errors, stream_sent, stream_refused = await stream_turns(
             stream_ids, args.stream_turns, latency, timeout=args.phase_timeout
         )
-        stream_check = await check_transcripts(reader, stream_sent, stream_refused)
+        stream_check = (
+            await check_transcripts(reader, stream_sent, stream_refused) if transcripts else TranscriptCheck()
+        )
     errors = {**result.errors, **stream_errors}
     for kind, count in stream_start.errors.items():
         errors[f"stream {kind}"] = count
@@ -182,8 +196,12 @@ async def _serve_and_drive(
     definition: str,
     args: argparse.Namespace,
 ) -> dict[str, Any]:
+    """One configuration: a server of ours on ``store``, or the bare app (``store_name`` ``bare``), driven."""
+    bare = store_name == "bare"
     log = Path(args.workdir) / f"server-{store_name}-{workers}w-{conversations}c-{think_ms:g}ms.log"
-    server = Server(store, definition, workers, args.latency_ms / 1000, log, nodelay=args.nodelay)
+    server = Server(
+        store, definition, workers, args.latency_ms / 1000, log, nodelay=args.nodelay, bare=bare, gc=args.server_gc
+    )
     try:
         await server.ready()
         figures = await run_configuration(
@@ -194,15 +212,20 @@ async def _serve_and_drive(
             args,
             think_ms=think_ms,
             server_pid=server.process.pid,
+            transcripts=not bare,
         )
     finally:
         server.stop()
+    pauses = [float(line.split(", ")[-1].split()[0]) for line in log.read_text().splitlines() if GC_PAUSE_LOG in line]
+    figures["gc_pauses"] = len(pauses)  # collections of GC_PAUSE_LOGGED_MS or more, over the whole run
+    figures["gc_longest_ms"] = max(pauses, default=None)
     return {"store": store_name, "workers": workers, **figures}
 
 
 def run_matrix(args: argparse.Namespace) -> dict[str, Any]:
     notes: list[str] = []
     rows: list[dict[str, Any]] = []
+    limit_rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as workdir:
         args.workdir = args.logs or workdir
         Path(args.workdir).mkdir(parents=True, exist_ok=True)
@@ -211,8 +234,9 @@ def run_matrix(args: argparse.Namespace) -> dict[str, Any]:
         with redis_server(args.redis_url, notes) if "redis" in args.stores else contextlib.nullcontext() as redis:
             specs = [(c, 0.0) for c in args.conversations] + [(c, args.think_ms) for c in args.paced]
             for conversations, think_ms in specs:
-                for store_name in args.stores:
-                    for workers in args.workers:
+                for workers in args.workers:
+                    # the limit first, then ours on each store, one after the other: the same client, the same load
+                    for store_name in (["bare"] if args.limit else []) + args.stores:
                         if store_name == "redis":
                             if redis is None:
                                 continue
@@ -230,14 +254,17 @@ def run_matrix(args: argparse.Namespace) -> dict[str, Any]:
                         except RuntimeError as exc:
                             notes.append(f"{label}: {exc}")
                             continue
-                        rows.append(row)
+                        (limit_rows if store_name == "bare" else rows).append(row)
     return {
         "machine": f"{os.cpu_count()} cores, shared by the server's workers and this client",
         "latency_ms": args.latency_ms,
         "turns": args.turns,
         "resend": args.resend,
+        "server_gc": args.server_gc,
         "rows": rows,
-        "targets": targets(rows),
+        "limit_rows": limit_rows,
+        "against_limit": against_limit(rows, limit_rows),
+        "targets": targets(rows, limit_rows),
         "scaling_ceiling": scaling_ceiling(rows),
         "notes": notes,
     }
@@ -264,6 +291,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--nodelay",
         action="store_true",
         help="set TCP_NODELAY on the server's connections (uvicorn leaves it off with --workers N: +40 ms a turn)",
+    )
+    parser.add_argument(
+        "--no-limit",
+        dest="limit",
+        action="store_false",
+        help="leave out the limit: the bare FastAPI app (serve_bare.py) that only awaits the same model",
+    )
+    parser.add_argument(
+        "--server-gc",
+        choices=["default", "freeze", "off"],
+        default="default",
+        help="the server workers' collector (serve_app.configure_gc): as llm-fsm serve leaves it (default), "
+        "the start-up heap frozen out of its reach, or off",
     )
     parser.add_argument("--logs", default=None, help="keep the servers' logs in this folder")
     parser.add_argument("--json", action="store_true")

@@ -60,19 +60,30 @@ def client_cpu_seconds() -> float:
 
 
 class Server:
-    """uvicorn serving ``serve_app:app_factory`` on a free loopback port, in a process of its own."""
+    """uvicorn serving ``serve_app:app_factory`` (or, ``bare``, ``serve_bare:app_factory``) on a free loopback
+    port, in a process of its own; ``gc``: ``serve_app.configure_gc``'s mode in each worker."""
 
     def __init__(
-        self, store: str, definition: str, workers: int, latency: float, log: Path, *, nodelay: bool = False
+        self,
+        store: str,
+        definition: str,
+        workers: int,
+        latency: float,
+        log: Path,
+        *,
+        nodelay: bool = False,
+        bare: bool = False,
+        gc: str = "default",
     ) -> None:
         self.port = _free_port()
         self.workers = workers
-        settings = {"store": store, "definition": definition, "latency": latency}
+        settings = {"store": store, "definition": definition, "latency": latency, "gc": gc}
         env = {**os.environ, SETTINGS_ENV: json.dumps(settings), "PYTHONPATH": str(ROOT)}
         self.log = log.open("wb")
         self.process = subprocess.Popen(
             [sys.executable, str(HERE / "serve_app.py"), "--port", str(self.port), "--workers", str(workers)]
-            + (["--nodelay"] if nodelay else []),
+            + (["--nodelay"] if nodelay else [])
+            + (["--bare"] if bare else []),
             env=env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
