@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -92,25 +93,62 @@ def build_app(store: str, definition: str, latency: float, *, max_concurrent_tur
     from llm_fsm.server import KeyRing, create_app
     from llm_fsm.stores import open_store
 
-    extra = {"max_concurrent_turns": max_concurrent_turns} if max_concurrent_turns else {}
+    extra: dict[str, Any] = {"max_concurrent_turns": max_concurrent_turns} if max_concurrent_turns else {}
     manager = FSMManager(llm_interface=FixedLatencyModel(latency), store=open_store(store), **extra)
     return create_app(
         manager, {"loop": definition}, keys=KeyRing([]), anonymous_tenant="local", rate_limit_per_minute=0
     )
 
 
-def app_factory() -> Any:
-    """uvicorn's factory: each worker process builds its app from ``$SERVE_BENCH_SETTINGS``."""
+GC_PAUSE_LOGGED_MS = 10.0
+"""A collection at least this long is written to the server's log (``serve.py`` counts them per row)."""
+GC_PAUSE_LOG = "gc pause"
+
+
+def configure_gc(mode: str) -> None:
+    """The collector of a worker whose app is built: ``default`` (as ``llm-fsm serve`` leaves it), ``freeze``
+    (what start-up built is moved out of the collector's reach: a full collection then walks only what turns
+    made, not the libraries' hundreds of thousands of objects) or ``off`` (no collection at all: the bound on
+    what the collector can add to the tail). Every collection of ``GC_PAUSE_LOGGED_MS`` or more is logged."""
+    if mode == "freeze":
+        gc.collect()
+        gc.freeze()
+    elif mode == "off":
+        gc.disable()
+    elif mode != "default":
+        raise ValueError(f"unknown gc mode {mode!r}")
+    started: list[float] = []
+    log = logging.getLogger("serve_app.gc")
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            ms = (time.perf_counter() - started.pop()) * 1000
+            if ms >= GC_PAUSE_LOGGED_MS:
+                log.warning("%s: generation %d, %.1f ms", GC_PAUSE_LOG, info["generation"], ms)
+
+    gc.callbacks.append(timed)
+
+
+def configure_logging() -> None:
     # the library only adds a NullHandler and `llm-fsm serve` configures none: without this, the server's
     # warnings (the cause behind a 503) would go nowhere, and the benchmark's server log would say nothing
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+
+
+def app_factory() -> Any:
+    """uvicorn's factory: each worker process builds its app from ``$SERVE_BENCH_SETTINGS``."""
+    configure_logging()
     settings = json.loads(os.environ[SETTINGS_ENV])
-    return build_app(
+    app = build_app(
         settings["store"],
         settings["definition"],
         settings["latency"],
         max_concurrent_turns=settings.get("max_concurrent_turns"),
     )
+    configure_gc(settings.get("gc", "default"))
+    return app
 
 
 def _no_delay_protocol() -> Any:
@@ -125,7 +163,7 @@ def _no_delay_protocol() -> Any:
         One worker is not affected (asyncio binds that socket from getaddrinfo).
         """
 
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        def connection_made(self, transport: Any) -> None:
             sock = transport.get_extra_info("socket")
             if sock is not None:
                 with contextlib.suppress(OSError):
@@ -140,7 +178,8 @@ NoDelayH11Protocol = _no_delay_protocol()
 
 
 def main() -> None:
-    """Serve ``app_factory`` as ``llm-fsm serve`` does (uvicorn, 1 or N workers), optionally with TCP_NODELAY."""
+    """Serve ``app_factory`` as ``llm-fsm serve`` does (uvicorn, 1 or N workers), optionally with TCP_NODELAY;
+    ``--bare``: the bare app of ``serve_bare.py`` on the same uvicorn, with the same options."""
     import argparse
 
     import uvicorn
@@ -149,9 +188,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--nodelay", action="store_true", help="set TCP_NODELAY on accepted connections")
+    parser.add_argument("--bare", action="store_true", help="serve the bare app (serve_bare.py) instead")
     args = parser.parse_args()
     uvicorn.run(
-        "serve_app:app_factory",
+        "serve_bare:app_factory" if args.bare else "serve_app:app_factory",
         factory=True,
         host="127.0.0.1",
         port=args.port,

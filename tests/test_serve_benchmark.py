@@ -81,3 +81,28 @@ def test_the_script_serves_through_uvicorn_and_reports_as_json(capsys: pytest.Ca
     (row,) = report["rows"]
     assert (row["store"], row["workers"], row["turns_answered"], row["stream_turns"]) == ("sqlite", 1, 6, 2)
     assert (row["errors"], row["lost"], row["duplicated"], row["mismatched"]) == (0, 0, 0, 0)
+
+
+def test_the_bare_app_answers_every_route_the_client_calls() -> None:
+    serve_bare = importlib.import_module("serve_bare")
+    args = serve.parse_args(["--latency-ms", "1", "--conversations", "3", "--turns", "2", "--stream-turns", "2"])
+    transport = httpx.ASGITransport(app=serve_bare.build_bare_app(0.001))
+    figures: dict[str, Any] = asyncio.run(
+        serve.run_configuration("http://bench", 3, 2, 0.001, args, transport=transport, transcripts=False)
+    )
+
+    assert (figures["turns_answered"], figures["stream_turns"], figures["errors"]) == (6, 2, 0)
+    assert figures["checked"] == 0  # it keeps no transcript: the check does not run on it
+
+
+def test_a_row_of_ours_is_set_beside_the_bare_apps_of_the_same_load() -> None:
+    report = importlib.import_module("serve_report")
+    counts = dict.fromkeys(("errors", "lost", "duplicated", "mismatched", "unreadable", "landed_after_error"), 0)
+    ours = {"conversations": 200, "think_ms": 1000.0, "workers": 1, "store": "sqlite", **counts}
+    rows = [{**ours, "added_p99_ms": 30.0, "server_cpu_ms_per_turn": 1.5}]
+    limit = [{**ours, "store": "bare", "added_p99_ms": 10.0, "server_cpu_ms_per_turn": 1.0}]
+
+    (compared,) = report.against_limit(rows, limit)
+
+    assert (compared["added_p99_ms"]["ratio"], compared["server_cpu_ms_per_turn"]["ratio"]) == (3.0, 1.5)
+    assert [t["met"] for t in report.targets(rows, limit) if "bare app" in t["target"]] == [False, True]

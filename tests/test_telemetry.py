@@ -1,4 +1,4 @@
-"""OpenTelemetry: a span per turn with model-call and store children, metrics, and nothing private by default."""
+"""OpenTelemetry: a span per turn with a model-call child (store spans opt-in), metrics, nothing private by default."""
 
 from __future__ import annotations
 
@@ -109,22 +109,44 @@ def test_a_turn_is_one_span_with_where_it_went_and_why(observed: Any) -> None:
     assert attributes["llm_fsm.verdict.kind"] == "proposal_accepted" and attributes["llm_fsm.refused_writes"] == 0
     (decision,) = [e for e in turn.events if e.name == "llm_fsm.decision"]
     assert tuple(decision.attributes["llm_fsm.eligible"]) == ("done",)
+    assert decision.attributes["llm_fsm.proposal"] == "done"
+    assert decision.attributes["llm_fsm.verdict.reason"] == "proposal 'done' is eligible"
 
 
-def test_model_calls_and_store_operations_are_children_of_the_turn(observed: Any) -> None:
-    telemetry, exporter, _ = observed
-    run(telemetry, Model({}))
+def test_model_calls_and_store_operations_are_children_of_the_turn() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    run(Telemetry(provider, MeterProvider(metric_readers=[InMemoryMetricReader()]), store_spans=True), Model({}))
     (turn,) = spans_named(exporter, "llm_fsm.turn")
     children = [
         s for s in exporter.get_finished_spans() if s.parent is not None and s.parent.span_id == turn.context.span_id
     ]
     assert sorted(s.name for s in children) == ["chat fake-model", "llm_fsm.store.load", "llm_fsm.store.save"]
-    (call,) = [s for s in children if s.name == "chat fake-model"]
-    assert (
-        call.attributes["gen_ai.operation.name"] == "chat" and call.attributes["gen_ai.request.model"] == "fake-model"
-    )
-    assert call.attributes["gen_ai.usage.input_tokens"] == 50 and call.attributes["gen_ai.usage.output_tokens"] == 5
-    assert call.attributes["gen_ai.response.model"] == "fake-model-v1"
+    (call,) = [dict(s.attributes or {}) for s in children if s.name == "chat fake-model"]
+    assert call["gen_ai.operation.name"] == "chat" and call["gen_ai.request.model"] == "fake-model"
+    assert call["gen_ai.usage.input_tokens"] == 50 and call["gen_ai.usage.output_tokens"] == 5
+    assert call["gen_ai.response.model"] == "fake-model-v1"
+
+
+def test_by_default_a_turn_is_its_span_and_one_model_call_span_no_store_spans(observed: Any) -> None:
+    telemetry, exporter, reader = observed
+    run(telemetry, Model({}))
+    (turn,) = spans_named(exporter, "llm_fsm.turn")
+    # the opening's call (at the start, outside any turn) and the turn's
+    assert sorted(s.name for s in exporter.get_finished_spans()) == [
+        "chat fake-model",
+        "chat fake-model",
+        "llm_fsm.turn",
+    ]
+    children = [s for s in exporter.get_finished_spans() if s.parent and s.parent.span_id == turn.context.span_id]
+    assert [s.name for s in children] == ["chat fake-model"]
+    assert "llm_fsm.store.duration" not in _metric_names(reader)
+    # 50 tokens in and 5 out a call, counted by the process and read when the SDK collects
+    assert _points(reader, "llm_fsm.llm.tokens") == {
+        (("gen_ai.request.model", "fake-model"), ("gen_ai.token.type", "input")): 100,
+        (("gen_ai.request.model", "fake-model"), ("gen_ai.token.type", "output")): 10,
+    }
 
 
 def test_nothing_the_user_wrote_or_the_context_holds_is_in_the_telemetry_by_default(observed: Any) -> None:
@@ -164,8 +186,21 @@ def test_metrics_count_turns_verdicts_and_refused_writes_by_rule(observed: Any) 
     run(telemetry, Model({"email": "not an email"}, target="done"))
     assert _points(reader, "llm_fsm.refused_writes") == {(("llm_fsm.rule", "format"),): 1}
     assert _points(reader, "llm_fsm.verdicts") == {(("llm_fsm.verdict.kind", "stay_rejected"),): 1}
-    names = {m.name for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
-    assert {"gen_ai.client.operation.duration", "gen_ai.client.token.usage", "llm_fsm.store.duration"} <= names
+    assert _points(reader, "llm_fsm.turns") == {(("llm_fsm.definition.id", "form"), ("llm_fsm.outcome", "ok")): 1}
+    assert not {"gen_ai.client.operation.duration", "gen_ai.client.token.usage"} & _metric_names(reader)
+
+
+def test_the_genai_per_call_histograms_are_opt_in() -> None:
+    reader = InMemoryMetricReader()
+    run(Telemetry(TracerProvider(), MeterProvider(metric_readers=[reader]), genai_metrics=True), Model({}))
+    assert {"gen_ai.client.operation.duration", "gen_ai.client.token.usage"} <= _metric_names(reader)
+    usage = _points(reader, "gen_ai.client.token.usage", "sum")
+    assert (
+        usage[
+            (("gen_ai.operation.name", "chat"), ("gen_ai.request.model", "fake-model"), ("gen_ai.token.type", "input"))
+        ]
+        == 100
+    )
 
 
 def test_async_and_streamed_turns_are_traced_too(observed: Any) -> None:
@@ -198,23 +233,81 @@ def test_without_telemetry_opentelemetry_is_not_even_imported() -> None:
     )
 
 
-def _points(reader: InMemoryMetricReader, name: str) -> dict[tuple[tuple[str, Any], ...], int]:
-    out: dict[tuple[tuple[str, Any], ...], int] = {}
-    for resource in reader.get_metrics_data().resource_metrics:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                if metric.name == name:
-                    for point in metric.data.data_points:
-                        out[tuple(sorted(point.attributes.items()))] = point.value
-    return out
+def _metrics(reader: InMemoryMetricReader) -> list[Any]:
+    data: Any = reader.get_metrics_data()
+    return [
+        metric for resource in data.resource_metrics for scope in resource.scope_metrics for metric in scope.metrics
+    ]
 
 
-def test_store_spans_can_be_left_out_while_store_latency_is_still_measured() -> None:
+def _points(reader: InMemoryMetricReader, name: str, field: str = "value") -> dict[tuple[tuple[str, Any], ...], Any]:
+    """A metric's data points by their attributes: ``value`` of a sum, ``sum`` of a histogram."""
+    return {
+        tuple(sorted(point.attributes.items())): getattr(point, field)
+        for metric in _metrics(reader)
+        if metric.name == name
+        for point in metric.data.data_points
+    }
+
+
+def _metric_names(reader: InMemoryMetricReader) -> set[str]:
+    return {metric.name for metric in _metrics(reader)}
+
+
+def test_store_spans_and_their_duration_are_opt_in() -> None:
+    for opted_in in (False, True):
+        exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        run(Telemetry(provider, MeterProvider(metric_readers=[reader]), store_spans=opted_in), Model({}))
+        store_spans = sorted(s.name for s in exporter.get_finished_spans() if s.name.startswith("llm_fsm.store"))
+        # a start saves; a turn loads and saves
+        assert store_spans == (["llm_fsm.store.load", "llm_fsm.store.save", "llm_fsm.store.save"] if opted_in else [])
+        assert ("llm_fsm.store.duration" in _metric_names(reader)) is opted_in
+        assert _points(reader, "llm_fsm.turns")
+
+
+class _NotRecording:
+    """A span a sampler dropped: whatever is set on it is thrown away, so nothing should be built for it."""
+
+    def is_recording(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"{name} called on a span that does not record")
+
+
+class _Unread:
+    """Raises on any attribute not listed: what telemetry reads of it when the span does not record."""
+
+    def __init__(self, **allowed: Any) -> None:
+        self.__dict__.update(allowed)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"{name} was read for a span that does not record")
+
+
+def test_no_span_attribute_is_built_when_the_span_does_not_record() -> None:
+    telemetry = Telemetry(TracerProvider(), MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    record = _Unread(verdict=_Unread(kind="stay"), context_changes=[])
+    telemetry.turn_done(_NotRecording(), _Unread(record=record, fsm_id="form"))
+    call = telemetry.model_call("fake-model", "turn")
+    call.span = _NotRecording()
+    call.result(_Unread(usage={"prompt_tokens": 50, "completion_tokens": 5}))
+    assert call.tokens == {"input": 50, "output": 5}  # the metrics still count them
+
+
+def test_a_sampled_out_turn_exports_no_span_and_is_still_counted() -> None:
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
     exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
-    provider = TracerProvider()
+    provider = TracerProvider(sampler=ALWAYS_OFF)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    run(Telemetry(provider, MeterProvider(metric_readers=[reader]), store_spans=False), Model({}))
-    assert not [s for s in exporter.get_finished_spans() if s.name.startswith("llm_fsm.store")]
-    assert _points(reader, "llm_fsm.turns")
-    names = {m.name for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
-    assert "llm_fsm.store.duration" in names
+    run(Telemetry(provider, MeterProvider(metric_readers=[reader])), Model({"email": "ada@example.com"}, "done"))
+    assert exporter.get_finished_spans() == ()
+    assert _points(reader, "llm_fsm.verdicts") == {(("llm_fsm.verdict.kind", "proposal_accepted"),): 1}
+
+
+def test_the_api_without_an_sdk_records_nothing_and_the_manager_runs() -> None:
+    manager, cid = run(Telemetry(), Model({"email": "ada@example.com"}, target="done"))
+    assert manager.get_current_state(cid) == "done"

@@ -24,7 +24,7 @@ from llm_fsm.engine._records import (
     ContextChange,
     Verdict,
 )
-from llm_fsm.engine._transitions import decide
+from llm_fsm.engine._transitions import decide_verdict
 
 
 def _took_guarded(definition: FSMDefinition, state_id: str, verdict: Verdict) -> bool:
@@ -129,7 +129,7 @@ def _chain(
         state = definition.get_state(instance.current_state)
         if state.is_terminal or state.confirmation is not None or not state.auto_advance or state.handoff:
             break  # (a handoff state: a person takes the conversation there, so nothing passes it by)
-        verdict, _ = decide(definition, state.id, instance.context.data, None)
+        verdict = decide_verdict(definition, state.id, instance.context.data, None)
         if not verdict.moved or verdict.target_state in visited:
             break
         step = Verdict(
@@ -198,7 +198,7 @@ def _complete_finished_flows(
             )
             changes += moved
         elif collected.handoff is None:  # (a handoff keeps the parent where it is; the turn hands off at its end)
-            verdict, _ = decide(definition, instance.current_state, instance.context.data, None)
+            verdict = decide_verdict(definition, instance.current_state, instance.context.data, None)
         if verdict is not None and verdict.moved:
             _trace(
                 instance,

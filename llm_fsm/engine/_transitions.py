@@ -21,8 +21,9 @@ Ties between equal priorities go to the transition declared first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from llm_fsm.definition._model import (
     FSMDefinition,
@@ -35,8 +36,65 @@ from llm_fsm.engine._records import ConditionResult, TransitionEvaluation, Verdi
 from llm_fsm.errors import FSMError
 
 
-def evaluate_condition(condition: TransitionCondition, data: Mapping[str, Any]) -> ConditionResult:
-    """Does one condition hold? Never raises: a rule that fails to evaluate does not hold."""
+class _ConditionLike(Protocol):
+    @property
+    def description(self) -> str: ...
+    @property
+    def missing_keys(self) -> list[str]: ...
+    @property
+    def logic_missing_vars(self) -> list[str]: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def holds(self) -> bool: ...
+
+
+class _Considered(Protocol):
+    """What the decision reads of a transition considered: a ``TransitionEvaluation``, or a ``_Evaluation``."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def target_state(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def guarded(self) -> bool: ...
+    @property
+    def eligible(self) -> bool: ...
+    @property
+    def conditions(self) -> Sequence[_ConditionLike]: ...
+
+
+_C = TypeVar("_C", bound=_Considered)
+
+
+@dataclass(slots=True)
+class _Condition:
+    """A condition's result as plain data: a decision nobody keeps (a chained step, a resumed parent) should not
+    pay for validating a ``ConditionResult`` only to drop it."""
+
+    description: str
+    missing_keys: list[str]
+    logic_value: Any
+    logic_missing_vars: list[str]
+    error: str | None
+    holds: bool
+
+
+@dataclass(slots=True)
+class _Evaluation:
+    """A transition considered, as plain data (see ``_Condition``)."""
+
+    index: int
+    target_state: str
+    priority: int
+    guarded: bool
+    conditions: list[_Condition]
+    eligible: bool
+
+
+def _check(condition: TransitionCondition, data: Mapping[str, Any]) -> _Condition:
     missing = missing_keys(data, condition.requires_context_keys or ())
     logic_value: Any = None
     missing_vars: list[str] = []
@@ -53,13 +111,25 @@ def evaluate_condition(condition: TransitionCondition, data: Mapping[str, Any]) 
             logic_value = guard.value
             missing_vars = list(guard.missing_vars)
             logic_holds = guard.holds
+    return _Condition(condition.description, missing, logic_value, missing_vars, error, not missing and logic_holds)
+
+
+def _evaluate(definition: FSMDefinition, transition: Transition, data: Mapping[str, Any], index: int) -> _Evaluation:
+    results = [_check(c, data) for c in transition.conditions or ()]
+    eligible = transition.target_state in definition.states and all(r.holds for r in results)
+    return _Evaluation(index, transition.target_state, transition.priority, transition.is_guarded, results, eligible)
+
+
+def evaluate_condition(condition: TransitionCondition, data: Mapping[str, Any]) -> ConditionResult:
+    """Does one condition hold? Never raises: a rule that fails to evaluate does not hold."""
+    checked = _check(condition, data)
     return ConditionResult(
-        description=condition.description,
-        missing_keys=missing,
-        logic_value=logic_value,
-        logic_missing_vars=missing_vars,
-        error=error,
-        holds=not missing and logic_holds,
+        description=checked.description,
+        missing_keys=checked.missing_keys,
+        logic_value=checked.logic_value,
+        logic_missing_vars=checked.logic_missing_vars,
+        error=checked.error,
+        holds=checked.holds,
     )
 
 
@@ -85,12 +155,12 @@ def evaluate_transitions(
     return [evaluate_transition(definition, t, data, i) for i, t in enumerate(state.transitions)]
 
 
-def _best(evaluations: list[TransitionEvaluation]) -> TransitionEvaluation | None:
+def _best(evaluations: list[_C]) -> _C | None:
     # min() keeps the first of equal keys: ties go to the transition declared first.
     return min(evaluations, key=lambda e: e.priority) if evaluations else None
 
 
-def _why_not(evaluation: TransitionEvaluation | None, target: str) -> str:
+def _why_not(evaluation: _Considered | None, target: str) -> str:
     if evaluation is None:
         return f"no transition to {target!r} is declared from this state"
     failed = []
@@ -127,16 +197,35 @@ def decide(
     moves on the user's yes or no, not because its data is complete); ``refused_targets`` are
     states the proposal may not name in this route (the confirmation's ``on_yes`` without a yes).
     """
+    evaluations = evaluate_transitions(definition, definition.get_state(current_state), data)
+    verdict = _decide(current_state, evaluations, proposal, guards_fire=guards_fire, refused_targets=refused_targets)
+    return verdict, evaluations
+
+
+def decide_verdict(
+    definition: FSMDefinition, current_state: str, data: Mapping[str, Any], proposal: str | None
+) -> Verdict:
+    """``decide``'s verdict without its evaluations, for a decision nobody keeps a record of (a chained step, a
+    resumed parent): validating the records only to drop them was most of what such a decision cost."""
     state = definition.get_state(current_state)
-    evaluations = evaluate_transitions(definition, state, data)
+    return _decide(
+        current_state, [_evaluate(definition, t, data, i) for i, t in enumerate(state.transitions)], proposal
+    )
+
+
+def _decide(
+    current_state: str,
+    evaluations: Sequence[_Considered],
+    proposal: str | None,
+    *,
+    guards_fire: bool = True,
+    refused_targets: frozenset[str] = frozenset(),
+) -> Verdict:
     if proposal in refused_targets:
-        return (
-            Verdict(
-                kind="stay_rejected",
-                target_state=current_state,
-                reason=f"proposal {proposal!r} rejected: this is a confirmation step and the user did not confirm",
-            ),
-            evaluations,
+        return Verdict(
+            kind="stay_rejected",
+            target_state=current_state,
+            reason=f"proposal {proposal!r} rejected: this is a confirmation step and the user did not confirm",
         )
     best_guarded = _best([e for e in evaluations if e.guarded and e.eligible]) if guards_fire else None
     wants_move = bool(proposal) and proposal != current_state
@@ -147,51 +236,39 @@ def decide(
         chosen = _best([e for e in to_proposal if e.eligible])
         if chosen is not None:
             if best_guarded is not None and best_guarded.priority < chosen.priority:
-                return (
-                    Verdict(
-                        kind="guarded_override",
-                        target_state=best_guarded.target_state,
-                        reason=(
-                            f"proposal {proposal!r} (priority {chosen.priority}) was eligible, but guarded "
-                            f"transition to {best_guarded.target_state!r} has higher priority ({best_guarded.priority})"
-                        ),
-                        transition_index=best_guarded.index,
+                return Verdict(
+                    kind="guarded_override",
+                    target_state=best_guarded.target_state,
+                    reason=(
+                        f"proposal {proposal!r} (priority {chosen.priority}) was eligible, but guarded "
+                        f"transition to {best_guarded.target_state!r} has higher priority ({best_guarded.priority})"
                     ),
-                    evaluations,
+                    transition_index=best_guarded.index,
                 )
-            return (
-                Verdict(
-                    kind="proposal_accepted",
-                    target_state=proposal,
-                    reason=f"proposal {proposal!r} is eligible",
-                    transition_index=chosen.index,
-                ),
-                evaluations,
+            return Verdict(
+                kind="proposal_accepted",
+                target_state=proposal,
+                reason=f"proposal {proposal!r} is eligible",
+                transition_index=chosen.index,
             )
         rejection = f"proposal {proposal!r} rejected: {_why_not(_best(to_proposal), proposal)}"
     else:
         rejection = "model proposed to stay"
 
     if best_guarded is not None:
-        return (
-            Verdict(
-                kind="guarded_fallback",
-                target_state=best_guarded.target_state,
-                reason=f"{rejection}; guarded transition to {best_guarded.target_state!r} holds "
-                f"(priority {best_guarded.priority})",
-                transition_index=best_guarded.index,
-            ),
-            evaluations,
+        return Verdict(
+            kind="guarded_fallback",
+            target_state=best_guarded.target_state,
+            reason=f"{rejection}; guarded transition to {best_guarded.target_state!r} holds "
+            f"(priority {best_guarded.priority})",
+            transition_index=best_guarded.index,
         )
-    return (
-        Verdict(
-            kind="stay_rejected" if wants_move else "stay",
-            target_state=current_state,
-            reason=f"{rejection}; no guarded transition holds"
-            if wants_move
-            else "model proposed to stay; no guarded transition holds",
-        ),
-        evaluations,
+    return Verdict(
+        kind="stay_rejected" if wants_move else "stay",
+        target_state=current_state,
+        reason=f"{rejection}; no guarded transition holds"
+        if wants_move
+        else "model proposed to stay; no guarded transition holds",
     )
 
 
@@ -205,13 +282,18 @@ def validate_transition(
         return True, None
     state = definition.get_state(current_state)
     to_target = [
-        evaluate_transition(definition, t, data, i)
-        for i, t in enumerate(state.transitions)
-        if t.target_state == target_state
+        _evaluate(definition, t, data, i) for i, t in enumerate(state.transitions) if t.target_state == target_state
     ]
     if any(e.eligible for e in to_target):
         return True, None
     return False, _why_not(_best(to_target), target_state)
 
 
-__all__ = ["decide", "evaluate_condition", "evaluate_transition", "evaluate_transitions", "validate_transition"]
+__all__ = [
+    "decide",
+    "decide_verdict",
+    "evaluate_condition",
+    "evaluate_transition",
+    "evaluate_transitions",
+    "validate_transition",
+]
