@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from llm_fsm.engine._records import LLMResponse, StateTransition
 from llm_fsm.engine._reply_schema import (
+    _PLACEHOLDERS,
     MAX_OUTPUT_CHARS,
     STAY,
     allowed_targets_from_schema,
@@ -355,7 +356,13 @@ valid_replies = st.builds(
     transition=st.builds(
         StateTransition,
         target_state=state_ids,
-        context_update=st.dictionaries(st.text(max_size=10), json_values, max_size=4),
+        # the example's placeholders ("KEY": "VALUE", "STATE") are dropped by design (a small model copying the
+        # example must not write them), so a reply meant to survive intact uses none
+        context_update=st.dictionaries(
+            st.text(max_size=10).filter(lambda key: key not in _PLACEHOLDERS),
+            json_values.filter(lambda value: not (isinstance(value, str) and value in _PLACEHOLDERS)),
+            max_size=4,
+        ),
     ),
     message=st.text(min_size=1, max_size=40).filter(str.strip),
     reasoning=st.one_of(st.none(), st.text(max_size=20)),
