@@ -9,7 +9,7 @@ into them; any other error ends the operation and reaches the caller.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
 from llm_fsm._threads import run_blocking
@@ -65,8 +65,13 @@ def run(operation: Performed[_R]) -> _R:
             error = exc
 
 
-async def arun(operation: Performed[_R]) -> _R:
-    """Drive from async code: each wait is awaited, and nothing blocking runs on the event loop."""
+async def arun(operation: Performed[_R], wait_for: Callable[[Wait], Awaitable[Any]] | None = None) -> _R:
+    """Drive from async code: each wait is awaited, and nothing blocking runs on the event loop.
+
+    ``wait_for`` makes the waits another way (the streaming driver reads the model's stream); the loop, and so
+    what is thrown back into the operation, stays this one.
+    """
+    wait_for = wait_for or await_wait
     value: Any = None
     error: BaseException | None = None
     while True:
@@ -77,7 +82,7 @@ async def arun(operation: Performed[_R]) -> _R:
             return result
         value, error = None, None
         try:
-            value = await await_wait(wait)
+            value = await wait_for(wait)
         except BaseException as exc:  # noqa: BLE001
             error = exc
 

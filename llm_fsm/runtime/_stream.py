@@ -28,7 +28,7 @@ from llm_fsm.engine._turn import Decided
 from llm_fsm.errors import LLMResponseError, MalformedOutputError
 from llm_fsm.llm._parsing import parse_llm_output
 from llm_fsm.llm._streaming import StreamedReply
-from llm_fsm.runtime._drivers import Performed, await_wait
+from llm_fsm.runtime._drivers import Performed, arun, await_wait
 from llm_fsm.runtime._effects import ReadModel, ReadRest, Retract, Tell, Wait
 
 logger = logging.getLogger(__name__)
@@ -80,20 +80,8 @@ class _StreamingDriver:
         self.decided: Decided | None = None
 
     async def drive(self, operation: Performed[_R]) -> _R:
-        value: Any = None
-        error: BaseException | None = None
         try:
-            while True:
-                try:
-                    wait = operation.throw(error) if error is not None else operation.send(value)
-                except StopIteration as stop:
-                    result: _R = stop.value
-                    return result
-                value, error = None, None
-                try:
-                    value = await self._wait(wait)
-                except BaseException as exc:  # noqa: BLE001 - thrown into the operation, whose handlers decide
-                    error = exc
+            return await arun(operation, self._wait)
         finally:
             await self._drop_pending()
 
