@@ -77,3 +77,21 @@ def test_walking_folders_for_fsm_lint_does_not_load_the_script_format():
         "list(iter_definition_files(['definitions'])); print('llm_fsm.scripting._scripts' in sys.modules)"
     )
     assert _run(code) == "False"
+
+
+def test_every_error_class_the_library_raises_is_exported_from_the_package():
+    """A caller catches what the API raises by importing it from ``llm_fsm``, never from a private module."""
+    import inspect
+
+    import llm_fsm
+    from llm_fsm import errors
+
+    raised = [
+        name
+        for name, cls in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(cls, BaseException) and cls.__module__ == errors.__name__
+    ]
+    missing = [
+        name for name in raised if name not in llm_fsm.__all__ or getattr(llm_fsm, name) is not getattr(errors, name)
+    ]
+    assert not missing, f"error classes not exported from llm_fsm: {missing}"
