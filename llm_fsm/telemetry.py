@@ -245,7 +245,10 @@ class _Turn:
         self._span = telemetry.tracer.start_span(
             "llm_fsm.turn", attributes={"llm_fsm.conversation.id": self._conversation_id}
         )
-        self._token = telemetry._context.attach(telemetry._trace.set_span_in_context(self._span))
+        # an invalid span (the API without an SDK) is not made current: it would only hide whatever trace context
+        # the caller has, and costs two context switches a turn
+        valid = self._span.get_span_context().is_valid
+        self._token = telemetry._context.attach(telemetry._trace.set_span_in_context(self._span)) if valid else None
         return self._span
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -258,7 +261,8 @@ class _Turn:
                     status = telemetry._trace.Status(telemetry._trace.StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
                     span.set_status(status)
         finally:
-            telemetry._context.detach(self._token)
+            if self._token is not None:
+                telemetry._context.detach(self._token)
             span.end()
 
 

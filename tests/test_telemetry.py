@@ -311,3 +311,16 @@ def test_a_sampled_out_turn_exports_no_span_and_is_still_counted() -> None:
 def test_the_api_without_an_sdk_records_nothing_and_the_manager_runs() -> None:
     manager, cid = run(Telemetry(), Model({"email": "ada@example.com"}, target="done"))
     assert manager.get_current_state(cid) == "done"
+
+
+def test_without_an_sdk_the_turn_keeps_the_callers_trace_context_current() -> None:
+    from opentelemetry import context, trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    remote = NonRecordingSpan(SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=TraceFlags(1)))
+    token = context.attach(trace.set_span_in_context(remote))
+    try:
+        with Telemetry(trace.NoOpTracerProvider()).turn("c1"):
+            assert trace.get_current_span() is remote  # an invalid span would hide it from what the turn calls
+    finally:
+        context.detach(token)
