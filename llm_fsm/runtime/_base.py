@@ -29,7 +29,7 @@ from llm_fsm.engine._turn import EngineConfig
 from llm_fsm.errors import InvalidMessageError, UnsupportedContentError, UsageError
 from llm_fsm.runtime._actions import ActionFunction, ActionRegistry
 from llm_fsm.runtime._definitions import DefinitionPolicy, DefinitionSource
-from llm_fsm.runtime._drivers import RECOVERABLE, arun, performed, run
+from llm_fsm.runtime._drivers import RECOVERABLE, arun, run
 from llm_fsm.runtime._loading import load_fsm_definition
 from llm_fsm.runtime._locking import FairLock
 from llm_fsm.runtime._operations import Operation
@@ -208,19 +208,19 @@ class RuntimeBase:
 
     def _run(self, operation: Operation[_R], lock: str | None = None, ledger: Ledger | None = None) -> _R:
         """Run an operation from a thread (under the conversation's lock when ``lock`` names it)."""
-        work = performed(Performer(self, ledger), operation)
+        performer = Performer(self, ledger)
         if lock is None:
-            return run(work)
+            return run(performer, operation)
         with self._lock_for(lock):  # the with statement keeps the weakly registered lock alive
-            return run(work)
+            return run(performer, operation)
 
     async def _arun(self, operation: Operation[_R], lock: str | None = None, ledger: Ledger | None = None) -> _R:
         """Run an operation from async code, awaiting the conversation's lock without holding a thread."""
-        work = performed(Performer(self, ledger), operation)
+        performer = Performer(self, ledger)
         if lock is None:
-            return await arun(work)
+            return await arun(performer, operation)
         async with self._lock_for(lock):
-            return await arun(work)
+            return await arun(performer, operation)
 
     # --- messages ---------------------------------------------------------------------------------------------
 

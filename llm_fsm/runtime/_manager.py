@@ -27,7 +27,6 @@ from llm_fsm.engine._messages import UserMessage
 from llm_fsm.engine._turn import TurnOutcome
 from llm_fsm.errors import StateNotFoundError
 from llm_fsm.runtime._base import DEFAULT_MAX_CONCURRENT_TURNS, DEFAULT_MAX_INPUT_CHARS
-from llm_fsm.runtime._drivers import performed
 from llm_fsm.runtime._effects import LoadConversation, SaveConversation, StoreCall
 from llm_fsm.runtime._operations import (
     Opening,
@@ -236,8 +235,10 @@ class FSMManager(OperatorAPI):
 
         request = self._request(conversation_id, message, message_id, user_id, room_id, metadata)
         ledger = Ledger()
-        work = performed(Performer(self, ledger), self._turn(request, ledger))
-        return stream_turn(work, lambda: self._async_turn(conversation_id), self._background)
+        operation = self._turn(request, ledger)
+        return stream_turn(
+            Performer(self, ledger), operation, lambda: self._async_turn(conversation_id), self._background
+        )
 
     # --- the application's writes ------------------------------------------------
 

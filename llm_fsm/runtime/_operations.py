@@ -196,6 +196,10 @@ class _TurnAttempts:
     def _settle(self, instance: FSMInstance, outcome: TurnOutcome) -> None:
         """Count and record what earlier, lost attempts spent; remember what this one did, should it lose too."""
         record = outcome.record
+        if not self.unsaved_actions and self.ledger.settled == self.ledger.attempt_started:
+            if record is not None and record.actions:  # the first attempt: remember what it did, should it lose
+                self.unsaved_actions = [a for a in record.actions if a.outcome not in ("replayed", "skipped")]
+            return
         lost_calls = self.ledger.lost()
         for call in lost_calls:
             instance.usage.add(call)

@@ -77,10 +77,11 @@ class Ledger:
 
     A turn that loses its compare-and-set runs again on the new version; the calls of the lost attempt were
     spent all the same. The saved attempt adds them to the conversation's usage (and its explain record), so
-    budgets count what was spent, whichever worker's save won.
+    budgets count what was spent, whichever worker's save won. Results are kept as they came (records are
+    built only for the rare lost call: a record is a validated model, and most turns lose nothing).
     """
 
-    calls: list[LLMCallRecord] = field(default_factory=list)
+    calls: list[tuple[str, LLMResult]] = field(default_factory=list)
     settled: int = 0
     """Calls up to here are in a saved conversation's usage already."""
     attempt_started: int = 0
@@ -90,7 +91,11 @@ class Ledger:
 
     def lost(self) -> list[LLMCallRecord]:
         """Calls of earlier attempts of this operation that no saved attempt has counted yet."""
-        return self.calls[self.settled : self.attempt_started]
+        if self.settled == self.attempt_started:
+            return []
+        return [
+            LLMCallRecord.of(purpose, result) for purpose, result in self.calls[self.settled : self.attempt_started]
+        ]
 
     def saved(self) -> None:
         self.settled = len(self.calls)
@@ -110,30 +115,34 @@ class _Pending:
 class Performer:
     """Performs the effects of one operation (a turn with its attempts, a change, a read)."""
 
+    __slots__ = ("_pending", "ledger", "parts")
+
     def __init__(self, parts: Parts, ledger: Ledger | None = None) -> None:
         self.parts = parts
-        self.ledger = ledger if ledger is not None else Ledger()
+        self.ledger = ledger if ledger is not None else _NO_CALLS
         self._pending: _Pending | None = None
-        self._handlers: dict[type[Any], Callable[[Any], Handling]] = {
-            LoadConversation: self._load,
-            SaveConversation: self._save,
-            CallLLM: self._model,
-            CallHook: self._hook,
-            CallAction: self._action,
-            LoadDefinition: self._definition,
-            LoadFlow: self._flow,
-            LoadActiveDefinition: self._active_definition,
-            StoreCall: self._store_call,
-            Decided: self._decided,
-            AwaitMessage: self._rest,
-        }
 
     def handle(self, effect: Any) -> Handling:
         """The waits ``effect`` needs; what the generator returns is the effect's answer."""
-        handler = self._handlers.get(type(effect))
+        handler = _HANDLERS.get(type(effect))
         if handler is None:  # pragma: no cover - the generators yield only known effects
             raise TypeError(f"unknown effect {effect!r}")
-        return handler(effect)
+        return handler(self, effect)
+
+    def at_once(self, effect: Any) -> Any:
+        """The answer of an effect that needs no wait (a hook nobody registered, a cached definition), else
+        ``WAITS``: the common case skips a generator per effect, which a turn of a dozen effects notices."""
+        kind = type(effect)
+        if kind is CallHook:
+            return WAITS if self.parts.hooks.get(effect.name) else None
+        if kind is LoadDefinition:
+            cached = self.parts.definitions.cached(effect.fsm_id)
+            return WAITS if cached is None else cached
+        if kind is LoadActiveDefinition:
+            instance = effect.instance
+            cached = self.parts.definitions.cached(instance.fsm_id)
+            return WAITS if cached is None else self.parts.definitions.checked(instance, cached)
+        return WAITS
 
     # --- the store ----------------------------------------------------------------------------------------
 
@@ -142,7 +151,7 @@ class Performer:
         native = getattr(store, "a" + operation, None)
         return Blocking(
             functools.partial(getattr(store, operation), *args, **kwargs),
-            functools.partial(native, *args, **kwargs) if native is not None else None,
+            None if native is None else functools.partial(native, *args, **kwargs),
         )
 
     def _load(self, effect: LoadConversation) -> Handling:
@@ -150,6 +159,8 @@ class Performer:
         operation = "load"
         if not effect.whole and self.parts.turn_log():
             operation, kwargs["message_id"] = "load_for_turn", effect.message_id
+        if self.parts.telemetry is None:
+            return (yield self._store_wait(operation, effect.conversation_id, **kwargs))
         with self._store_span("load", effect.conversation_id):
             return (yield self._store_wait(operation, effect.conversation_id, **kwargs))
 
@@ -160,7 +171,7 @@ class Performer:
         retention = self.parts.retention() if self.parts.turn_log() else None
         if retention is not None:  # a store written to the older protocol takes no ``retention``
             kwargs["retention"] = retention
-        with self._store_span("save", instance.conversation_id):
+        with self._store_span("save", instance.conversation_id):  # a nullcontext without telemetry
             try:
                 version = yield self._store_wait("save", instance, **kwargs)
             except ConcurrentUpdateError:
@@ -220,30 +231,40 @@ class Performer:
     def _model(self, effect: CallLLM) -> Handling:
         request = effect.request
         llm = self._llm()
+        telemetry = self.parts.telemetry
+        if telemetry is None:
+            result = yield from self._read(llm, request, None)
+            self.ledger.calls.append((request.purpose, result))
+            if result.message_pending:  # its usage comes with the rest of the reply
+                self._pending = _Pending(
+                    len(self.ledger.calls) - 1, request.purpose, result, contextlib.ExitStack(), None
+                )
+            return result
         span = contextlib.ExitStack()
-        recorder = None
-        if self.parts.telemetry is not None:
-            recorder = span.enter_context(self.parts.telemetry.model_call(model_name(llm), request.purpose))
+        recorder = span.enter_context(telemetry.model_call(model_name(llm), request.purpose))
         with span:
-            try:
-                astream = getattr(llm, "astream", None)
-                stream = functools.partial(astream, request) if callable(astream) else None
-                result = as_result((yield ReadModel(*_model_calls(llm, request), request=request, stream=stream)))
-            except FSMError as exc:
-                if recorder is not None:
-                    recorder.failed(exc)
-                raise
-            except Exception as exc:  # a custom interface's own failure: typed, with the cause kept
-                if recorder is not None:
-                    recorder.failed(exc)
-                raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
-            self.ledger.calls.append(LLMCallRecord.of(request.purpose, result))
+            result = yield from self._read(llm, request, recorder)
+            self.ledger.calls.append((request.purpose, result))
             if result.message_pending:  # the usage and the span's end come with the rest of the reply
                 self._pending = _Pending(len(self.ledger.calls) - 1, request.purpose, result, span.pop_all(), recorder)
                 return result
-            if recorder is not None:
-                recorder.result(result)
+            recorder.result(result)
             return result
+
+    def _read(self, llm: Any, request: LLMRequest, recorder: Any) -> Handling:
+        """The model's reply as an ``LLMResult``; any failure of the interface typed (the one translation)."""
+        astream = getattr(llm, "astream", None)
+        stream = functools.partial(astream, request) if callable(astream) else None
+        try:
+            return as_result((yield ReadModel(*_model_calls(llm, request), request=request, stream=stream)))
+        except FSMError as exc:
+            if recorder is not None:
+                recorder.failed(exc)
+            raise
+        except Exception as exc:  # a custom interface's own failure: typed, with the cause kept
+            if recorder is not None:
+                recorder.failed(exc)
+            raise LLMResponseError(f"LLM interface failed: {type(exc).__name__}: {exc}") from exc
 
     def _decided(self, effect: Decided) -> Handling:
         return (yield Tell(effect))
@@ -259,7 +280,7 @@ class Performer:
                 response=pending.result.response.model_copy(update={"message": text}),
                 message_pending=False,
             )
-            self.ledger.calls[pending.index] = LLMCallRecord.of(pending.purpose, whole)
+            self.ledger.calls[pending.index] = (pending.purpose, whole)
             if pending.recorder is not None:
                 pending.recorder.result(whole)
         return whole
@@ -290,6 +311,28 @@ class Performer:
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.span.close()
+
+
+_NO_CALLS = Ledger()
+"""The ledger of operations that call no model (reads, writes, operator changes): shared, since nothing is ever
+added to it (a start, the one other operation with a model call, passes nothing lost to settle either)."""
+
+WAITS: Any = object()
+"""``Performer.at_once``'s answer for an effect that needs its handler (and a wait)."""
+
+_HANDLERS: dict[type[Any], Callable[[Performer, Any], Handling]] = {
+    LoadConversation: Performer._load,
+    SaveConversation: Performer._save,
+    CallLLM: Performer._model,
+    CallHook: Performer._hook,
+    CallAction: Performer._action,
+    LoadDefinition: Performer._definition,
+    LoadFlow: Performer._flow,
+    LoadActiveDefinition: Performer._active_definition,
+    StoreCall: Performer._store_call,
+    Decided: Performer._decided,
+    AwaitMessage: Performer._rest,
+}
 
 
 def model_name(llm: Any) -> str:

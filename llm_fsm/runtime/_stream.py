@@ -28,8 +28,9 @@ from llm_fsm.engine._turn import Decided
 from llm_fsm.errors import LLMResponseError, MalformedOutputError
 from llm_fsm.llm._parsing import parse_llm_output
 from llm_fsm.llm._streaming import StreamedReply
-from llm_fsm.runtime._drivers import Performed, arun, await_wait
+from llm_fsm.runtime._drivers import Operation, arun, await_wait
 from llm_fsm.runtime._effects import ReadModel, ReadRest, Retract, Tell, Wait
+from llm_fsm.runtime._performer import Performer
 
 logger = logging.getLogger(__name__)
 
@@ -79,9 +80,9 @@ class _StreamingDriver:
         self.streamed = False
         self.decided: Decided | None = None
 
-    async def drive(self, operation: Performed[_R]) -> _R:
+    async def drive(self, performer: Performer, operation: Operation[_R]) -> _R:
         try:
-            return await arun(operation, self._wait)
+            return await arun(performer, operation, self._wait)
         finally:
             await self._drop_pending()
 
@@ -203,7 +204,8 @@ def _early_response(decision: dict[str, Any], request: LLMRequest) -> Any:
 
 
 async def stream_turn(
-    operation: Performed[Any],
+    performer: Performer,
+    operation: Operation[Any],
     scope: Callable[[], AbstractAsyncContextManager[Callable[[Any], None]]],
     background: set[asyncio.Future[None]],
 ) -> AsyncIterator[StreamEvent]:
@@ -218,7 +220,7 @@ async def stream_turn(
     async def run() -> None:
         try:
             async with scope() as finished:
-                outcome = await driver.drive(operation)
+                outcome = await driver.drive(performer, operation)
                 finished(outcome)
             reply = outcome.reply
             if not driver.streamed:
