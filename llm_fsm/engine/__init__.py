@@ -2,7 +2,7 @@
 generator.
 
 Nothing here does I/O. The turn is a generator that yields the effects it needs (a model call,
-a hook, a definition to load); ``llm_fsm.manager`` performs them, sync or async.
+a hook, a definition to load); the runtime (``llm_fsm.runtime``) performs them, sync, async or streamed.
 
 The names below load on first use (PEP 562): importing one engine module, as the linter does for a
 constant, does not build every engine model.

@@ -1,7 +1,7 @@
 """Running the actions a state declares, as effects: which run, with what, and what their results do.
 
 Pure like the rest of the turn: the engine decides that an action runs and with which values, yields a
-``CallAction`` effect, and the driver (``llm_fsm.manager`` with ``llm_fsm.actions``) calls the
+``CallAction`` effect, and the runtime (its performer, with ``llm_fsm.actions``) calls the
 application's function with its timeout and answers an ``ActionResult``. A failure never raises out of
 the driver: it comes back as data, so the engine applies the action's ``on_error`` the same way whether
 the function raised, timed out or returned a result without a declared field.

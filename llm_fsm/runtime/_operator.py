@@ -1,9 +1,9 @@
 """The operator API of ``FSMManager``: force a state, start or finish a sub-flow, write context, hand a
 conversation to a person and back, and the seed's ``instances[...]`` view.
 
-A mixin rather than more of ``manager.py``: the manager is the turn's driver, and these are changes made
-from outside a turn. They share the manager's machinery (the per-conversation lock, the drivers, compare-
-and-set with retries) but none of the turn's, so they read better on their own; ``FSMManager`` inherits
+A class of its own rather than more of ``_manager.py``, which runs turns: these are changes made from
+outside a turn. They share the runtime's machinery (the per-conversation lock, the drivers, the one
+compare-and-set loop of ``_operations.py``) but none of the turn's, so they read better on their own; ``FSMManager`` inherits
 them. The rules themselves (what is refused, what is recorded) are pure functions in
 ``llm_fsm.engine._operator``; this module only loads, calls and saves.
 
