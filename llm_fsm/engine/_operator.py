@@ -7,8 +7,9 @@ would leave a conversation the engine cannot run afterwards (an undeclared state
 an ended conversation changed) or a change no one can account for later (no actor). Every operation is
 recorded in the trace with its actor and reason.
 
-Like the turn, nothing here does I/O: the manager loads the conversation and the definitions these
-functions need, calls one on a private copy, and saves it with compare-and-set (``runtime._operations.compare_and_set``).
+Like the turn, nothing here does I/O: the runtime loads the conversation and the definitions these
+functions need, calls one on a private copy, and saves it with compare-and-set
+(``runtime._operations.compare_and_set``).
 A function that raises leaves the copy to be thrown away, so nothing of a refused change is saved.
 """
 

@@ -1,8 +1,8 @@
 """One turn, and the opening of a conversation, as pure generators.
 
 The turn logic is written once, as a generator that *yields* the effects it
-needs (an LLM call, a hook call) and receives their results. the runtime's performer (``llm_fsm.runtime``) performs
-it synchronously or asynchronously; this module never does I/O, never reads
+needs (an LLM call, a hook call) and receives their results. The runtime's performer (``llm_fsm.runtime``)
+performs them for a sync, async or streaming driver; this module never does I/O, never reads
 the clock except for timestamps, and works on an instance the driver may
 throw away: if anything raises, nothing of the turn is kept, and the user's
 message is not left dangling in the history.

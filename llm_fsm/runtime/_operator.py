@@ -3,8 +3,8 @@ conversation to a person and back, and the seed's ``instances[...]`` view.
 
 A class of its own rather than more of ``_manager.py``, which runs turns: these are changes made from
 outside a turn. They share the runtime's machinery (the per-conversation lock, the drivers, the one
-compare-and-set loop of ``_operations.py``) but none of the turn's, so they read better on their own; ``FSMManager`` inherits
-them. The rules themselves (what is refused, what is recorded) are pure functions in
+compare-and-set loop of ``_operations.py``) but none of the turn's, so they read better on their own;
+``FSMManager`` inherits them. The rules themselves (what is refused, what is recorded) are pure functions in
 ``llm_fsm.engine._operator``; this module only loads, calls and saves.
 
 Every method has an async twin (``a`` + name), takes ``actor`` (who is acting, recorded in the trace
