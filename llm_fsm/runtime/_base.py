@@ -29,7 +29,7 @@ from llm_fsm.engine._turn import EngineConfig
 from llm_fsm.errors import InvalidMessageError, UnsupportedContentError, UsageError
 from llm_fsm.runtime._actions import ActionFunction, ActionRegistry
 from llm_fsm.runtime._definitions import DefinitionPolicy, DefinitionSource
-from llm_fsm.runtime._drivers import RECOVERABLE, arun, run
+from llm_fsm.runtime._drivers import arun, run
 from llm_fsm.runtime._loading import load_fsm_definition
 from llm_fsm.runtime._locking import FairLock
 from llm_fsm.runtime._operations import Operation
@@ -122,9 +122,6 @@ class RuntimeBase:
             weakref.WeakKeyDictionary()
         )
         self._background: set[asyncio.Future[None]] = set()  # streamed turns outliving their consumer
-
-    recoverable_errors = RECOVERABLE
-    """Errors the engine's generators handle themselves (thrown back into them by the drivers)."""
 
     # --- configuration kept under its earlier names -----------------------------------------------------
 

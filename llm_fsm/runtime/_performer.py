@@ -119,7 +119,7 @@ class Performer:
 
     def __init__(self, parts: Parts, ledger: Ledger | None = None) -> None:
         self.parts = parts
-        self.ledger = ledger if ledger is not None else _NO_CALLS
+        self.ledger = ledger if ledger is not None else Ledger()  # its own: a start calls the model too
         self._pending: _Pending | None = None
 
     def handle(self, effect: Any) -> Handling:
@@ -312,10 +312,6 @@ class Performer:
         if pending is not None:
             pending.span.close()
 
-
-_NO_CALLS = Ledger()
-"""The ledger of operations that call no model (reads, writes, operator changes): shared, since nothing is ever
-added to it (a start, the one other operation with a model call, passes nothing lost to settle either)."""
 
 WAITS: Any = object()
 """``Performer.at_once``'s answer for an effect that needs its handler (and a wait)."""
