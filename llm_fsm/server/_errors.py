@@ -13,6 +13,7 @@ text may name files, hosts or code.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from llm_fsm.errors import (
@@ -47,6 +48,20 @@ from llm_fsm.errors import (
 )
 
 logger = logging.getLogger("llm_fsm.server")
+
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""C0, DEL and C1 controls: never in an id the server makes, never echoed raw in a message."""
+SHOWN_ID_CHARACTERS = 80
+
+
+def safe_id(value: str, limit: int = SHOWN_ID_CHARACTERS) -> str:
+    """A client's id as a message may quote it: control characters escaped (``\\x00``), cut after ``limit``.
+
+    A message read in a terminal or a log must not carry a NUL, an escape sequence or a 10 kB id back.
+    """
+    text = CONTROL_CHARACTERS.sub(lambda found: f"\\x{ord(found.group()):02x}", value[:limit])
+    return text + "…" if len(value) > limit else text
+
 
 
 class ApiError(Exception):
@@ -124,8 +139,7 @@ def api_error_for(error: BaseException, *, conversation_id: str | None = None) -
                 logger.warning("%s: %s", code, error)
             if code == "conversation_not_found":
                 # an unknown id and another tenant's id must read the same: the message names only the id
-                shown_id = conversation_id if conversation_id and len(conversation_id) <= 200 else None
-                message = f"no conversation {shown_id}" if shown_id else "no such conversation"
+                message = f"no conversation {safe_id(conversation_id)}" if conversation_id else "no such conversation"
             elif shown:
                 message = (str(error).splitlines() or [code])[0]
             else:
@@ -183,4 +197,4 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
 }
 """Every code the API answers with, its status and meaning (docs/server.md shows this table)."""
 
-__all__ = ["ERROR_CODES", "ApiError", "api_error_for", "logger"]
+__all__ = ["CONTROL_CHARACTERS", "ERROR_CODES", "ApiError", "api_error_for", "logger", "safe_id"]
