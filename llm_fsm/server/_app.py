@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from llm_fsm.errors import FSMError, UsageError
 from llm_fsm.server import _conversations, _definitions_api, _health, _inspector, _operators
+from llm_fsm.server._bodies import JsonBodyMiddleware, malformed
 from llm_fsm.server._definitions import DefinitionRegistry, DefinitionSource
 from llm_fsm.server._deps import MAX_CONVERSATION_ID_LENGTH, Access, Caller
 from llm_fsm.server._errors import ApiError, api_error_for
@@ -86,6 +87,7 @@ def create_app(
     app.state.access = Access(keyring, anonymous_tenant, limiter)
 
     _install_error_handlers(app)
+    app.add_middleware(JsonBodyMiddleware)  # inside the body limit, which counts what it reads
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     origins = list(cors_origins)
     if origins:
@@ -121,7 +123,8 @@ def _install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         problems = exc.errors()
         if any(p.get("type") == "json_invalid" for p in problems):
-            return answer(ApiError(422, "malformed_json", "the request body is not valid JSON"))
+            # the body middleware (_bodies) answers first; kept for a route reached some other way
+            return answer(malformed("syntax", "not JSON"))
         details = [
             {"loc": list(p.get("loc", ())), "msg": str(p.get("msg", "")), "type": str(p.get("type", ""))}
             for p in problems

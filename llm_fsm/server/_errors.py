@@ -63,7 +63,6 @@ def safe_id(value: str, limit: int = SHOWN_ID_CHARACTERS) -> str:
     return text + "…" if len(value) > limit else text
 
 
-
 class ApiError(Exception):
     """An error the API answers with: status, stable code, message for people, optional details."""
 
@@ -175,7 +174,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "unsupported_content": (415, "the message carries images and the model does not read images"),
     "context_too_large": (413, "the initial context is larger than the context cap"),
     "conversation_too_large": (413, "the conversation's record would exceed the store's cap"),
-    "malformed_json": (422, "the body is not valid JSON"),
+    "malformed_json": (422, "the body cannot be read as JSON: details.reason is syntax, not_utf8 or too_deep"),
     "invalid_request": (422, "the body or a parameter does not match the schema"),
     "invalid_message": (422, "the message is not text or content parts the engine can take"),
     "invalid_context": (422, "the initial context breaks a key's declaration"),

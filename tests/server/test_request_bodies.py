@@ -33,7 +33,9 @@ def malformed(response: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("content_type", [CURL_DEFAULT, "text/plain", "multipart/form-data; boundary=x", None])
-def test_a_json_message_sent_with_another_content_type_is_read_as_json(server: Server, content_type: str | None) -> None:
+def test_a_json_message_sent_with_another_content_type_is_read_as_json(
+    server: Server, content_type: str | None
+) -> None:
     cid = server.start()
     response = raw(server, f"/v1/conversations/{cid}/messages", b'{"message": "hi"}', content_type)
     assert response.status_code == 200, response.text
@@ -86,7 +88,7 @@ def test_a_utf8_body_with_a_byte_order_mark_is_read(server: Server) -> None:
     assert response.status_code == 200 and response.json()["reply"] == "echo: hi"
 
 
-@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 100_000])
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 30_000])
 def test_a_body_nested_deeper_than_the_limit_is_malformed_json_too_deep(server: Server, depth: int) -> None:
     cid = server.start()
     body = b'{"message": "hi", "metadata": {"a": ' + b"[" * depth + b"]" * depth + b"}}"
