@@ -24,7 +24,7 @@ from llm_fsm.server import _conversations, _definitions_api, _health, _inspector
 from llm_fsm.server._bodies import JsonBodyMiddleware, malformed
 from llm_fsm.server._definitions import DefinitionRegistry, DefinitionSource
 from llm_fsm.server._deps import MAX_CONVERSATION_ID_LENGTH, Access, Caller
-from llm_fsm.server._errors import ApiError, api_error_for
+from llm_fsm.server._errors import ApiError, api_error_for, code_for_status
 from llm_fsm.server._health import READINESS_TIMEOUT_SECONDS
 from llm_fsm.server._keys import KeyRing
 from llm_fsm.server._limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, CatchAllMiddleware, RateLimiter
@@ -133,7 +133,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}.get(exc.status_code, "http_error")
+        code = code_for_status(exc.status_code)
         error = ApiError(exc.status_code, code, str(exc.detail), headers=dict(exc.headers or {}) or None)
         return answer(error)
 

@@ -154,6 +154,14 @@ def api_error_for(error: BaseException, *, conversation_id: str | None = None) -
     return ApiError(500, "internal_error", "internal server error")
 
 
+_FRAMEWORK_CODES = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+
+
+def code_for_status(status: int) -> str:
+    """The documented code for an HTTP error the framework raises itself (an unknown route, a wrong method)."""
+    return _FRAMEWORK_CODES.get(status) or ("internal_error" if status >= 500 else "invalid_request")
+
+
 ERROR_CODES: dict[str, tuple[int, str]] = {
     "unauthorized": (401, "no API key, or an unknown one"),
     "forbidden": (403, "the key lacks the right (read or write) this call needs"),
@@ -196,4 +204,4 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
 }
 """Every code the API answers with, its status and meaning (docs/server.md shows this table)."""
 
-__all__ = ["CONTROL_CHARACTERS", "ERROR_CODES", "ApiError", "api_error_for", "logger", "safe_id"]
+__all__ = ["CONTROL_CHARACTERS", "ERROR_CODES", "ApiError", "api_error_for", "code_for_status", "logger", "safe_id"]

@@ -207,6 +207,13 @@ def test_the_error_mapping_uses_only_documented_codes() -> None:
     assert {code for _, _, code, _ in _MAPPING} <= set(ERROR_CODES)
 
 
+@pytest.mark.parametrize("status", range(400, 600))
+def test_an_http_error_of_the_framework_answers_a_documented_code(status: int) -> None:
+    from llm_fsm.server._errors import code_for_status
+
+    assert ERROR_CODES[code_for_status(status)][0] // 100 == status // 100
+
+
 def test_hook_error_is_a_server_side_failure() -> None:
     from llm_fsm.server._errors import api_error_for
 
