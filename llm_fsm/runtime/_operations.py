@@ -164,7 +164,9 @@ class _TurnAttempts:
         request = self.request
         message_id = request.message_id
         if message_id is not None and message_id in instance.processed_messages:
-            # a retried delivery: answered once
+            # a retried delivery: answered once; a streaming client gets its state event before the reply, as the
+            # first delivery did (the turn's own record is in the turn log, not in this hot record: "duplicate")
+            yield Decided(state=instance.current_state, verdict="duplicate", ended=instance.ended)
             return Unchanged(
                 TurnOutcome(
                     reply=instance.processed_messages[message_id],

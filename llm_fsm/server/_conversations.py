@@ -168,7 +168,7 @@ async def send_message(
             conversation_id, body.message, message_id, user_id=caller.tenant, **with_metadata(body.metadata)
         )
         if outcome.record is None:  # a retried message id: where its turn went is in the stored record
-            return await turn_result(manager, conversation_id, message_id, outcome.reply, caller.tenant)
+            return await turn_result(manager, conversation_id, message_id, outcome.reply, caller.tenant, duplicate=True)
         return TurnResult(
             conversation_id=conversation_id,
             message_id=message_id,

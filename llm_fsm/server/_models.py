@@ -72,6 +72,10 @@ class TurnResult(BaseModel):
     ended: bool
     verdict: Verdict | None = Field(description="What the engine decided and why (None if the record is not kept).")
     mode: Literal["bot", "human"] = Field(default="bot", description="Who has the conversation after the turn.")
+    duplicate: bool = Field(
+        default=False,
+        description="True when the message_id was answered before: this is the saved reply, and no turn ran.",
+    )
 
 
 class HistoryMessage(BaseModel):
