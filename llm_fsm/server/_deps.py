@@ -16,9 +16,9 @@ from typing import Annotated, Literal
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from llm_fsm.errors import ConversationNotFoundError
-from llm_fsm.server._definitions import DefinitionRegistry
-from llm_fsm.server._errors import CONTROL_CHARACTERS, ApiError
+from llm_fsm.errors import ConversationNotFoundError, DefinitionNotFoundError
+from llm_fsm.server._definitions import DefinitionRegistry, ServedDefinition
+from llm_fsm.server._errors import CONTROL_CHARACTERS, ApiError, safe_id
 from llm_fsm.server._keys import KeyRing
 from llm_fsm.server._limits import RateLimiter
 from llm_fsm.server._protocol import ManagerProtocol
@@ -147,6 +147,15 @@ def check_id(conversation_id: str) -> None:
         raise ConversationNotFoundError("no such id")
 
 
+def served(registry: DefinitionRegistry, definition_id: str) -> ServedDefinition:
+    """The served definition a client names, or a 404 that names what it asked for (escaped and cut)."""
+    try:
+        return registry.get(definition_id)
+    except DefinitionNotFoundError:
+        message = f"no definition '{safe_id(definition_id)}' is served; GET /v1/definitions lists them"
+        raise ApiError(404, "definition_not_found", message) from None
+
+
 __all__ = [
     "MAX_CONVERSATION_ID_LENGTH",
     "Access",
@@ -158,4 +167,5 @@ __all__ = [
     "Turns",
     "Writer",
     "check_id",
+    "served",
 ]
