@@ -24,7 +24,7 @@ from llm_fsm.server import _conversations, _definitions_api, _health, _inspector
 from llm_fsm.server._bodies import JsonBodyMiddleware, malformed
 from llm_fsm.server._definitions import DefinitionRegistry, DefinitionSource
 from llm_fsm.server._deps import MAX_CONVERSATION_ID_LENGTH, Access, Caller
-from llm_fsm.server._errors import ApiError, api_error_for, code_for_status
+from llm_fsm.server._errors import ApiError, api_error_for, code_for_status, unknown_definition
 from llm_fsm.server._health import READINESS_TIMEOUT_SECONDS
 from llm_fsm.server._keys import KeyRing
 from llm_fsm.server._limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, CatchAllMiddleware, RateLimiter
@@ -117,7 +117,11 @@ def _install_error_handlers(app: FastAPI) -> None:
         return answer(exc)
 
     async def on_fsm_error(request: Request, exc: Exception) -> Response:
-        return answer(api_error_for(exc, conversation_id=request.path_params.get("conversation_id")))
+        error = api_error_for(exc, conversation_id=request.path_params.get("conversation_id"))
+        definition_id = request.path_params.get("definition_id")
+        if error.code == "definition_not_found" and definition_id is not None:  # the id in the path is unknown
+            error = unknown_definition(definition_id)
+        return answer(error)
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)

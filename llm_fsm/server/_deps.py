@@ -18,7 +18,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from llm_fsm.errors import ConversationNotFoundError, DefinitionNotFoundError
 from llm_fsm.server._definitions import DefinitionRegistry, ServedDefinition
-from llm_fsm.server._errors import CONTROL_CHARACTERS, ApiError, safe_id
+from llm_fsm.server._errors import CONTROL_CHARACTERS, ApiError, unknown_definition
 from llm_fsm.server._keys import KeyRing
 from llm_fsm.server._limits import RateLimiter
 from llm_fsm.server._protocol import ManagerProtocol
@@ -152,8 +152,7 @@ def served(registry: DefinitionRegistry, definition_id: str) -> ServedDefinition
     try:
         return registry.get(definition_id)
     except DefinitionNotFoundError:
-        message = f"no definition '{safe_id(definition_id)}' is served; GET /v1/definitions lists them"
-        raise ApiError(404, "definition_not_found", message) from None
+        raise unknown_definition(definition_id) from None
 
 
 __all__ = [

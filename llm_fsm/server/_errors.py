@@ -128,6 +128,12 @@ _GENERIC = {
 }
 
 
+def unknown_definition(definition_id: str) -> ApiError:
+    """The 404 for a definition id a client named and no served definition has (the id escaped and cut)."""
+    message = f"no definition '{safe_id(definition_id)}' is served; GET /v1/definitions lists them"
+    return ApiError(404, "definition_not_found", message)
+
+
 def api_error_for(error: BaseException, *, conversation_id: str | None = None) -> ApiError:
     """The API error for any exception; unexpected ones are logged with their traceback and answered 500."""
     if isinstance(error, ApiError):
@@ -204,4 +210,13 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
 }
 """Every code the API answers with, its status and meaning (docs/server.md shows this table)."""
 
-__all__ = ["CONTROL_CHARACTERS", "ERROR_CODES", "ApiError", "api_error_for", "code_for_status", "logger", "safe_id"]
+__all__ = [
+    "CONTROL_CHARACTERS",
+    "ERROR_CODES",
+    "ApiError",
+    "api_error_for",
+    "code_for_status",
+    "logger",
+    "safe_id",
+    "unknown_definition",
+]

@@ -243,7 +243,8 @@ def test_an_action_with_no_registered_function_is_a_server_error() -> None:
 def test_an_unknown_definition_is_named_in_the_404(server: Server) -> None:
     started = server.client.post("/v1/conversations", json={"definition": "signupp"}, headers=server.headers())
     graph = server.client.get("/v1/definitions/signupp/graph", headers=server.headers())
-    for response in (started, graph):
+    lint = server.client.get("/v1/definitions/signupp/lint", headers=server.headers())
+    for response in (started, graph, lint):
         assert response.status_code == 404 and error(response)["code"] == "definition_not_found"
         assert "'signupp'" in error(response)["message"] and "GET /v1/definitions" in error(response)["message"]
 
