@@ -189,7 +189,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "context_too_large": (413, "the initial context is larger than the context cap"),
     "conversation_too_large": (413, "the conversation's record would exceed the store's cap"),
     "malformed_json": (422, "the body cannot be read as JSON: details.reason is syntax, not_utf8 or too_deep"),
-    "invalid_request": (422, "the body or a parameter does not match the schema"),
+    "invalid_request": (422, "the body or a parameter does not match the schema (400: a malformed request)"),
     "invalid_message": (422, "the message is not text or content parts the engine can take"),
     "invalid_context": (422, "the initial context breaks a key's declaration"),
     "budget_exceeded": (429, "the conversation has spent its token or cost budget; it takes no more messages"),
