@@ -230,7 +230,7 @@ async def stream_turn(
             done: dict[str, Any] = {"reply": reply}
             if decided is not None and outcome.record is not None:
                 done.update(state=decided.state, verdict=decided.verdict, ended=decided.ended, mode=outcome.mode)
-            else:  # answered before: its state event came from the stored record
+            else:  # answered before: its state event said "duplicate"
                 done["duplicate"] = True
             queue.put_nowait(StreamEvent("done", done))
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, who raises it
