@@ -183,6 +183,13 @@ def _server_modules() -> Any:
     type=click.FloatRange(0),
     help="Requests a minute per key and per worker (0: no limit).",
 )
+@click.option(
+    "--forwarded-allow-ips",
+    default=None,
+    metavar="IPS",
+    help="Trust X-Forwarded-For/-Proto from these proxies (comma-separated IPs or networks, '*': any); "
+    "default: no one, so a client cannot choose the address its failed key attempts are limited by.",
+)
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning"]))
 @click.option(
     "--hash-key",
@@ -204,6 +211,7 @@ def serve_command(
     max_body_bytes: int,
     rate_limit: float,
     log_level: str,
+    forwarded_allow_ips: str | None,
     key_to_hash: str | None,
     actions: str | None,
 ) -> None:
@@ -269,6 +277,9 @@ def serve_command(
         "log_level": log_level,
         "log_config": _log_config(uvicorn, log_level),
         "http": "llm_fsm.cli.serve:NoDelayH11Protocol",
+        # uvicorn trusts 127.0.0.1 by default: a local client would rotate its rate-limit bucket at will
+        "proxy_headers": forwarded_allow_ips is not None,
+        "forwarded_allow_ips": forwarded_allow_ips,
     }
     if workers == 1:
         freeze_start_up_heap()
