@@ -292,7 +292,7 @@ def test_running_out_of_scripted_replies_says_so_and_exits_1(tmp_path):
         main, ["chat", GREETING, "--model", f"scripted:{replies}", "--store", "memory://"], input="Ann\n"
     )
     assert result.exit_code == 1
-    assert f"{replies} has no reply left for model call 2" in result.output
+    assert f"the script {replies} has no reply left for this conversation (1 used)" in result.output
     assert "Traceback" not in result.output
 
 

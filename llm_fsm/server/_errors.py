@@ -106,7 +106,7 @@ _MAPPING: tuple[tuple[type[BaseException], int, str, bool], ...] = (
     (TurnOutcomeUnknownError, 503, "outcome_unknown", False),
     (StoreUnavailableError, 503, "store_unavailable", False),
     (LLMConfigurationError, 503, "model_not_configured", False),
-    (LLMScriptExhaustedError, 502, "model_error", True),
+    (LLMScriptExhaustedError, 502, "model_error", False),  # its text names the script's file: the log only
     (LLMProviderError, 503, "model_unavailable", False),
     (LLMResponseError, 502, "model_error", False),
     (InvalidTransitionError, 502, "invalid_transition", True),
