@@ -364,3 +364,17 @@ def test_chat_resume_without_actions_is_refused_before_any_message_as_a_new_chat
     assert resumed.exit_code == 2
     assert "price_order" in resumed.output and "--actions" in resumed.output
     assert llm.requests == []  # refused before the user typed anything, not in the middle of a turn
+
+
+def test_the_verdict_line_names_a_value_refused_by_its_declaration_not_just_a_missing_key(scripted, store):
+    scripted(
+        reply("take_order", "Hi! What can I get you?"),
+        reply("choose_milk", "A huge latte!", drink="latte", size="huge"),
+        reply("take_order", "We have small, medium and large. Which size?"),  # the re-ask of the refused size
+    )
+    result = run("chat", COFFEE, "--model", "x", "--store", store, "--actions", SHIPPED_ACTIONS, input="a huge latte\n")
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("[take_order] stay_rejected")]
+    assert line.startswith(
+        "[take_order] stay_rejected: refused size (enum): 'huge' is not one of the allowed values (small, medium, large);"
+    ), line

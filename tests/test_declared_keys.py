@@ -511,3 +511,74 @@ def test_a_declarations_bounds_take_json_numbers_only(bound: dict[str, Any]) -> 
     # pydantic's lax int took false as 0 and "3" as 3, which the generated JSON Schema refuses
     with pytest.raises(ValueError, match="must be"):
         KeyDeclaration(type="array" if "max_items" in bound else "string", **bound)
+
+
+# --- a refused value in the verdict's reason --------------------------------------------------------
+
+
+def sized() -> FSMDefinition:
+    return FSMDefinition.model_validate(
+        {
+            "name": "sizes",
+            "description": "d",
+            "initial_state": "ask",
+            "context_keys": {"size": {"type": "string", "enum": ["small", "medium", "large"]}},
+            "states": {
+                "ask": {
+                    "id": "ask",
+                    "description": "ask",
+                    "purpose": "ask the size",
+                    "transitions": [
+                        {
+                            "target_state": "done",
+                            "description": "size known",
+                            "conditions": [{"description": "size given", "requires_context_keys": ["size"]}],
+                        }
+                    ],
+                },
+                "done": {"id": "done", "description": "done", "purpose": "bye", "transitions": []},
+            },
+        }
+    )
+
+
+def proposing_done_with(update: dict[str, Any]) -> Any:
+    def model(request: Any) -> dict[str, Any]:
+        target = "done" if request.purpose == "turn" else "ask"
+        written = update if request.purpose == "turn" else {}
+        return {"transition": {"target_state": target, "context_update": written}, "message": "ok"}
+
+    return model
+
+
+def test_a_refused_value_is_named_with_its_rule_before_what_is_missing_in_the_verdict_reason() -> None:
+    manager = FSMManager(
+        fsm_loader=lambda _id: sized(), llm_interface=FunctionLLM(proposing_done_with({"size": "huge"}))
+    )
+    cid, _ = manager.start_conversation("sizes")
+    manager.process_message(cid, "huge please")
+    reason = manager.explain(cid).verdict.reason
+    assert reason.startswith("refused size (enum): 'huge' is not one of the allowed values (small, medium, large);")
+    assert reason.index("refused size") < reason.index("missing size")
+
+
+def test_the_trace_of_a_rejection_names_the_refused_value_too() -> None:
+    manager = FSMManager(
+        fsm_loader=lambda _id: sized(), llm_interface=FunctionLLM(proposing_done_with({"size": "huge"}))
+    )
+    cid, _ = manager.start_conversation("sizes")
+    manager.process_message(cid, "huge please")
+    (rejection,) = [e for e in manager.get_trace(cid) if e.event == "rejection"]
+    assert rejection.data["reason"].startswith("refused size (enum): 'huge'")
+
+
+def test_a_refused_sensitive_value_stays_masked_in_the_verdict_reason() -> None:
+    definition = sized()
+    definition.context_keys["size"].sensitive = True  # type: ignore[index]
+    manager = FSMManager(
+        fsm_loader=lambda _id: definition, llm_interface=FunctionLLM(proposing_done_with({"size": "huge"}))
+    )
+    cid, _ = manager.start_conversation("sizes")
+    manager.process_message(cid, "huge please")
+    reason = manager.explain(cid).verdict.reason
+    assert reason.startswith(f"refused size (enum): {MASK} is not one") and "huge" not in reason
