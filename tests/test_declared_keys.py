@@ -170,6 +170,28 @@ def test_a_value_that_breaks_its_declaration_is_refused_with_the_rule(key: str, 
     assert problem is not None and problem.rule == rule
 
 
+@pytest.mark.parametrize(
+    ("written", "reason"),
+    [
+        ("30 February 2027", "'30 February 2027': February 2027 has 28 days"),
+        ("2028-02-30", "'2028-02-30': February 2028 has 29 days"),
+        ("April 31, 2027", "'April 31, 2027': April 2027 has 30 days"),
+        ("2027-13-01", "'2027-13-01': there is no month 13"),
+        ("0 March 2027", "'0 March 2027': there is no day 0"),
+    ],
+)
+def test_a_date_whose_day_does_not_exist_is_refused_saying_so(written: str, reason: str) -> None:
+    declaration = KeyDeclaration(format="date")
+    problem = check(declaration, normalise(declaration, written))
+    assert problem is not None and (problem.rule, problem.reason) == ("format", reason)
+
+
+def test_a_sensitive_impossible_date_is_refused_without_naming_its_month() -> None:
+    declaration = KeyDeclaration(format="date", sensitive=True)
+    problem = check(declaration, normalise(declaration, "30 February 2027"), shown=MASK)
+    assert problem is not None and problem.reason == f"{MASK} is not a date (YYYY-MM-DD)"
+
+
 def test_list_items_are_checked_one_by_one() -> None:
     declaration = KeyDeclaration(type="array", items=KeyDeclaration(type="integer", maximum=9), max_items=3)
     assert normalise(declaration, ["1", 2]) == [1, 2]
