@@ -122,6 +122,7 @@ def test_a_state_whose_only_exit_needs_a_misspelt_key_fails_the_lint(tmp_path: P
     result = run_fsm_lint(str(path))
     assert result.exit_code == 1, result.output
     assert "error FSM041 misspelt-key-in-guard" in result.output and "did you mean 'email'?" in result.output
+    assert "the transition to 'done' never fires, and it is the only way out of 'ask_email'" in result.output
 
 
 def test_a_missing_file_exits_2(tmp_path: Path) -> None:

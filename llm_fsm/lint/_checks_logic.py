@@ -224,5 +224,6 @@ def _consequence(run: LintRun, parts: Path) -> str:
         transitions = run.data["states"][parts[1]].get("transitions")
         target = transitions[parts[3]].get("target_state") if isinstance(transitions, list) else None
         if isinstance(target, str):
-            return f"the transition to {target!r} never fires"
+            only = f", and it is the only way out of {parts[1]!r}" if len(transitions) == 1 else ""
+            return f"the transition to {target!r} never fires{only}"
     return "what it guards never happens"
