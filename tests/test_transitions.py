@@ -55,6 +55,15 @@ def test_a_value_refused_this_turn_is_named_before_the_condition_it_leaves_unmet
     )
 
 
+def test_a_reason_names_the_first_refusals_and_counts_the_rest():
+    d = make([{"target_state": "b", "description": "go", "conditions": NEEDS_EMAIL}])
+    refusals = [ContextChange(key=f"k{i}", applied=False, reason="not declared", rule="undeclared") for i in range(9)]
+    verdict, _ = decide(d, "a", {}, "b", refused=refusals)
+    assert (
+        verdict.reason.count("refused k") == 5 and "; 4 more refused (the turn's context_changes); " in verdict.reason
+    )
+
+
 def test_a_value_applied_or_left_empty_is_no_refusal_in_the_reason():
     d = make([{"target_state": "b", "description": "go", "conditions": NEEDS_EMAIL}])
     changes = [

@@ -182,18 +182,25 @@ def _why_not(evaluation: _Considered | None, target: str) -> str:
     return "condition not met: " + ", ".join(failed)
 
 
+MAX_REFUSALS_NAMED = 5
+"""Refused writes a verdict's reason names; the reason stays a line, and the explain record has every one."""
+
+
 def refused_writes(changes: Iterable[ContextChange]) -> str:
     """The writes of a turn that were refused, each with its rule: "refused size (enum): 'huge' is not one of …".
 
     Said first in the reason of a verdict that did not take the model's proposal: a value the model wrote and the
-    declaration refused is why its key is "missing", and "missing size" alone sends the reader looking for a write
-    that never happened. An empty value the model left is no refusal (it wrote nothing).
+    declaration refused is why its key is "missing", and "missing size" alone says the model wrote nothing when it
+    wrote "huge". An empty value the model left is no refusal (it wrote nothing).
     """
-    return "; ".join(
+    refused = [c for c in changes if not c.applied and c.reason != "empty value ignored"]
+    named = [
         f"refused {c.key} ({c.rule}): {c.reason}" if c.rule else f"refused {c.key}: {c.reason}"
-        for c in changes
-        if not c.applied and c.reason != "empty value ignored"
-    )
+        for c in refused[:MAX_REFUSALS_NAMED]
+    ]
+    if len(refused) > MAX_REFUSALS_NAMED:  # a model writing a thousand bad keys: the record lists them all
+        named.append(f"{len(refused) - MAX_REFUSALS_NAMED} more refused (the turn's context_changes)")
+    return "; ".join(named)
 
 
 def decide(
