@@ -156,7 +156,7 @@ def _server_modules() -> Any:
 @click.argument("definitions", nargs=-1)
 @click.option(
     "--store",
-    help="Store URL shared by every worker: sqlite:///path.db, redis://host:port/db "
+    help="Store URL shared by every worker: sqlite:///rel.db (sqlite:////abs.db), redis://host:port/db "
     "(default: $LLM_FSM_STORE, else the user's conversations.db).",
 )
 @click.option(
