@@ -88,6 +88,23 @@ def default_store_url() -> str:
     return "sqlite:///" + os.path.abspath(default_sqlite_path())  # four slashes: an absolute path
 
 
+def redact_url(url: str) -> str:
+    """``url`` with its password (``user:PASSWORD@`` or ``?password=``) replaced by ``***``, for what is printed."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        credentials, host = netloc.rsplit("@", 1)
+        user, colon, _ = credentials.partition(":")
+        netloc = f"{user}{':***' if colon else ''}@{host}"
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    query = parts.query
+    if any(key.lower() == "password" for key, _ in pairs):
+        query = "&".join(f"{key}=***" if key.lower() == "password" else f"{key}={value}" for key, value in pairs)
+    if (netloc, query) == (parts.netloc, parts.query):
+        return url  # untouched, byte for byte
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
 def open_store(url_or_store: str | ConversationStore | None = None, **options: Any) -> ConversationStore:
     """A store for ``url_or_store``; a store object is returned as it is, ``None`` means the default SQLite file."""
     if url_or_store is None:
@@ -236,4 +253,5 @@ __all__ = [
     "default_sqlite_path",
     "default_store_url",
     "open_store",
+    "redact_url",
 ]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from llm_fsm.errors import StoreError
-from llm_fsm.stores import FileStore, MemoryStore, SQLiteStore, open_store
+from llm_fsm.stores import FileStore, MemoryStore, SQLiteStore, open_store, redact_url
 
 
 def test_memory_url_opens_a_memory_store() -> None:
@@ -135,3 +135,17 @@ def test_a_file_url_without_a_directory_is_refused() -> None:
 def test_something_that_is_neither_url_nor_store_is_refused() -> None:
     with pytest.raises(StoreError, match="expected a store URL"):
         open_store(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:hunter2@localhost:6379/0", "redis://:***@localhost:6379/0"),
+        ("postgresql://app:hunter2@db/conv?sslmode=require", "postgresql://app:***@db/conv?sslmode=require"),
+        ("postgresql://db/conv?password=hunter2&sslmode=require", "postgresql://db/conv?password=***&sslmode=require"),
+        ("sqlite:///conversations.db", "sqlite:///conversations.db"),
+        ("redis://app@localhost/0", "redis://app@localhost/0"),
+    ],
+)
+def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
