@@ -65,6 +65,28 @@ def make_llm(model: str | None, *, temperature: float | None = None, **kwargs: A
     return LiteLLMInterface(model=model, **kwargs)
 
 
+def missing_provider_keys(model: str) -> list[str]:
+    """The API key variables litellm says ``model``'s provider needs and the environment lacks; [] when none.
+
+    Asked of ``litellm.validate_environment`` (no network), so a server started without its key refuses to
+    start instead of answering every turn with a provider error. Only the names of keys count: litellm also
+    lists base URLs, API versions and cloud projects, which have defaults or other sources (Ollama's
+    localhost, AWS profiles, Google's application credentials), so refusing on them would refuse working
+    set-ups. Scripted and ``local`` models need no key.
+    """
+    from llm_fsm.llm._litellm import _is_local_name
+
+    if model.startswith(SCRIPTED_PREFIX) or _is_local_name(model):
+        return []
+    from llm_fsm.llm._litellm_errors import _litellm
+
+    try:
+        answer = _litellm().validate_environment(model=model)
+    except Exception:  # litellm could not tell (a provider it does not know): the first call will say
+        return []
+    return [str(name) for name in answer.get("missing_keys", []) if "API_KEY" in str(name)]
+
+
 class ReplyFileModel:
     """``--model scripted:FILE``: the model's answers come from a file, in order. No key, no model, no network.
 
