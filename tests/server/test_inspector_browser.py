@@ -194,8 +194,8 @@ def _free_socket() -> socket.socket:
     return sock
 
 
-@pytest.fixture
-def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
+@pytest.fixture(name="served")
+def served_fixture(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
     """The API with keys, mounted under /fsm. Indirect parameters: ``"anonymous"``, no keys and at the root;
     ``"exhausted"``, the same with a model that has a reply for the opening only; ``"subflow"``, the same
     serving a helpdesk too, whose model starts its ticket sub-flow at the first message."""
@@ -246,8 +246,8 @@ def _no_selenium_manager(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError("Selenium Manager was called: it would download a browser or a driver")
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
+@pytest.fixture(name="browser", scope="module")
+def browser_fixture() -> Iterator[WebDriver]:
     patch = pytest.MonkeyPatch()
     patch.setattr(SeleniumManager, "binary_paths", _no_selenium_manager)
     options = webdriver.ChromeOptions()
@@ -273,8 +273,8 @@ def browser() -> Iterator[WebDriver]:
     patch.undo()
 
 
-@pytest.fixture
-def page(browser: WebDriver, request: pytest.FixtureRequest) -> Iterator[WebDriver]:
+@pytest.fixture(name="page")
+def page_fixture(browser: WebDriver, request: pytest.FixtureRequest) -> Iterator[WebDriver]:
     """The browser for one test; if the test fails, a screenshot of the page is saved and its path printed."""
     failed_before = request.session.testsfailed
     browser.get_log("performance")  # drop what earlier tests left
