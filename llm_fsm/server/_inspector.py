@@ -48,7 +48,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
 """Scripts, styles and requests from the server's own origin only: a value that slipped past the page's
 escaping still could not load or send anything elsewhere."""
 
-_HEADERS = {
+SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
@@ -82,7 +82,7 @@ class _Static(StaticFiles):
 
     def file_response(self, full_path: Any, stat_result: os.stat_result, scope: Scope, status_code: int = 200) -> Any:
         response = super().file_response(full_path, stat_result, scope, status_code)
-        response.headers.update(_HEADERS)
+        response.headers.update(SECURITY_HEADERS)
         return response
 
 
@@ -91,7 +91,7 @@ router = APIRouter()
 
 @router.get("/", include_in_schema=False)
 async def page() -> Response:
-    return FileResponse(STATIC_DIR / "index.html", media_type="text/html; charset=utf-8", headers=_HEADERS)
+    return FileResponse(STATIC_DIR / "index.html", media_type="text/html; charset=utf-8", headers=SECURITY_HEADERS)
 
 
 @router.get("/v1/me", response_model=Me, tags=["keys"])
@@ -139,4 +139,4 @@ def mount_static(app: FastAPI) -> None:
     app.mount("/static", _Static(directory=STATIC_DIR), name="inspector-static")
 
 
-__all__ = ["CONTENT_SECURITY_POLICY", "STATIC_DIR", "LintOut", "Me", "mount_static", "router"]
+__all__ = ["CONTENT_SECURITY_POLICY", "SECURITY_HEADERS", "STATIC_DIR", "LintOut", "Me", "mount_static", "router"]
