@@ -7,7 +7,9 @@ working page at ``/fsm/``. Mermaid, which draws the definition, is vendored in
 ``static/vendor`` with its licence: nothing is fetched from another origin, and the page's
 Content-Security-Policy forbids it.
 
-``GET /v1/me`` tells the page what the key may do (it shows the chat input only to a key
+``GET /v1/auth`` tells, without a key, whether the server needs one: the page asks it first, so
+opening the page never sends a request bound to fail (a 401 in the browser's console on every
+load). ``GET /v1/me`` tells the page what the key may do (it shows the chat input only to a key
 with the write right); ``GET /v1/definitions/{id}/lint`` gives a definition's lint findings.
 
 (No ``from __future__ import annotations``: FastAPI reads the route signatures' types at run time.)
@@ -56,6 +58,12 @@ SECURITY_HEADERS = {
 }
 
 
+class Auth(BaseModel):
+    keys_required: bool = Field(
+        description="Whether calls need an API key; false when the server runs without keys (loopback, anonymous)."
+    )
+
+
 class Me(BaseModel):
     tenant: str = Field(description="The tenant every conversation call of this key is scoped to.")
     rights: list[str] = Field(description="What the key may do: read, write.")
@@ -92,6 +100,12 @@ router = APIRouter()
 @router.get("/", include_in_schema=False)
 async def page() -> Response:
     return FileResponse(STATIC_DIR / "index.html", media_type="text/html; charset=utf-8", headers=SECURITY_HEADERS)
+
+
+@router.get("/v1/auth", response_model=Auth, tags=["keys"])
+async def auth(keys_required: KeysRequired) -> Auth:
+    """Whether this server needs an API key: asked without one, so a client knows before it asks for one."""
+    return Auth(keys_required=keys_required)
 
 
 @router.get("/v1/me", response_model=Me, tags=["keys"])
@@ -139,4 +153,13 @@ def mount_static(app: FastAPI) -> None:
     app.mount("/static", _Static(directory=STATIC_DIR), name="inspector-static")
 
 
-__all__ = ["CONTENT_SECURITY_POLICY", "SECURITY_HEADERS", "STATIC_DIR", "LintOut", "Me", "mount_static", "router"]
+__all__ = [
+    "CONTENT_SECURITY_POLICY",
+    "SECURITY_HEADERS",
+    "STATIC_DIR",
+    "Auth",
+    "LintOut",
+    "Me",
+    "mount_static",
+    "router",
+]

@@ -146,6 +146,19 @@ def test_me_in_anonymous_mode_says_no_key_is_needed(make_server: MakeServer) -> 
     }
 
 
+# --- GET /v1/auth --------------------------------------------------------------------------------------
+
+
+def test_auth_says_without_a_key_that_this_server_needs_one(server: Server) -> None:
+    response = server.client.get("/v1/auth")
+    assert response.status_code == 200 and response.json() == {"keys_required": True}
+
+
+def test_auth_in_anonymous_mode_says_no_key_is_needed(make_server: MakeServer) -> None:
+    server = make_server(keys=KeyRing(), anonymous_tenant="local")
+    assert server.client.get("/v1/auth").json() == {"keys_required": False}
+
+
 # --- GET /v1/definitions/{id}/lint --------------------------------------------------------------------
 
 
