@@ -122,6 +122,13 @@ def test_every_static_file_is_declared_as_package_data() -> None:
         assert f"{folder.relative_to(package).as_posix()}/*" in globs, folder
 
 
+def test_the_docs_picture_is_the_page_at_1920_by_1080() -> None:
+    """docs/inspector.png is what test_inspector_browser_layout.py saves of a coffee order (docs/server.md)."""
+    png = (ROOT / "docs" / "inspector.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (1920, 1080)
+
+
 # --- GET /v1/me ---------------------------------------------------------------------------------------
 
 

@@ -5,7 +5,7 @@ parent application (so the page's relative URLs are tested too), a SQLite store 
 scripted model (``--model scripted:FILE``'s model) whose replies stream a few characters at a time.
 The browser is found at fixed paths, and Selenium Manager is made to fail if anything calls it: it
 would download a driver, which cannot work here. A failing test saves a screenshot (path printed).
-With ``LLM_FSM_INSPECTOR_SCREENSHOT=docs/inspector.png`` the conversation test saves the docs' picture.
+The picture of docs/server.md is taken by test_inspector_browser_layout.py, of a realistic conversation.
 """
 
 from __future__ import annotations
@@ -372,13 +372,6 @@ def test_a_conversation_streams_moves_the_highlighted_state_and_explains_the_ver
     assert "name recorded" in condition.text and "holds" in condition.text
     assert page.find_element(By.ID, "path").text == "Path: ask_name → ask_email"
     assert page.find_element(By.ID, "chat-state").text == "ask_email"
-
-    shot = os.environ.get("LLM_FSM_INSPECTOR_SCREENSHOT")
-    if shot:  # the picture of docs/server.md: tall enough to show the explain panel under the diagram
-        size = page.get_window_size()
-        page.set_window_size(1500, 1650)
-        page.save_screenshot(shot)
-        page.set_window_size(size["width"], size["height"])
 
 
 @pytest.mark.parametrize("served", ["anonymous"], indirect=True)
