@@ -529,3 +529,33 @@ def test_the_page_finds_every_state_in_the_mermaid_text_whatever_its_name(page: 
     assert isinstance(found, dict) and sorted(found) == sorted(names)
     for name, mermaid_id in found.items():  # each name paired with the id the renderer wrote it with
         assert f'    state "{escape(name)}" as {mermaid_id}\n' in text, name
+
+
+def test_the_page_address_names_any_conversation_id_and_turn_and_reads_them_back(
+    page: WebDriver, served: Served
+) -> None:
+    """route.js: an id with slashes, a hash sign or spaces survives the round trip; a malformed address opens nothing."""
+    page.get(served.base)
+    found = page.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        import(new URL("static/route.js", document.baseURI))
+          .then((r) => done([
+            r.parseRoute(r.conversationHash("a/b #c d", 12)),
+            r.parseRoute(r.conversationHash("plain")),
+            r.parseRoute(r.definitionHash("coffee_order")),
+            r.parseRoute("#/c/x/t/0"),
+            r.parseRoute("#/c/%E0%A4%A"),
+            r.parseRoute(""),
+          ]))
+          .catch((error) => done(String(error)));
+        """
+    )
+    assert found == [
+        {"conversation": "a/b #c d", "turn": 12},
+        {"conversation": "plain", "turn": None},
+        {"definition": "coffee_order"},
+        {"conversation": "x", "turn": None},  # no turn 0: the conversation at its last turn
+        {},
+        {},
+    ]
