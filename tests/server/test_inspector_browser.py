@@ -286,8 +286,8 @@ def browser_fixture() -> Iterator[WebDriver]:
 def page_fixture(browser: WebDriver, request: pytest.FixtureRequest) -> Iterator[WebDriver]:
     """The browser for one test; if the test fails, a screenshot of the page is saved and its path printed."""
     failed_before = request.session.testsfailed
-    browser.get_log("performance")  # drop what earlier tests left
-    browser.get_log("browser")
+    browser_log(browser, "performance")  # drop what earlier tests left
+    browser_log(browser, "browser")
     yield browser
     if request.session.testsfailed > failed_before:
         folder = Path(os.environ.get("LLM_FSM_TEST_ARTIFACTS") or Path(tempfile.gettempdir()) / "llm-fsm-browser")
@@ -295,8 +295,15 @@ def page_fixture(browser: WebDriver, request: pytest.FixtureRequest) -> Iterator
         shot = folder / f"{request.node.name}.png"
         browser.save_screenshot(str(shot))
         print(f"screenshot of the failed page: {shot}")
-        for entry in browser.get_log("browser"):
+        for entry in browser_log(browser, "browser"):
             print("console:", entry.get("level"), entry.get("message"))
+
+
+def browser_log(driver: WebDriver, kind: str) -> list[dict[str, Any]]:
+    """Chromium's log of ``kind`` (``"browser"``: the console; ``"performance"``: DevTools events) since last read."""
+    chromium: Any = driver  # Chromium's driver has get_log; the remote type it is declared as has not
+    entries: list[dict[str, Any]] = chromium.get_log(kind)
+    return entries
 
 
 def wait_for(driver: WebDriver, condition: Any, what: str, timeout: float = 10) -> Any:
@@ -479,14 +486,14 @@ def test_every_request_of_the_page_goes_to_its_own_server(page: WebDriver, serve
     wait_for(page, lambda d: visible(d, "#diagram svg"), "the diagram")
     origin = served.base.split("/fsm/")[0]
     requested = []
-    for entry in page.get_log("performance"):
+    for entry in browser_log(page, "performance"):
         message = json.loads(entry["message"])["message"]
         if message["method"] == "Network.requestWillBeSent":
             requested.append(message["params"]["request"]["url"])
     assert requested and any(url.endswith("/fsm/static/vendor/mermaid.min.js") for url in requested)
     assert [url for url in requested if not (url.startswith(origin + "/fsm/") or url.startswith("data:"))] == []
     # a script error, a Content-Security-Policy refusal or a failed request (the page asks v1/auth, not v1/me, first)
-    assert [e["message"] for e in page.get_log("browser") if e["level"] == "SEVERE"] == []
+    assert [e["message"] for e in browser_log(page, "browser") if e["level"] == "SEVERE"] == []
 
 
 def test_the_page_finds_every_state_in_the_mermaid_text_whatever_its_name(page: WebDriver, served: Served) -> None:

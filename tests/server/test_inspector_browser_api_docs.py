@@ -11,7 +11,7 @@ import json
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from .test_inspector_browser import Served, browser_fixture, page_fixture, served_fixture, wait_for
+from .test_inspector_browser import Served, browser_fixture, browser_log, page_fixture, served_fixture, wait_for
 
 __all__ = ["browser_fixture", "page_fixture", "served_fixture"]  # the fixtures, found here by pytest
 
@@ -21,7 +21,7 @@ def _foreign_requests(driver: WebDriver, served: Served) -> list[str]:
     origin = served.base.split("/fsm/")[0]
     own = (origin + "/fsm/", "data:", "blob:" + origin + "/")
     urls = []
-    for entry in driver.get_log("performance"):
+    for entry in browser_log(driver, "performance"):
         message = json.loads(entry["message"])["message"]
         if message["method"] == "Network.requestWillBeSent":
             urls.append(message["params"]["request"]["url"])
@@ -30,7 +30,7 @@ def _foreign_requests(driver: WebDriver, served: Served) -> list[str]:
 
 
 def _console_errors(driver: WebDriver) -> list[str]:
-    return [str(e["message"]) for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    return [str(e["message"]) for e in browser_log(driver, "browser") if e["level"] in ("SEVERE", "WARNING")]
 
 
 def test_swagger_ui_draws_every_operation_from_the_servers_own_files(page: WebDriver, served: Served) -> None:

@@ -36,6 +36,7 @@ from llm_fsm.testing import FunctionLLM
 from .test_inspector_browser import (
     WRITER_KEY,
     browser_fixture,
+    browser_log,
     page_fixture,
     uvicorn_serving,
     visible,
@@ -295,9 +296,8 @@ def test_a_deep_link_opens_the_conversation_at_the_turn_it_names(sized: WebDrive
     open_page(sized, shipped, f"#/c/{cid}/t/2")
     wait_for(sized, lambda d: cid in chat_title(d) and shown_turn(d) == "2", "turn 2 of the linked conversation")
     assert sized.find_element(By.CSS_SELECTOR, "#turn-picker button.selected").text == "2"
-    assert "selected" in sized.find_element(
-        By.CSS_SELECTOR, f"#conversations li[data-conversation='{cid}']"
-    ).get_attribute("class")
+    listed = sized.find_element(By.CSS_SELECTOR, f"#conversations li[data-conversation='{cid}']")
+    assert "selected" in str(listed.get_attribute("class"))
 
 
 def test_opening_a_conversation_or_a_turn_gives_the_page_its_url(sized: WebDriver, shipped: Shipped) -> None:
@@ -336,7 +336,9 @@ def test_the_back_button_returns_to_the_turn_and_the_conversation_seen_before(
 
 
 def console(driver: WebDriver) -> list[str]:
-    return [f"{e['level']} {e['message']}" for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    return [
+        f"{e['level']} {e['message']}" for e in browser_log(driver, "browser") if e["level"] in ("SEVERE", "WARNING")
+    ]
 
 
 @pytest.mark.parametrize("shipped", ["keys", "anonymous"], indirect=True)
