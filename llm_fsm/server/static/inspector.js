@@ -20,6 +20,7 @@ const page = {
   path: [],
   sending: false,
   navigation: 0, // counts route changes: an open that a later one overtook does not draw over it
+  turnAsked: 0, // counts explain records asked for: only the last one asked is shown
 };
 
 // More definitions than this and their list starts folded: the conversations are what an operator watches.
@@ -255,6 +256,7 @@ async function drawConversation() {
   const open = page.conversation;
   if (!open) return;
   const text = await graph(open.definition);
+  if (page.conversation !== open) return; // another conversation was opened meanwhile: it draws its own
   const path = page.path.length ? `Path: ${page.path.join(" → ")}` : "";
   // a sub-flow runs another definition: its states are not in this diagram, so nothing is highlighted
   const flows = open.stack?.length ? `In sub-flow ${open.stack.join(" › ")} (not drawn here). ` : "";
@@ -262,8 +264,10 @@ async function drawConversation() {
   await draw($("diagram"), text, open.state, page.path);
 }
 
+// The explain record of turn `index`; of several asked in a row, only the last asked is shown.
 async function showTurn(index) {
   const conversationId = page.conversation.conversation_id;
+  const asked = (page.turnAsked += 1);
   for (const button of $("turn-picker").children) button.classList.toggle("selected", Number(button.dataset.turn) === index);
   let shown;
   try {
@@ -271,7 +275,7 @@ async function showTurn(index) {
   } catch (error) {
     shown = el("p", { className: "note" }, String(error.message ?? error));
   }
-  if (page.conversation?.conversation_id === conversationId) clear($("explain")).append(shown);
+  if (asked === page.turnAsked && page.conversation?.conversation_id === conversationId) clear($("explain")).append(shown);
 }
 
 function renderTrace(events) {
@@ -301,13 +305,13 @@ function renderTrace(events) {
 }
 
 // Everything about the open conversation, read again: after opening it and after each turn.
-// False when the user went elsewhere meanwhile: then nothing of it is drawn.
-async function refreshConversation(conversationId, turn = null) {
+// False when the user went elsewhere meanwhile: then it stops drawing, and what was opened since stays.
+async function refreshConversation(conversationId) {
   const ticket = page.navigation;
   const base = `v1/conversations/${segment(conversationId)}`;
   const [detail, trace] = await Promise.all([getJSON(base), getJSON(`${base}/trace`)]);
   if (ticket !== page.navigation) return false;
-  page.conversation = detail;
+  page.conversation = detail; // from here on, only another conversation opened replaces it
   page.path = pathFromTrace(trace);
   $("chat-title").textContent = `${detail.definition} · ${detail.conversation_id}`;
   $("chat-state").textContent = detail.ended ? `${detail.state} (${detail.status})` : detail.state;
@@ -321,17 +325,21 @@ async function refreshConversation(conversationId, turn = null) {
   }
   updateSendForm();
   await drawConversation();
+  if (page.conversation !== detail) return false;
+  // the turn the address names now (the user may have gone back or forward while this loaded), else the last
+  const route = parseRoute(location.hash);
+  const turn = route.conversation === conversationId ? route.turn : null;
   if (detail.turn_count > 0) await showTurn(turn ?? detail.turn_count);
   else clear($("explain")).append(el("p", { className: "note" }, "No turn yet."));
-  return ticket === page.navigation;
+  return page.conversation === detail;
 }
 
-async function openConversation(conversationId, turn = null) {
+async function openConversation(conversationId) {
   const ticket = page.navigation;
   $("chat-error").textContent = "";
   clear($("messages"));
   try {
-    if (!(await refreshConversation(conversationId, turn))) return;
+    if (!(await refreshConversation(conversationId))) return;
   } catch (error) {
     if (ticket !== page.navigation) return;
     closeConversation();
@@ -365,17 +373,22 @@ async function send(text) {
         if (data.state !== open.state) page.path = [...page.path, data.state];
         open.state = data.state;
         open.ended = data.ended;
-        $("chat-state").textContent = data.state;
-        await drawConversation();
+        if (page.conversation === open) {
+          $("chat-state").textContent = data.state;
+          await drawConversation();
+        }
       } else if (event === "done") {
         if (!replyText.textContent && data.reply) replyText.textContent = data.reply;
       } else if (event === "error") {
         throw new ApiError(data.status ?? 500, data.code, data.message);
       }
     }
-    await refreshConversation(open.conversation_id);
-    if (location.hash !== conversationHash(open.conversation_id)) {
-      history.replaceState(null, "", conversationHash(open.conversation_id)); // now at its last turn
+    // the user may have opened another conversation while this turn ran: then that one stays open
+    if (page.conversation === open) {
+      if (location.hash !== conversationHash(open.conversation_id)) {
+        history.replaceState(null, "", conversationHash(open.conversation_id)); // shown at its new last turn
+      }
+      await refreshConversation(open.conversation_id);
     }
     await loadConversations();
   } catch (error) {
@@ -401,7 +414,7 @@ async function applyRoute() {
     if (page.conversation?.conversation_id === route.conversation) {
       await showTurn(route.turn ?? page.conversation.turn_count);
     } else {
-      await openConversation(route.conversation, route.turn);
+      await openConversation(route.conversation);
     }
   } else if (route.definition) {
     await viewDefinition(route.definition);
