@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from llm_fsm.errors import FSMError, UsageError
-from llm_fsm.server import _conversations, _definitions_api, _health, _inspector, _operators
+from llm_fsm.server import _api_docs, _conversations, _definitions_api, _health, _inspector, _operators
 from llm_fsm.server._bodies import JsonBodyMiddleware, malformed
 from llm_fsm.server._definitions import DefinitionRegistry, DefinitionSource
 from llm_fsm.server._deps import MAX_CONVERSATION_ID_LENGTH, Access, Caller
@@ -79,6 +79,8 @@ def create_app(
         description="Conversations on declarative finite-state machines (llm-fsm). See docs/server.md.",
         version="1",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load their scripts from a CDN: _api_docs serves the same pages offline
+        redoc_url=None,
     )
     # what the routers' dependencies read (llm_fsm.server._deps); manager and registry are also for the CLI
     app.state.manager = manager
@@ -104,6 +106,7 @@ def create_app(
     app.include_router(_operators.router)  # docs/operations.md: write right; each answers the conversation after
     app.include_router(_inspector.router)  # the web inspector: its page at / (docs/server.md), /v1/me, lint
     _inspector.mount_static(app)
+    app.include_router(_api_docs.router)  # /docs and /redoc, their scripts vendored in the inspector's static/vendor
     app.include_router(_health.router)
     return app
 
