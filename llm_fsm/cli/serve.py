@@ -193,6 +193,12 @@ def _server_modules() -> Any:
     help="Trust X-Forwarded-For/-Proto from these proxies (comma-separated IPs or networks, '*': any); "
     "default: no one, so a client cannot choose the address its failed key attempts are limited by.",
 )
+@click.option(
+    "--no-key-check",
+    is_flag=True,
+    help="Start although litellm finds the model's API key variable unset (the provider authenticates "
+    "another way: Azure AD tokens, a gateway that adds the key).",
+)
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning"]))
 @click.option(
     "--hash-key",
@@ -215,6 +221,7 @@ def serve_command(
     rate_limit: float,
     log_level: str,
     forwarded_allow_ips: str | None,
+    no_key_check: bool,
     key_to_hash: str | None,
     actions: str | None,
 ) -> None:
@@ -266,7 +273,8 @@ def serve_command(
     )
     app = build_app(settings)  # every check now, in this process: a mistake exits 2 before anything listens
     model_name = model or os.environ.get(MODEL_ENV) or ""  # build_app refused an unset one
-    check_model_environment(model_name)
+    if not no_key_check:
+        check_model_environment(model_name)
     check_store(app.state.manager.store)
     sock = bind(host, port)
     unregistered = _unregistered_actions(app)

@@ -323,6 +323,20 @@ def test_a_missing_provider_key_exits_2_naming_the_variable(definitions: Path) -
     assert err.count("\n") == 1 and "OPENAI_API_KEY" in err and "openai/gpt-4o-mini" in err, err
 
 
+def test_no_key_check_starts_a_provider_that_authenticates_another_way(definitions: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"} | {"LLM_FSM_API_KEYS": ""}
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:  # the next check fails: it was reached
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out, err = _serve(
+            str(definitions), "--model", "openai/gpt-4o-mini", "--store", "memory://", "--port", str(port),
+            "--no-key-check", env=env,
+        )  # fmt: skip
+    assert code == 2, (out, err)
+    assert "OPENAI_API_KEY" not in err and f"port {port}" in err, err
+
+
 def test_a_busy_port_exits_2_with_one_line(definitions: Path, replies: str) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
         taken.bind(("127.0.0.1", 0))
