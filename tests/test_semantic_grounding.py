@@ -94,7 +94,8 @@ def test_spoken_times_ground_their_24_hour_form(said: str, value: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("said", "value"), [("6:15 pm", "06:15"), ("a quarter past six", "18:30"), ("I need 2 seats", "14:00")]
+    ("said", "value"),
+    [("6:15 pm", "06:15"), ("a quarter past six", "18:30"), ("I need 2 seats", "14:00"), ("a table for 7", "19:00")],
 )
 def test_a_time_the_user_did_not_say_is_not_grounded(said: str, value: str) -> None:
     assert not grounds(said, value, TIME)
