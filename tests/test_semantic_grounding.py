@@ -233,3 +233,20 @@ def test_the_turn_record_names_the_expression_that_grounded_a_value_or_none() ->
     assert changes["date"].grounded_by.expression == "March 12th"
     assert not changes["time"].applied and changes["time"].rule == "ungrounded"
     assert changes["time"].grounded_by is None
+
+
+def test_the_expression_that_grounded_a_sensitive_value_is_masked_in_the_record() -> None:
+    definition = booking().model_copy(deep=True)
+    definition.context_keys["date"] = definition.context_keys["date"].model_copy(update={"sensitive": True})  # type: ignore[index]
+
+    def model(request: Any) -> dict[str, Any]:
+        written = {"date": "2019-03-12"} if request.purpose == "turn" else {}
+        return {"transition": {"target_state": "ask", "context_update": written}, "message": "ok"}
+
+    manager = FSMManager(
+        fsm_loader=lambda _id: definition, llm_interface=FunctionLLM(model), config=EngineConfig(clock=at(TODAY))
+    )
+    cid, _ = manager.start_conversation("booking")
+    manager.process_message(cid, "born on March 12th")
+    change = next(c for c in manager.explain(cid).context_changes if c.key == "date")
+    assert change.applied and change.grounded_by is not None and change.grounded_by.expression == "***"
