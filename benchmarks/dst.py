@@ -20,6 +20,8 @@ others).
 Usage (from the repository root)::
 
     python benchmarks/dst.py --oracle               # the gold values as the model's answers: must be 100%
+    python benchmarks/dst.py --oracle canonical     # SGD's canonical values (ISO dates, 24 h times) as answers
+    python benchmarks/dst.py --oracle invented      # a value nobody said per turn: declared must store none
     python benchmarks/dst.py --limit 8              # 8 dialogues on the local model (after `llm-fsm local setup`)
     python benchmarks/dst.py --model openai/gpt-4o-mini --services Buses_1,Events_1 --json
 
@@ -51,15 +53,29 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "baseline"))
 
-from dst_convert import Dialogue, Service, declaration, load_dialogues, load_services, write_definitions
-from dst_engines import DialogueRun, OracleLLM, OriginalDST, OursDST
+from dst_convert import (
+    Dialogue,
+    Service,
+    declaration,
+    load_dialogues,
+    load_services,
+    value_format,
+    write_definitions,
+)
+from dst_engines import ORACLES, DialogueRun, OracleLLM, OriginalDST, OursDST
 from dst_score import FUZZY_RIGHT, Totals, declaration_problem, render, score_turn
 
 DEFAULT_DATA = ROOT.parent / "shared" / "sgd"
 ENGINES = ("declared", "plain", "original")
+ORACLE_LABELS = {
+    "words": "the gold values, as the dialogue words them, as the model's answers",
+    "canonical": "SGD's canonical values as the model's answers",
+    "invented": "a value nobody said per turn as the model's answer",
+}
 LABELS = {"declared": "ours, declared", "plain": "ours, names only", "original": "llm-fsm 0.1.1"}
 TARGET_VS_ORIGINAL = 2.0
 TARGET_VS_PLAIN = 1.5
+TARGET_CANONICAL = 0.99
 DEFAULT_MAX_TOKENS = 400
 
 
@@ -96,6 +112,7 @@ def summarise(
 ) -> dict[str, Any]:
     """The figures of one engine: SGD's metrics, stored values failing a declaration, refusals, cost."""
     totals = Totals()
+    by_kind: dict[str, Totals] = {}
     failing: dict[tuple[str, str, str], str] = {}
     refused: Counter[str] = Counter()
     refused_examples: list[dict[str, Any]] = []
@@ -108,7 +125,9 @@ def summarise(
         service = services[dialogue.service]
         slot_names = {s.name for s in service.slots}
         for index, (turn, played) in enumerate(zip(dialogue.turns, run.turns, strict=True), start=1):
-            totals.add(score_turn(service, turn.slot_values, played.data))
+            totals.add(score_turn(service, turn.references, played.data))
+            for kind, part in slot_kinds(service).items():
+                by_kind.setdefault(kind, Totals()).add(score_turn(part, turn.references, played.data))
             errors += played.error is not None
             calls += played.calls
             prompt += played.prompt_tokens
@@ -141,6 +160,7 @@ def summarise(
     summary = totals.to_json()
     summary.update(
         {
+            "slot_f1_by_kind": {kind: part.f1 for kind, part in sorted(by_kind.items())},
             "turn_errors": errors,
             "declaration_failures": len(failing),
             "declaration_failure_examples": [
@@ -156,6 +176,15 @@ def summarise(
         }
     )
     return summary
+
+
+def slot_kinds(service: Service) -> dict[str, Service]:
+    """The service cut by kind of slot (categorical, date, time, text), to score each kind apart."""
+    kinds: dict[str, list[Any]] = {}
+    for slot in service.slots:
+        kind = "categorical" if slot.is_categorical else value_format(slot) or "text"
+        kinds.setdefault(kind, []).append(slot)
+    return {kind: dataclasses.replace(service, slots=tuple(slots)) for kind, slots in kinds.items()}
 
 
 def where_said(dialogue: Dialogue, turn: int, value: Any) -> str:
@@ -196,12 +225,26 @@ def verdicts(engines: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def oracle_verdicts(engines: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """With the gold values as answers, ours without declarations must be perfect, or converter or scorer is wrong.
+def oracle_verdicts(mode: str, engines: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """What each oracle must show.
 
-    With declarations, what falls short of 100% is what validation or grounding refused of the gold (listed).
+    ``words`` (the gold as said): ours without declarations must be perfect, or converter or scorer is wrong;
+    with declarations, what falls short of 100% is what validation or grounding refused of the gold (listed).
+    ``canonical``: with declarations, at least ``TARGET_CANONICAL`` slot F1 (a perfect model is not refused).
+    ``invented``: with declarations, no slot held at all (every invented value refused).
     """
-    plain = engines["plain"]
+    declared, plain = engines["declared"], engines["plain"]
+    if mode == "canonical":
+        return {
+            "oracle_canonical_declared": {
+                "value": declared["slot_f1"],
+                "target": TARGET_CANONICAL,
+                "met": declared["slot_f1"] >= TARGET_CANONICAL,
+            }
+        }
+    if mode == "invented":
+        held = declared["slots_held"]
+        return {"oracle_invented_stored": {"value": held, "target": 0, "met": held == 0}}
     perfect = plain["joint_goal_accuracy"] == 1.0 and plain["slot_f1"] == 1.0 and plain["turn_errors"] == 0
     return {"oracle_plain_perfect": {"value": plain["slot_f1"], "target": 1.0, "met": perfect}}
 
@@ -277,9 +320,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         declared = {name: paths[(name, True)] for name in used}
         runners: dict[str, Any] = {}
         if args.oracle:
-            server_label = "none (oracle: the gold values as the model's answers)"
-            runners["declared"] = OursDST("declared", OracleLLM(), declared)
-            runners["plain"] = OursDST("plain", OracleLLM(), plain)
+            server_label = f"none (oracle: {ORACLE_LABELS[args.oracle]})"
+            free = {  # the slots a user gives that no enum closes: where a value nobody said could be written
+                name: [
+                    (slot.name, value_format(slot) or "text")
+                    for slot in map(services[name].slot, services[name].user_slots)
+                    if not slot.is_categorical
+                ]
+                for name in used
+            }
+            runners["declared"] = OursDST("declared", OracleLLM(args.oracle, free), declared)
+            runners["plain"] = OursDST("plain", OracleLLM(args.oracle, free), plain)
         else:
             from live_engines import CallCounter
 
@@ -313,7 +364,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "dialogues": len(chosen),
             "user_turns": sum(len(d.turns) for d in chosen),
             "services": sorted(used),
-            "model": "oracle" if args.oracle else args.model,
+            "model": f"oracle ({args.oracle})" if args.oracle else args.model,
             "server": server_label,
             "max_tokens": None if args.oracle else args.max_tokens,
             "fuzzy_right": FUZZY_RIGHT,
@@ -331,7 +382,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             }
             for e in engines
         },
-        "targets": oracle_verdicts(summaries) if args.oracle else verdicts(summaries),
+        "targets": oracle_verdicts(args.oracle, summaries) if args.oracle else verdicts(summaries),
     }
 
 
@@ -393,6 +444,11 @@ def print_report(report: dict[str, Any], out: Any = sys.stdout) -> None:
             value = report["engines"][engine]["summary"].get(key)
             cells.append(("-" if value is None else fmt.format(value)).rjust(20))
         print(label.ljust(width) + "".join(cells), file=out)
+    kinds = sorted({k for e in engines for k in report["engines"][e]["summary"].get("slot_f1_by_kind", {})})
+    for kind in kinds:
+        cells = [report["engines"][e]["summary"]["slot_f1_by_kind"].get(kind) for e in engines]
+        label = f"  slot F1, {kind} slots"
+        print(label.ljust(width) + "".join(("-" if c is None else f"{c:.1%}").rjust(20) for c in cells), file=out)
     for engine in engines:
         summary = report["engines"][engine]["summary"]
         if summary["refused_by_reason"]:
@@ -409,6 +465,18 @@ def print_report(report: dict[str, Any], out: Any = sys.stdout) -> None:
             print(
                 "\noracle check: 'ours, names only' scores 100% (converter and scorer agree with the dataset): "
                 + ("yes" if verdict["met"] else "NO"),
+                file=out,
+            )
+        elif name == "oracle_canonical_declared":
+            print(
+                f"\noracle check: 'ours, declared' on SGD's canonical values: slot F1 {verdict['value']:.1%} "
+                f"(target >= {verdict['target']:.0%}): {'met' if verdict['met'] else 'MISSED'}",
+                file=out,
+            )
+        elif name == "oracle_invented_stored":
+            print(
+                f"\noracle check: slots 'ours, declared' holds of values nobody said: {verdict['value']} (target 0): "
+                f"{'met' if verdict['met'] else 'MISSED'}",
                 file=out,
             )
         elif name == "declaration_failures":
@@ -435,7 +503,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated: {','.join(ENGINES)}")
     parser.add_argument("--model", default="local", help="any litellm model; local names start the local server")
     parser.add_argument(
-        "--oracle", action="store_true", help="the gold values as the model's answers (ours only; must score 100%%)"
+        "--oracle",
+        nargs="?",
+        const="words",
+        default=False,
+        choices=ORACLES,
+        help=(
+            "no model: the gold values as the model's answers (ours only): as worded (the default; names only must "
+            "score 100%%), canonical (SGD's canonical values), or invented (one value nobody said per turn)"
+        ),
     )
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="generation bound, the same for all")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model call")

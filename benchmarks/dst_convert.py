@@ -19,7 +19,8 @@ The shape of a converted service:
   state ``over`` is reachable from ``start`` only through a condition that never holds (the
   original refuses a definition without a reachable terminal state).
 - with declarations, a definition-level ``context_keys`` block: each slot's
-  description and display name; categorical slots become enums of their
+  description and display name; a date or time slot (by its name) is declared
+  ``format: date`` or ``format: time`` and ``grounded: true``; categorical slots become enums of their
   ``possible_values`` (plus SGD's special value ``dontcare``) with synonyms a
   user would say (yes/no for True/False, number words for digits, "any" for
   dontcare); and ``additional_keys: false``, so a key that is no slot of the
@@ -99,6 +100,15 @@ class UserTurn:
     system_reply: str
     active_intent: str
     slot_values: Mapping[str, tuple[str, ...]]
+    canonical: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Each slot value's canonical form, as SGD records it in the dialogue's actions (``canonical_values``:
+    ``2019-03-08`` for "next Friday", ``18:15`` for "a quarter past six", "San Francisco" for "SFO"), for
+    the slots of ``slot_values`` whose forms have one."""
+
+    @property
+    def references(self) -> dict[str, tuple[str, ...]]:
+        """What counts as right for each slot: the forms the state lists, and their canonical forms."""
+        return {k: tuple(dict.fromkeys((*v, *self.canonical.get(k, ())))) for k, v in self.slot_values.items()}
 
 
 @dataclass(frozen=True)
@@ -147,6 +157,7 @@ def load_dialogues(folder: Path, services: Mapping[str, Service]) -> list[Dialog
             raise DatasetError(f"dialogue {item.get('dialogue_id')}: one service of schema.json expected, got {names}")
         turns: list[UserTurn] = []
         raw_turns = item["turns"]
+        canonical = _canonical_forms(raw_turns)
         for index, turn in enumerate(raw_turns):
             if turn["speaker"] != "USER":
                 continue
@@ -154,16 +165,34 @@ def load_dialogues(folder: Path, services: Mapping[str, Service]) -> list[Dialog
             reply = following["utterance"] if following and following["speaker"] == "SYSTEM" else ""
             frame = next(f for f in turn["frames"] if f["service"] == names[0])
             state = frame["state"]
+            values = {k: tuple(v) for k, v in state["slot_values"].items()}
             turns.append(
                 UserTurn(
                     utterance=turn["utterance"],
                     system_reply=reply,
                     active_intent=state.get("active_intent", "NONE"),
-                    slot_values={k: tuple(v) for k, v in state["slot_values"].items()},
+                    slot_values=values,
+                    canonical={
+                        slot: forms
+                        for slot, listed in values.items()
+                        if (forms := tuple(dict.fromkeys(c for v in listed if (c := canonical.get((slot, v))))))
+                    },
                 )
             )
         dialogues.append(Dialogue(item["dialogue_id"], names[0], tuple(turns)))
     return dialogues
+
+
+def _canonical_forms(turns: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """(slot, value as said) -> its canonical form, from every action of the dialogue (user's and system's)."""
+    forms: dict[tuple[str, str], str] = {}
+    for turn in turns:
+        for frame in turn.get("frames") or ():
+            for action in frame.get("actions") or ():
+                said, canonical = action.get("values") or (), action.get("canonical_values") or ()
+                for value, form in zip(said, canonical, strict=False):
+                    forms.setdefault((action.get("slot", ""), value), form)
+    return forms
 
 
 def _read_json(path: Path) -> Any:
@@ -186,10 +215,25 @@ def _join(names: Sequence[str]) -> str:
     return ", ".join(_words(n) for n in names) or "nothing"
 
 
+def value_format(slot: Slot) -> str | None:
+    """``date`` or ``time`` for a free-form slot that holds one (by its name: SGD's ``date``, ``leaving_date``,
+    ``time``, ``leaving_time``, ...; their canonical values are ISO dates and 24-hour times), else None."""
+    name = slot.name.lower()
+    if name == "date" or name.endswith("_date"):
+        return "date"
+    if name == "time" or name.endswith("_time"):
+        return "time"
+    return None
+
+
 def declaration(slot: Slot) -> dict[str, Any]:
     """The ``context_keys`` entry of one slot."""
     declared: dict[str, Any] = {"type": "string", "display_name": _words(slot.name), "description": slot.description}
     if not slot.is_categorical:
+        typed = value_format(slot)
+        if typed is not None:
+            # a date or a time: stored in one form, and grounded by what the user's words mean
+            declared.update({"format": typed, "grounded": True})
         return declared  # free text: grounded by default in the engine
     values = list(slot.possible_values)
     synonyms: dict[str, str] = {}

@@ -14,8 +14,9 @@ is a message that would be replaced anyway.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -23,6 +24,7 @@ from dst_convert import Dialogue, UserTurn, state_id
 from live_engines import CallCounter, Server
 from original_env import BASELINES, BaselineUnavailable, DriverSession, installed_version
 
+from llm_fsm.engine._effects import EngineConfig
 from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult
 from llm_fsm.llm._interface import LLMInterface
 from llm_fsm.llm.fakes import to_response
@@ -55,27 +57,69 @@ class DialogueRun:
     """The transcript the engine kept at the end (the original's; ours keeps it in the store)."""
 
 
+ORACLES = ("words", "canonical", "invented")
+
+SGD_TODAY = dt.datetime(2019, 3, 1, 9, 0, tzinfo=dt.UTC)
+"""The dialogues' "now": SGD's users speak on Friday 1 March 2019 ("tomorrow" is 2019-03-02, "this Sunday"
+2019-03-03 in its canonical values). Our engine gets it as the conversation's clock (``EngineConfig.clock``)."""
+
+
 class OracleLLM(LLMInterface):
     """A model that knows the answers: each turn's gold slot values and its intent's state.
 
-    It proposes the active intent's state and writes, as ``context_update``,
-    the first listed form of every slot whose gold value changed in this turn.
-    With a right converter and scorer, ours without declarations then scores
-    100%; with declarations, whatever validation or grounding refuses of the gold
-    shows in the turn records.
+    It proposes the active intent's state and writes, as ``context_update``, every slot whose gold value
+    changed in this turn, as ``mode`` says:
+
+    - ``words``: the first listed form (the user's words, or the offer they took). With a right converter
+      and scorer, ours without declarations then scores 100%; with declarations, whatever validation or
+      grounding refuses of the gold shows in the turn records.
+    - ``canonical``: SGD's canonical form of that value (``2019-03-08`` for "next Friday", ``18:15`` for "a
+      quarter past six"): what a perfect model writes for typed keys. Grounding must not refuse it.
+    - ``invented``: instead of the gold, one value per turn nobody said, into a free-form slot (a date in
+      2031, a time at an odd minute, a made-up name). Grounding must refuse every one.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, mode: str = "words", slots: Mapping[str, Sequence[tuple[str, str]]] | None = None) -> None:
+        """``slots``: the free-form slots of each service and their formats (``invented`` writes into those)."""
+        if mode not in ORACLES:
+            raise ValueError(f"oracle mode {mode!r}: one of {', '.join(ORACLES)}")
+        self.mode = mode
+        self.slots = slots or {}
+        self.service = ""
         self.turn: UserTurn | None = None
         self.previous: Mapping[str, tuple[str, ...]] = {}
+        self.index = 0
+        self.invented: list[tuple[str, str]] = []
+        """(slot, value) the ``invented`` oracle wrote, for the benchmark to look for in the contexts."""
 
     def send_request(self, request: LLMRequest) -> LLMResponse:
         turn = self.turn
         if turn is None:
             return to_response({"target_state": None, "message": GREETING}, request)
-        update = {k: v[0] for k, v in turn.slot_values.items() if v and self.previous.get(k) != v}
+        changed = {k: v for k, v in turn.slot_values.items() if v and self.previous.get(k) != v}
+        if self.mode == "canonical":
+            update: dict[str, Any] = {k: (turn.canonical.get(k) or v)[0] for k, v in changed.items()}
+        elif self.mode == "invented":
+            update = self._invent()
+        else:
+            update = {k: v[0] for k, v in changed.items()}
         target = None if turn.active_intent == "NONE" else state_id(turn.active_intent)
         return to_response({"target_state": target, "context_update": update, "message": "(oracle)"}, request)
+
+    def _invent(self) -> dict[str, Any]:
+        slots = self.slots.get(self.service, ())
+        if not slots:
+            return {}
+        self.index += 1
+        slot, kind = slots[self.index % len(slots)]
+        if kind == "date":
+            value = f"2031-0{1 + self.index % 9}-{10 + self.index % 19}"
+        elif kind == "time":
+            value = f"{self.index % 24:02d}:{(7, 23, 37, 53)[self.index % 4]:02d}"
+        else:
+            value = f"Zorvex {self.index}"
+        self.invented.append((slot, value))
+        return {slot: value}
 
 
 class DatasetTurnsLLM(LLMInterface):
@@ -115,11 +159,12 @@ class OursDST:
 
     def play(self, dialogue: Dialogue) -> DialogueRun:
         run = DialogueRun(self.name, dialogue.dialogue_id)
-        manager = FSMManager(llm_interface=self.llm, store="memory://")
+        config = EngineConfig(clock=lambda: SGD_TODAY)
+        manager = FSMManager(llm_interface=self.llm, store="memory://", config=config)
         oracle = self.llm.inner if isinstance(self.llm.inner, OracleLLM) else None
         self.llm.reply = None
         if oracle is not None:
-            oracle.turn, oracle.previous = None, {}
+            oracle.turn, oracle.previous, oracle.service = None, {}, dialogue.service
         conversation_id, _ = manager.start_conversation(str(self.definitions[dialogue.service]))
         previous: Mapping[str, tuple[str, ...]] = {}
         for turn in dialogue.turns:

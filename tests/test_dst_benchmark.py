@@ -342,7 +342,79 @@ def test_with_a_real_interface_each_user_turn_costs_one_counted_model_call(datas
     assert played.turns[0].data == {"city": "San Jose"}
 
 
+# --- canonical values, typed slots, and the canonical and invented oracles --------------------------
+
+
+def test_a_date_or_time_slot_is_declared_with_its_format_and_grounded_by_meaning() -> None:
+    for name, kind in (("leaving_date", "date"), ("date", "date"), ("time", "time"), ("pickup_time", "time")):
+        declared = convert.declaration(convert.Slot(name, "When", is_categorical=False))
+        assert (declared["format"], declared["grounded"]) == (kind, True)
+    assert "format" not in convert.declaration(convert.Slot("city", "Where", is_categorical=False))
+
+
+def _informing(text: str, slot: str, said: str, canonical: str) -> dict[str, Any]:
+    turn = _user(text, "FindCafe", {slot: [said]})
+    action = {"act": "INFORM", "slot": slot, "values": [said], "canonical_values": [canonical]}
+    turn["frames"][0]["actions"] = [action]
+    return turn
+
+
+def test_sgds_canonical_form_of_a_gold_value_is_scored_right(tmp_path: Path) -> None:
+    dialogue = {
+        "dialogue_id": "1_00003",
+        "services": ["Cafes_1"],
+        "turns": [_informing("A cafe in SFO", "city", "SFO", "San Francisco"), _system("Looking.")],
+    }
+    (tmp_path / "schema.json").write_text(json.dumps(SCHEMA), encoding="utf-8")
+    (tmp_path / "dialogues.json").write_text(json.dumps([dialogue]), encoding="utf-8")
+    services = convert.load_services(tmp_path)
+    turn = convert.load_dialogues(tmp_path, services)[0].turns[0]
+    assert turn.canonical == {"city": ("San Francisco",)}
+    assert turn.references == {"city": ("SFO", "San Francisco")}
+    assert score.score_turn(services["Cafes_1"], turn.references, {"city": "San Francisco"}).right == 1
+
+
+def test_an_oracle_writing_a_value_nobody_said_each_turn_gets_none_of_them_stored_with_declarations(
+    dataset: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _report(["--oracle", "invented", "--data", str(dataset)], capsys)
+    assert report["engines"]["declared"]["summary"]["slots_held"] == 0
+    assert report["engines"]["plain"]["summary"]["slots_held"] > 0  # without grounding, each one is stored
+    assert report["targets"]["oracle_invented_stored"]["met"] is True
+
+
+@pytest.mark.skipif(not (REAL_DATA / "dialogues.json").is_file(), reason="../shared/sgd is not there")
+def test_sgds_canonical_dates_and_times_are_grounded_in_real_dialogues(capsys: pytest.CaptureFixture[str]) -> None:
+    report = _report(["--oracle", "canonical", "--data", str(REAL_DATA), "--limit", "12"], capsys)
+    declared = report["engines"]["declared"]["summary"]
+    assert declared["slot_f1_by_kind"]["date"] == declared["slot_f1_by_kind"]["time"] == 1.0
+    assert declared["slot_f1_by_kind"]["categorical"] == 1.0
+    assert report["engines"]["plain"]["summary"]["slot_f1"] == 1.0  # the scorer takes the canonical forms
+    # what is left refused is free text nobody in the dialogue said ("San Francisco" for "SFO")
+    assert set(declared["refused_by_reason"]) <= {"ungrounded [nowhere]"}
+
+
+@pytest.mark.skipif(not (REAL_DATA / "dialogues.json").is_file(), reason="../shared/sgd is not there")
+def test_no_invented_value_is_stored_in_real_dialogues(capsys: pytest.CaptureFixture[str]) -> None:
+    report = _report(["--oracle", "invented", "--data", str(REAL_DATA), "--limit", "8"], capsys)
+    declared = report["engines"]["declared"]["summary"]
+    assert declared["slots_held"] == 0
+    assert declared["refused_by_reason"] == {"ungrounded [nowhere]": report["run"]["user_turns"]}  # one a turn
+
+
+def test_the_dialogues_clock_is_sgds_today_so_relative_dates_resolve_as_sgd_resolved_them() -> None:
+    assert dst_engines.SGD_TODAY.date().isoformat() == "2019-03-01"
+
+
 # --- the command line ---------------------------------------------------------------------------
+
+
+def test_the_oracle_takes_a_mode_worded_by_default() -> None:
+    assert dst.parse_args(["--oracle"]).oracle == "words"
+    assert dst.parse_args(["--oracle", "canonical"]).oracle == "canonical"
+    assert dst.parse_args(["--oracle", "invented"]).oracle == "invented"
+    with pytest.raises(SystemExit):
+        dst.parse_args(["--oracle", "guessed"])
 
 
 def test_limit_services_and_json_are_parsed() -> None:

@@ -29,13 +29,14 @@ explain record shows exactly what happened to every key. The rules:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from copy import deepcopy
 from typing import Any, Literal
 
 from llm_fsm.engine._data import MAX_VALUE_DEPTH, has_lone_surrogate
-from llm_fsm.engine._records import ContextChange
+from llm_fsm.engine._records import ContextChange, GroundedBy
 from llm_fsm.engine._values import MASK, KeyPolicy
 from llm_fsm.errors import ContextError, ContextTooLargeError, ContextValidationError
 
@@ -287,8 +288,26 @@ def apply_update(
         shown_previous = None if previous is _MISSING else previous
         if masked:
             value, shown_previous = MASK, None if shown_previous is None else MASK
-        changes.append(ContextChange(key=path, value=value, previous=shown_previous, applied=True, reason=reason))
+        changes.append(
+            ContextChange(
+                key=path,
+                value=value,
+                previous=shown_previous,
+                applied=True,
+                reason=reason,
+                grounded_by=_grounded_by(policy, path, masked),
+            )
+        )
     return changes
+
+
+def _grounded_by(policy: KeyPolicy | None, path: str, masked: bool) -> GroundedBy | None:
+    """The record of what grounded a stored model value (a sensitive one's words are not shown)."""
+    witness = policy.witnesses.get(path) if policy is not None else None
+    if witness is None:
+        return None
+    found = GroundedBy(**dataclasses.asdict(witness))
+    return found.model_copy(update={"expression": MASK}) if masked else found
 
 
 __all__ = ["apply_update", "context_size", "flatten_update", "get_path", "has_value", "is_empty", "missing_keys"]

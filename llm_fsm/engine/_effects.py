@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
@@ -53,6 +54,10 @@ class EngineConfig:
     """The same for cost, in dollars of litellm's price list (calls without a known price count 0)."""
     strict: bool = False
     """Raise InvalidTransitionError when the model proposes a transition that is refused."""
+    clock: Callable[[], datetime] | None = None
+    """The conversation's clock: "now", in the conversation's time zone (an aware datetime). Relative dates the
+    user says ("next Friday", "tomorrow") ground a date key against its date. None: the turn's start time in
+    UTC. The engine reads it once per turn that grounds a value, and does no I/O itself."""
 
 
 # --- effects the drivers perform ---------------------------------------------------

@@ -172,6 +172,17 @@ class Verdict(_Data):
         return self.kind in ("proposal_accepted", "guarded_override", "guarded_fallback", "chained", "action_error")
 
 
+class GroundedBy(_Data):
+    """What a grounded value was found in: for a date, time or number the expression that means it."""
+
+    expression: str = Field(description="The words found ('March 12th' for 2019-03-12; the value's own spelling).")
+    kind: str = Field(description="date, time or number (an expression that means the value), or words (lexical).")
+    source: str = Field(description="user, or assistant for an offer the user accepted.")
+    messages_back: int = Field(description="Which message of its source: 0 the newest (this turn's, for the user).")
+    start: int | None = Field(default=None, description="Where the expression starts in that message (typed only).")
+    end: int | None = Field(default=None, description="Where it ends (exclusive).")
+
+
 class ContextChange(_Data):
     """One key of a context update and what happened to it."""
 
@@ -185,6 +196,13 @@ class ContextChange(_Data):
         description=(
             "For a refused value, the rule it broke: type, enum, format, pattern, length, range, items, "
             "ungrounded, not_writable or undeclared (None for other drops)."
+        ),
+    )
+    grounded_by: GroundedBy | None = Field(
+        default=None,
+        description=(
+            "For a stored model value of a grounded key: what in the conversation supports it. None when the key "
+            "is not grounded, or for a refused value (rule 'ungrounded': nothing the user said means it)."
         ),
     )
 

@@ -9,8 +9,9 @@ the turn's last phases, are in ``_turn_reply``.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,7 +205,9 @@ def _understand(turn: _Turn, result: LLMResult) -> Generator[Effect, Any, _Under
         source="model",
         protected=definition.application_only_keys,
         max_bytes=config.max_context_bytes,
-        policy=_policy(definition, functools.partial(_grounding, instance, turn.message)),
+        policy=_policy(
+            definition, functools.partial(_grounding, instance, turn.message, functools.partial(_today, turn))
+        ),
     )
     model_changes += unchangeable
     turn.changes += model_changes
@@ -224,7 +227,13 @@ def _understand(turn: _Turn, result: LLMResult) -> Generator[Effect, Any, _Under
     return _Understood(result, proposal, intent, _route(turn, intent), model_changes, unchangeable)
 
 
-def _grounding(instance: FSMInstance, message: str) -> Grounding:
+def _today(turn: _Turn) -> dt.date:
+    """The conversation's date: the application's clock (``EngineConfig.clock``), else the turn's start in UTC."""
+    clock = turn.config.clock
+    return clock().date() if clock is not None else dt.datetime.fromtimestamp(turn.started, dt.UTC).date()
+
+
+def _grounding(instance: FSMInstance, message: str, today: Callable[[], dt.date]) -> Grounding:
     """What a grounded value may be taken from: the user's stored messages, this one, and the assistant's (or a
     person's, during a handoff) messages in the history window the model sees (an offer accepted, perhaps after
     a side question)."""
@@ -234,7 +243,7 @@ def _grounding(instance: FSMInstance, message: str) -> Grounding:
     window = exchanges[-2 * conversation.max_history_size :] if conversation.max_history_size > 0 else []
     # a human agent's words are offers too: the user accepting what an operator proposed grounds it
     offers = [entry_text(entry) for entry in window if entry_role(entry) in ("assistant", "operator")]
-    return Grounding([*users, message], offers)
+    return Grounding([*users, message], offers, today())
 
 
 def _route(turn: _Turn, intent: str) -> str:

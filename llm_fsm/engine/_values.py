@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.engine._witness import Source, Witness, typed_kind, typed_witness
 
 Rule = Literal[
     "type",
@@ -107,7 +108,10 @@ _WEEKDAY = r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|s
 _ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
 _DAY_MONTH_YEAR = re.compile(rf"(?:{_WEEKDAY})?(?:the\s+)?{_ORDINAL}(?:\s+of)?\s+([a-z]+)\.?,?\s+(\d{{4}})")
 _MONTH_DAY_YEAR = re.compile(rf"(?:{_WEEKDAY})?([a-z]+)\.?\s+{_ORDINAL},?\s+(\d{{4}})")
-_YEAR_MONTH_DAY = re.compile(r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})")
+# an ISO date and time written for a date key ("2019-03-12T14:30:00.000Z") is that date: the time is not asked for
+_YEAR_MONTH_DAY = re.compile(
+    r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?"
+)
 _TIME_24 = re.compile(r"(\d{1,2})[:.h](\d{2})(?::(\d{2}))?(?:\s*h(?:rs)?)?")
 _TIME_12 = re.compile(r"(\d{1,2})(?:[:.](\d{2}))?\s*([ap])\.?\s*m\.?")
 
@@ -383,35 +387,68 @@ class _Texts:
         return not digits or any(digits in run for run in self.digit_runs)
 
 
+def _nothing_to_find(value: Any) -> bool:
+    """Booleans and objects are judged by their declaration only: no words of the user's say them."""
+    return isinstance(value, bool) or value is None or isinstance(value, dict)
+
+
 class Grounding:
     """What the user said, and what the assistant offered them, prepared once per turn for many look-ups.
 
-    ``texts`` are the user's; ``offers`` the assistant's messages the user may be accepting. An offer grounds
-    only a short value (``MAX_OFFER_WORDS``) found within one offer: what the assistant proposed, not its prose.
+    ``texts`` are the user's (oldest first, this turn's last); ``offers`` the assistant's messages the user may
+    be accepting. An offer grounds only a short value (``MAX_OFFER_WORDS``) found within one offer: what the
+    assistant proposed, not its prose. ``today`` is the conversation's date, which relative dates ("next
+    Friday") resolve against; without it only absolute dates ground a date.
     """
 
-    def __init__(self, texts: Iterable[str], offers: Iterable[str] = ()) -> None:
-        self._user = _Texts(texts)
-        self._offers = [_Texts([offer]) for offer in offers]
+    def __init__(self, texts: Iterable[str], offers: Iterable[str] = (), today: dt.date | None = None) -> None:
+        self._texts = list(texts)
+        self._offer_texts = list(offers)
+        self._user = _Texts(self._texts)
+        self._offers = [_Texts([offer]) for offer in self._offer_texts]
+        self.today = today
 
     def supports(self, value: Any, declaration: KeyDeclaration | None = None) -> bool:
         """Whether ``value`` is supported by the texts (an enum value also through its synonyms)."""
+        return _nothing_to_find(value) or self.witness(value, declaration) is not None
+
+    def witness(self, value: Any, declaration: KeyDeclaration | None = None) -> Witness | None:
+        """What supports ``value``: for a date, time or number the expression that means it; None if nothing.
+
+        A list is supported when every item is (the witness is its last item's).
+        """
         if isinstance(value, list):
-            return all(self.supports(item, declaration.items if declaration else None) for item in value)
-        if isinstance(value, bool) or value is None or isinstance(value, dict):
-            return True  # nothing to look for: booleans and objects are judged by their declaration only
+            found: Witness | None = Witness("", "words")
+            for item in value:
+                if _nothing_to_find(item):
+                    continue
+                found = self.witness(item, declaration.items if declaration else None)
+                if found is None:
+                    return None
+            return found
+        if _nothing_to_find(value):
+            return None
+        kind = typed_kind(declaration)
+        if kind is not None:
+            return typed_witness(kind, value, self._texts, self._offer_texts, self.today)
         spellings = [str(value)]
         if declaration is not None and declaration.synonyms:
             spellings += [alias for alias, target in declaration.synonyms.items() if target == value]
-        return any(self._supports_text(spelling) for spelling in spellings)
+        for spelling in spellings:
+            source = self._supports_text(spelling)
+            if source is not None:
+                return Witness(spelling, "words", source)
+        return None
 
-    def _supports_text(self, text: str) -> bool:
+    def _supports_text(self, text: str) -> Source | None:
         words = _words(text)
         if not words:
-            return False
+            return None
         if self._user.supports(words):
-            return True
-        return len(words) <= MAX_OFFER_WORDS and any(offer.supports(words) for offer in self._offers)
+            return "user"
+        if len(words) <= MAX_OFFER_WORDS and any(offer.supports(words) for offer in self._offers):
+            return "assistant"
+        return None
 
 
 def masked(definition: FSMDefinition, data: dict[str, Any]) -> dict[str, Any]:
@@ -445,6 +482,8 @@ class KeyPolicy:
     def __init__(self, definition: FSMDefinition, grounding: Grounding | Callable[[], Grounding] | None = None) -> None:
         self.definition = definition
         self._grounding = grounding
+        self.witnesses: dict[str, Witness] = {}
+        """What grounded each model value this policy let through, by path (for the turn's record)."""
 
     @property
     def grounding(self) -> Grounding | None:
@@ -475,8 +514,11 @@ class KeyPolicy:
         if problem is not None:
             return value, problem
         grounding = self.grounding if model and declaration.is_grounded and self._grounding is not None else None
-        if grounding is not None and not grounding.supports(value, declaration):
-            return value, Refusal("ungrounded", f"{shown or _short(value)} is not something the user said")
+        if grounding is not None and not _nothing_to_find(value):
+            witness = grounding.witness(value, declaration)
+            if witness is None:
+                return value, Refusal("ungrounded", f"{shown or _short(value)} is not something the user said")
+            self.witnesses[path] = witness
         return value, None
 
 
@@ -488,6 +530,7 @@ __all__ = [
     "Grounding",
     "Refusal",
     "Rule",
+    "Witness",
     "check",
     "masked",
     "normalise",

@@ -1,0 +1,323 @@
+"""Dates, times and numbers as people write them, found in a message with their place in it.
+
+Grounding a typed value asks "did the user say this date?", not "are its characters in the message?": the
+user writes "March 12th", "the 6th" or "Tuesday next week" and the model writes ``2019-03-12``. Each finder
+returns every expression of its kind in a text with the value (or values) it may mean, so a value is grounded
+when one of them is that value.
+
+An expression that may mean several values yields each: "Friday" is this week's or next week's, "a quarter
+past six" is 06:15 or 18:15, "the 6th" is this month's or next month's. That is not a guess about what is
+stored (the model's value is stored, and validation checks it); it only widens what counts as said. A bare
+number is never a date or a time ("2 people" grounds neither the 2nd nor 02:00).
+
+Relative dates need the conversation's date (``today``): without it they mean nothing and only absolute
+dates are found. English only, and written here rather than by a library: ``dateparser`` 1.5 read "the 4th"
+as the 1st of April and "the 6th" as the 1st of June, returned nothing for "Tuesday next week" or "Saturday
+this week" (the forms SGD's users write most), and took ~0.45 s for its first parse; numbers in words are a
+table of forty words, not worth a dependency.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+from dataclasses import dataclass
+
+_MONTH_NAMES = (
+    ("january", "jan"),
+    ("february", "feb"),
+    ("march", "mar"),
+    ("april", "apr"),
+    ("may",),
+    ("june", "jun"),
+    ("july", "jul"),
+    ("august", "aug"),
+    ("september", "sep", "sept"),
+    ("october", "oct"),
+    ("november", "nov"),
+    ("december", "dec"),
+)
+MONTHS = {name: index for index, names in enumerate(_MONTH_NAMES, start=1) for name in names}
+_WEEKDAY_NAMES = (
+    ("monday", "mon"),
+    ("tuesday", "tue", "tues"),
+    ("wednesday", "wed"),
+    ("thursday", "thu", "thurs"),
+    ("friday", "fri"),
+    ("saturday", "sat"),
+    ("sunday", "sun"),
+)
+_WEEKDAYS = {name: index for index, names in enumerate(_WEEKDAY_NAMES) for name in names}
+
+_UNITS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
+_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+NUMBER_WORDS: dict[str, int] = {word: value for value, word in enumerate(_UNITS)}
+NUMBER_WORDS.update({word: 20 + 10 * index for index, word in enumerate(_TENS)})
+_TENS_UNITS = "|".join(_TENS)
+_UNIT_WORDS = "|".join(_UNITS[1:10])
+_SMALL = rf"(?:(?:{_TENS_UNITS})(?:[- ](?:{_UNIT_WORDS}))?|{'|'.join(sorted(_UNITS, key=len, reverse=True))})"
+_WORDED = rf"(?:{_SMALL}(?:\s+(?:hundred|thousand)(?:\s+(?:and\s+)?{_SMALL})?)?)"
+
+
+@dataclass(frozen=True)
+class Found:
+    """One expression in a text and a value it may mean; ``start``/``end`` index the text as given."""
+
+    value: str | int | float
+    start: int
+    end: int
+    text: str
+
+
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    """Compiled on first use: the three patterns take ~6 ms, paid by every process that imports the engine."""
+    return re.compile(pattern, re.IGNORECASE | re.VERBOSE)
+
+
+def _spans(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
+    return list(pattern.finditer(text))
+
+
+# --- numbers ---------------------------------------------------------------------------------------
+
+_DIGITS = re.compile(r"(?<![\w.,])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w]|[.,]\d)")
+_WORDS_NUMBER = rf"\b{_WORDED}\b"
+
+
+def words_value(words: str) -> int | None:
+    """``twenty-one`` → 21, ``two hundred and five`` → 205; None for anything else."""
+    total = current = 0
+    seen = False
+    for word in re.split(r"[\s-]+", words.lower()):
+        if word == "and":
+            continue
+        if word in NUMBER_WORDS:
+            current += NUMBER_WORDS[word]
+        elif word == "hundred":
+            current = max(current, 1) * 100
+        elif word == "thousand":
+            total += max(current, 1) * 1000
+            current = 0
+        else:
+            return None
+        seen = True
+    return total + current if seen else None
+
+
+@functools.lru_cache(maxsize=1024)
+def numbers_in(text: str) -> tuple[Found, ...]:
+    """Numbers written in digits (``4``, ``1,200``, ``2.5``) or English words (``two``, ``twenty-one``)."""
+    found: list[Found] = []
+    for match in _spans(_DIGITS, text):
+        raw = match[0].replace(",", "")
+        value: int | float = float(raw) if "." in raw else int(raw)
+        found.append(Found(value, match.start(), match.end(), match[0]))
+    for match in _spans(_compiled(_WORDS_NUMBER), text):
+        number = words_value(match[0])
+        if number is not None:
+            found.append(Found(number, match.start(), match.end(), match[0]))
+    return tuple(found)
+
+
+# --- times -----------------------------------------------------------------------------------------
+
+_HOUR = rf"(?:\d{{1,2}}(?!\d)|(?:{'|'.join(_UNITS[1:13][::-1])})\b)"
+_MERIDIEM = r"(?P<ampm>[ap])\.?\s*m\b\.?"
+_CLOCK = rf"(?P<hour>{_HOUR})(?:[:.h](?P<minute>\d{{2}})|\s+o'?\s*clock)?"
+_TIME = rf"""
+    \b(?:(?P<before>morning|afternoon|evening|night)\s+(?:at\s+)?)?
+    (?:(?P<fraction>(?:a\s+)?quarter\s+(?:past|after|to)|half\s+past)\s+)?
+    {_CLOCK}
+    (?:\s*{_MERIDIEM}|\s+(?:in\s+the\s+|at\s+)(?P<after>morning|afternoon|evening|night))?
+    |\b(?P<word>noon|midday|midnight)\b
+    """
+_AT = re.compile(r"\b(?:at|around|about|by|from|after|before|until)\s+$", re.IGNORECASE)
+
+
+def _hour_value(text: str) -> int | None:
+    return int(text) if text.isdigit() else NUMBER_WORDS.get(text.lower())
+
+
+@functools.lru_cache(maxsize=1024)
+def times_in(text: str) -> tuple[Found, ...]:
+    """Times of day: ``18:15``, ``6:15 pm``, ``a quarter past six``, ``seven in the evening``, ``noon``.
+
+    A bare number is a time only after "at" (or "around", "by", ...) or with a part of the day, o'clock, am or
+    pm; without am, pm or a part of the day an hour from 1 to 11 may be morning or evening.
+    """
+    found: list[Found] = []
+    for match in _spans(_compiled(_TIME), text):
+        if match["word"]:
+            value = "00:00" if match["word"].lower() == "midnight" else "12:00"
+            found.append(Found(value, match.start(), match.end(), match[0]))
+            continue
+        hour = _hour_value(match["hour"])
+        minute = int(match["minute"]) if match["minute"] else 0
+        part = (match["before"] or match["after"] or "").lower()
+        marked = bool(match["minute"] or match["fraction"] or part or match["ampm"] or "clock" in match[0].lower())
+        if hour is None or (not marked and not _AT.search(text[: match.start()])):
+            continue
+        if match["minute"] and not match["hour"].isdigit():
+            continue
+        if match["fraction"]:
+            fraction = match["fraction"].lower()
+            if hour > 12 or match["minute"]:
+                continue
+            minute = 30 if fraction.startswith("half") else 15 if not fraction.endswith(" to") else 45
+            hour = hour - 1 if fraction.endswith(" to") else hour
+            hour = 12 if hour == 0 else hour
+        if hour > 23 or minute > 59:
+            continue
+        for reading in _readings(hour, match["ampm"], part):
+            found.append(Found(f"{reading:02d}:{minute:02d}", match.start(), match.end(), match[0]))
+    return tuple(found)
+
+
+def _readings(hour: int, ampm: str | None, part: str) -> tuple[int, ...]:
+    """The hours (24 h) an hour as written may be: "6 pm" one, "6" two, "18" one."""
+    if hour == 0 or hour > 12:
+        return (hour,) if not ampm else ()
+    evening = ampm.lower() == "p" if ampm else part in ("afternoon", "evening") or (part == "night" and hour >= 6)
+    morning = ampm.lower() == "a" if ampm else part == "morning" or (part == "night" and hour < 6)
+    if hour == 12:
+        return (0,) if morning and ampm else (12,) if ampm or part else (12,)
+    if evening:
+        return (hour + 12,)
+    if morning:
+        return (hour,)
+    return (hour, hour + 12)
+
+
+# --- dates -----------------------------------------------------------------------------------------
+
+_MONTH = rf"(?P<month>{'|'.join(sorted(MONTHS, key=len, reverse=True))})\.?"
+_WEEKDAY = rf"(?P<weekday>{'|'.join(sorted(_WEEKDAYS, key=len, reverse=True))})\.?"
+_DAY = r"(?P<day>\d{1,2})(?P<suffix>st|nd|rd|th)?"
+_YEAR = r"(?:,?\s+(?P<year>\d{4}))?"
+_FULL_WEEKDAY = "|".join(names[0] for names in _WEEKDAY_NAMES)
+_DATE = rf"""
+    \b(?P<iso>(?P<iy>\d{{4}})-(?P<im>\d{{1,2}})-(?P<id>\d{{1,2}}))(?:[t\s]\d{{1,2}}:\d{{2}}\S*)?
+    |\b(?P<n1>\d{{1,2}})[/.](?P<n2>\d{{1,2}})[/.](?P<nyear>\d{{4}})\b
+    |\b(?:{_WEEKDAY},?\s+)?(?:the\s+)?{_DAY}\s+(?:of\s+)?(?:(?P<this>this|next|the\s+coming)\s+month|{_MONTH}{_YEAR})\b
+    |\b(?:(?P<wd2>{"|".join(sorted(_WEEKDAYS, key=len, reverse=True))})\.?,?\s+)?{_MONTH.replace("month>", "m2>")}
+      \s+(?:the\s+)?(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s+(?P<y2>\d{{4}}))?\b
+    |\bthe\s+(?P<d3>\d{{1,2}})(?:st|nd|rd|th)\b|\b(?P<d4>\d{{1,2}})(?:st|nd|rd|th)\b
+    |\b(?P<rel>(?:the\s+)?day\s+after\s+tomorrow|today|tonight|tomorrow|yesterday)\b
+    |\b(?:(?P<which>this|next|coming|this\s+coming)\s+)?(?P<wd>{_FULL_WEEKDAY})
+      \b\.?(?:\s+(?:of\s+)?(?P<week>this|next)\s+week)?
+    |\b(?P<week2>this|next)\s+week\s+(?:on\s+)?(?P<wd3>{_FULL_WEEKDAY})\b
+    """
+
+
+def _date(year: int, month: int, day: int) -> dt.date | None:
+    try:
+        return dt.date(year, month, day)
+    except ValueError:
+        return None
+
+
+def _month_day(month: int, day: int, year: str | None, today: dt.date | None) -> list[dt.date | None]:
+    if year:
+        return [_date(int(year), month, day)]
+    if today is None:
+        return []
+    return [_date(today.year, month, day), _date(today.year + 1, month, day)]
+
+
+def _nth(day: int, today: dt.date | None, months: tuple[int, ...] = (0, 1)) -> list[dt.date | None]:
+    if today is None:
+        return []
+    out: list[dt.date | None] = []
+    for ahead in months:
+        month = today.month + ahead
+        out.append(_date(today.year + (month - 1) // 12, (month - 1) % 12 + 1, day))
+    return out
+
+
+def _weekday(name: str, which: str, week: str, today: dt.date | None) -> list[dt.date | None]:
+    """ "Friday", "this Friday", "next Friday", "Friday next week" against ``today`` (weeks start on Monday)."""
+    if today is None:
+        return []
+    target = _WEEKDAYS[name.lower().rstrip(".")]
+    monday = today - dt.timedelta(days=today.weekday())
+    this_week = monday + dt.timedelta(days=target)
+    next_week = this_week + dt.timedelta(days=7)
+    ahead = today + dt.timedelta(days=(target - today.weekday()) % 7 or 7)
+    if week.lower() == "next":
+        return [next_week]
+    if week.lower() == "this":
+        return [this_week]
+    if which.lower() == "next":
+        return [ahead, next_week]
+    return [today if today.weekday() == target else ahead, ahead, this_week]
+
+
+def _relative(word: str, today: dt.date | None) -> list[dt.date | None]:
+    if today is None:
+        return []
+    offset = {"today": 0, "tonight": 0, "tomorrow": 1, "yesterday": -1, "after": 2}[word.lower()]
+    return [today + dt.timedelta(days=offset)]
+
+
+@functools.lru_cache(maxsize=1024)
+def dates_in(text: str, today: dt.date | None = None) -> tuple[Found, ...]:
+    """Calendar dates: ``2019-03-12``, ``12/03/2019`` (either order), ``March 12th``, ``12th of March``,
+    ``the 12th``, ``12th of this month``, ``next Friday``, ``Tuesday next week``, ``tomorrow``.
+
+    A date without its year is this year's or next year's; "the 12th" this month's or next month's. The
+    relative ones need ``today`` (the conversation's date) and are skipped without it.
+    """
+    found: list[Found] = []
+    for match in _spans(_compiled(_DATE), text):
+        g = match.groupdict()
+        dates: list[dt.date | None]
+        if g["iso"]:
+            dates = [_date(int(g["iy"]), int(g["im"]), int(g["id"]))]
+        elif g["nyear"]:
+            a, b, year = int(g["n1"]), int(g["n2"]), int(g["nyear"])
+            dates = [_date(year, a, b), _date(year, b, a)]
+        elif g["day"]:
+            day = int(g["day"])
+            if g["this"]:
+                dates = _nth(day, today, (1,) if g["this"].lower() != "this" else (0,))
+            else:
+                dates = _month_day(MONTHS[g["month"].lower()], day, g["year"], today)
+        elif g["m2"]:
+            dates = _month_day(MONTHS[g["m2"].lower()], int(g["d2"]), g["y2"], today)
+        elif g["d3"] or g["d4"]:
+            dates = _nth(int(g["d3"] or g["d4"]), today)
+        elif g["rel"]:
+            dates = _relative("after" if "after" in g["rel"].lower() else g["rel"], today)
+        elif g["wd"]:
+            dates = _weekday(g["wd"], g["which"] or "", g["week"] or "", today)
+        else:
+            dates = _weekday(g["wd3"], "", g["week2"], today)
+        for date in dict.fromkeys(d for d in dates if d is not None):
+            found.append(Found(date.isoformat(), match.start(), match.end(), match[0]))
+    return tuple(found)
+
+
+__all__ = ["MONTHS", "NUMBER_WORDS", "Found", "dates_in", "numbers_in", "times_in", "words_value"]
