@@ -22,6 +22,7 @@ from llm_fsm.engine._messages import UserMessage
 from llm_fsm.engine._operator import human_turn
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import ActionRecord
+from llm_fsm.engine._transitions import refused_writes
 from llm_fsm.engine._turn import Decided, EngineConfig, LoadDefinition, LoadFlow, TurnOutcome, run_opening, run_turn
 from llm_fsm.engine._values import KeyPolicy
 from llm_fsm.errors import ConcurrentUpdateError, DefinitionError
@@ -246,7 +247,12 @@ def _log_refusals(conversation_id: str, outcome: TurnOutcome) -> None:
     if record is None or not logger.isEnabledFor(logging.WARNING):
         return
     if record.verdict.kind == "stay_rejected":
-        reason = record.verdict.reason  # names states, transitions and conditions (definition text), not user data
+        # the reason names states, transitions and conditions (definition text), after the refused writes, whose
+        # reasons quote the refused values: those are left out here (the next line names their keys and rules)
+        reason = record.verdict.reason
+        writes = refused_writes(record.context_changes)
+        if writes and reason.startswith(writes + "; "):
+            reason = reason[len(writes) + 2 :]
         logger.warning(
             "conversation %s: turn %d: %s refused in state %r (%s)",
             conversation_id,
