@@ -212,6 +212,9 @@ def _serve_capturing_the_app(monkeypatch: pytest.MonkeyPatch, *args: str) -> tup
         server.started = True
 
     monkeypatch.setattr(uvicorn.Server, "run", run)
+    # building uvicorn's Config applies serve's logging configuration (llm_fsm's logger stops propagating):
+    # right for a served process, wrong for this test process, whose later tests read logs through the root
+    monkeypatch.setattr(uvicorn.Config, "configure_logging", lambda self: None)
     result = invoke("serve", *args, "--store", "memory://", "--port", "0")  # bound, never listened on
     return served.get("app"), result
 
@@ -260,7 +263,7 @@ def test_each_worker_freezes_what_start_up_built_once_its_app_is_built(
 
     from llm_fsm.cli.serve import SETTINGS_ENV, ServeSettings, app_from_environment
 
-    settings = ServeSettings(definitions=[str(definitions)], model=replies, anonymous=True)
+    settings = ServeSettings(definitions=[str(definitions)], model=replies, store="memory://", anonymous=True)
     monkeypatch.setenv(SETTINGS_ENV, settings.to_json())
     gc.unfreeze()
     try:
