@@ -60,7 +60,7 @@ class _Paging(_Operations):
                 return (user_id, room_id, _unescape(member))
 
         top = "+inf" if after is None else repr(after[0])
-        batch = None if limit is None else limit + 1
+        batch = None if limit is None else limit + 1 + (after is not None)  # the cursor's own entry is read again
         found: list[ConversationSummary] = []
         offset = 0
         while True:
@@ -73,8 +73,8 @@ class _Paging(_Operations):
             if batch is None or limit is None or len(rows) < batch:
                 break
             ordered = sorted(found, key=sort_key, reverse=True)
-            if len(ordered) > limit and rows[-1][1] < ordered[limit].updated_at:
-                break  # every entry not read is older than the page's successor: the page is certain
+            if len(ordered) > limit and rows[-1][1] < ordered[limit - 1].updated_at:
+                break  # every entry not read is older than the page's last, and one more exists: the page is certain
         return cut(sorted(found, key=sort_key, reverse=True), limit)
 
     def _build_user_indexes(self) -> _Ops[None]:
