@@ -117,8 +117,8 @@ def fill_redis(url: str, tenants: dict[str, int]) -> None:
         pipe = client.pipeline(transaction=False)
         for n, (cid, user, room, at) in enumerate(_rows(tenant, count, now)):
             pair = f"{prefix}:{key_part(user)}:{key_part(room)}"
-            fields = {"version": 1, "record": record, "updated_at": repr(at), "fsm_id": "bench"}
-            pipe.hset(f"{pair}:{key_part(cid)}", mapping={**fields, "state": "ask", "status": "active"})
+            summary = {"version": "1", "updated_at": repr(at), "fsm_id": "bench", "state": "ask", "status": "active"}
+            pipe.hset(f"{pair}:{key_part(cid)}", mapping={"record": record, **summary})  # type: ignore[dict-item]
             pipe.zadd(pair, {key_part(cid): at})
             pipe.zadd(user_index(prefix, user), {room_member(cid, room): at})
             pipe.zadd(f"{prefix}:%all", {f"{key_part(user)}:{key_part(room)}:{key_part(cid)}": at})
