@@ -83,7 +83,7 @@ def test_explain_and_trace_read_a_stored_conversation(scripted, store):
     scripted(reply("greeting", "Hi! Your name?"), reply("farewell", "Bye!", name="Ann"))
     first = run("chat", GREETING, "--model", "x", "--store", store, input="Ann\n")
     conversation_id = first.output.split("conversation ")[1].split()[0]
-    explained = run("explain", conversation_id, "--store", store)
+    explained = run("explain", conversation_id, "--store", store, "--format", "json")
     assert json.loads(explained.output)["verdict"]["kind"] == "proposal_accepted"
     traced = run("trace", conversation_id, "--store", store)
     assert "transition" in traced.output and "end" in traced.output
@@ -126,7 +126,9 @@ def test_a_conversation_started_with_a_user_and_room_is_reached_with_them(script
     assert row.split()[3:5] == ["alice", "support"]
     assert listed.output.splitlines()[0].split()[:5] == ["conversation", "status", "state", "user", "room"]
 
-    explained = run("explain", conversation_id, "--store", store, "--user", "alice", "--room", "support")
+    explained = run(
+        "explain", conversation_id, "--store", store, "--user", "alice", "--room", "support", "--format", "json"
+    )
     assert explained.exit_code == 0, explained.output
     assert json.loads(explained.output)["state_after"] == "greeting"
     traced = run("trace", conversation_id, "--store", store, "--user", "alice", "--room", "support")
@@ -292,7 +294,7 @@ def test_running_out_of_scripted_replies_says_so_and_exits_1(tmp_path):
         main, ["chat", GREETING, "--model", f"scripted:{replies}", "--store", "memory://"], input="Ann\n"
     )
     assert result.exit_code == 1
-    assert f"{replies} has no reply left for model call 2" in result.output
+    assert f"the script {replies} has no reply left for this conversation (1 used)" in result.output
     assert "Traceback" not in result.output
 
 
@@ -364,3 +366,61 @@ def test_chat_resume_without_actions_is_refused_before_any_message_as_a_new_chat
     assert resumed.exit_code == 2
     assert "price_order" in resumed.output and "--actions" in resumed.output
     assert llm.requests == []  # refused before the user typed anything, not in the middle of a turn
+
+
+def test_the_verdict_line_names_a_value_refused_by_its_declaration_not_just_a_missing_key(scripted, store):
+    scripted(
+        reply("take_order", "Hi! What can I get you?"),
+        reply("choose_milk", "A huge latte!", drink="latte", size="huge"),
+        reply("take_order", "We have small, medium and large. Which size?"),  # the re-ask of the refused size
+    )
+    result = run("chat", COFFEE, "--model", "x", "--store", store, "--actions", SHIPPED_ACTIONS, input="a huge latte\n")
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("[take_order] stay_rejected")]
+    assert line.startswith(
+        "[take_order] stay_rejected: refused size (enum): 'huge' is not one of the allowed values (small, medium, large);"
+    ), line
+
+
+# --- explain as text -------------------------------------------------------------------------------
+
+
+def _refused_size(scripted, store):
+    scripted(
+        reply("take_order", "Hi! What can I get you?"),
+        reply("choose_milk", "A huge latte!", drink="latte", size="huge"),
+        reply("take_order", "We have small, medium and large. Which size?"),
+    )
+    result = run("chat", COFFEE, "--model", "x", "--store", store, "--actions", SHIPPED_ACTIONS, input="a huge latte\n")
+    return _started(result.output)
+
+
+def test_explain_prints_the_turn_as_text_for_people_by_default_as_trace_does(scripted, store):
+    cid = _refused_size(scripted, store)
+    result = run("explain", cid, "--store", store)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"turn 1 of conversation {cid}")
+    assert "user: a huge latte" in lines
+    assert "model: proposed choose_milk (intent continue)" in lines
+    assert '  drink = "latte": set' in lines
+    assert "  size = \"huge\": refused (enum): 'huge' is not one of the allowed values (small, medium, large)" in lines
+    assert "  → choose_milk (priority 1, guarded): not eligible" in lines
+    assert "      ✗ Drink and size are known and the drink contains milk: missing size" in lines
+    assert any(line.startswith("verdict: [take_order] stay_rejected: refused size (enum)") for line in lines)
+    assert "reply: We have small, medium and large. Which size?" in lines
+    assert not result.output.lstrip().startswith("{")
+
+
+def test_explain_format_json_prints_the_whole_record(scripted, store):
+    cid = _refused_size(scripted, store)
+    record = json.loads(run("explain", cid, "--store", store, "--format", "json").output)
+    assert record["context_changes"][1]["rule"] == "enum"
+
+
+def test_explaining_a_turn_the_conversation_never_had_says_how_many_it_has(scripted, store):
+    cid = _refused_size(scripted, store)
+    result = run("explain", cid, "--store", store, "--turn", "9")
+    assert result.exit_code == 2
+    assert f"conversation {cid} has only 1 turn: there is no turn 9" in result.output
+    assert "not kept" not in result.output

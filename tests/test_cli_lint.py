@@ -92,6 +92,39 @@ def test_an_error_exits_1(tmp_path: Path) -> None:
     assert "error FSM007 unreachable-state at $.states.orphan" in result.output
 
 
+DEAD_END = """\
+name: signup
+description: a typo in a guard leaves the state no way out
+initial_state: ask_email
+states:
+  ask_email:
+    id: ask_email
+    description: asking
+    purpose: Ask for the email address
+    required_context_keys: [email]
+    transitions:
+      - target_state: done
+        description: the email is known
+        conditions:
+          - description: an email is recorded
+            requires_context_keys: [emial]
+  done:
+    id: done
+    description: done
+    purpose: Say goodbye
+    transitions: []
+"""
+
+
+def test_a_state_whose_only_exit_needs_a_misspelt_key_fails_the_lint(tmp_path: Path) -> None:
+    path = tmp_path / "dead.yaml"
+    path.write_text(DEAD_END, encoding="utf-8")
+    result = run_fsm_lint(str(path))
+    assert result.exit_code == 1, result.output
+    assert "error FSM041 misspelt-key-in-guard" in result.output and "did you mean 'email'?" in result.output
+    assert "the transition to 'done' never fires, and it is the only way out of 'ask_email'" in result.output
+
+
 def test_a_missing_file_exits_2(tmp_path: Path) -> None:
     result = run("lint", str(tmp_path / "nope.json"))
     assert result.exit_code == 2

@@ -170,6 +170,28 @@ def test_a_value_that_breaks_its_declaration_is_refused_with_the_rule(key: str, 
     assert problem is not None and problem.rule == rule
 
 
+@pytest.mark.parametrize(
+    ("written", "reason"),
+    [
+        ("30 February 2027", "'30 February 2027': February 2027 has 28 days"),
+        ("2028-02-30", "'2028-02-30': February 2028 has 29 days"),
+        ("April 31, 2027", "'April 31, 2027': April 2027 has 30 days"),
+        ("2027-13-01", "'2027-13-01': there is no month 13"),
+        ("0 March 2027", "'0 March 2027': there is no day 0"),
+    ],
+)
+def test_a_date_whose_day_does_not_exist_is_refused_saying_so(written: str, reason: str) -> None:
+    declaration = KeyDeclaration(format="date")
+    problem = check(declaration, normalise(declaration, written))
+    assert problem is not None and (problem.rule, problem.reason) == ("format", reason)
+
+
+def test_a_sensitive_impossible_date_is_refused_without_naming_its_month() -> None:
+    declaration = KeyDeclaration(format="date", sensitive=True)
+    problem = check(declaration, normalise(declaration, "30 February 2027"), shown=MASK)
+    assert problem is not None and problem.reason == f"{MASK} is not a date (YYYY-MM-DD)"
+
+
 def test_list_items_are_checked_one_by_one() -> None:
     declaration = KeyDeclaration(type="array", items=KeyDeclaration(type="integer", maximum=9), max_items=3)
     assert normalise(declaration, ["1", 2]) == [1, 2]
@@ -511,3 +533,74 @@ def test_a_declarations_bounds_take_json_numbers_only(bound: dict[str, Any]) -> 
     # pydantic's lax int took false as 0 and "3" as 3, which the generated JSON Schema refuses
     with pytest.raises(ValueError, match="must be"):
         KeyDeclaration(type="array" if "max_items" in bound else "string", **bound)
+
+
+# --- a refused value in the verdict's reason --------------------------------------------------------
+
+
+def sized() -> FSMDefinition:
+    return FSMDefinition.model_validate(
+        {
+            "name": "sizes",
+            "description": "d",
+            "initial_state": "ask",
+            "context_keys": {"size": {"type": "string", "enum": ["small", "medium", "large"]}},
+            "states": {
+                "ask": {
+                    "id": "ask",
+                    "description": "ask",
+                    "purpose": "ask the size",
+                    "transitions": [
+                        {
+                            "target_state": "done",
+                            "description": "size known",
+                            "conditions": [{"description": "size given", "requires_context_keys": ["size"]}],
+                        }
+                    ],
+                },
+                "done": {"id": "done", "description": "done", "purpose": "bye", "transitions": []},
+            },
+        }
+    )
+
+
+def proposing_done_with(update: dict[str, Any]) -> Any:
+    def model(request: Any) -> dict[str, Any]:
+        target = "done" if request.purpose == "turn" else "ask"
+        written = update if request.purpose == "turn" else {}
+        return {"transition": {"target_state": target, "context_update": written}, "message": "ok"}
+
+    return model
+
+
+def test_a_refused_value_is_named_with_its_rule_before_what_is_missing_in_the_verdict_reason() -> None:
+    manager = FSMManager(
+        fsm_loader=lambda _id: sized(), llm_interface=FunctionLLM(proposing_done_with({"size": "huge"}))
+    )
+    cid, _ = manager.start_conversation("sizes")
+    manager.process_message(cid, "huge please")
+    reason = manager.explain(cid).verdict.reason
+    assert reason.startswith("refused size (enum): 'huge' is not one of the allowed values (small, medium, large);")
+    assert reason.index("refused size") < reason.index("missing size")
+
+
+def test_the_trace_of_a_rejection_names_the_refused_value_too() -> None:
+    manager = FSMManager(
+        fsm_loader=lambda _id: sized(), llm_interface=FunctionLLM(proposing_done_with({"size": "huge"}))
+    )
+    cid, _ = manager.start_conversation("sizes")
+    manager.process_message(cid, "huge please")
+    (rejection,) = [e for e in manager.get_trace(cid) if e.event == "rejection"]
+    assert rejection.data["reason"].startswith("refused size (enum): 'huge'")
+
+
+def test_a_refused_sensitive_value_stays_masked_in_the_verdict_reason() -> None:
+    definition = sized()
+    definition.context_keys["size"].sensitive = True  # type: ignore[index]
+    manager = FSMManager(
+        fsm_loader=lambda _id: definition, llm_interface=FunctionLLM(proposing_done_with({"size": "huge"}))
+    )
+    cid, _ = manager.start_conversation("sizes")
+    manager.process_message(cid, "huge please")
+    reason = manager.explain(cid).verdict.reason
+    assert reason.startswith(f"refused size (enum): {MASK} is not one") and "huge" not in reason

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.engine import EngineConfig
 from llm_fsm.engine._messages import entry_role
 from llm_fsm.errors import (
     ConversationEndedError,
@@ -198,6 +199,39 @@ def test_explain_records_proposal_conditions_and_verdict():
     assert fsm.explain(cid, 1) == record
     with pytest.raises(TurnNotFoundError):
         fsm.explain(cid, 7)
+
+
+def test_explaining_a_turn_the_conversation_never_had_says_how_many_turns_it_has():
+    fsm, _ = manager([reply("ask_name"), reply("ask_name", "Name?")])
+    cid, _ = fsm.start_conversation("form")
+    fsm.process_message(cid, "hi")
+    with pytest.raises(TurnNotFoundError) as caught:
+        fsm.explain(cid, 9)
+    assert str(caught.value) == f"conversation {cid} has only 1 turn: there is no turn 9"
+    assert "not kept" not in str(caught.value)
+
+
+def test_explaining_a_conversation_without_turns_says_it_has_none_yet():
+    fsm, _ = manager([reply("ask_name")])
+    cid, _ = fsm.start_conversation("form")
+    with pytest.raises(TurnNotFoundError) as caught:
+        fsm.explain(cid)
+    assert str(caught.value) == f"conversation {cid} has no turns yet: there is no turn -1"
+
+
+def test_explaining_a_turn_past_the_trail_bound_says_it_is_not_kept_and_which_are():
+    fsm, _ = manager(
+        [reply("ask_name")] + [reply("ask_name", f"r{i}") for i in range(4)], config=EngineConfig(max_turn_records=2)
+    )
+    cid, _ = fsm.start_conversation("form")
+    for i in range(4):
+        fsm.process_message(cid, f"m{i}")
+    with pytest.raises(TurnNotFoundError) as caught:
+        fsm.explain(cid, 1)
+    assert str(caught.value).startswith(f"turn 1 of conversation {cid} is not kept: only turns 3 to 4 are")
+    with pytest.raises(TurnNotFoundError) as caught:
+        fsm.explain(cid, -3)
+    assert str(caught.value).startswith(f"turn -3 (turn 2) of conversation {cid} is not kept: only turns 3 to 4 are")
 
 
 def test_a_repeated_message_id_returns_the_stored_reply_without_a_second_turn():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -39,10 +40,55 @@ def test_what_init_writes_can_be_chatted_with_its_own_script(tmp_path: Path) -> 
     script = tmp_path / "conversations" / "signup.conv.yaml"
     result = invoke(
         "chat", str(tmp_path / "signup.yaml"), "--model", f"scripted:{script}", "--store", "memory://",
-        input="I'm Ada\nada.example.com\nada@example.com\nyes\n",
+        input="I'm Ada Lovelace\nada.example.com\nada@example.com\nyes\n",  # the name as the script has it: grounded
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "conversation ended in state done" in result.output
+
+
+def test_the_template_declares_every_key_it_collects_and_its_guards_read(tmp_path: Path) -> None:
+    from llm_fsm.loading import load_fsm_definition
+
+    invoke("init", "signup", "--dir", str(tmp_path))
+    definition = load_fsm_definition(str(tmp_path / "signup.yaml"))
+    declared = definition.context_keys or {}
+    assert declared["email"].format == "email" and declared["name"].type == "string"
+    assert definition.additional_keys is False
+    read = {
+        key
+        for state in definition.states.values()
+        for transition in state.transitions
+        for condition in transition.conditions or ()
+        for key in condition.requires_context_keys or ()
+    }
+    collected = {key for state in definition.states.values() for key in state.required_context_keys or ()}
+    assert read and read <= set(declared) and collected <= set(declared)
+    assert "logic" not in (tmp_path / "signup.yaml").read_text(encoding="utf-8")  # no hand-written check of "@"
+
+
+def test_the_template_refuses_an_email_without_an_at_and_stores_nothing(tmp_path: Path) -> None:
+    from llm_fsm.llm.fakes import FunctionLLM
+    from llm_fsm.loading import load_fsm_definition
+    from llm_fsm.manager import FSMManager
+
+    invoke("init", "signup", "--dir", str(tmp_path))
+    definition = load_fsm_definition(str(tmp_path / "signup.yaml"))
+
+    def model(request: Any) -> dict[str, Any]:
+        written = {"name": "Ada Lovelace"} if "Ada" in request.user_message else {"email": "ada.example.com"}
+        target = "ask_email" if "Ada" in request.user_message else "confirm"
+        if request.purpose != "turn":
+            written, target = {}, "ask_name"
+        return {"transition": {"target_state": target, "context_update": written}, "message": "ok"}
+
+    manager = FSMManager(fsm_loader=lambda _id: definition, llm_interface=FunctionLLM(model))
+    cid, _ = manager.start_conversation("signup")
+    manager.process_message(cid, "I'm Ada Lovelace")
+    manager.process_message(cid, "ada.example.com")
+    assert manager.get_conversation_data(cid) == {"name": "Ada Lovelace"}
+    assert manager.get_current_state(cid) == "ask_email"
+    (change,) = manager.explain(cid).context_changes
+    assert (change.key, change.applied, change.rule) == ("email", False, "format")
 
 
 def test_init_never_overwrites_and_writes_nothing_when_one_file_exists(tmp_path: Path) -> None:

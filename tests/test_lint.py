@@ -354,6 +354,53 @@ def test_requiring_a_key_no_state_collects_is_warned() -> None:
     assert finding.path == "$.states.start.transitions[0].conditions[0].requires_context_keys[0]"
 
 
+# --- a misspelt key in a guard: FSM041 ----------------------------------------------------------------
+
+
+def test_requiring_a_misspelling_of_a_collected_key_is_an_error_that_names_the_key_meant() -> None:
+    doc = with_transitions(guarded(requires=["emial"]), collect=["email"])
+    (finding,) = lint_data(doc).diagnostics
+    assert (finding.code, finding.severity) == ("FSM041", Severity.ERROR)
+    assert finding.path == "$.states.start.transitions[0].conditions[0].requires_context_keys[0]"
+    assert "never holds" in finding.message and "'end'" in finding.message
+    assert finding.hint == "did you mean 'email'?"
+
+
+def test_a_misspelling_of_a_declared_key_is_an_error_and_still_an_undeclared_key() -> None:
+    doc = with_transitions(
+        guarded(requires=["emial"]), collect=["email"], context_keys={"email": {"type": "string", "format": "email"}}
+    )
+    assert sorted(codes(doc)) == ["FSM032", "FSM041"]  # not also FSM015: FSM041 is that finding, with its cost
+
+
+def test_a_read_of_a_misspelt_key_that_leaves_the_guard_no_way_to_hold_is_an_error() -> None:
+    doc = with_transitions(guarded({"in": ["@", {"var": "emial"}]}, requires=["email"]), collect=["email"])
+    (finding,) = lint_data(doc).diagnostics
+    assert (finding.code, finding.path) == ("FSM041", "$.states.start.transitions[0].conditions[0].logic")
+
+
+@pytest.mark.parametrize(
+    "logic",
+    [
+        {"or": [{"==": [{"var": "emial"}, "x"]}, {"==": [{"var": "email"}, "y"]}]},  # the other clause can hold
+        {"==": [{"var": ["emial", "x"]}, "x"]},  # a default: the rule holds without the key
+    ],
+)
+def test_a_misspelt_read_the_guard_can_hold_without_stays_a_warning(logic: Any) -> None:
+    doc = with_transitions(guarded(logic), collect=["email"])
+    assert "FSM041" not in codes(doc)
+
+
+def test_a_key_no_state_collects_and_nothing_resembles_stays_a_warning() -> None:
+    # the application may pass it without listing it (the seed's router does): lint cannot know
+    assert codes(with_transitions(guarded(requires=["order_total"]), collect=["email"])) == ["FSM015"]
+
+
+def test_a_misspelling_the_application_says_it_provides_is_no_finding() -> None:
+    doc = with_transitions(guarded(requires=["emial"]), collect=["email"], application_context_keys=["emial"])
+    assert codes(doc) == []
+
+
 # --- locations -------------------------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.engine._records import ContextChange
 from llm_fsm.engine._transitions import decide, validate_transition
 
 #: the seed's example verbatim (definitions/ has the router that looks the customer up by an action)
@@ -40,6 +41,43 @@ def test_a_proposal_whose_conditions_fail_is_refused_and_the_state_stays():
     assert (verdict.kind, verdict.target_state) == ("stay_rejected", "a")
     assert "missing email" in verdict.reason
     assert evaluations[0].conditions[0].missing_keys == ["email"]
+
+
+def test_a_value_refused_this_turn_is_named_before_the_condition_it_leaves_unmet():
+    d = make([{"target_state": "b", "description": "go", "conditions": NEEDS_EMAIL}])
+    refusal = ContextChange(
+        key="email", value="ada", applied=False, reason="'ada' is not an email address", rule="format"
+    )
+    verdict, _ = decide(d, "a", {}, "b", refused=[refusal])
+    assert verdict.reason == (
+        "refused email (format): 'ada' is not an email address; "
+        "proposal 'b' rejected: condition not met: 'email given' (missing email); no guarded transition holds"
+    )
+
+
+def test_a_reason_names_the_first_refusals_and_counts_the_rest():
+    d = make([{"target_state": "b", "description": "go", "conditions": NEEDS_EMAIL}])
+    refusals = [ContextChange(key=f"k{i}", applied=False, reason="not declared", rule="undeclared") for i in range(9)]
+    verdict, _ = decide(d, "a", {}, "b", refused=refusals)
+    assert (
+        verdict.reason.count("refused k") == 5 and "; 4 more refused (the turn's context_changes); " in verdict.reason
+    )
+
+
+def test_a_value_applied_or_left_empty_is_no_refusal_in_the_reason():
+    d = make([{"target_state": "b", "description": "go", "conditions": NEEDS_EMAIL}])
+    changes = [
+        ContextChange(key="name", value="Ann", applied=True, reason="set"),
+        ContextChange(key="email", value="", applied=False, reason="empty value ignored"),
+    ]
+    verdict, _ = decide(d, "a", {}, "b", refused=changes)
+    assert verdict.reason.startswith("proposal 'b' rejected")
+
+
+def test_an_accepted_proposal_does_not_list_refused_values_as_its_reason():
+    refusal = ContextChange(key="x", value=1, applied=False, reason="1 is not of type string", rule="type")
+    verdict, _ = decide(make([{"target_state": "b", "description": "go"}]), "a", {}, "b", refused=[refusal])
+    assert verdict.reason == "proposal 'b' is eligible"
 
 
 def test_a_proposal_to_an_undeclared_state_is_refused():

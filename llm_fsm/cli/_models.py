@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -62,6 +65,28 @@ def make_llm(model: str | None, *, temperature: float | None = None, **kwargs: A
     return LiteLLMInterface(model=model, **kwargs)
 
 
+def missing_provider_keys(model: str) -> list[str]:
+    """The API key variables litellm says ``model``'s provider needs and the environment lacks; [] when none.
+
+    Asked of ``litellm.validate_environment`` (no network), so a server started without its key refuses to
+    start instead of answering every turn with a provider error. Only the names of keys count: litellm also
+    lists base URLs, API versions and cloud projects, which have defaults or other sources (Ollama's
+    localhost, AWS profiles, Google's application credentials), so refusing on them would refuse working
+    set-ups. Scripted and ``local`` models need no key.
+    """
+    from llm_fsm.llm._litellm import _is_local_name
+
+    if model.startswith(SCRIPTED_PREFIX) or _is_local_name(model):
+        return []
+    from llm_fsm.llm._litellm_errors import _litellm
+
+    try:
+        answer = _litellm().validate_environment(model=model)
+    except Exception:  # litellm could not tell (a provider it does not know): the first call will say
+        return []
+    return [str(name) for name in answer.get("missing_keys", []) if "API_KEY" in str(name)]
+
+
 class ReplyFileModel:
     """``--model scripted:FILE``: the model's answers come from a file, in order. No key, no model, no network.
 
@@ -73,7 +98,14 @@ class ReplyFileModel:
     answers the conversation's opening. The engine's second, "regenerate"
     call does not take a reply: it gets the script's ``regenerate:`` when there
     is one, else the turn's message again, as in ``llm-fsm test``.
+
+    Each conversation replays the file from its start (by the request's ``conversation_id``): a server with
+    a scripted model serves many conversations at once, and one conversation must not take another's
+    replies. The most recent ``MAX_CONVERSATIONS`` are remembered, so a demo server running for days stays
+    bounded; a conversation forgotten meanwhile starts the file again.
     """
+
+    MAX_CONVERSATIONS = 10_000
 
     reads_images = True
     """It stands in for the model the replies were written for: a message with images is taken, and answered
@@ -82,9 +114,8 @@ class ReplyFileModel:
     def __init__(self, steps: list[tuple[Any, Any]], *, source: str) -> None:
         self.steps = steps  # (reply, regenerate reply or None), both as script_reply returns them
         self.source = source
-        self.used = 0
-        self._current: tuple[Any, Any] | None = None
-        self._message: str | None = None
+        self._replays: OrderedDict[str | None, _Replay] = OrderedDict()  # by conversation id, least recent first
+        self._lock = threading.Lock()  # a server calls the model from several threads
 
     @classmethod
     def from_file(cls, path: str) -> ReplyFileModel:
@@ -136,23 +167,47 @@ class ReplyFileModel:
         from llm_fsm.errors import LLMScriptExhaustedError
         from llm_fsm.llm.fakes import to_response
 
-        if request.purpose == "regenerate" and self._current is not None:
-            regenerate = self._current[1]
-            reply = regenerate if regenerate is not None else {"target_state": None, "message": self._message or "…"}
+        replay = self._replay(request.conversation_id)
+        if request.purpose == "regenerate" and replay.current is not None:
+            regenerate = replay.current[1]
+            reply = regenerate if regenerate is not None else {"target_state": None, "message": replay.message or "…"}
         else:
-            if self.used >= len(self.steps):
+            if replay.used >= len(self.steps):
                 raise LLMScriptExhaustedError(
-                    f"{self.source} has no reply left for model call {self.used + 1} "
-                    f"(it holds {len(self.steps)}: the opening, then one per message)"
+                    f"the script {self.source} has no reply left for this conversation ({replay.used} used)"
                 )
-            self._current = self.steps[self.used]
-            self.used += 1
-            reply = self._current[0]
+            replay.current = self.steps[replay.used]
+            replay.used += 1
+            reply = replay.current[0]
         response = to_response(reply, request)
         if request.purpose != "regenerate":
-            self._message = response.message
+            replay.message = response.message
         raw = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
         return LLMResult(response=response, attempts=1, raw_outputs=(raw,), response_format="scripted")
+
+    def _replay(self, conversation_id: str | None) -> _Replay:
+        """Where ``conversation_id`` is in the file (a new conversation at its start)."""
+        with self._lock:
+            replay = self._replays.get(conversation_id)
+            if replay is None:
+                replay = self._replays[conversation_id] = _Replay()
+                if len(self._replays) > self.MAX_CONVERSATIONS:
+                    self._replays.popitem(last=False)
+            else:
+                self._replays.move_to_end(conversation_id)
+            return replay
+
+
+@dataclass
+class _Replay:
+    """One conversation's place in a reply file."""
+
+    used: int = 0
+    """Replies taken (regenerate calls take none)."""
+    current: tuple[Any, Any] | None = None
+    """The step last taken: its reply and its regenerate reply (or None)."""
+    message: str | None = None
+    """The message of the last reply, said again by a regenerate call the file has no reply for."""
 
 
 _model_option = click.option(

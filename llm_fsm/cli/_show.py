@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from llm_fsm.engine._records import TurnRecord
+from llm_fsm.engine._records import ConditionResult, ContextChange, LLMCallRecord, TurnRecord
 
 
 def describe_turn(record: TurnRecord) -> str:
@@ -36,6 +36,86 @@ def describe_actions(record: TurnRecord) -> list[str]:
 def explain_text(record: TurnRecord) -> str:
     """The explain record as indented JSON, for people."""
     return json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False)
+
+
+def explain_lines(record: TurnRecord, conversation_id: str) -> list[str]:
+    """The explain record as a person reads it, top to bottom in the order the turn ran: the message, what the
+    model made of it, each value written (stored or refused, and why), each transition considered with each
+    condition, the verdict (the line ``chat`` prints), what was chained, the actions, the model calls, the reply."""
+    lines = [f"turn {record.index} of conversation {conversation_id}, {_when(record)}"]
+    if record.message_id is not None:
+        lines.append(f"message id: {record.message_id}")
+    if (record.flow_before, record.flow_after) != ("root", "root"):
+        lines.append(f"flow: {record.flow_before} → {record.flow_after}")
+    lines.append(f"user: {record.user_message}")
+    proposal = f"proposed {record.proposal}" if record.proposal else "proposed no move"
+    lines.append(f"model: {proposal} (intent {record.intent})")
+    if record.context_changes:
+        lines.append("context:")
+        lines += [f"  {change.key} = {_value(change.value)}: {_outcome(change)}" for change in record.context_changes]
+    if record.evaluations:
+        lines.append(f"transitions from {record.state_before}:")
+        for evaluation in record.evaluations:
+            kind = "guarded" if evaluation.guarded else "judgment"
+            verdict = "eligible" if evaluation.eligible else "not eligible"
+            lines.append(f"  → {evaluation.target_state} (priority {evaluation.priority}, {kind}): {verdict}")
+            lines += [f"      {'✓' if c.holds else '✗'} {c.description}{_unmet(c)}" for c in evaluation.conditions]
+    lines.append("verdict: " + describe_turn(record.model_copy(update={"state_after": record.verdict.target_state})))
+    lines += [f"chained: {chained.kind} → {chained.target_state}: {chained.reason}" for chained in record.chained]
+    if record.actions:
+        lines += ["actions:", *describe_actions(record)]
+    if record.llm_calls:
+        lines.append("model calls: " + ", ".join(_call(call) for call in record.llm_calls))
+    lines.append(f"reply: {record.reply}")
+    return lines
+
+
+def _when(record: TurnRecord) -> str:
+    import datetime
+
+    started = datetime.datetime.fromtimestamp(record.started_at, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{started}, {(record.finished_at - record.started_at) * 1000:.0f} ms"
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _outcome(change: ContextChange) -> str:
+    if change.applied:
+        previous = f" (was {_value(change.previous)})" if change.previous is not None else ""
+        return f"{change.reason}{previous}"
+    return f"refused ({change.rule}): {change.reason}" if change.rule else f"dropped: {change.reason}"
+
+
+def _unmet(condition: ConditionResult) -> str:
+    """Why a condition does not hold, in the words of the verdict's reason; nothing for one that holds."""
+    if condition.holds:
+        return ""
+    detail = []
+    if condition.missing_keys:
+        detail.append("missing " + ", ".join(condition.missing_keys))
+    if condition.logic_missing_vars:
+        detail.append("rule reads missing " + ", ".join(condition.logic_missing_vars))
+    if condition.error:
+        detail.append(condition.error)
+    elif not detail:
+        detail.append("rule is false")
+    return ": " + "; ".join(detail)
+
+
+def _call(call: LLMCallRecord) -> str:
+    details = [f"{call.attempts} attempt{'s' if call.attempts != 1 else ''}"]
+    if call.model:
+        details.append(call.model)
+    tokens = call.usage.get("prompt_tokens", 0) + call.usage.get("completion_tokens", 0)
+    if tokens:
+        details.append(f"{tokens:,} tokens")
+    if call.cost_usd is not None:
+        details.append(f"${call.cost_usd:.4f}")
+    if call.error:
+        details.append(f"error: {call.error}")
+    return f"{call.purpose} ({', '.join(details)})"
 
 
 def trace_lines(trace: Iterable[Any]) -> list[str]:

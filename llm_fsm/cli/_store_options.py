@@ -59,7 +59,7 @@ def _looking_up(conversation_id: str, owner: Owner) -> Iterator[None]:
 
 _store_option = click.option(
     "--store",
-    help="Store URL: sqlite:///path.db, memory://, redis://host:port/db, file:///dir "
+    help="Store URL: sqlite:///rel.db (sqlite:////abs.db), memory://, redis://host:port/db, file:///dir "
     "(default: $LLM_FSM_STORE, else the user's conversations.db).",
 )
 

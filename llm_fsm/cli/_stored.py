@@ -7,7 +7,7 @@ import json
 import click
 
 from llm_fsm.cli._app import GuardedCommand
-from llm_fsm.cli._show import conversation_lines, explain_text, trace_lines
+from llm_fsm.cli._show import conversation_lines, explain_lines, explain_text, trace_lines
 from llm_fsm.cli._store_options import Owner, _looking_up, _owner_options, _store_option, _store_url
 
 
@@ -16,15 +16,20 @@ from llm_fsm.cli._store_options import Owner, _looking_up, _owner_options, _stor
 @click.option("--turn", type=int, default=-1, show_default=True, help="Turn index (1-based), or negative from the end.")
 @_store_option
 @_owner_options
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def explain_command(
-    conversation_id: str, turn: int, store: str | None, user_id: str | None, room_id: str | None
+    conversation_id: str, turn: int, store: str | None, user_id: str | None, room_id: str | None, output_format: str
 ) -> None:
     """Show why the engine decided what it did in one turn of a stored conversation.
+
+    The message, what the model proposed and wrote (each value stored or refused, and why), each transition
+    considered with its conditions, the verdict, the actions, the model calls and the reply; --format json
+    prints the whole record.
 
     \b
     Example:
       llm-fsm explain 6f1c2a3e-… --turn 3
-      llm-fsm explain 6f1c2a3e-… --user alice --room support
+      llm-fsm explain 6f1c2a3e-… --format json --user alice --room support
     """
     from llm_fsm.manager import FSMManager
     from llm_fsm.stores import open_store
@@ -33,7 +38,11 @@ def explain_command(
     manager = FSMManager(store=open_store(_store_url(store)))
     with _looking_up(conversation_id, owner):
         record = manager.explain(conversation_id, turn, **owner.kwargs)
-    click.echo(explain_text(record))
+    if output_format == "json":
+        click.echo(explain_text(record))
+        return
+    for line in explain_lines(record, conversation_id):
+        click.echo(line)
 
 
 @click.command("trace", cls=GuardedCommand)

@@ -22,6 +22,23 @@ initial_state: ask_name
 version: "3.0"
 persona: A friendly assistant who keeps every reply to one or two sentences.
 
+# What each value may be: every write is checked before it is stored, so the
+# guards below only ask whether a key is recorded. A refused value is not
+# stored and the reply asks again (invalid_message). Reference: "Declared
+# context keys" in docs/definition-format.md.
+context_keys:
+  name:
+    type: string
+    max_length: 100
+    description: The user's name, as they said it
+  email:
+    type: string
+    format: email
+    description: The user's email address
+    display_name: email address
+    invalid_message: An email address has an @ and a domain, like ada@example.com.
+additional_keys: false   # the model may write no other key (a typo'd key is refused, not stored)
+
 states:
   ask_name:
     id: ask_name
@@ -44,9 +61,8 @@ states:
       - target_state: confirm
         description: The user gave an email address
         conditions:
-          - description: The email address contains an @
+          - description: A valid email address is recorded
             requires_context_keys: [email]
-            logic: {{in: ["@", {{var: email}}]}}
 
   confirm:
     id: confirm
@@ -87,9 +103,15 @@ conversations:
           target_state: confirm
           context_update: {{email: ada.example.com}}
           message: "Ada Lovelace, ada.example.com. Is that right?"
-        # The guard needs an @: the engine refuses the move and asks the model again.
+        # Not an email address (context_keys): the value is refused, not stored, so the guard
+        # does not hold; the engine asks the model again with the key's invalid_message.
         regenerate: "That address has no @ in it. Could you check it?"
-        expect: {{state: ask_email, verdict: stay_rejected, reply: {{regex: "no @"}}}}
+        expect:
+          state: ask_email
+          verdict: stay_rejected
+          refused: {{email: format}}
+          context: {{email: {{absent: true}}}}
+          reply: {{regex: "no @"}}
 
       - user: "Sorry: ada@example.com"
         model:
@@ -151,8 +173,9 @@ def files_for(name: str, directory: Path) -> dict[Path, str]:
 def init_command(ctx: click.Context, name: str, directory: Path) -> None:
     """Write a new definition NAME.yaml and its conversation script, to start from.
 
-    The definition asks for a name and an email address (a guarded
-    transition), reads them back in a confirmation step and ends. Its script,
+    The definition declares its keys (a name, an email address the engine
+    checks before storing it), asks for them (guarded transitions), reads them
+    back in a confirmation step and ends. Its script,
     conversations/NAME.conv.yaml, takes every transition, so both lint and
     test clean; change them together. Existing files are never overwritten.
 

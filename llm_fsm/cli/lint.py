@@ -323,7 +323,8 @@ def _lint_options(func: Any) -> Any:
         "--max-bytes",
         type=click.IntRange(min=1),
         default=None,
-        help="Refuse files larger than this (default 5 MB), or holding more objects and arrays than a tenth of it.",
+        help="Refuse files larger than this (default 5 MB), or holding more objects and arrays (in YAML, values) than "
+        "a tenth of it.",
     )(func)
     return func
 

@@ -1,15 +1,17 @@
 """``llm-fsm serve``: the HTTP API (``llm_fsm.server``) under uvicorn.
 
 The command checks everything it can before it listens — the definitions load, the keys
-parse, the store opens, the model is configured — so a mistake exits 2 with one line
-instead of failing the first request. With ``--workers N`` uvicorn starts N processes that
-each build the same app from ``$LLM_FSM_SERVE_SETTINGS`` (``app_from_environment``, a factory):
-they share nothing but the store, so it must be one every process reaches (SQLite on one
-host, Redis across hosts).
+parse, the store opens and answers, the model is configured and its provider key is set, the
+port is free — so a mistake exits 2 with one line instead of failing the first request
+(``_serve_start``); then it binds the port itself, says what it serves, and hands uvicorn the socket.
+With ``--workers N`` uvicorn starts N processes on that socket that each build the same app from
+``$LLM_FSM_SERVE_SETTINGS`` (``app_from_environment``, a factory): they share nothing but the store,
+so it must be one every process reaches (SQLite on one host, Redis across hosts).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import ipaddress
@@ -23,6 +25,7 @@ import click
 
 from llm_fsm.cli._app import GuardedCommand, actions_option
 from llm_fsm.cli._models import MODEL_ENV
+from llm_fsm.cli._serve_start import base_url, bind, check_model_environment, check_store, summary
 from llm_fsm.cli._store_options import _store_url
 from llm_fsm.cli.chat import make_llm
 from llm_fsm.errors import UsageError
@@ -156,7 +159,7 @@ def _server_modules() -> Any:
 @click.argument("definitions", nargs=-1)
 @click.option(
     "--store",
-    help="Store URL shared by every worker: sqlite:///path.db, redis://host:port/db "
+    help="Store URL shared by every worker: sqlite:///rel.db (sqlite:////abs.db), redis://host:port/db "
     "(default: $LLM_FSM_STORE, else the user's conversations.db).",
 )
 @click.option(
@@ -183,6 +186,19 @@ def _server_modules() -> Any:
     type=click.FloatRange(0),
     help="Requests a minute per key and per worker (0: no limit).",
 )
+@click.option(
+    "--forwarded-allow-ips",
+    default=None,
+    metavar="IPS",
+    help="Trust X-Forwarded-For/-Proto from these proxies (comma-separated IPs or networks, '*': any); "
+    "default: no one, so a client cannot choose the address its failed key attempts are limited by.",
+)
+@click.option(
+    "--no-key-check",
+    is_flag=True,
+    help="Start although litellm finds the model's API key variable unset (the provider authenticates "
+    "another way: Azure AD tokens, a gateway that adds the key).",
+)
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning"]))
 @click.option(
     "--hash-key",
@@ -204,6 +220,8 @@ def serve_command(
     max_body_bytes: int,
     rate_limit: float,
     log_level: str,
+    forwarded_allow_ips: str | None,
+    no_key_check: bool,
     key_to_hash: str | None,
     actions: str | None,
 ) -> None:
@@ -254,6 +272,11 @@ def serve_command(
         actions=_absolute_actions(actions),
     )
     app = build_app(settings)  # every check now, in this process: a mistake exits 2 before anything listens
+    model_name = model or os.environ.get(MODEL_ENV) or ""  # build_app refused an unset one
+    if not no_key_check:
+        check_model_environment(model_name)
+    check_store(app.state.manager.store)
+    sock = bind(host, port)
     unregistered = _unregistered_actions(app)
     if unregistered:
         click.echo(
@@ -263,20 +286,33 @@ def serve_command(
         )
     if not keys:
         click.echo(f"no API keys configured: every request acts as tenant {ANONYMOUS_TENANT!r} (loopback only)")
+    from llm_fsm.stores import default_store_url, redact_url
+
+    served = list(app.state.registry.by_id)
+    for line in summary(served, redact_url(store_url or default_store_url()), model_name, base_url(host, sock)):
+        click.echo(line)
     server_options = {
-        "host": host,
-        "port": port,
         "log_level": log_level,
         "log_config": _log_config(uvicorn, log_level),
         "http": "llm_fsm.cli.serve:NoDelayH11Protocol",
+        # uvicorn trusts 127.0.0.1 by default: a local client would rotate its rate-limit bucket at will
+        "proxy_headers": forwarded_allow_ips is not None,
+        "forwarded_allow_ips": forwarded_allow_ips,
     }
     if workers == 1:
         freeze_start_up_heap()
-        uvicorn.run(app, **server_options)
+        server = uvicorn.Server(uvicorn.Config(app, **server_options))
+        server.run(sockets=[sock])
+        if not server.started:  # the app's start-up failed after binding (uvicorn.run exits so too)
+            raise SystemExit(3)
         return
     app.state.manager.store.close()
     os.environ[SETTINGS_ENV] = settings.to_json()
-    uvicorn.run("llm_fsm.cli.serve:app_from_environment", factory=True, workers=workers, **server_options)
+    from uvicorn.supervisors import Multiprocess
+
+    config = uvicorn.Config("llm_fsm.cli.serve:app_from_environment", factory=True, workers=workers, **server_options)
+    with contextlib.suppress(KeyboardInterrupt):
+        Multiprocess(config, sockets=[sock]).run()
 
 
 def _log_config(uvicorn: Any, log_level: str) -> dict[str, Any]:
@@ -315,7 +351,6 @@ def _no_delay_protocol() -> Any:
     """
     if _NO_DELAY:
         return _NO_DELAY[0]
-    import contextlib
     import socket
 
     from uvicorn.protocols.http.h11_impl import H11Protocol

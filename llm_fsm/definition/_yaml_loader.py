@@ -1,7 +1,9 @@
 """YAML restricted to JSON data, for hostile input: aliases are refused (an alias bomb expands exponentially
-once walked), so are tags that build values JSON has not (binary, sets, timestamps), and nesting is bounded
-before libyaml recurses in C. Also the line of each value, from the composed nodes. ``parse_yaml`` in
-``_documents`` turns what goes wrong here into a DefinitionError."""
+once walked), so are tags that build values JSON has not (binary, sets, timestamps), nesting is bounded
+before libyaml recurses in C, and so is the number of nodes before they are composed (each costs about
+500 bytes with its marks, its value and its line: a 4.8 MB list of scalars took 1.3 GB). Also the line of
+each value, from the composed nodes. ``parse_yaml`` in ``_documents`` turns what goes wrong here into a
+DefinitionError."""
 
 from __future__ import annotations
 
@@ -34,18 +36,18 @@ class _TooMany(Exception):
 
 class _DefinitionLoader(yaml.SafeLoader):
     """SafeLoader restricted to JSON data: no aliases, no timestamps, sets or binary; optionally a limit on
-    mappings and sequences, counted as they are composed."""
+    nodes (scalars, mappings and sequences), counted as they are composed."""
 
-    max_containers: int | None = None
-    containers = 0
+    max_nodes: int | None = None
+    nodes = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D401 - PyYAML hook
         if self.check_event(yaml.AliasEvent):
             parser: Any = self  # PyYAML's stubs leave peek_event untyped
             raise _AliasRefused(parser.peek_event().start_mark.line + 1)
-        if self.max_containers is not None and self.check_event(yaml.MappingStartEvent, yaml.SequenceStartEvent):
-            self.containers += 1
-            if self.containers > self.max_containers:
+        if self.max_nodes is not None:
+            self.nodes += 1
+            if self.nodes > self.max_nodes:
                 raise _TooMany
         return super().compose_node(parent, index)
 
@@ -66,7 +68,7 @@ if _CLoader is not None:
 
     class _CDefinitionLoader(yaml.CSafeLoader):  # _CLoader itself, named so that type checkers know the class
         """The same restrictions on libyaml's parser: scanning and composing in C are ~5x faster than PyYAML's
-        pure-Python reader (a 0.6 MB file: 0.46 s instead of 2.1 s). Aliases and the container limit cannot be
+        pure-Python reader (a 0.6 MB file: 0.46 s instead of 2.1 s). Aliases and the node limit cannot be
         hooked into C composition, so ``_prescan`` checks them on libyaml's event stream first (0.07 s)."""
 
     _CDefinitionLoader.yaml_constructors = _DefinitionLoader.yaml_constructors
@@ -78,14 +80,18 @@ _MAX_C_DEPTH = 500
 the constructor, in Python, recurses too)."""
 
 
-def _prescan(text: str, max_containers: int | None) -> None:
-    """Refuse aliases and count mappings and sequences on the C event stream, before anything is built."""
-    containers = depth = 0
+def _prescan(text: str, max_nodes: int | None) -> None:
+    """Refuse aliases and count nodes on the C event stream, before anything is built."""
+    nodes = depth = 0
     for event in yaml.parse(text, Loader=_CLoader):
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            containers += 1
+        if isinstance(event, yaml.ScalarEvent):
+            nodes += 1
+            if max_nodes is not None and nodes > max_nodes:
+                raise _TooMany
+        elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            nodes += 1
             depth += 1
-            if max_containers is not None and containers > max_containers:
+            if max_nodes is not None and nodes > max_nodes:
                 raise _TooMany
             if depth > _MAX_C_DEPTH:
                 raise RecursionError  # libyaml composes recursively in C: this deep it would crash the process
@@ -95,16 +101,17 @@ def _prescan(text: str, max_containers: int | None) -> None:
             raise _AliasRefused(event.start_mark.line + 1 if event.start_mark else 0)
 
 
-def _compose(text: str, max_containers: int | None) -> tuple[Any, Any]:
-    """(node, data) of the single document in ``text``, with libyaml when PyYAML was built with it."""
+def _compose(text: str, max_nodes: int | None) -> tuple[Any, Any]:
+    """(node, data) of the single document in ``text``, with libyaml when PyYAML was built with it; ``_TooMany``
+    when it holds more than ``max_nodes`` nodes."""
     loader: Any = None
     try:
         if _CLoader is not None:
-            _prescan(text, max_containers)
+            _prescan(text, max_nodes)
             loader = _CDefinitionLoader(text)
         else:
             loader = _DefinitionLoader(text)  # the reader rejects control characters right here
-            loader.max_containers = max_containers
+            loader.max_nodes = max_nodes
         node = loader.get_single_node()
         return node, (loader.construct_document(node) if node is not None else None)
     finally:

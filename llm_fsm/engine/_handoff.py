@@ -25,6 +25,13 @@ DEFINITION_ACTOR = "definition"
 """The actor of a handoff that a state declared ``handoff: true`` made."""
 
 
+def conversation_ended(instance: FSMInstance, then: str = "") -> ConversationEndedError:
+    """The error for a change to a conversation that is over, saying once how it ended ("has ended (ended)" read
+    twice). ``then`` adds what follows, for the one who tried."""
+    how = "was cancelled" if instance.status == "cancelled" else "has ended"
+    return ConversationEndedError(f"conversation {instance.conversation_id} {how}{then}")
+
+
 def _give(instance: FSMInstance, reason: str, actor: str, config: EngineConfig) -> None:
     instance.mode = "human"
     instance.pending_cancel = False  # the person, not a yes/no from the user, decides now
@@ -44,7 +51,7 @@ def hand_off(instance: FSMInstance, reason: str, actor: str, config: EngineConfi
     if not isinstance(actor, str) or not actor.strip():
         raise OperatorError("a handoff needs an actor: who is handing off (a name, a service, a key)")
     if instance.ended:
-        raise ConversationEndedError(f"conversation {instance.conversation_id} has ended ({instance.status})")
+        raise conversation_ended(instance)
     if instance.mode == "human" and instance.handoff is not None:
         raise HandoffError(
             f"conversation {instance.conversation_id} is already with a person "

@@ -26,14 +26,13 @@ from llm_fsm.engine._effects import EngineConfig, TurnOutcome, _policy, _trace
 from llm_fsm.engine._flows import map_keys
 from llm_fsm.engine._flows import pop_flow as _pop
 from llm_fsm.engine._flows import push_flow as _push
-from llm_fsm.engine._handoff import hand_off, hand_off_declared
+from llm_fsm.engine._handoff import conversation_ended, hand_off, hand_off_declared
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage, timestamp
 from llm_fsm.engine._records import ContextChange, TurnRecord, Verdict
 from llm_fsm.engine._turn import _prune_transcript, _redact
 from llm_fsm.errors import (
     ContextValidationError,
-    ConversationEndedError,
     FlowError,
     HandoffError,
     OperatorError,
@@ -47,9 +46,7 @@ def check(instance: FSMInstance, actor: str) -> None:
     if not isinstance(actor, str) or not actor.strip():
         raise OperatorError("an operator change needs an actor: who is making it (a name, a service, a key)")
     if instance.ended:
-        raise ConversationEndedError(
-            f"conversation {instance.conversation_id} has ended ({instance.status}); operators cannot change it"
-        )
+        raise conversation_ended(instance, "; operators cannot change it")
 
 
 def _state(definition: FSMDefinition, state: str) -> None:

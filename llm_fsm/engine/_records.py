@@ -46,6 +46,13 @@ class LLMRequest(_Data):
             "An LLM edge may close the reply schema to them for small models."
         ),
     )
+    conversation_id: str | None = Field(
+        default=None,
+        description=(
+            "The conversation the call is for; no provider is sent it. A model that keeps state per conversation "
+            "(``--model scripted:FILE``, which replays its file for each conversation) reads it."
+        ),
+    )
 
 
 Intent = Literal["continue", "digression", "cancel", "start_flow", "resume_flow", "confirm", "deny"]

@@ -4,7 +4,7 @@ note when the reply must be written again for where the conversation really is."
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +52,13 @@ def _decision_note(verdict: Verdict, state: State) -> str:
 
 
 def _decide_transition(
-    definition: FSMDefinition, state_id: str, data: dict[str, Any], proposal: str | None, *, confirming: bool = False
+    definition: FSMDefinition,
+    state_id: str,
+    data: dict[str, Any],
+    proposal: str | None,
+    *,
+    confirming: bool = False,
+    refused: Sequence[ContextChange] = (),
 ) -> _Decision:
     state = definition.get_state(state_id)
     if state.confirmation is not None and not confirming:
@@ -64,9 +70,10 @@ def _decide_transition(
             proposal,
             guards_fire=False,
             refused_targets=frozenset({state.confirmation.on_yes}),
+            refused=refused,
         )
     else:
-        verdict, evaluations = decide(definition, state_id, data, proposal)
+        verdict, evaluations = decide(definition, state_id, data, proposal, refused=refused)
     moved_elsewhere = verdict.target_state != (proposal or state_id)
     note = None
     if verdict.kind in ("guarded_override", "guarded_fallback", "stay_rejected") or moved_elsewhere:

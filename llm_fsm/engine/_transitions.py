@@ -21,7 +21,7 @@ Ties between equal priorities go to the transition declared first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -32,7 +32,7 @@ from llm_fsm.definition._model import (
     TransitionCondition,
 )
 from llm_fsm.engine._context import missing_keys
-from llm_fsm.engine._records import ConditionResult, TransitionEvaluation, Verdict
+from llm_fsm.engine._records import ConditionResult, ContextChange, TransitionEvaluation, Verdict
 from llm_fsm.errors import FSMError
 
 
@@ -182,6 +182,27 @@ def _why_not(evaluation: _Considered | None, target: str) -> str:
     return "condition not met: " + ", ".join(failed)
 
 
+MAX_REFUSALS_NAMED = 5
+"""Refused writes a verdict's reason names; the reason stays a line, and the explain record has every one."""
+
+
+def refused_writes(changes: Iterable[ContextChange]) -> str:
+    """The writes of a turn that were refused, each with its rule: "refused size (enum): 'huge' is not one of …".
+
+    Said first in the reason of a verdict that did not take the model's proposal: a value the model wrote and the
+    declaration refused is why its key is "missing", and "missing size" alone says the model wrote nothing when it
+    wrote "huge". An empty value the model left is no refusal (it wrote nothing).
+    """
+    refused = [c for c in changes if not c.applied and c.reason != "empty value ignored"]
+    named = [
+        f"refused {c.key} ({c.rule}): {c.reason}" if c.rule else f"refused {c.key}: {c.reason}"
+        for c in refused[:MAX_REFUSALS_NAMED]
+    ]
+    if len(refused) > MAX_REFUSALS_NAMED:  # a model writing a thousand bad keys: the record lists them all
+        named.append(f"{len(refused) - MAX_REFUSALS_NAMED} more refused (the turn's context_changes)")
+    return "; ".join(named)
+
+
 def decide(
     definition: FSMDefinition,
     current_state: str,
@@ -190,15 +211,21 @@ def decide(
     *,
     guards_fire: bool = True,
     refused_targets: frozenset[str] = frozenset(),
+    refused: Iterable[ContextChange] = (),
 ) -> tuple[Verdict, list[TransitionEvaluation]]:
     """Apply the decision rule. ``proposal`` None, empty, or the current state means 'stay'.
 
     ``guards_fire=False`` keeps guarded transitions from firing on their own (a confirmation step
     moves on the user's yes or no, not because its data is complete); ``refused_targets`` are
     states the proposal may not name in this route (the confirmation's ``on_yes`` without a yes).
+    ``refused``: the turn's context changes; those not applied are named first in the reason of a
+    verdict that did not take the proposal (``refused_writes``).
     """
     evaluations = evaluate_transitions(definition, definition.get_state(current_state), data)
     verdict = _decide(current_state, evaluations, proposal, guards_fire=guards_fire, refused_targets=refused_targets)
+    writes = refused_writes(refused)
+    if writes and verdict.kind in ("stay", "stay_rejected", "guarded_fallback"):
+        verdict = verdict.model_copy(update={"reason": f"{writes}; {verdict.reason}"})
     return verdict, evaluations
 
 
@@ -296,5 +323,6 @@ __all__ = [
     "evaluate_condition",
     "evaluate_transition",
     "evaluate_transitions",
+    "refused_writes",
     "validate_transition",
 ]

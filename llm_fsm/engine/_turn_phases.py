@@ -286,7 +286,8 @@ def _decide(turn: _Turn, understood: _Understood) -> Generator[Effect, Any, _Dec
         corrected = any(c.applied for c in understood.model_changes)
         intent, proposal = understood.intent, understood.proposal
         return (yield from _confirmation(definition, instance, config, state, intent, proposal, corrected))
-    return _decide_transition(definition, state_before, instance.context.data, understood.proposal)
+    data, proposal = instance.context.data, understood.proposal
+    return _decide_transition(definition, state_before, data, proposal, refused=understood.model_changes)
 
 
 # --- apply -----------------------------------------------------------------------------

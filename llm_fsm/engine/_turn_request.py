@@ -60,6 +60,7 @@ def _request(
         response_schema=schema,
         purpose=purpose,  # type: ignore[arg-type]
         context_keys=context_keys,
+        conversation_id=instance.conversation_id,
     )
 
 

@@ -27,6 +27,7 @@ A refused value is never stored; the caller records the ``Refusal``.
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import functools
 import math
@@ -87,27 +88,21 @@ def _to_number(text: str) -> int | float | None:
     return int(cleaned) if re.fullmatch(r"[+-]?\d+", cleaned) else number
 
 
-_MONTHS = {
-    name: index
-    for index, names in enumerate(
-        [
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sep", "sept"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ],
-        start=1,
-    )
-    for name in names
-}
+_MONTH_SPELLINGS = (
+    ("january", "jan"),
+    ("february", "feb"),
+    ("march", "mar"),
+    ("april", "apr"),
+    ("may",),
+    ("june", "jun"),
+    ("july", "jul"),
+    ("august", "aug"),
+    ("september", "sep", "sept"),
+    ("october", "oct"),
+    ("november", "nov"),
+    ("december", "dec"),
+)
+_MONTHS = {name: index for index, names in enumerate(_MONTH_SPELLINGS, start=1) for name in names}
 _WEEKDAY = r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|sat|sun)\.?,?\s+"
 _ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
 _DAY_MONTH_YEAR = re.compile(rf"(?:{_WEEKDAY})?(?:the\s+)?{_ORDINAL}(?:\s+of)?\s+([a-z]+)\.?,?\s+(\d{{4}})")
@@ -117,7 +112,8 @@ _TIME_24 = re.compile(r"(\d{1,2})[:.h](\d{2})(?::(\d{2}))?(?:\s*h(?:rs)?)?")
 _TIME_12 = re.compile(r"(\d{1,2})(?:[:.](\d{2}))?\s*([ap])\.?\s*m\.?")
 
 
-def _date(text: str) -> str | None:
+def _date_fields(text: str) -> tuple[int, int, int] | None:
+    """Year, month and day as written (not yet checked to exist), when the text has the shape of a date."""
     folded = fold(text)
     year = month = day = None
     if match := _YEAR_MONTH_DAY.fullmatch(folded):
@@ -128,10 +124,40 @@ def _date(text: str) -> str | None:
         month, day, year = _MONTHS.get(match[1]), int(match[2]), int(match[3])
     if year is None or month is None or day is None:
         return None
+    return year, month, day
+
+
+def _date(text: str) -> str | None:
+    fields = _date_fields(text)
+    if fields is None:
+        return None
     try:
-        return dt.date(year, month, day).isoformat()
+        return dt.date(*fields).isoformat()
     except ValueError:
         return None
+
+
+def _missing_day(text: str) -> str | None:
+    """Why a text shaped like a date names no day ("February 2027 has 28 days"), or None.
+
+    "'30 February 2027' is not a date" reads as if the format were wrong, and sends the user to rewrite a date
+    they wrote well: the day is what does not exist.
+    """
+    fields = _date_fields(text)
+    if fields is None:
+        return None
+    year, month, day = fields
+    if not 1 <= month <= 12:
+        return f"there is no month {month}"
+    if not dt.MINYEAR <= year <= dt.MAXYEAR:
+        return None
+    days = calendar.monthrange(year, month)[1]
+    if day < 1:
+        return f"there is no day {day}"
+    if day > days:
+        # the month's name spelled here: calendar.month_name follows the process's locale
+        return f"{_MONTH_SPELLINGS[month - 1][0].title()} {year} has {days} days"
+    return None
 
 
 def _time(text: str) -> str | None:
@@ -271,6 +297,9 @@ def check(declaration: KeyDeclaration, value: Any, *, shown: Any = None) -> Refu
         return Refusal("enum", f"{label} is not one of the allowed values ({allowed})")
     if isinstance(value, str):
         if declaration.format is not None and not _format_ok(declaration.format, value):
+            missing_day = _missing_day(value) if declaration.format == "date" and shown is None else None
+            if missing_day is not None:  # (not for a masked value: its month and year are not to be shown)
+                return Refusal("format", f"{label}: {missing_day}")
             return Refusal("format", f"{label} is not {_FORMAT_HINT[declaration.format]}")
         pattern = declaration.compiled_pattern
         if pattern is not None and pattern.search(value) is None:

@@ -13,8 +13,9 @@ from llm_fsm.lint._support import (
     _logic_subpath,
     _strings,
 )
+from llm_fsm.lint._typos import _Typos
 from llm_fsm.logic._checks import check_logic
-from llm_fsm.logic._guards import Guard
+from llm_fsm.logic._guards import Guard, compile_guard
 from llm_fsm.logic._rules import compile_logic
 
 
@@ -106,6 +107,14 @@ def logic(run: LintRun) -> None:
 
 
 def context_keys(run: LintRun) -> None:
+    """FSM015 and FSM014: keys conditions require or read that nothing provides; FSM041 when such a key is a
+    misspelling of one the file provides or declares and the condition cannot hold without it.
+
+    A key nothing in the file provides may still be one the application passes without listing it (the seed's
+    router reads ``customer.tier`` so): a warning. A key one edit away from a key the file does provide is a typo,
+    and a condition that waits for it never holds: the transition it guards never fires, and when it is a
+    state's only way out the conversation stays there for ever. That is an error, reported instead of FSM015 or
+    FSM014 (FSM032, about declarations, still says the key is not declared)."""
     if run.partial:  # a key may be collected in the part not validated
         return
     collected = [k for _, state in run.states() for k in _strings(state.get("required_context_keys"))]
@@ -119,19 +128,47 @@ def context_keys(run: LintRun) -> None:
         values = condition.get("requires_context_keys")
         if isinstance(values, list):
             requires.extend((parts, i, v) for i, v in enumerate(values) if isinstance(v, str))
+    misspelt = _Misspellings(run, [*collected, *provided])
     supply = KeyCover([*collected, *provided])
     for parts, index, key in requires:
-        if not supply.covers(key):
+        if supply.covers(key):
+            continue
+        meant = misspelt.near(key)
+        if meant is not None:
             run.add(
-                "required-key-never-collected",
+                "misspelt-key-in-guard",
                 (*parts, "requires_context_keys", index),
-                f"requires {key!r}, but no state collects it, no action writes it and the application does not "
-                "provide it",
-                f"add {key!r} to a state's required_context_keys, or to application_context_keys",
+                f"requires {key!r}, a misspelling of {meant!r}: nothing provides {key!r} (no state collects it, "
+                f"no action writes it, the application does not list it), so the condition never holds and "
+                f"{_consequence(run, parts)}",
+                f"did you mean {meant!r}?",
             )
+            continue
+        run.add(
+            "required-key-never-collected",
+            (*parts, "requires_context_keys", index),
+            f"requires {key!r}, but no state collects it, no action writes it and the application does not provide it",
+            f"add {key!r} to a state's required_context_keys, or to application_context_keys",
+        )
     readable = KeyCover([*collected, *provided, *(k for _, _, k in requires)])
+    unprovided: dict[Path, list[str]] = {}
     for parts, key in getattr(run, "reads", ()):
         if not readable.covers(key):
+            unprovided.setdefault(parts, []).append(key)
+    conditions = dict(run.conditions()) if unprovided else {}
+    for parts, keys in unprovided.items():
+        typos = {key: meant for key in keys if (meant := misspelt.near(key)) is not None}
+        if typos and _never_holds(conditions.get(parts, {}).get("logic"), set(typos)):
+            names = ", ".join(f"{key!r} ({meant!r}?)" for key, meant in typos.items())
+            run.add(
+                "misspelt-key-in-guard",
+                (*parts, "logic"),
+                f"reads {names} without a default, which nothing provides: the rule cannot hold without "
+                f"{'it' if len(typos) == 1 else 'them'}, so the condition never holds and {_consequence(run, parts)}",
+                "did you mean " + " and ".join(repr(meant) for meant in typos.values()) + "?",
+            )
+            keys = [key for key in keys if key not in typos]
+        for key in keys:
             run.add(
                 "condition-key-never-provided",
                 (*parts, "logic"),
@@ -139,3 +176,54 @@ def context_keys(run: LintRun) -> None:
                 "does not provide",
                 f"add {key!r} to a state's required_context_keys, or to application_context_keys",
             )
+
+
+class _Misspellings:
+    """Which provided or declared key a key nothing provides is a likely misspelling of (``_Typos``' rule). A key
+    that is declared itself is no misspelling: the engine offers the model the declared keys conditions read."""
+
+    def __init__(self, run: LintRun, provided: list[str]) -> None:
+        self._run = run
+        self._provided = provided
+        self._typos: _Typos | None = None
+        self._declared: KeyCover | None = None
+
+    def near(self, key: str) -> str | None:
+        if self._typos is None:  # built for the first key nothing provides: most files have none
+            declared = self._run.declared_names()
+            self._declared = KeyCover(declared)
+            self._typos = _Typos([*self._provided, *declared])
+        assert self._declared is not None
+        if self._declared.covers(key):
+            return None
+        return self._typos.near(key)
+
+
+def _never_holds(logic: Any, dead: set[str]) -> bool:
+    """Whether a guard cannot hold while the ``dead`` keys are missing: a clause reading one without a default
+    never holds, ``and`` fails with one such clause, ``or`` only when all its clauses are such (the engine's rule,
+    ``logic/_guards``)."""
+    try:
+        guard = compile_guard(logic)
+    except LogicError:
+        return False
+    return _dead(guard, dead)
+
+
+def _dead(guard: Guard, dead: set[str]) -> bool:
+    if guard.operator == "and":
+        return any(_dead(child, dead) for child in guard.children)
+    if guard.operator == "or":
+        return all(_dead(child, dead) for child in guard.children)
+    return not dead.isdisjoint(guard.reads_without_default)
+
+
+def _consequence(run: LintRun, parts: Path) -> str:
+    """What a condition that never holds stops: its transition (named by target), or its sub-flow."""
+    if len(parts) == 6 and parts[0] == "states" and parts[2] == "transitions" and isinstance(parts[3], int):
+        transitions = run.data["states"][parts[1]].get("transitions")
+        target = transitions[parts[3]].get("target_state") if isinstance(transitions, list) else None
+        if isinstance(target, str):
+            only = f", and it is the only way out of {parts[1]!r}" if len(transitions) == 1 else ""
+            return f"the transition to {target!r} never fires{only}"
+    return "what it guards never happens"

@@ -241,6 +241,13 @@ RULES: dict[str, Rule] = {
             "The registered function cannot be called with the declared inputs: an input it does not accept, or a"
             " required parameter no input gives.",
         ),
+        Rule(
+            "FSM041",
+            "misspelt-key-in-guard",
+            _E,
+            "A condition waits for a key nothing provides that is a misspelling of one the file provides or"
+            " declares: the condition never holds, so its transition never fires.",
+        ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }

@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._actions import ActionMemo
 from llm_fsm.engine._context import apply_update
+from llm_fsm.engine._handoff import conversation_ended
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage
 from llm_fsm.engine._operator import human_turn
@@ -23,7 +24,7 @@ from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import ActionRecord
 from llm_fsm.engine._turn import Decided, EngineConfig, LoadDefinition, LoadFlow, TurnOutcome, run_opening, run_turn
 from llm_fsm.engine._values import KeyPolicy
-from llm_fsm.errors import ConcurrentUpdateError, ConversationEndedError, DefinitionError
+from llm_fsm.errors import ConcurrentUpdateError, DefinitionError
 from llm_fsm.runtime._actions import ActionRegistry
 from llm_fsm.runtime._effects import LoadActiveDefinition, LoadConversation, SaveConversation
 from llm_fsm.runtime._performer import Ledger
@@ -164,7 +165,9 @@ class _TurnAttempts:
         request = self.request
         message_id = request.message_id
         if message_id is not None and message_id in instance.processed_messages:
-            # a retried delivery: answered once
+            # a retried delivery: answered once; a streaming client gets its state event before the reply, as the
+            # first delivery did (the turn's own record is in the turn log, not in this hot record: "duplicate")
+            yield Decided(state=instance.current_state, verdict="duplicate", ended=instance.ended)
             return Unchanged(
                 TurnOutcome(
                     reply=instance.processed_messages[message_id],
@@ -174,7 +177,7 @@ class _TurnAttempts:
                 )
             )
         if instance.ended:
-            raise ConversationEndedError(f"conversation {instance.conversation_id} has ended ({instance.status})")
+            raise conversation_ended(instance)
         definition: FSMDefinition = yield LoadActiveDefinition(instance)
         if instance.mode == "human":  # a person has it: record the message, call no model and no hook
             outcome = human_turn(definition, instance, request.message, self.config, message_id=message_id)

@@ -262,18 +262,24 @@ def _listing_scope(user_id: str | None, room_id: str | None, all_users: bool) ->
 
 
 def _turn_record(instance: FSMInstance, turn: int) -> TurnRecord:
+    """The record of ``turn`` (1-based, or negative from the end), or why there is none: a turn the conversation
+    never had and a turn whose record the trail bound dropped are different answers ("is not kept" for a turn 9
+    of a one-turn conversation sent people looking for a retention setting)."""
     records = instance.turns
-    if turn < 0:
-        if -turn > len(records):
-            raise TurnNotFoundError(
-                f"conversation {instance.conversation_id} keeps {len(records)} turn records; {turn} is out of range"
-            )
-        return records[turn]
+    cid = instance.conversation_id
+    count = max(instance.turn_count, records[-1].index if records else 0)
+    if turn == 0 or abs(turn) > count:
+        had = "no turns yet" if count == 0 else f"only {count} turn{'s' if count != 1 else ''}"
+        raise TurnNotFoundError(f"conversation {cid} has {had}: there is no turn {turn}")
+    wanted = turn if turn > 0 else count + turn + 1
     for record in records:
-        if record.index == turn:
+        if record.index == wanted:
             return record
+    named = f"turn {turn}" if turn > 0 else f"turn {turn} (turn {wanted})"
+    kept = f"only turns {records[0].index} to {records[-1].index} are" if records else "no turn record is"
     raise TurnNotFoundError(
-        f"turn {turn} of conversation {instance.conversation_id} is not kept (only the last {len(records)} are)"
+        f"{named} of conversation {cid} is not kept: {kept} (a conversation keeps the records of its last turns "
+        "only, EngineConfig.max_turn_records)"
     )
 
 

@@ -47,7 +47,8 @@ class StreamEvent:
     """One event of a streamed turn.
 
     ``token``: ``{"text": ...}``, the next characters of the reply; ``state``: ``{"state", "verdict",
-    "ended"}`` once the turn has decided; ``retract``: ``{"reason"}`` when the attempt streamed so far lost its
+    "ended"}`` once the turn has decided (``verdict`` is the verdict's kind, or ``"duplicate"`` for a
+    ``message_id`` answered before); ``retract``: ``{"reason"}`` when the attempt streamed so far lost its
     save to another change (the ``state`` and ``token`` events before it no longer hold; the turn's events
     follow again); ``done``: ``{"reply", "state", "ended", "verdict", "mode"}`` when the
     turn is saved (``{"reply", "duplicate": true}`` for a ``message_id`` answered before). A turn that
@@ -227,9 +228,9 @@ async def stream_turn(
                 driver._send(reply)  # answered before (a duplicate message id), or no streaming was possible
             decided = driver.decided
             done: dict[str, Any] = {"reply": reply}
-            if decided is not None:
+            if decided is not None and outcome.record is not None:
                 done.update(state=decided.state, verdict=decided.verdict, ended=decided.ended, mode=outcome.mode)
-            else:
+            else:  # answered before: its state event said "duplicate"
                 done["duplicate"] = True
             queue.put_nowait(StreamEvent("done", done))
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, who raises it

@@ -20,10 +20,11 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from llm_fsm.errors import FSMError, UsageError
-from llm_fsm.server import _conversations, _definitions_api, _health, _inspector, _operators
+from llm_fsm.server import _api_docs, _conversations, _definitions_api, _health, _inspector, _operators
+from llm_fsm.server._bodies import JsonBodyMiddleware, malformed
 from llm_fsm.server._definitions import DefinitionRegistry, DefinitionSource
 from llm_fsm.server._deps import MAX_CONVERSATION_ID_LENGTH, Access, Caller
-from llm_fsm.server._errors import ApiError, api_error_for
+from llm_fsm.server._errors import ApiError, api_error_for, code_for_status, unknown_definition
 from llm_fsm.server._health import READINESS_TIMEOUT_SECONDS
 from llm_fsm.server._keys import KeyRing
 from llm_fsm.server._limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, CatchAllMiddleware, RateLimiter
@@ -78,6 +79,8 @@ def create_app(
         description="Conversations on declarative finite-state machines (llm-fsm). See docs/server.md.",
         version="1",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load their scripts from a CDN: _api_docs serves the same pages offline
+        redoc_url=None,
     )
     # what the routers' dependencies read (llm_fsm.server._deps); manager and registry are also for the CLI
     app.state.manager = manager
@@ -86,6 +89,7 @@ def create_app(
     app.state.access = Access(keyring, anonymous_tenant, limiter)
 
     _install_error_handlers(app)
+    app.add_middleware(JsonBodyMiddleware)  # inside the body limit, which counts what it reads
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     origins = list(cors_origins)
     if origins:
@@ -102,6 +106,7 @@ def create_app(
     app.include_router(_operators.router)  # docs/operations.md: write right; each answers the conversation after
     app.include_router(_inspector.router)  # the web inspector: its page at / (docs/server.md), /v1/me, lint
     _inspector.mount_static(app)
+    app.include_router(_api_docs.router)  # /docs and /redoc, their scripts vendored in the inspector's static/vendor
     app.include_router(_health.router)
     return app
 
@@ -115,13 +120,18 @@ def _install_error_handlers(app: FastAPI) -> None:
         return answer(exc)
 
     async def on_fsm_error(request: Request, exc: Exception) -> Response:
-        return answer(api_error_for(exc, conversation_id=request.path_params.get("conversation_id")))
+        error = api_error_for(exc, conversation_id=request.path_params.get("conversation_id"))
+        definition_id = request.path_params.get("definition_id")
+        if error.code == "definition_not_found" and definition_id is not None:  # the id in the path is unknown
+            error = unknown_definition(definition_id)
+        return answer(error)
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         problems = exc.errors()
         if any(p.get("type") == "json_invalid" for p in problems):
-            return answer(ApiError(422, "malformed_json", "the request body is not valid JSON"))
+            # the body middleware (_bodies) answers first; kept for a route reached some other way
+            return answer(malformed("syntax", "not JSON"))
         details = [
             {"loc": list(p.get("loc", ())), "msg": str(p.get("msg", "")), "type": str(p.get("type", ""))}
             for p in problems
@@ -130,7 +140,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}.get(exc.status_code, "http_error")
+        code = code_for_status(exc.status_code)
         error = ApiError(exc.status_code, code, str(exc.detail), headers=dict(exc.headers or {}) or None)
         return answer(error)
 

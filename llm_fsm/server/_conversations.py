@@ -17,7 +17,7 @@ from llm_fsm.engine import TraceEvent, TurnRecord
 from llm_fsm.engine._values import masked
 from llm_fsm.errors import ConversationNotFoundError
 from llm_fsm.server._definitions import DefinitionRegistry
-from llm_fsm.server._deps import Manager, Reader, Registry, Turns, Writer, check_id
+from llm_fsm.server._deps import Manager, Reader, Registry, Turns, Writer, check_id, served
 from llm_fsm.server._models import (
     ERRORS,
     NOT_FOUND,
@@ -73,17 +73,17 @@ async def start_conversation(
     body: StartConversation, caller: Writer, manager: Manager, registry: Registry, turns: Turns
 ) -> Started:
     """Start a conversation of a served definition; returns its id and the assistant's opening."""
-    served = registry.get(body.definition)
+    definition = served(registry, body.definition)
 
     async def start() -> Started:
         # a definition served as an object is passed as one: the manager takes an FSMDefinition as well as a path
         conversation_id, opening = await manager.astart_conversation(
-            served.location, body.context, user_id=caller.tenant
+            definition.location, body.context, user_id=caller.tenant
         )
         instance = await manager.aget_instance(conversation_id, user_id=caller.tenant)
         return Started(
             conversation_id=conversation_id,
-            definition=served.id,
+            definition=definition.id,
             opening=opening,
             state=instance.current_state,
             ended=instance.ended,
@@ -174,7 +174,7 @@ async def send_message(
             conversation_id, body.message, message_id, user_id=caller.tenant, **with_metadata(body.metadata)
         )
         if outcome.record is None:  # a retried message id: where its turn went is in the stored record
-            return await turn_result(manager, conversation_id, message_id, outcome.reply, caller.tenant)
+            return await turn_result(manager, conversation_id, message_id, outcome.reply, caller.tenant, duplicate=True)
         return TurnResult(
             conversation_id=conversation_id,
             message_id=message_id,

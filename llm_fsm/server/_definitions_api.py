@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from llm_fsm.server._deps import Reader, Registry
+from llm_fsm.server._deps import Reader, Registry, served
 from llm_fsm.server._models import DEFINITION_NOT_FOUND, ERRORS, DefinitionItem, DefinitionList, GraphOut
 
 router = APIRouter(prefix="/v1", tags=["definitions"], responses=ERRORS)
@@ -17,11 +17,11 @@ router = APIRouter(prefix="/v1", tags=["definitions"], responses=ERRORS)
 async def list_definitions(caller: Reader, registry: Registry) -> DefinitionList:
     """The definitions this server offers; start a conversation with one's `id`."""
     items = []
-    for served in registry.by_id.values():
-        definition = await served.load()
+    for offered in registry.by_id.values():
+        definition = await offered.load()
         items.append(
             DefinitionItem(
-                id=served.id,
+                id=offered.id,
                 name=definition.name,
                 description=definition.description,
                 initial_state=definition.initial_state,
@@ -42,7 +42,7 @@ async def definition_graph(
     from llm_fsm.definition._graph import graph_from_definition
     from llm_fsm.renderers import extras_from_definition, render
 
-    definition = await registry.get(definition_id).load()
+    definition = await served(registry, definition_id).load()
     text = render(graph_from_definition(definition), format, extras_from_definition(definition))
     return GraphOut(definition=definition_id, format=format, graph=text)
 

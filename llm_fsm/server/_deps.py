@@ -16,9 +16,9 @@ from typing import Annotated, Literal
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from llm_fsm.errors import ConversationNotFoundError
-from llm_fsm.server._definitions import DefinitionRegistry
-from llm_fsm.server._errors import ApiError
+from llm_fsm.errors import ConversationNotFoundError, DefinitionNotFoundError
+from llm_fsm.server._definitions import DefinitionRegistry, ServedDefinition
+from llm_fsm.server._errors import CONTROL_CHARACTERS, ApiError, unknown_definition
 from llm_fsm.server._keys import KeyRing
 from llm_fsm.server._limits import RateLimiter
 from llm_fsm.server._protocol import ManagerProtocol
@@ -139,8 +139,20 @@ Turns = Annotated[TurnRunner, Depends(_turns)]
 
 
 def check_id(conversation_id: str) -> None:
-    if len(conversation_id) > MAX_CONVERSATION_ID_LENGTH:
-        raise ConversationNotFoundError("id too long")
+    """404 for an id that can be no one's, before any store is asked: one a store could fail on is not a 500.
+
+    No id the manager makes is over 200 characters or holds a control character, and PostgreSQL refuses a
+    NUL in text outright."""
+    if len(conversation_id) > MAX_CONVERSATION_ID_LENGTH or CONTROL_CHARACTERS.search(conversation_id):
+        raise ConversationNotFoundError("no such id")
+
+
+def served(registry: DefinitionRegistry, definition_id: str) -> ServedDefinition:
+    """The served definition a client names, or a 404 that names what it asked for (escaped and cut)."""
+    try:
+        return registry.get(definition_id)
+    except DefinitionNotFoundError:
+        raise unknown_definition(definition_id) from None
 
 
 __all__ = [
@@ -154,4 +166,5 @@ __all__ = [
     "Turns",
     "Writer",
     "check_id",
+    "served",
 ]

@@ -13,6 +13,7 @@ text may name files, hosts or code.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from llm_fsm.errors import (
@@ -48,6 +49,19 @@ from llm_fsm.errors import (
 )
 
 logger = logging.getLogger("llm_fsm.server")
+
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""C0, DEL and C1 controls: never in an id the server makes, never echoed raw in a message."""
+SHOWN_ID_CHARACTERS = 80
+
+
+def safe_id(value: str, limit: int = SHOWN_ID_CHARACTERS) -> str:
+    """A client's id as a message may quote it: control characters escaped (``\\x00``), cut after ``limit``.
+
+    A message read in a terminal or a log must not carry a NUL, an escape sequence or a 10 kB id back.
+    """
+    text = CONTROL_CHARACTERS.sub(lambda found: f"\\x{ord(found.group()):02x}", value[:limit])
+    return text + "…" if len(value) > limit else text
 
 
 class ApiError(Exception):
@@ -94,7 +108,7 @@ _MAPPING: tuple[tuple[type[BaseException], int, str, bool], ...] = (
     (TurnOutcomeUnknownError, 503, "outcome_unknown", False),
     (StoreUnavailableError, 503, "store_unavailable", False),
     (LLMConfigurationError, 503, "model_not_configured", False),
-    (LLMScriptExhaustedError, 502, "model_error", True),
+    (LLMScriptExhaustedError, 502, "model_error", False),  # its text names the script's file: the log only
     (LLMProviderError, 503, "model_unavailable", False),
     (LLMResponseError, 502, "model_error", False),
     (InvalidTransitionError, 502, "invalid_transition", True),
@@ -116,6 +130,12 @@ _GENERIC = {
 }
 
 
+def unknown_definition(definition_id: str) -> ApiError:
+    """The 404 for a definition id a client named and no served definition has (the id escaped and cut)."""
+    message = f"no definition '{safe_id(definition_id)}' is served; GET /v1/definitions lists them"
+    return ApiError(404, "definition_not_found", message)
+
+
 def api_error_for(error: BaseException, *, conversation_id: str | None = None) -> ApiError:
     """The API error for any exception; unexpected ones are logged with their traceback and answered 500."""
     if isinstance(error, ApiError):
@@ -126,8 +146,7 @@ def api_error_for(error: BaseException, *, conversation_id: str | None = None) -
                 logger.warning("%s: %s", code, error)
             if code == "conversation_not_found":
                 # an unknown id and another tenant's id must read the same: the message names only the id
-                shown_id = conversation_id if conversation_id and len(conversation_id) <= 200 else None
-                message = f"no conversation {shown_id}" if shown_id else "no such conversation"
+                message = f"no conversation {safe_id(conversation_id)}" if conversation_id else "no such conversation"
             elif shown:
                 message = (str(error).splitlines() or [code])[0]
             else:
@@ -141,6 +160,14 @@ def api_error_for(error: BaseException, *, conversation_id: str | None = None) -
         return ApiError(500, "server_error", "the server could not complete the request")
     logger.exception("unexpected error", exc_info=error)
     return ApiError(500, "internal_error", "internal server error")
+
+
+_FRAMEWORK_CODES = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+
+
+def code_for_status(status: int) -> str:
+    """The documented code for an HTTP error the framework raises itself (an unknown route, a wrong method)."""
+    return _FRAMEWORK_CODES.get(status) or ("internal_error" if status >= 500 else "invalid_request")
 
 
 ERROR_CODES: dict[str, tuple[int, str]] = {
@@ -163,8 +190,8 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "unsupported_content": (415, "the message carries images and the model does not read images"),
     "context_too_large": (413, "the initial context is larger than the context cap"),
     "conversation_too_large": (413, "the conversation's record would exceed the store's cap"),
-    "malformed_json": (422, "the body is not valid JSON"),
-    "invalid_request": (422, "the body or a parameter does not match the schema"),
+    "malformed_json": (422, "the body cannot be read as JSON: details.reason is syntax, not_utf8 or too_deep"),
+    "invalid_request": (422, "the body or a parameter does not match the schema (400: a malformed request)"),
     "invalid_cursor": (400, "the `cursor` is not a `next_cursor` a listing gave (cursors are opaque)"),
     "invalid_message": (422, "the message is not text or content parts the engine can take"),
     "invalid_context": (422, "the initial context breaks a key's declaration"),
@@ -186,4 +213,13 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
 }
 """Every code the API answers with, its status and meaning (docs/server.md shows this table)."""
 
-__all__ = ["ERROR_CODES", "ApiError", "api_error_for", "logger"]
+__all__ = [
+    "CONTROL_CHARACTERS",
+    "ERROR_CODES",
+    "ApiError",
+    "api_error_for",
+    "code_for_status",
+    "logger",
+    "safe_id",
+    "unknown_definition",
+]

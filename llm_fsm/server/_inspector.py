@@ -7,7 +7,9 @@ working page at ``/fsm/``. Mermaid, which draws the definition, is vendored in
 ``static/vendor`` with its licence: nothing is fetched from another origin, and the page's
 Content-Security-Policy forbids it.
 
-``GET /v1/me`` tells the page what the key may do (it shows the chat input only to a key
+``GET /v1/auth`` tells, without a key, whether the server needs one: the page asks it first, so
+opening the page never sends a request bound to fail (a 401 in the browser's console on every
+load). ``GET /v1/me`` tells the page what the key may do (it shows the chat input only to a key
 with the write right); ``GET /v1/definitions/{id}/lint`` gives a definition's lint findings.
 
 (No ``from __future__ import annotations``: FastAPI reads the route signatures' types at run time.)
@@ -48,12 +50,18 @@ CONTENT_SECURITY_POLICY = "; ".join(
 """Scripts, styles and requests from the server's own origin only: a value that slipped past the page's
 escaping still could not load or send anything elsewhere."""
 
-_HEADERS = {
+SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",  # revalidated (ETag): a new release's page is never mixed with old scripts
 }
+
+
+class Auth(BaseModel):
+    keys_required: bool = Field(
+        description="Whether calls need an API key; false when the server runs without keys (loopback, anonymous)."
+    )
 
 
 class Me(BaseModel):
@@ -82,7 +90,7 @@ class _Static(StaticFiles):
 
     def file_response(self, full_path: Any, stat_result: os.stat_result, scope: Scope, status_code: int = 200) -> Any:
         response = super().file_response(full_path, stat_result, scope, status_code)
-        response.headers.update(_HEADERS)
+        response.headers.update(SECURITY_HEADERS)
         return response
 
 
@@ -91,7 +99,13 @@ router = APIRouter()
 
 @router.get("/", include_in_schema=False)
 async def page() -> Response:
-    return FileResponse(STATIC_DIR / "index.html", media_type="text/html; charset=utf-8", headers=_HEADERS)
+    return FileResponse(STATIC_DIR / "index.html", media_type="text/html; charset=utf-8", headers=SECURITY_HEADERS)
+
+
+@router.get("/v1/auth", response_model=Auth, tags=["keys"])
+async def auth(keys_required: KeysRequired) -> Auth:
+    """Whether this server needs an API key: asked without one, so a client knows before it asks for one."""
+    return Auth(keys_required=keys_required)
 
 
 @router.get("/v1/me", response_model=Me, tags=["keys"])
@@ -139,4 +153,13 @@ def mount_static(app: FastAPI) -> None:
     app.mount("/static", _Static(directory=STATIC_DIR), name="inspector-static")
 
 
-__all__ = ["CONTENT_SECURITY_POLICY", "STATIC_DIR", "LintOut", "Me", "mount_static", "router"]
+__all__ = [
+    "CONTENT_SECURITY_POLICY",
+    "SECURITY_HEADERS",
+    "STATIC_DIR",
+    "Auth",
+    "LintOut",
+    "Me",
+    "mount_static",
+    "router",
+]

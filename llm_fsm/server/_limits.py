@@ -41,6 +41,7 @@ class BodyTooLarge(HTTPException):
 
     def __init__(self, limit: int) -> None:
         super().__init__(413, body_too_large(limit).message)
+        self.limit = limit
 
 
 class BodyLimitMiddleware:
@@ -150,4 +151,14 @@ class RateLimiter:
                     del self._buckets[key]
 
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "BodyLimitMiddleware", "CatchAllMiddleware", "RateLimiter", "send_error"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "BodyLimitMiddleware",
+    "BodyTooLarge",
+    "Message",
+    "Scope",
+    "body_too_large",
+    "CatchAllMiddleware",
+    "RateLimiter",
+    "send_error",
+]

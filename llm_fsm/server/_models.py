@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from llm_fsm.engine._records import Verdict
+from llm_fsm.server._errors import CONTROL_CHARACTERS
+
+
+def _no_control_characters(value: str) -> str:
+    # an id is stored and compared, shown in logs and the inspector: PostgreSQL refuses a NUL in text, and a
+    # terminal obeys an escape sequence, so an id with a control character is refused here rather than stored
+    if CONTROL_CHARACTERS.search(value):
+        raise ValueError("an id holds no control characters (U+0000-U+001F, U+007F-U+009F)")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_no_control_characters)]
+"""A client's id or name for something (a message id, an actor): printable text, no control characters."""
 
 
 class _Request(BaseModel):
@@ -40,13 +53,13 @@ class SendMessage(_Request):
         default=None,
         description="A small JSON object stored with the message and returned in its history (channel ids, …).",
     )
-    message_id: str | None = Field(
+    message_id: Name | None = Field(
         default=None,
         min_length=1,
         max_length=200,
         description=(
             "Idempotency key: a message sent again with the same id (a retry, or twice at once) "
-            "is answered once, with the same reply, and runs one turn."
+            "is answered once, with the same reply, and runs one turn. No control characters."
         ),
     )
 
@@ -59,6 +72,10 @@ class TurnResult(BaseModel):
     ended: bool
     verdict: Verdict | None = Field(description="What the engine decided and why (None if the record is not kept).")
     mode: Literal["bot", "human"] = Field(default="bot", description="Who has the conversation after the turn.")
+    duplicate: bool = Field(
+        default=False,
+        description="True when the message_id was answered before: this is the saved reply, and no turn ran.",
+    )
 
 
 class HistoryMessage(BaseModel):
@@ -96,7 +113,7 @@ class ConversationDetail(BaseModel):
 
 
 class _Operator(_Request):
-    actor: str | None = Field(
+    actor: Name | None = Field(
         default=None,
         min_length=1,
         max_length=200,
@@ -130,10 +147,10 @@ class HandOff(_Operator):
 
 class OperatorMessage(_Request):
     text: str = Field(description="The person's reply, recorded in the transcript as role operator.")
-    message_id: str | None = Field(
+    message_id: Name | None = Field(
         default=None, min_length=1, max_length=200, description="Idempotency key: the same id is recorded once."
     )
-    actor: str | None = Field(default=None, min_length=1, max_length=200, description="As for the other operations.")
+    actor: Name | None = Field(default=None, min_length=1, max_length=200, description="As for the other operations.")
 
 
 class ResumeBot(_Operator):

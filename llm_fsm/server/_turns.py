@@ -68,7 +68,7 @@ def with_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 async def turn_result(
-    manager: ManagerProtocol, conversation_id: str, message_id: str, reply: str, tenant: str
+    manager: ManagerProtocol, conversation_id: str, message_id: str, reply: str, tenant: str, *, duplicate: bool
 ) -> TurnResult:
     """The turn's reply with where it left the conversation: the turn record kept under its message id."""
     instance = await manager.aget_instance(conversation_id, user_id=tenant)
@@ -81,6 +81,7 @@ async def turn_result(
         ended=instance.ended,
         verdict=record.verdict if record is not None else None,
         mode=instance.mode,
+        duplicate=duplicate,
     )
 
 
@@ -94,10 +95,11 @@ async def _events(
 ) -> AsyncIterator[StreamEvent]:
     """The manager's stream of the turn (``FSMManager.astream_message``), its ``done`` completed.
 
-    ``done`` carries the same object as the JSON endpoint (the full verdict, the message id), whatever
-    the stream's own ``done`` holds (a duplicate ``message_id`` there says only ``reply``).
+    ``done`` carries the same object as the JSON endpoint (the full verdict, the message id, ``duplicate``),
+    whatever the stream's own ``done`` holds (a duplicate ``message_id`` there says only ``reply``).
     """
     text: list[str] = []
+    replayed: TurnResult | None = None
     async for event in manager.astream_message(
         conversation_id, message, message_id=message_id, user_id=tenant, **with_metadata(metadata)
     ):
@@ -106,9 +108,18 @@ async def _events(
             text.append(str(data.get("text", "")))
         elif name == "retract":  # the attempt streamed so far lost its save: its text is not the reply
             text.clear()
+        elif name == "state" and data.get("verdict") == "duplicate":
+            # answered before: the state event says what the first delivery's said, from the turn's stored record
+            replayed = await turn_result(manager, conversation_id, message_id, "", tenant, duplicate=True)
+            kind = replayed.verdict.kind if replayed.verdict is not None else "duplicate"
+            data = {"state": replayed.state, "verdict": kind, "ended": replayed.ended}
         elif name == "done":
             reply = str(data.get("reply", "".join(text)))
-            result = await turn_result(manager, conversation_id, message_id, reply, tenant)
+            duplicate = bool(data.get("duplicate", False))
+            if replayed is not None:
+                result = replayed.model_copy(update={"reply": reply})
+            else:
+                result = await turn_result(manager, conversation_id, message_id, reply, tenant, duplicate=duplicate)
             data = {**data, **result.model_dump(mode="json")}
         yield StreamEvent(name, data)
 

@@ -4,7 +4,8 @@
 URL                                    store
 =====================================  ==========================================================
 ``memory://``                          MemoryStore (this process only)
-``sqlite:///abs/path.db``              SQLiteStore (``sqlite://rel.db`` relative, ``~`` expanded)
+``sqlite:///rel.db``                   SQLiteStore at ``rel.db``, relative to the working directory
+``sqlite:////abs/path.db``             SQLiteStore at ``/abs/path.db`` (``sqlite:///~/c.db``: home)
 ``sqlite://``                          SQLiteStore at ``default_sqlite_path()``
 ``sqlite:///:memory:``                 SQLiteStore in memory (one connection)
 ``redis://host:port/db``, ``rediss://``  RedisStore (redis-py imported only now)
@@ -14,8 +15,14 @@ URL                                    store
 
 Options come as keyword arguments or in the query string
 (``redis://localhost:6379/0?prefix=bot&ttl_seconds=3600&fallback_to_memory=true``);
-keyword arguments win. Everything after ``scheme://`` is the path, so
-``sqlite:///tmp/a.db`` is the absolute ``/tmp/a.db``, like ``file:///tmp/dir``.
+keyword arguments win.
+
+The slashes follow each scheme's own convention, so the two path schemes differ. ``sqlite://`` is
+SQLAlchemy's (and Django's, and every 12-factor tool's): ``sqlite:///`` then the path, so three slashes
+are a relative path and four an absolute one. ``file://`` is a file URL (RFC 8089): ``file://`` then an
+empty host and an absolute path, so ``file:///tmp/dir`` is the absolute ``/tmp/dir``. Reading
+``sqlite:///conversations.db`` as ``/conversations.db`` wrote the docs' first example to the filesystem's
+root (issue 21). A SQLite file's directory must exist: only the default location's is created.
 """
 
 from __future__ import annotations
@@ -79,7 +86,24 @@ _POSTGRES_OPTIONS: dict[str, Callable[[str], Any]] = {"schema": str, "pool_size"
 
 def default_store_url() -> str:
     """The SQLite file the CLI uses unless told otherwise (see ``default_sqlite_path``)."""
-    return "sqlite:///" + os.path.abspath(default_sqlite_path()).lstrip("/")
+    return "sqlite:///" + os.path.abspath(default_sqlite_path())  # four slashes: an absolute path
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (``user:PASSWORD@`` or ``?password=``) replaced by ``***``, for what is printed."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        credentials, host = netloc.rsplit("@", 1)
+        user, colon, _ = credentials.partition(":")
+        netloc = f"{user}{':***' if colon else ''}@{host}"
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    query = parts.query
+    if any(key.lower() == "password" for key, _ in pairs):
+        query = "&".join(f"{key}=***" if key.lower() == "password" else f"{key}={value}" for key, value in pairs)
+    if (netloc, query) == (parts.netloc, parts.query):
+        return url  # untouched, byte for byte
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def open_store(url_or_store: str | ConversationStore | None = None, **options: Any) -> ConversationStore:
@@ -105,9 +129,7 @@ def open_store(url_or_store: str | ConversationStore | None = None, **options: A
     if scheme == "memory":
         return MemoryStore(**_only(merged, scheme, "max_record_bytes", "max_context_bytes"))
     if scheme == "sqlite":
-        path = _path(rest) if rest else str(default_sqlite_path())
-        if path in ("/:memory:", ":memory:"):
-            path = ":memory:"
+        path = _sqlite_path(rest) if rest else str(default_sqlite_path())
         return SQLiteStore(
             path,
             **_only(
@@ -198,8 +220,19 @@ def _only(options: dict[str, Any], scheme: str, *allowed: str) -> dict[str, Any]
     return options
 
 
+def _sqlite_path(rest: str) -> str:
+    """The path of a ``sqlite://`` URL: the one slash after ``sqlite://`` separates, so ``/rel.db`` is relative
+    and ``//abs.db`` absolute (SQLAlchemy's reading); ``~`` expands."""
+    if rest.startswith("/"):
+        rest = rest[1:]
+    if rest.startswith("/"):
+        rest = "/" + rest.lstrip("/")
+    return rest if rest == ":memory:" else str(Path(rest).expanduser())
+
+
 def _path(rest: str) -> str:
-    """The path part of ``sqlite://`` and ``file://`` URLs; ``//abs`` collapses to ``/abs``, ``~`` expands."""
+    """The path of a ``file://`` URL (RFC 8089: ``/abs`` after the empty host); ``//abs`` collapses to ``/abs``,
+    ``~`` expands."""
     if rest.startswith("//"):
         rest = "/" + rest.lstrip("/")
     if rest.startswith("/~"):
@@ -222,4 +255,5 @@ __all__ = [
     "default_sqlite_path",
     "default_store_url",
     "open_store",
+    "redact_url",
 ]

@@ -241,6 +241,35 @@ def decode_message(text: str | bytes, *, where: str) -> dict[str, Any]:
     return value
 
 
+NUL_MARK = "\ue000"
+"""Starts a value ``escape_nul`` wrote as its JSON string (a private-use character: no text means anything by it)."""
+
+
+def escape_nul(value: str) -> str:
+    """``value`` as a column that cannot hold U+0000 (PostgreSQL's ``text``) can: unchanged, unless it contains
+    U+0000 or starts with ``NUL_MARK``; then the mark and the value's JSON string, which escapes U+0000.
+
+    Message ids and replies are stored as plain text, unlike records (whose JSON escapes U+0000 already), and a
+    model's reply may contain one; a value that needs no escape stays as it is, so the rows stay readable in SQL
+    and rows written before the escape read back unchanged.
+    """
+    if "\x00" in value or value.startswith(NUL_MARK):
+        return NUL_MARK + json.dumps(value, ensure_ascii=False)
+    return value
+
+
+def unescape_nul(text: str) -> str:
+    """The value ``escape_nul`` stored as ``text``. Text that is not exactly what ``escape_nul`` writes (a row
+    stored before the escape that happens to start with the mark) is taken as it is."""
+    if not text.startswith(NUL_MARK):
+        return text
+    try:
+        value = json.loads(text[1:])
+    except ValueError:
+        return text
+    return value if isinstance(value, str) and escape_nul(value) == text else text
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -250,6 +279,7 @@ __all__ = [
     "COLD_FIELDS",
     "DEFAULT_MAX_RECORD_BYTES",
     "Encoded",
+    "NUL_MARK",
     "REDIS_MAX_CONTEXT_BYTES",
     "REDIS_MAX_RECORD_BYTES",
     "SizeLimits",
@@ -260,11 +290,13 @@ __all__ = [
     "decode_turn",
     "encode",
     "encode_message",
+    "escape_nul",
     "for_turn",
     "new_version",
     "not_found",
     "owned_by",
     "summary_of",
     "turns_after",
+    "unescape_nul",
     "with_log",
 ]

@@ -120,6 +120,10 @@ def default_sqlite_path() -> Path:
     return Path(data) / "llm_fsm" / "conversations.db"
 
 
+def _same_file(path: str, other: Path) -> bool:
+    return os.path.abspath(Path(path).expanduser()) == os.path.abspath(other)
+
+
 class SQLiteStore(AsyncStoreMixin):
     """Conversations in one SQLite file (or ``":memory:"``)."""
 
@@ -145,6 +149,7 @@ class SQLiteStore(AsyncStoreMixin):
         - ``OFF`` and ``EXTRA`` as SQLite defines them (OFF: tests only).
         """
         self.path = str(default_sqlite_path() if path is None else path)
+        self._creates_directory = path is None or _same_file(self.path, default_sqlite_path())
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise StoreError(f"sqlite synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self._timeout = float(timeout)
@@ -383,7 +388,7 @@ class SQLiteStore(AsyncStoreMixin):
         self._conn = None  # a connection inherited through fork is never touched
         try:
             if self.path != ":memory:":
-                Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                self._check_directory()
             conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
             if self.path != ":memory:":
@@ -396,6 +401,23 @@ class SQLiteStore(AsyncStoreMixin):
             raise StoreUnavailableError(f"{self.path}: cannot open the conversation database: {exc}") from exc
         self._conn = conn
         return conn
+
+    def _check_directory(self) -> None:
+        """Create the default location's directory; refuse any other missing one.
+
+        Why: a path that names a directory that is not there is most often a misread URL, and creating it
+        quietly put ``/conversations.db``'s kin at the filesystem's root when run as root (issue 21). The
+        default location is ours to make, so a first ``llm-fsm chat`` just works.
+        """
+        parent = Path(self.path).expanduser().parent
+        if self._creates_directory:
+            parent.mkdir(parents=True, exist_ok=True)
+        elif not parent.is_dir():
+            raise StoreUnavailableError(
+                f"{self.path}: the directory {parent} does not exist; create it first, or name a file in a "
+                "directory that exists (sqlite:///rel.db is relative to the working directory, "
+                "sqlite:////abs/path.db absolute)"
+            )
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
         """WAL lets readers and one writer work at once; switching needs a moment alone with the file."""

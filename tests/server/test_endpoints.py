@@ -47,7 +47,19 @@ def test_a_message_id_sent_again_gets_the_same_reply_without_a_second_turn(serve
     cid = server.start()
     first = server.send(cid, "hello", message_id="m-1").json()
     second = server.send(cid, "hello", message_id="m-1").json()
-    assert first == second and server.model.turn_calls == 1
+    assert {**first, "duplicate": True} == second and server.model.turn_calls == 1
+
+
+def test_a_first_delivery_says_duplicate_false_and_a_replay_duplicate_true(server: Server) -> None:
+    cid = server.start()
+    assert server.send(cid, "hello", message_id="m-1").json()["duplicate"] is False
+    assert server.send(cid, "hello", message_id="m-1").json()["duplicate"] is True
+    assert server.send(cid, "hello", message_id="m-2").json()["duplicate"] is False
+
+
+def test_the_openapi_document_declares_duplicate_in_the_turn_result(server: Server) -> None:
+    schema = server.client.get("/openapi.json").json()["components"]["schemas"]["TurnResult"]
+    assert schema["properties"]["duplicate"]["type"] == "boolean"
 
 
 def test_getting_a_conversation_shows_state_history_and_context_with_sensitive_values_masked(server: Server) -> None:

@@ -207,6 +207,13 @@ def test_the_error_mapping_uses_only_documented_codes() -> None:
     assert {code for _, _, code, _ in _MAPPING} <= set(ERROR_CODES)
 
 
+@pytest.mark.parametrize("status", range(400, 600))
+def test_an_http_error_of_the_framework_answers_a_documented_code(status: int) -> None:
+    from llm_fsm.server._errors import code_for_status
+
+    assert ERROR_CODES[code_for_status(status)][0] // 100 == status // 100
+
+
 def test_hook_error_is_a_server_side_failure() -> None:
     from llm_fsm.server._errors import api_error_for
 
@@ -228,3 +235,59 @@ def test_an_action_with_no_registered_function_is_a_server_error() -> None:
 
     error = api_error_for(ActionNotRegisteredError("no function for 'lookup'", action="lookup"))
     assert (error.status, error.code) == (500, "server_error")
+
+
+# --- messages that say what is unknown, once --------------------------------------------------------------
+
+
+def test_an_unknown_definition_is_named_in_the_404(server: Server) -> None:
+    started = server.client.post("/v1/conversations", json={"definition": "signupp"}, headers=server.headers())
+    graph = server.client.get("/v1/definitions/signupp/graph", headers=server.headers())
+    lint = server.client.get("/v1/definitions/signupp/lint", headers=server.headers())
+    for response in (started, graph, lint):
+        assert response.status_code == 404 and error(response)["code"] == "definition_not_found"
+        assert "'signupp'" in error(response)["message"] and "GET /v1/definitions" in error(response)["message"]
+
+
+@pytest.mark.parametrize("hostile", ["a\x00b", "x" * 10_000, "\x1b[31mred"], ids=["nul", "10kB", "escape"])
+def test_an_unknown_definitions_id_is_quoted_escaped_and_cut(server: Server, hostile: str) -> None:
+    response = server.client.post("/v1/conversations", json={"definition": hostile}, headers=server.headers())
+    message = error(response)["message"]
+    assert response.status_code == 404 and hostile not in message and len(message) < 200
+    assert "\x00" not in message and "\x1b" not in message
+
+
+def test_an_unknown_conversation_is_named_in_the_404(server: Server) -> None:
+    response = server.client.get("/v1/conversations/no-such-id", headers=server.headers())
+    assert error(response)["message"] == "no conversation no-such-id"
+
+
+def test_an_ended_conversation_says_it_has_ended_once(server: Server) -> None:
+    cid = server.start()
+    server.send(cid, f"I am Ann, card {CARD}, finish")
+    answers = [
+        server.send(cid, "hello again"),
+        server.client.post(f"/v1/conversations/{cid}/handoff", json={"reason": "r"}, headers=server.headers()),
+        server.client.post(f"/v1/conversations/{cid}/state", json={"state": "ask"}, headers=server.headers()),
+    ]
+    for response in answers:
+        message = error(response)["message"]
+        assert response.status_code == 409 and message.startswith(f"conversation {cid} has ended"), message
+        assert "(ended)" not in message
+
+
+def test_a_cancelled_conversation_says_it_was_cancelled() -> None:
+    from llm_fsm.engine._handoff import conversation_ended
+    from llm_fsm.engine._instance import FSMInstance
+
+    instance = FSMInstance(conversation_id="c1", fsm_id="x", current_state="a", status="cancelled")
+    assert str(conversation_ended(instance)) == "conversation c1 was cancelled"
+    assert api_error_for_ended(instance) == (409, "conversation c1 was cancelled")
+
+
+def api_error_for_ended(instance: Any) -> tuple[int, str]:
+    from llm_fsm.engine._handoff import conversation_ended
+    from llm_fsm.server._errors import api_error_for
+
+    error = api_error_for(conversation_ended(instance))
+    return error.status, error.message

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 import tomllib
 from pathlib import Path
@@ -120,6 +122,13 @@ def test_every_static_file_is_declared_as_package_data() -> None:
         assert f"{folder.relative_to(package).as_posix()}/*" in globs, folder
 
 
+def test_the_docs_picture_is_the_page_at_1920_by_1080() -> None:
+    """docs/inspector.png is what test_inspector_browser_layout.py saves of a coffee order (docs/server.md)."""
+    png = (ROOT / "docs" / "inspector.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (1920, 1080)
+
+
 # --- GET /v1/me ---------------------------------------------------------------------------------------
 
 
@@ -142,6 +151,19 @@ def test_me_in_anonymous_mode_says_no_key_is_needed(make_server: MakeServer) -> 
         "rights": ["read", "write"],
         "keys_required": False,
     }
+
+
+# --- GET /v1/auth --------------------------------------------------------------------------------------
+
+
+def test_auth_says_without_a_key_that_this_server_needs_one(server: Server) -> None:
+    response = server.client.get("/v1/auth")
+    assert response.status_code == 200 and response.json() == {"keys_required": True}
+
+
+def test_auth_in_anonymous_mode_says_no_key_is_needed(make_server: MakeServer) -> None:
+    server = make_server(keys=KeyRing(), anonymous_tenant="local")
+    assert server.client.get("/v1/auth").json() == {"keys_required": False}
 
 
 # --- GET /v1/definitions/{id}/lint --------------------------------------------------------------------
@@ -177,3 +199,43 @@ def test_lint_of_an_unknown_definition_is_not_found(server: Server) -> None:
 
 def test_lint_needs_a_key(server: Server) -> None:
     assert server.client.get("/v1/definitions/signup/lint").status_code == 401
+
+
+# --- /docs and /redoc: the API's pages, offline ---------------------------------------------------------
+
+
+def test_the_api_pages_load_their_scripts_and_styles_from_the_server_itself(make_server: MakeServer) -> None:
+    parent = FastAPI()
+    parent.mount("/fsm", make_server().app)
+    client = TestClient(parent)
+    for path in ("/fsm/docs", "/fsm/redoc"):
+        page = client.get(path)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html"), path
+        assert re.findall(r"https?://", page.text) == [], path  # no CDN, no web font
+        references = re.findall(r'(?:src|href|spec-url)="([^"]+)"|url: \'([^\']+)\'', page.text)
+        urls = [a or b for a, b in references if not (a or b).startswith("data:")]
+        assert urls, path
+        for url in urls:
+            assert url.startswith("/fsm/"), (path, url)  # the mount prefix kept
+            assert client.get(url).status_code == 200, (path, url)
+
+
+def test_the_api_pages_have_the_inspectors_policy_with_only_their_own_inline_script_allowed(server: Server) -> None:
+    for path in ("/docs", "/redoc"):
+        response = server.client.get(path)
+        policy = response.headers["content-security-policy"]
+        assert "default-src 'none'" in policy and "connect-src 'self'" in policy, path
+        assert "http" not in policy and "*" not in policy and "unsafe-eval" not in policy, path
+        scripts = re.findall(r"<script>(.*?)</script>", response.text, re.DOTALL)
+        for script in scripts:  # Swagger's configuration, as FastAPI writes it: allowed by its hash alone
+            digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+            assert f"'sha256-{digest}'" in policy, path
+        assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_vendored_api_page_scripts_have_their_licences_and_versions_beside_them() -> None:
+    vendor = STATIC_DIR / "vendor"
+    assert "Apache License" in (vendor / "swagger-ui.LICENSE").read_text(encoding="utf-8")
+    assert "MIT" in (vendor / "redoc.LICENSE").read_text(encoding="utf-8")
+    readme = (vendor / "README.md").read_text(encoding="utf-8")
+    assert "swagger-ui-dist" in readme and "5.35.0" in readme and "redoc" in readme and "2.5.4" in readme

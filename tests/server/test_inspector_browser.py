@@ -5,12 +5,13 @@ parent application (so the page's relative URLs are tested too), a SQLite store 
 scripted model (``--model scripted:FILE``'s model) whose replies stream a few characters at a time.
 The browser is found at fixed paths, and Selenium Manager is made to fail if anything calls it: it
 would download a driver, which cannot work here. A failing test saves a screenshot (path printed).
-With ``LLM_FSM_INSPECTOR_SCREENSHOT=docs/inspector.png`` the conversation test saves the docs' picture.
+The picture of docs/server.md is taken by test_inspector_browser_layout.py, of a realistic conversation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -194,8 +195,8 @@ def _free_socket() -> socket.socket:
     return sock
 
 
-@pytest.fixture
-def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
+@pytest.fixture(name="served")
+def served_fixture(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
     """The API with keys, mounted under /fsm. Indirect parameters: ``"anonymous"``, no keys and at the root;
     ``"exhausted"``, the same with a model that has a reply for the opening only; ``"subflow"``, the same
     serving a helpdesk too, whose model starts its ticket sub-flow at the first message."""
@@ -226,6 +227,14 @@ def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
     else:
         prefix, app = "/fsm/", FastAPI()
         app.mount("/fsm", create_app(manager, [tmp_path / "defs"], keys=keys))
+    with uvicorn_serving(app) as origin:
+        yield Served(base=f"{origin}{prefix}", api=f"{origin}{prefix}v1")
+    store.close()
+
+
+@contextlib.contextmanager
+def uvicorn_serving(app: Any) -> Iterator[str]:
+    """``app`` served by uvicorn in a thread on a free 127.0.0.1 port, for the block; yields its origin."""
     sock = _free_socket()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -234,20 +243,20 @@ def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
     while not server.started:
         assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.02)
-    port = sock.getsockname()[1]
-    yield Served(base=f"http://127.0.0.1:{port}{prefix}", api=f"http://127.0.0.1:{port}{prefix}v1")
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
-    store.close()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
 
 
 def _no_selenium_manager(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError("Selenium Manager was called: it would download a browser or a driver")
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
+@pytest.fixture(name="browser", scope="module")
+def browser_fixture() -> Iterator[WebDriver]:
     patch = pytest.MonkeyPatch()
     patch.setattr(SeleniumManager, "binary_paths", _no_selenium_manager)
     options = webdriver.ChromeOptions()
@@ -273,12 +282,12 @@ def browser() -> Iterator[WebDriver]:
     patch.undo()
 
 
-@pytest.fixture
-def page(browser: WebDriver, request: pytest.FixtureRequest) -> Iterator[WebDriver]:
+@pytest.fixture(name="page")
+def page_fixture(browser: WebDriver, request: pytest.FixtureRequest) -> Iterator[WebDriver]:
     """The browser for one test; if the test fails, a screenshot of the page is saved and its path printed."""
     failed_before = request.session.testsfailed
-    browser.get_log("performance")  # drop what earlier tests left
-    browser.get_log("browser")
+    browser_log(browser, "performance")  # drop what earlier tests left
+    browser_log(browser, "browser")
     yield browser
     if request.session.testsfailed > failed_before:
         folder = Path(os.environ.get("LLM_FSM_TEST_ARTIFACTS") or Path(tempfile.gettempdir()) / "llm-fsm-browser")
@@ -286,8 +295,15 @@ def page(browser: WebDriver, request: pytest.FixtureRequest) -> Iterator[WebDriv
         shot = folder / f"{request.node.name}.png"
         browser.save_screenshot(str(shot))
         print(f"screenshot of the failed page: {shot}")
-        for entry in browser.get_log("browser"):
+        for entry in browser_log(browser, "browser"):
             print("console:", entry.get("level"), entry.get("message"))
+
+
+def browser_log(driver: WebDriver, kind: str) -> list[dict[str, Any]]:
+    """Chromium's log of ``kind`` (``"browser"``: the console; ``"performance"``: DevTools events) since last read."""
+    chromium: Any = driver  # Chromium's driver has get_log; the remote type it is declared as has not
+    entries: list[dict[str, Any]] = chromium.get_log(kind)
+    return entries
 
 
 def wait_for(driver: WebDriver, condition: Any, what: str, timeout: float = 10) -> Any:
@@ -363,13 +379,6 @@ def test_a_conversation_streams_moves_the_highlighted_state_and_explains_the_ver
     assert "name recorded" in condition.text and "holds" in condition.text
     assert page.find_element(By.ID, "path").text == "Path: ask_name → ask_email"
     assert page.find_element(By.ID, "chat-state").text == "ask_email"
-
-    shot = os.environ.get("LLM_FSM_INSPECTOR_SCREENSHOT")
-    if shot:  # the picture of docs/server.md: tall enough to show the explain panel under the diagram
-        size = page.get_window_size()
-        page.set_window_size(1500, 1650)
-        page.save_screenshot(shot)
-        page.set_window_size(size["width"], size["height"])
 
 
 @pytest.mark.parametrize("served", ["anonymous"], indirect=True)
@@ -477,15 +486,14 @@ def test_every_request_of_the_page_goes_to_its_own_server(page: WebDriver, serve
     wait_for(page, lambda d: visible(d, "#diagram svg"), "the diagram")
     origin = served.base.split("/fsm/")[0]
     requested = []
-    for entry in page.get_log("performance"):
+    for entry in browser_log(page, "performance"):
         message = json.loads(entry["message"])["message"]
         if message["method"] == "Network.requestWillBeSent":
             requested.append(message["params"]["request"]["url"])
     assert requested and any(url.endswith("/fsm/static/vendor/mermaid.min.js") for url in requested)
     assert [url for url in requested if not (url.startswith(origin + "/fsm/") or url.startswith("data:"))] == []
-    # a script error or a Content-Security-Policy refusal would be here; the 401 of asking v1/me without a key is not
-    errors = [e["message"] for e in page.get_log("browser") if e["level"] == "SEVERE"]
-    assert [m for m in errors if "v1/me - Failed to load resource" not in m] == []
+    # a script error, a Content-Security-Policy refusal or a failed request (the page asks v1/auth, not v1/me, first)
+    assert [e["message"] for e in browser_log(page, "browser") if e["level"] == "SEVERE"] == []
 
 
 def test_the_page_finds_every_state_in_the_mermaid_text_whatever_its_name(page: WebDriver, served: Served) -> None:
@@ -528,3 +536,33 @@ def test_the_page_finds_every_state_in_the_mermaid_text_whatever_its_name(page: 
     assert isinstance(found, dict) and sorted(found) == sorted(names)
     for name, mermaid_id in found.items():  # each name paired with the id the renderer wrote it with
         assert f'    state "{escape(name)}" as {mermaid_id}\n' in text, name
+
+
+def test_the_page_address_names_any_conversation_id_and_turn_and_reads_them_back(
+    page: WebDriver, served: Served
+) -> None:
+    """route.js: an id with slashes, a hash sign or spaces survives the round trip; a malformed address opens nothing."""
+    page.get(served.base)
+    found = page.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        import(new URL("static/route.js", document.baseURI))
+          .then((r) => done([
+            r.parseRoute(r.conversationHash("a/b #c d", 12)),
+            r.parseRoute(r.conversationHash("plain")),
+            r.parseRoute(r.definitionHash("coffee_order")),
+            r.parseRoute("#/c/x/t/0"),
+            r.parseRoute("#/c/%E0%A4%A"),
+            r.parseRoute(""),
+          ]))
+          .catch((error) => done(String(error)));
+        """
+    )
+    assert found == [
+        {"conversation": "a/b #c d", "turn": 12},
+        {"conversation": "plain", "turn": None},
+        {"definition": "coffee_order"},
+        {"conversation": "x", "turn": None},  # no turn 0: the conversation at its last turn
+        {},
+        {},
+    ]

@@ -206,8 +206,13 @@ def _serve_capturing_the_app(monkeypatch: pytest.MonkeyPatch, *args: str) -> tup
     import uvicorn
 
     served: dict[str, Any] = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.setdefault("app", app))
-    result = invoke("serve", *args, "--store", "memory://")
+
+    def run(server: Any, sockets: Any = None) -> None:
+        served.setdefault("app", server.config.app)
+        server.started = True
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    result = invoke("serve", *args, "--store", "memory://", "--port", "0")  # bound, never listened on
     return served.get("app"), result
 
 
@@ -264,3 +269,109 @@ def test_each_worker_freezes_what_start_up_built_once_its_app_is_built(
         app.state.manager.store.close()
     finally:
         gc.unfreeze()
+
+
+# --- start-up: every check before listening, one line when one fails, a summary when all pass ----------------
+
+
+def _serve(*args: str, env: dict[str, str] | None = None, seconds: float = 30) -> tuple[int, str, str]:
+    """Run ``llm-fsm serve`` to its exit; a server that starts listening instead fails the test."""
+    command = [sys.executable, "-c", "from llm_fsm.cli import main; main()", "serve", *args]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or {**os.environ, "LLM_FSM_API_KEYS": ""}
+    )
+    try:
+        out, err = process.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        raise AssertionError(f"llm-fsm serve listened instead of exiting: {out.decode()!r} {err.decode()!r}") from None
+    return process.returncode, out.decode(), err.decode()
+
+
+def test_an_unreachable_redis_exits_2_with_one_line_before_listening(definitions: Path, replies: str) -> None:
+    closed = _free_port()
+    code, out, err = _serve(
+        str(definitions), "--model", replies, "--store", f"redis://:hunter2@127.0.0.1:{closed}/0",
+        "--port", str(_free_port()),
+    )  # fmt: skip
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and err.startswith("error: ") and f"127.0.0.1:{closed}" in err, err
+    assert "hunter2" not in out + err and "listening" not in out and "Uvicorn running" not in err
+
+
+def test_an_unreachable_postgresql_exits_2_with_exactly_one_line(definitions: Path, replies: str) -> None:
+    pytest.importorskip("psycopg_pool")
+    closed = _free_port()
+    code, out, err = _serve(
+        str(definitions), "--model", replies, "--store", f"postgresql://llm:hunter2@127.0.0.1:{closed}/db",
+        "--port", str(_free_port()),
+    )  # fmt: skip
+    assert code == 2, (out, err)
+    # psycopg_pool logs every failed connection attempt; none of that may reach the terminal before our line
+    assert err.count("\n") == 1 and err.startswith("error: ") and f"127.0.0.1:{closed}" in err, err
+    assert "hunter2" not in out + err and "listening" not in out
+
+
+def test_a_missing_provider_key_exits_2_naming_the_variable(definitions: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"} | {"LLM_FSM_API_KEYS": ""}
+    code, out, err = _serve(
+        str(definitions), "--model", "openai/gpt-4o-mini", "--store", "memory://", "--port", str(_free_port()),
+        env=env,
+    )  # fmt: skip
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and "OPENAI_API_KEY" in err and "openai/gpt-4o-mini" in err, err
+
+
+def test_no_key_check_starts_a_provider_that_authenticates_another_way(definitions: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"} | {"LLM_FSM_API_KEYS": ""}
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:  # the next check fails: it was reached
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out, err = _serve(
+            str(definitions), "--model", "openai/gpt-4o-mini", "--store", "memory://", "--port", str(port),
+            "--no-key-check", env=env,
+        )  # fmt: skip
+    assert code == 2, (out, err)
+    assert "OPENAI_API_KEY" not in err and f"port {port}" in err, err
+
+
+def test_a_busy_port_exits_2_with_one_line(definitions: Path, replies: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out, err = _serve(str(definitions), "--model", replies, "--store", "memory://", "--port", str(port))
+    assert code == 2, (out, err)
+    assert err == f"error: port {port} on 127.0.0.1 is in use\n", err
+    assert "listening" not in out
+
+
+@pytest.mark.slow
+def test_serve_prints_what_it_serves_before_serving(
+    definitions: Path, replies: str, keys_file: str, tmp_path: Path
+) -> None:
+    port = _free_port()
+    store = "sqlite:///" + str(tmp_path / "c.db")
+    command = [sys.executable, "-c", "from llm_fsm.cli import main; main()", "serve", str(definitions)]
+    command += ["--model", replies, "--store", store, "--keys", keys_file, "--port", str(port)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(base, process)
+        process.terminate()
+        out, _ = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    lines = out.decode().splitlines()
+    assert lines[:6] == [
+        "definitions: signup",
+        f"store: {store}",
+        f"model: {replies}",
+        f"inspector: {base}/",
+        f"API docs: {base}/docs",
+        f"listening on {base} (Ctrl+C stops)",
+    ], lines

@@ -57,7 +57,7 @@ def test_the_done_event_carries_the_same_object_as_the_json_endpoint(server: Ser
         headers={**server.headers(), **STREAM},
     )
     again = server.send(cid, "hello", message_id="m-1")  # the same id: the saved turn, no second one
-    assert events(streamed.text)[-1][1] == again.json() and server.model.turn_calls == 1
+    assert {**events(streamed.text)[-1][1], "duplicate": True} == again.json() and server.model.turn_calls == 1
 
 
 def test_a_duplicate_message_id_streams_the_saved_reply(server: Server) -> None:
@@ -72,6 +72,17 @@ def test_a_duplicate_message_id_streams_the_saved_reply(server: Server) -> None:
     assert parsed[-1][0] == "done" and parsed[-1][1]["reply"] == first["reply"] and parsed[-1][1]["duplicate"] is True
     assert "".join(d["text"] for name, d in parsed if name == "token") == first["reply"]
     assert server.model.turn_calls == 1
+
+
+def test_a_duplicate_over_server_sent_events_sends_the_state_event_a_first_delivery_sends(server: Server) -> None:
+    cid = server.start()
+    url, body = f"/v1/conversations/{cid}/messages", {"message": FINISH, "message_id": "m-1"}
+    first = events(server.client.post(url, json=body, headers={**server.headers(), **STREAM}).text)
+    again = events(server.client.post(url, json=body, headers={**server.headers(), **STREAM}).text)
+    assert [name for name, _ in again] == [name for name, _ in first] == ["state", "token", "done"]
+    assert again[0] == first[0] == ("state", {"state": "done", "verdict": "proposal_accepted", "ended": True})
+    assert first[-1][1]["duplicate"] is False and again[-1][1]["duplicate"] is True
+    assert {**first[-1][1], "duplicate": True} == again[-1][1] and server.model.turn_calls == 1
 
 
 def test_a_streamed_turn_is_saved_like_any_other(server: Server) -> None:
@@ -304,7 +315,9 @@ def test_the_same_message_id_sent_twice_at_once_runs_one_turn_and_gets_the_same_
 
     first, second = run(scenario())
     assert first.status_code == second.status_code == 200
-    assert first.json() == second.json() and first.json()["reply"] == "echo: hello"
+    answers = [first.json(), second.json()]
+    assert sorted(a.pop("duplicate") for a in answers) == [False, True]  # the one that waited was answered before
+    assert answers[0] == answers[1] and answers[0]["reply"] == "echo: hello"
     assert server.model.turn_calls == 1
     assert server.manager.get_instance(cid, user_id="alice").turn_count == 1
 

@@ -7,15 +7,28 @@ from pathlib import Path
 import pytest
 
 from llm_fsm.errors import StoreError
-from llm_fsm.stores import FileStore, MemoryStore, SQLiteStore, open_store
+from llm_fsm.stores import FileStore, MemoryStore, SQLiteStore, open_store, redact_url
 
 
 def test_memory_url_opens_a_memory_store() -> None:
     assert isinstance(open_store("memory://"), MemoryStore)
 
 
-def test_sqlite_url_with_three_slashes_is_an_absolute_path(tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path}/x.db")
+def test_sqlite_url_with_three_slashes_is_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLAlchemy's convention, which every example in the docs follows: `sqlite:///conversations.db` once
+    # created /conversations.db (issue 21)
+    monkeypatch.chdir(tmp_path)
+    store = open_store("sqlite:///conversations.db")
+    assert isinstance(store, SQLiteStore) and store.path == "conversations.db"
+    assert (tmp_path / "conversations.db").exists()
+    store.close()
+
+
+def test_sqlite_url_with_four_slashes_is_an_absolute_path(tmp_path: Path) -> None:
+    url = "sqlite:////" + str(tmp_path).lstrip("/") + "/x.db"
+    store = open_store(url)
     assert isinstance(store, SQLiteStore) and store.path == f"{tmp_path}/x.db"
     store.close()
 
@@ -28,6 +41,47 @@ def test_sqlite_url_with_two_slashes_is_relative_to_the_working_directory(
     assert isinstance(store, SQLiteStore) and store.path == "rel.db"
     assert (tmp_path / "rel.db").exists()
     store.close()
+
+
+def test_sqlite_url_without_a_path_is_the_default_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_FSM_HOME", str(tmp_path / "home"))
+    store = open_store("sqlite://")
+    assert isinstance(store, SQLiteStore) and Path(store.path) == tmp_path / "home" / "conversations.db"
+    store.close()
+
+
+def test_sqlite_memory_url_stays_in_memory() -> None:
+    store = open_store("sqlite:///:memory:")
+    assert isinstance(store, SQLiteStore) and store.path == ":memory:"
+    store.close()
+
+
+def test_a_missing_directory_is_a_store_error_naming_it_and_is_not_created(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    with pytest.raises(StoreError, match=f"directory {missing} does not exist"):
+        open_store(f"sqlite:///{missing}/conversations.db")
+    assert not missing.exists()
+
+
+def test_a_missing_relative_directory_is_not_created_either(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="directory data does not exist"):
+        open_store("sqlite:///data/conversations.db")
+    assert not (tmp_path / "data").exists()
+
+
+def test_the_default_databases_directory_is_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the CLI's own location, where a first `llm-fsm chat` must just work
+    monkeypatch.setenv("LLM_FSM_HOME", str(tmp_path / "new" / "home"))
+    store = open_store()
+    assert (tmp_path / "new" / "home" / "conversations.db").exists()
+    store.close()
+
+
+def test_file_url_with_three_slashes_is_an_absolute_directory(tmp_path: Path) -> None:
+    # a file URL (RFC 8089): three slashes are an empty host and an absolute path, unlike sqlite://
+    store = open_store(f"file://{tmp_path}/d")
+    assert isinstance(store, FileStore) and store.root == tmp_path / "d"
 
 
 def test_sqlite_url_expands_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,3 +135,17 @@ def test_a_file_url_without_a_directory_is_refused() -> None:
 def test_something_that_is_neither_url_nor_store_is_refused() -> None:
     with pytest.raises(StoreError, match="expected a store URL"):
         open_store(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:hunter2@localhost:6379/0", "redis://:***@localhost:6379/0"),
+        ("postgresql://app:hunter2@db/conv?sslmode=require", "postgresql://app:***@db/conv?sslmode=require"),
+        ("postgresql://db/conv?password=hunter2&sslmode=require", "postgresql://db/conv?password=***&sslmode=require"),
+        ("sqlite:///conversations.db", "sqlite:///conversations.db"),
+        ("redis://app@localhost/0", "redis://app@localhost/0"),
+    ],
+)
+def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
+    assert redact_url(url) == shown

@@ -84,6 +84,38 @@ def test_archived_messages_are_rows_of_the_archive_table_in_order(store: Postgre
     assert rows == [(1, '{"user":"a"}'), (2, '{"assistant":"b"}'), (3, '{"user":"c"}')]
 
 
+def test_a_turn_whose_reply_holds_nul_is_saved_and_its_message_id_answered_with_it_again(postgres_url: str) -> None:
+    calls: list[str] = []
+
+    def model(request: LLMRequest) -> dict[str, object]:
+        calls.append(request.purpose)
+        return {"transition": {"target_state": "greeting", "context_update": {}}, "message": "hi\x00there"}
+
+    definition = load_fsm_definition(GREETING)
+    fsm = FSMManager(fsm_loader=lambda _id: definition, llm_interface=FunctionLLM(model), store=postgres_url)
+    cid, _ = fsm.start_conversation("greeting")
+    assert fsm.process_message(cid, "hello", "web-1") == "hi\x00there"
+    assert fsm.process_message(cid, "hello", "web-1") == "hi\x00there"  # the duplicate, answered from the store
+    assert calls.count("turn") == 1
+    assert fsm.explain(cid).reply == "hi\x00there"
+
+
+def test_replies_are_plain_text_in_sql_and_one_with_nul_its_json_after_a_mark(store: PostgresStore) -> None:
+    instance = plain_instance()
+    instance.processed_messages.update({"web-1": "plain", "web-2": "with \x00 inside"})
+    store.save(instance, expected_version=None)
+    rows = sql(store, "SELECT message_id, reply FROM {s}.replies ORDER BY seq")
+    assert rows == [("web-1", "plain"), ("web-2", '\ue000"with \\u0000 inside"')]
+
+
+def test_a_reply_stored_before_the_escape_that_starts_with_its_mark_reads_back_as_it_was(store: PostgresStore) -> None:
+    instance = plain_instance()
+    instance.processed_messages["web-1"] = "placeholder"
+    store.save(instance, expected_version=None)
+    sql(store, "UPDATE {s}.replies SET reply = %s", '\ue000"not escaped"')
+    assert _load(store, instance).processed_messages == {"web-1": '\ue000"not escaped"'}
+
+
 def test_the_tables_are_created_on_first_use_with_their_layout_version(store: PostgresStore) -> None:
     store.list()
     assert sql(store, "SELECT version FROM {s}.schema_version") == [(SCHEMA_VERSION,)]

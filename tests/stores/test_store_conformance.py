@@ -16,6 +16,7 @@ from llm_fsm.errors import (
     RecordTooLargeError,
 )
 from llm_fsm.stores import ConversationStore
+from llm_fsm.stores.base import TurnLogStore
 
 from .conftest import StoreFactory
 from .factories import plain_instance, rich_instance
@@ -58,6 +59,48 @@ def test_ids_with_separators_dots_and_unicode_round_trip(store: ConversationStor
     store.save(instance, expected_version=None)
     loaded = store.load("id:with/odd..chars %", user_id="../a:b/c%3A_", room_id="räum:1/..")
     assert loaded.model_dump() == instance.model_dump()
+
+
+NUL = "before \x00 after"
+"""Text a model may write (72 of 4,074 hostile turns did): PostgreSQL's text and jsonb cannot hold U+0000."""
+
+
+def test_text_with_nul_round_trips_in_replies_messages_turns_and_context(store: ConversationStore) -> None:
+    instance = rich_instance(turns=2)
+    instance.context.data["note"] = NUL
+    instance.context.conversation.add_user_message(NUL)
+    instance.context.conversation.add_assistant_message(NUL)
+    instance.turns[-1] = instance.turns[-1].model_copy(update={"user_message": NUL, "reply": NUL})
+    instance.processed_messages["msg-nul"] = NUL
+    store.save(instance, expected_version=None)
+    loaded = store.load(instance.conversation_id, user_id="alice", room_id="room-1")
+    assert loaded.model_dump() == instance.model_dump()
+
+
+def test_a_reply_with_nul_is_found_by_its_message_id(store: ConversationStore) -> None:
+    instance = plain_instance()
+    instance.processed_messages["msg-nul"] = NUL
+    store.save(instance, expected_version=None)
+    assert isinstance(store, TurnLogStore)
+    hot = store.load_for_turn(instance.conversation_id, user_id="alice", room_id="room-1", message_id="msg-nul")
+    assert hot.processed_messages == {"msg-nul": NUL}
+
+
+def test_a_message_id_with_nul_round_trips(store: ConversationStore) -> None:
+    instance = plain_instance()
+    instance.processed_messages[NUL] = "answered"
+    store.save(instance, expected_version=None)
+    assert isinstance(store, TurnLogStore)
+    whole = store.load(instance.conversation_id, user_id="alice", room_id="room-1")
+    hot = store.load_for_turn(instance.conversation_id, user_id="alice", room_id="room-1", message_id=NUL)
+    assert whole.processed_messages == hot.processed_messages == {NUL: "answered"}
+
+
+def test_an_archived_message_with_nul_round_trips(store: ConversationStore) -> None:
+    instance = plain_instance()
+    instance.archive_outbox = [{"user": NUL}]
+    store.save(instance, expected_version=None)
+    assert store.transcript(instance.conversation_id, user_id="alice", room_id="room-1") == [{"user": NUL}]
 
 
 # --- compare-and-set --------------------------------------------------------------

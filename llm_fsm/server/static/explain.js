@@ -8,24 +8,36 @@ function yesNo(value, yes, no) {
   return el("span", { className: value ? "yes" : "no" }, value ? yes : no);
 }
 
+// A table in a box of its own that scrolls sideways when the panel is narrower than the table.
+export function scrolling(table) {
+  return el("div", { className: "table-scroll" }, table);
+}
+
+function reason(c) {
+  if (!c.rule) return c.reason;
+  return [c.reason, " (rule: ", el("code", { className: "rule" }, c.rule), ")"];
+}
+
 function contextChanges(changes) {
   if (!changes.length) return el("p", { className: "note" }, "No context change.");
-  return el(
-    "table",
-    { className: "changes" },
-    el("thead", {}, el("tr", {}, ["key", "value", "before", "", "reason"].map((h) => el("th", {}, h)))),
+  return scrolling(
     el(
-      "tbody",
-      {},
-      changes.map((c) =>
-        el(
-          "tr",
-          { className: c.applied ? "applied" : "refused" },
-          el("td", {}, c.key),
-          el("td", {}, show(c.value)),
-          el("td", {}, show(c.previous)),
-          el("td", {}, yesNo(c.applied, "applied", "refused")),
-          el("td", {}, c.rule ? `${c.reason} (rule: ${c.rule})` : c.reason),
+      "table",
+      { className: "changes" },
+      el("thead", {}, el("tr", {}, ["key", "value", "before", "", "reason"].map((h) => el("th", {}, h)))),
+      el(
+        "tbody",
+        {},
+        changes.map((c) =>
+          el(
+            "tr",
+            { className: c.applied ? "applied" : "refused" },
+            el("td", { className: "id" }, c.key),
+            el("td", { className: "value" }, show(c.value)),
+            el("td", { className: "value" }, show(c.previous)),
+            el("td", { className: "outcome" }, yesNo(c.applied, "applied", "refused")),
+            el("td", {}, reason(c)),
+          ),
         ),
       ),
     ),
@@ -71,12 +83,14 @@ function verdictBlock(v, label = "Verdict") {
 }
 
 export function renderTurn(record) {
-  const moved = record.state_before !== record.state_after;
+  // a turn that chained transitions may come back to where it started: it did not stay, it went round
+  const steps = [record.verdict, ...record.chained].map((v) => v.target_state);
+  const moved = record.state_before !== record.state_after || record.chained.length > 0;
   const flows = record.flow_before !== record.flow_after ? ` (flow ${record.flow_before} → ${record.flow_after})` : "";
   return el(
     "article",
     { className: "turn", dataset: { turn: record.index } },
-    el("h3", {}, `Turn ${record.index}: ${record.state_before}${moved ? ` → ${record.state_after}` : " (stayed)"}${flows}`),
+    el("h3", {}, `Turn ${record.index}: ${record.state_before}${moved ? ` → ${record.chained.length ? steps.join(" → ") : record.state_after}` : " (stayed)"}${flows}`),
     el("p", { className: "quote user" }, el("span", { className: "who" }, "user: "), record.user_message),
     el("p", {}, "Intent: ", el("strong", {}, record.intent), " · proposal: ", el("strong", { className: "proposal" }, record.proposal ?? "stay")),
     verdictBlock(record.verdict),

@@ -1,11 +1,13 @@
 // The inspector page: conversations, a chat panel that streams, the definition drawn with the path
 // taken, each turn's explain record, the trace, the context and the definition's lint findings.
-// Read-only unless the key has the write right (GET v1/me says which).
+// Read-only unless the key has the write right (GET v1/me says which). What is open is in the URL
+// (route.js): the page opens what a link names, and the back button returns to what was open before.
 
 import { ApiError, forgetKey, getJSON, postJSON, segment, storeKey, storedKey, streamMessage } from "./api.js";
 import { append, clear, el, show, time } from "./dom.js";
 import { draw, initMermaid, pathFromTrace } from "./diagram.js";
-import { renderTurn } from "./explain.js";
+import { renderTurn, scrolling } from "./explain.js";
+import { conversationHash, definitionHash, parseRoute } from "./route.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -17,7 +19,12 @@ const page = {
   conversation: null, // ConversationDetail of the one open
   path: [],
   sending: false,
+  navigation: 0, // counts route changes: an open that a later one overtook does not draw over it
+  turnAsked: 0, // counts explain records asked for: only the last one asked is shown
 };
+
+// More definitions than this and their list starts folded: the conversations are what an operator watches.
+const DEFINITIONS_SHOWN_OPEN = 3;
 
 const canWrite = () => Boolean(page.me && page.me.rights.includes("write"));
 
@@ -36,6 +43,17 @@ function askForKey(message = "") {
 
 async function start() {
   initMermaid();
+  try {
+    // asked first, so a page without a key does not send a request bound to fail (and log a 401)
+    const { keys_required: keysRequired } = await getJSON("v1/auth");
+    if (keysRequired && storedKey() === null) {
+      askForKey();
+      return;
+    }
+  } catch (error) {
+    askForKey(String(error.message ?? error));
+    return;
+  }
   try {
     page.me = await getJSON("v1/me");
   } catch (error) {
@@ -58,6 +76,7 @@ async function start() {
   $("read-only").hidden = canWrite();
   await loadDefinitions();
   await loadConversations();
+  await applyRoute();
 }
 
 // --- definitions -------------------------------------------------------------------------------
@@ -73,6 +92,8 @@ async function graph(definitionId) {
 async function loadDefinitions() {
   const { definitions } = await getJSON("v1/definitions");
   const list = clear($("definitions"));
+  $("definition-count").textContent = `(${definitions.length})`;
+  $("definitions-section").open = definitions.length <= DEFINITIONS_SHOWN_OPEN;
   const filter = $("filter-definition");
   const states = new Set();
   filter.replaceChildren(el("option", { value: "" }, "any"));
@@ -85,11 +106,11 @@ async function loadDefinitions() {
         "li",
         { dataset: { definition: item.id } },
         el("div", { className: "title" }, item.name, el("span", { className: "id" }, ` (${item.id})`)),
-        el("div", { className: "note" }, item.description),
+        el("div", { className: "note", title: item.description }, item.description),
         el(
           "div",
           { className: "actions" },
-          el("button", { type: "button", className: "view-definition", onclick: () => viewDefinition(item.id) }, "View"),
+          el("button", { type: "button", className: "view-definition", onclick: () => go(definitionHash(item.id)) }, "View"),
           canWrite()
             ? el("button", { type: "button", className: "start-conversation", onclick: () => startConversation(item.id) }, "New conversation")
             : null,
@@ -132,20 +153,25 @@ async function showLint(definitionId) {
   }
 }
 
-async function viewDefinition(definitionId) {
+// Nothing open: the panels of the last conversation or definition emptied.
+function closeConversation(title = "No conversation selected") {
   page.conversation = null;
+  page.path = [];
   markSelected();
-  $("chat-title").textContent = `Definition ${definitionId}`;
-  $("chat-state").textContent = "";
-  clear($("messages"));
-  clear($("explain"));
-  clear($("turn-picker"));
-  clear($("trace"));
-  $("context").textContent = "";
-  $("path").textContent = "";
-  $("send-form").hidden = true;
+  $("chat-title").textContent = title;
+  for (const id of ["messages", "explain", "turn-picker", "trace", "diagram", "lint"]) clear($(id));
+  for (const id of ["context", "path", "chat-state", "chat-error"]) $(id).textContent = "";
+  updateSendForm();
+}
+
+async function viewDefinition(definitionId) {
+  closeConversation(`Definition ${definitionId}`);
   $("lint-section").open = true;
-  await Promise.all([draw($("diagram"), await graph(definitionId)), showLint(definitionId)]);
+  try {
+    await Promise.all([draw($("diagram"), await graph(definitionId)), showLint(definitionId)]);
+  } catch (error) {
+    report("chat-error", error);
+  }
 }
 
 // --- conversations -----------------------------------------------------------------------------
@@ -170,14 +196,17 @@ function markSelected() {
 function renderConversations() {
   const list = clear($("conversations"));
   const shown = page.conversations.filter(visible);
+  const total = page.conversations.length;
+  $("conversation-count").textContent = shown.length === total ? `(${total})` : `(${shown.length} of ${total})`;
   if (!shown.length) list.append(el("li", { className: "note" }, "No conversation."));
   for (const item of shown) {
     list.append(
       el(
         "li",
-        { dataset: { conversation: item.conversation_id }, onclick: () => openConversation(item.conversation_id) },
-        el("div", { className: "title" }, item.definition, " · ", el("span", { className: "badge" }, item.state)),
-        el("div", { className: "note" }, `${item.status} · ${time(item.updated_at)} · ${item.conversation_id}`),
+        { dataset: { conversation: item.conversation_id }, onclick: () => go(conversationHash(item.conversation_id)) },
+        el("div", { className: "title" }, item.definition, " ", el("span", { className: "badge" }, item.state)),
+        el("div", { className: "note" }, `${item.status} · ${time(item.updated_at)}`),
+        el("div", { className: "id" }, item.conversation_id),
       ),
     );
   }
@@ -199,7 +228,7 @@ async function startConversation(definitionId) {
   try {
     const started = await postJSON("v1/conversations", { definition: definitionId });
     await loadConversations();
-    await openConversation(started.conversation_id);
+    go(conversationHash(started.conversation_id));
   } catch (error) {
     report("chat-error", error);
   }
@@ -227,6 +256,7 @@ async function drawConversation() {
   const open = page.conversation;
   if (!open) return;
   const text = await graph(open.definition);
+  if (page.conversation !== open) return; // another conversation was opened meanwhile: it draws its own
   const path = page.path.length ? `Path: ${page.path.join(" → ")}` : "";
   // a sub-flow runs another definition: its states are not in this diagram, so nothing is highlighted
   const flows = open.stack?.length ? `In sub-flow ${open.stack.join(" › ")} (not drawn here). ` : "";
@@ -234,29 +264,40 @@ async function drawConversation() {
   await draw($("diagram"), text, open.state, page.path);
 }
 
+// The explain record of turn `index`; of several asked in a row, only the last asked is shown.
 async function showTurn(index) {
-  const box = clear($("explain"));
+  const conversationId = page.conversation.conversation_id;
+  const asked = (page.turnAsked += 1);
   for (const button of $("turn-picker").children) button.classList.toggle("selected", Number(button.dataset.turn) === index);
+  let shown;
   try {
-    const record = await getJSON(`v1/conversations/${segment(page.conversation.conversation_id)}/turns/${index}`);
-    box.append(renderTurn(record));
+    shown = renderTurn(await getJSON(`v1/conversations/${segment(conversationId)}/turns/${index}`));
   } catch (error) {
-    box.append(el("p", { className: "note" }, String(error.message ?? error)));
+    shown = el("p", { className: "note" }, String(error.message ?? error));
   }
+  if (asked === page.turnAsked && page.conversation?.conversation_id === conversationId) clear($("explain")).append(shown);
 }
 
 function renderTrace(events) {
   const box = clear($("trace"));
   box.append(
-    el(
-      "table",
-      { className: "trace" },
-      el("thead", {}, el("tr", {}, el("th", {}, "time"), el("th", {}, "event"), el("th", {}, "data"))),
+    scrolling(
       el(
-        "tbody",
-        {},
-        events.map((e) =>
-          el("tr", {}, el("td", {}, new Date(e.timestamp * 1000).toLocaleTimeString()), el("td", {}, e.event), el("td", {}, show(e.data))),
+        "table",
+        { className: "trace" },
+        el("thead", {}, el("tr", {}, el("th", {}, "time"), el("th", {}, "event"), el("th", {}, "data"))),
+        el(
+          "tbody",
+          {},
+          events.map((e) =>
+            el(
+              "tr",
+              {},
+              el("td", { className: "time" }, new Date(e.timestamp * 1000).toLocaleTimeString()),
+              el("td", { className: "event" }, e.event),
+              el("td", { className: "value" }, show(e.data)),
+            ),
+          ),
         ),
       ),
     ),
@@ -264,10 +305,13 @@ function renderTrace(events) {
 }
 
 // Everything about the open conversation, read again: after opening it and after each turn.
+// False when the user went elsewhere meanwhile: then it stops drawing, and what was opened since stays.
 async function refreshConversation(conversationId) {
+  const ticket = page.navigation;
   const base = `v1/conversations/${segment(conversationId)}`;
   const [detail, trace] = await Promise.all([getJSON(base), getJSON(`${base}/trace`)]);
-  page.conversation = detail;
+  if (ticket !== page.navigation) return false;
+  page.conversation = detail; // from here on, only another conversation opened replaces it
   page.path = pathFromTrace(trace);
   $("chat-title").textContent = `${detail.definition} · ${detail.conversation_id}`;
   $("chat-state").textContent = detail.ended ? `${detail.state} (${detail.status})` : detail.state;
@@ -275,19 +319,30 @@ async function refreshConversation(conversationId) {
   renderTrace(trace);
   const picker = clear($("turn-picker"));
   for (let index = 1; index <= detail.turn_count; index += 1) {
-    picker.append(el("button", { type: "button", dataset: { turn: index }, onclick: () => showTurn(index) }, String(index)));
+    picker.append(
+      el("button", { type: "button", dataset: { turn: index }, onclick: () => go(conversationHash(conversationId, index)) }, String(index)),
+    );
   }
   updateSendForm();
   await drawConversation();
-  if (detail.turn_count > 0) await showTurn(detail.turn_count);
+  if (page.conversation !== detail) return false;
+  // the turn the address names now (the user may have gone back or forward while this loaded), else the last
+  const route = parseRoute(location.hash);
+  const turn = route.conversation === conversationId ? route.turn : null;
+  if (detail.turn_count > 0) await showTurn(turn ?? detail.turn_count);
   else clear($("explain")).append(el("p", { className: "note" }, "No turn yet."));
+  return page.conversation === detail;
 }
 
 async function openConversation(conversationId) {
+  const ticket = page.navigation;
   $("chat-error").textContent = "";
+  clear($("messages"));
   try {
-    await refreshConversation(conversationId);
+    if (!(await refreshConversation(conversationId))) return;
   } catch (error) {
+    if (ticket !== page.navigation) return;
+    closeConversation();
     report("chat-error", error);
     return;
   }
@@ -318,15 +373,23 @@ async function send(text) {
         if (data.state !== open.state) page.path = [...page.path, data.state];
         open.state = data.state;
         open.ended = data.ended;
-        $("chat-state").textContent = data.state;
-        await drawConversation();
+        if (page.conversation === open) {
+          $("chat-state").textContent = data.state;
+          await drawConversation();
+        }
       } else if (event === "done") {
         if (!replyText.textContent && data.reply) replyText.textContent = data.reply;
       } else if (event === "error") {
         throw new ApiError(data.status ?? 500, data.code, data.message);
       }
     }
-    await refreshConversation(open.conversation_id);
+    // the user may have opened another conversation while this turn ran: then that one stays open
+    if (page.conversation === open) {
+      if (location.hash !== conversationHash(open.conversation_id)) {
+        history.replaceState(null, "", conversationHash(open.conversation_id)); // shown at its new last turn
+      }
+      await refreshConversation(open.conversation_id);
+    }
     await loadConversations();
   } catch (error) {
     reply.classList.add("failed");
@@ -339,6 +402,35 @@ async function send(text) {
     if (!$("send-form").hidden) $("message-input").focus();
   }
 }
+
+// --- the address -------------------------------------------------------------------------------
+
+// Opens what the URL names; called on load (a link) and on every change (a click, back, forward).
+async function applyRoute() {
+  if (!page.me) return;
+  const ticket = (page.navigation += 1);
+  const route = parseRoute(location.hash);
+  if (route.conversation) {
+    if (page.conversation?.conversation_id === route.conversation) {
+      await showTurn(route.turn ?? page.conversation.turn_count);
+    } else {
+      await openConversation(route.conversation);
+    }
+  } else if (route.definition) {
+    await viewDefinition(route.definition);
+  } else {
+    closeConversation();
+  }
+  if (ticket === page.navigation) markSelected();
+}
+
+// A new history entry for `hash` (the hashchange listener opens it); the same one again is re-opened.
+function go(hash) {
+  if (location.hash === hash) applyRoute();
+  else location.hash = hash;
+}
+
+window.addEventListener("hashchange", applyRoute);
 
 // --- wiring ------------------------------------------------------------------------------------
 
@@ -353,13 +445,9 @@ $("key-form").addEventListener("submit", (event) => {
 
 // Another key may see other conversations and have other rights: nothing of the last one's stays on the page.
 function closeAll() {
-  page.conversation = null;
-  page.path = [];
+  closeConversation();
   page.graphs.clear();
-  for (const id of ["messages", "diagram", "turn-picker", "explain", "lint", "trace", "conversations", "definitions"]) clear($(id));
-  for (const id of ["context", "path", "chat-state", "chat-error"]) $(id).textContent = "";
-  $("chat-title").textContent = "No conversation selected";
-  updateSendForm();
+  for (const id of ["conversations", "definitions"]) clear($(id));
 }
 
 $("forget-key").addEventListener("click", () => {

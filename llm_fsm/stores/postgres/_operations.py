@@ -23,9 +23,11 @@ from llm_fsm.stores.codec import (
     decode_turn,
     encode,
     encode_message,
+    escape_nul,
     for_turn,
     not_found,
     turns_after,
+    unescape_nul,
     with_log,
 )
 from llm_fsm.stores.postgres._sql import SCHEMA_VERSION
@@ -98,17 +100,19 @@ class _Operations:
         return with_log(
             decode(record, where=where),
             [decode_turn(t, where=f"{where} turns") for t in turns],
-            [(m, r) for m, r in (replies or [])],
+            [(unescape_nul(m), unescape_nul(r)) for m, r in (replies or [])],
         )
 
     def _load_for_turn(
         self, conversation_id: str, user_id: str | None, room_id: str | None, message_id: str | None
     ) -> _Ops[FSMInstance]:
-        params = {"id": conversation_id, "user": user_id, "room": room_id, "message_id": message_id}
+        stored_id = None if message_id is None else escape_nul(message_id)
+        params = {"id": conversation_id, "user": user_id, "room": room_id, "message_id": stored_id}
         result = yield _Sql(self._q["load_for_turn"], params)
         if not result.rows:
             raise not_found(conversation_id)
         record, reply = result.rows[0]
+        reply = None if reply is None else unescape_nul(reply)
         return for_turn(decode(record, where=self._where(conversation_id)), message_id, reply)
 
     def _prepare_save(
@@ -137,8 +141,8 @@ class _Operations:
             "turn_idx": [index for index, _ in turns],
             "turn_records": [text for _, text in turns],
             "keep_turns": encoded.retention.turn_records - 1,
-            "message_ids": [message_id for message_id, _ in encoded.replies],
-            "replies": [reply for _, reply in encoded.replies],
+            "message_ids": [escape_nul(message_id) for message_id, _ in encoded.replies],  # text holds no U+0000
+            "replies": [escape_nul(reply) for _, reply in encoded.replies],
             "keep_ids": encoded.retention.message_ids - 1,
         }
 
