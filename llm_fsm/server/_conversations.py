@@ -100,7 +100,7 @@ async def list_conversations(
     limit: Annotated[int, Query(ge=1, le=1000, description="At most this many, newest first.")] = 100,
     cursor: Annotated[
         str | None,
-        Query(max_length=2048, description="The `next_cursor` of the page before; absent for the first page."),
+        Query(description="The `next_cursor` of the page before; absent for the first page."),
     ] = None,
 ) -> ConversationList:
     """The caller's conversations, newest first, a page at a time: pass `next_cursor` back as `cursor` (null: the

@@ -47,3 +47,8 @@ def test_a_cursor_no_listing_gave_is_a_400_invalid_cursor(server: Server) -> Non
     response = server.client.get("/v1/conversations?cursor=not-a-cursor", headers=server.headers())
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_cursor"
+
+
+def test_an_overlong_cursor_is_the_same_400_invalid_cursor(server: Server) -> None:
+    response = server.client.get("/v1/conversations?cursor=" + "A" * 5000, headers=server.headers())
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_cursor"
