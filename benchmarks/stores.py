@@ -56,6 +56,7 @@ Run from the repository root::
     python benchmarks/stores.py --turns 200 --runs 1 --no-throughput
     python benchmarks/stores.py --against 15a0e12    # the same-run before/after for the summary line
     python benchmarks/stores.py --json
+    python benchmarks/stores.py --listing            # a page of 50 among 100 / 100,000 conversations
 """
 
 from __future__ import annotations
@@ -911,7 +912,14 @@ def print_report(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--listing" in argv:  # what a page of a listing costs as the store fills: benchmarks/stores_listing.py
+        sys.path.insert(0, str(REPO_ROOT))
+        from stores_listing import main as listing
+
+        return listing([arg for arg in argv if arg != "--listing"])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--listing", action="store_true", help="the listing benchmark instead (stores_listing.py)")
     parser.add_argument("--turns", type=int, default=None, help="user turns per conversation (default 1000)")
     parser.add_argument("--runs", type=int, default=None, help="runs of the per-turn measurement (default 3)")
     parser.add_argument(

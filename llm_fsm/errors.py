@@ -299,6 +299,10 @@ class UsageError(FSMError, ValueError):
     """A call whose arguments cannot mean anything sensible, e.g. listing conversations without saying whose."""
 
 
+class InvalidCursorError(UsageError):
+    """A listing's ``cursor`` that no listing gave (cursors are opaque): garbled, cut short or edited by hand."""
+
+
 __all__ = [
     "ActionError",
     "ActionNotRegisteredError",
@@ -313,6 +317,7 @@ __all__ = [
     "DefinitionError",
     "DefinitionNotFoundError",
     "FSMError",
+    "InvalidCursorError",
     "FlowError",
     "HandoffError",
     "HookError",

@@ -88,32 +88,48 @@ def trace_command(
 @click.option(
     "--usage", is_flag=True, help="Add model calls, tokens and cost of each conversation (loads every one listed)."
 )
-def conversations_command(store: str | None, user_id: str | None, room_id: str | None, usage: bool) -> None:
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, help="At most this many; the next page's cursor is printed."
+)
+@click.option("--cursor", default=None, help="The cursor a --limit listing printed: list the page after it.")
+def conversations_command(
+    store: str | None, user_id: str | None, room_id: str | None, usage: bool, limit: int | None, cursor: str | None
+) -> None:
     """List stored conversations, newest first, with the user and room each belongs to.
 
     A stored conversation answers only to the user and room it was started
     with: pass the same --user and --room to chat --resume, explain and trace.
+    With --limit, a page: the command to list the next one is printed on
+    stderr (nothing when this page is the last).
 
     \b
     Example:
       llm-fsm conversations
       llm-fsm conversations --store redis://localhost:6379/0 --user alice
+      llm-fsm conversations --limit 50
+      llm-fsm conversations --limit 50 --cursor eyJ0Ijox...
       llm-fsm conversations --usage
     """
+    from llm_fsm.errors import InvalidCursorError
     from llm_fsm.stores import open_store
+    from llm_fsm.stores._paging import page_of
 
     opened = open_store(_store_url(store))
-    if user_id is not None and room_id is not None:
-        summaries = opened.list(user_id=user_id, room_id=room_id)
-    else:  # the stores match an exact (user, room) pair; one of the two filters every pair that has it
-        summaries = [
-            s
-            for s in opened.list()
-            if (user_id is None or s.user_id == user_id) and (room_id is None or s.room_id == room_id)
-        ]
+    try:
+        if room_id is not None and user_id is None:  # no store indexes a room across users: read all, then filter
+            page = page_of([s for s in opened.list() if s.room_id == room_id], limit, cursor)
+        elif user_id is not None and room_id is None:
+            page = opened.list_page(user_id=user_id, all_rooms=True, limit=limit, cursor=cursor)  # type: ignore[attr-defined]
+        else:
+            page = opened.list_page(user_id=user_id, room_id=room_id, limit=limit, cursor=cursor)  # type: ignore[attr-defined]
+    except InvalidCursorError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cursor") from None
+    summaries = page.items
     # the stores' summaries do not carry the mode (it is not a column of the SQL stores): each record is read
     instances = [opened.load(s.conversation_id, user_id=s.user_id, room_id=s.room_id) for s in summaries]
     usages = [instance.usage for instance in instances] if usage else None
     modes = [instance.mode for instance in instances]
     for line in conversation_lines(summaries, usages, modes):
         click.echo(line)
+    if page.next_cursor is not None:
+        click.echo(f"next page: --cursor {page.next_cursor}", err=True)

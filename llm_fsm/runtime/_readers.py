@@ -7,6 +7,7 @@ Each reader is one operation (a load, or one of the store's reads) run by ``_run
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from llm_fsm.definition._model import FSMDefinition
@@ -19,7 +20,8 @@ from llm_fsm.errors import TurnNotFoundError, UsageError
 from llm_fsm.runtime._base import RuntimeBase
 from llm_fsm.runtime._effects import LoadActiveDefinition, LoadConversation, StoreCall
 from llm_fsm.runtime._operations import Operation, read
-from llm_fsm.stores import ConversationSummary
+from llm_fsm.stores import ConversationPage, ConversationSummary
+from llm_fsm.stores._paging import check_limit, decode_cursor, page_of
 
 logger = logging.getLogger(__name__)
 
@@ -147,19 +149,41 @@ class ReadersAPI(RuntimeBase):
         return await self._arun(_validating(conversation_id, target_state, user_id, room_id))
 
     def list_conversations(
-        self, *, user_id: str | None = None, room_id: str | None = None, all_users: bool = False
-    ) -> list[ConversationSummary]:
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_users: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage:
         """Conversations newest first: one user's (in every room, or in ``room_id``), or everyone's.
 
         Listing every user's conversations is an operator's act, so it must be asked for with
         ``all_users=True``; without a user it is refused rather than silently done.
+
+        Pages: with ``limit``, at most that many, and ``next_cursor`` (None on the last page) to pass back as
+        ``cursor`` for the next; without it, everything (after ``cursor``). The result is a list of summaries
+        (``.items`` too), so code written before pages keeps working. A cursor no listing gave raises
+        InvalidCursorError. Pages are stable: a conversation started or saved while a client pages is newer
+        than the cursor, so it neither appears on a later page nor shifts one.
         """
-        return self._run(_listing(user_id, room_id, all_users))
+        return self._run(_listing(_Listing(user_id, room_id, all_users, limit, cursor), self._pages()))
 
     async def alist_conversations(
-        self, *, user_id: str | None = None, room_id: str | None = None, all_users: bool = False
-    ) -> list[ConversationSummary]:
-        return await self._arun(_listing(user_id, room_id, all_users))
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_users: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        return await self._arun(_listing(_Listing(user_id, room_id, all_users, limit, cursor), self._pages()))
+
+    def _pages(self) -> bool:
+        """Whether the store pages itself (``PagedStore``); a store written to the older protocol only lists."""
+        return callable(getattr(self.store, "list_page", None))
 
 
 # --- the operations behind them -------------------------------------------------------------------------------
@@ -195,16 +219,34 @@ def _validating(
     return valid, why
 
 
-def _listing(user_id: str | None, room_id: str | None, all_users: bool) -> Operation[list[ConversationSummary]]:
-    scope = _listing_scope(user_id, room_id, all_users)
-    summaries: list[ConversationSummary] = yield StoreCall("list", (), scope)
-    if all_users or room_id is not None:
-        return list(summaries)
-    return [s for s in summaries if s.user_id == user_id]  # every room of this user
+@dataclass(frozen=True)
+class _Listing:
+    user_id: str | None
+    room_id: str | None
+    all_users: bool
+    limit: int | None
+    cursor: str | None
+
+
+def _listing(asked: _Listing, pages: bool) -> Operation[ConversationPage]:
+    check_limit(asked.limit)
+    if asked.cursor is not None:
+        decode_cursor(asked.cursor)  # refused before the store is asked
+    scope = _listing_scope(asked.user_id, asked.room_id, asked.all_users)
+    if pages:
+        page: ConversationPage = yield StoreCall(
+            "list_page", (), {**scope, "limit": asked.limit, "cursor": asked.cursor}
+        )
+        return page
+    listed = {} if scope.get("all_rooms") else scope  # ``list`` knows no user in every room: all, then filtered
+    summaries: list[ConversationSummary] = yield StoreCall("list", (), listed)
+    if scope.get("all_rooms"):
+        summaries = [s for s in summaries if s.user_id == asked.user_id]  # every room of this user
+    return page_of(summaries, asked.limit, asked.cursor)
 
 
 def _listing_scope(user_id: str | None, room_id: str | None, all_users: bool) -> dict[str, Any]:
-    """What to ask the store for. Stores match an exact (user, room) pair, or list everything when both are None."""
+    """What to ask the store for: an exact (user, room) pair, a user in every room, or everything (both None)."""
     if all_users:
         if user_id is not None or room_id is not None:
             raise UsageError("all_users=True lists every conversation; do not also give user_id or room_id")
@@ -214,7 +256,9 @@ def _listing_scope(user_id: str | None, room_id: str | None, all_users: bool) ->
             "list_conversations() needs user_id (that user's conversations) or all_users=True (everyone's, "
             "an operator's listing); room_id alone does not say whose"
         )
-    return {"user_id": user_id, "room_id": room_id} if room_id is not None else {}
+    if room_id is not None:
+        return {"user_id": user_id, "room_id": room_id}
+    return {"user_id": user_id, "all_rooms": True}
 
 
 def _turn_record(instance: FSMInstance, turn: int) -> TurnRecord:

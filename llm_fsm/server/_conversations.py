@@ -98,9 +98,14 @@ async def list_conversations(
     manager: Manager,
     registry: Registry,
     limit: Annotated[int, Query(ge=1, le=1000, description="At most this many, newest first.")] = 100,
+    cursor: Annotated[
+        str | None,
+        Query(description="The `next_cursor` of the page before; absent for the first page."),
+    ] = None,
 ) -> ConversationList:
-    """The caller's conversations, newest first."""
-    summaries = await manager.alist_conversations(user_id=caller.tenant)
+    """The caller's conversations, newest first, a page at a time: pass `next_cursor` back as `cursor` (null: the
+    last page). A conversation started while a client pages shows on no later page and shifts none."""
+    page = await manager.alist_conversations(user_id=caller.tenant, limit=limit, cursor=cursor)
     return ConversationList(
         conversations=[
             ConversationItem(
@@ -111,8 +116,9 @@ async def list_conversations(
                 version=s.version,
                 updated_at=s.updated_at,
             )
-            for s in summaries[:limit]
-        ]
+            for s in page.items
+        ],
+        next_cursor=page.next_cursor,
     )
 
 

@@ -168,6 +168,9 @@ class ConversationItem(BaseModel):
 
 class ConversationList(BaseModel):
     conversations: list[ConversationItem]
+    next_cursor: str | None = Field(
+        default=None, description="Pass back as `cursor` for the next page; null on the last page."
+    )
 
 
 class DefinitionItem(BaseModel):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from llm_fsm.definition import FSMDefinition
 from llm_fsm.engine import FSMInstance, TraceEvent, TurnOutcome, TurnRecord
-from llm_fsm.stores import ConversationSummary
+from llm_fsm.stores import ConversationPage
 
 Message = str | list[dict[str, Any]]
 """A user message: text, or content parts in OpenAI's format."""
@@ -77,7 +77,9 @@ class ManagerProtocol(Protocol):
         self, conversation_id: str, *, user_id: str | None = None
     ) -> list[dict[str, Any]]: ...
 
-    async def alist_conversations(self, *, user_id: str | None = None) -> list[ConversationSummary]: ...
+    async def alist_conversations(
+        self, *, user_id: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> ConversationPage: ...
 
     async def aexplain(self, conversation_id: str, turn: int = -1, *, user_id: str | None = None) -> TurnRecord: ...
 

@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from llm_fsm.errors import StoreError
+from llm_fsm.stores._paging import ConversationPage
 from llm_fsm.stores.base import AsyncConversationStore, AsyncStoreMixin, ConversationStore, ConversationSummary
 from llm_fsm.stores.codec import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -242,6 +243,7 @@ def _path(rest: str) -> str:
 __all__ = [
     "AsyncConversationStore",
     "AsyncStoreMixin",
+    "ConversationPage",
     "ConversationStore",
     "ConversationSummary",
     "DEFAULT_MAX_RECORD_BYTES",

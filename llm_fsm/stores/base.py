@@ -20,12 +20,15 @@ from __future__ import annotations
 import asyncio
 import builtins
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from llm_fsm._threads import run_blocking
 from llm_fsm.engine._data import DEFAULT_MAX_TURN_RECORDS
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._turn import DEFAULT_MAX_PROCESSED_MESSAGE_IDS
+
+if TYPE_CHECKING:
+    from llm_fsm.stores._paging import ConversationPage
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,38 @@ class TurnLogStore(Protocol):
         """``load_for_turn``, awaited."""
 
 
+@runtime_checkable
+class PagedStore(Protocol):
+    """A store that lists a page at a time (every store of this package; the manager pages over ``list`` otherwise).
+
+    Pages are newest first by ``(updated_at, conversation_id)``; ``cursor`` is the ``next_cursor`` of the
+    page before (opaque, see ``llm_fsm.stores._paging``; InvalidCursorError when no listing gave it);
+    ``limit`` None lists everything after the cursor. Scope: ``all_rooms=True`` is ``user_id``'s
+    conversations in every room; otherwise the exact (user, room) pair, or everyone's when both are None,
+    as ``list``. The SQL stores and Redis serve a page from an index, never a scan.
+    """
+
+    def list_page(
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_rooms: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage: ...
+
+    async def alist_page(
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_rooms: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage: ...
+
+
 class AsyncStoreMixin:
     """Async twins of the sync methods, run on the library's I/O pool so the event loop never blocks on I/O.
 
@@ -198,6 +233,25 @@ class AsyncStoreMixin:
     async def alist(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
         return await run_blocking(self.list, user_id=user_id, room_id=room_id)  # type: ignore[attr-defined]
 
+    async def alist_page(
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_rooms: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        page: ConversationPage = await run_blocking(
+            self.list_page,  # type: ignore[attr-defined]
+            user_id=user_id,
+            room_id=room_id,
+            all_rooms=all_rooms,
+            limit=limit,
+            cursor=cursor,
+        )
+        return page
+
     async def atranscript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> list[dict[str, Any]]:
@@ -233,6 +287,7 @@ __all__ = [
     "AsyncStoreMixin",
     "ConversationStore",
     "ConversationSummary",
+    "PagedStore",
     "Retention",
     "TurnLogStore",
 ]

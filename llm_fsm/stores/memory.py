@@ -22,6 +22,7 @@ from llm_fsm.engine._data import copy_json
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import TurnRecord
 from llm_fsm.errors import ConcurrentUpdateError
+from llm_fsm.stores._paging import ConversationPage, ScanPaging
 from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
 from llm_fsm.stores.codec import (
     SizeLimits,
@@ -45,7 +46,7 @@ class _Entry:
     replies: dict[str, str] = field(default_factory=dict)
 
 
-class MemoryStore(AsyncStoreMixin):
+class MemoryStore(ScanPaging, AsyncStoreMixin):
     """A dict behind a lock; same compare-and-set and isolation rules as every other store."""
 
     def __init__(self, *, max_record_bytes: int | None = None, max_context_bytes: int | None = None) -> None:
@@ -192,6 +193,17 @@ class MemoryStore(AsyncStoreMixin):
         self, *, user_id: str | None = None, room_id: str | None = None
     ) -> builtins.list[ConversationSummary]:
         return self.list(user_id=user_id, room_id=room_id)
+
+    async def alist_page(
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_rooms: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        return self.list_page(user_id=user_id, room_id=room_id, all_rooms=all_rooms, limit=limit, cursor=cursor)
 
     async def atranscript(
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None

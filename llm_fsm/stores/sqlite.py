@@ -36,6 +36,7 @@ from llm_fsm.errors import (
     StoreError,
     StoreUnavailableError,
 )
+from llm_fsm.stores._paging import ConversationPage, check_limit, cut, page_filter
 from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
 from llm_fsm.stores.codec import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -55,12 +56,16 @@ from llm_fsm.stores.codec import (
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """1: conversations and archive; 2: the turn log (turns, replies). Opening a version-1 file adds the tables; its
 records, which hold their turns, move them to the log on their next save. 3: fewer pages written per turn: ``turns``
 is a rowid table (a turn record of about 1 KB spilled to an overflow page in a WITHOUT ROWID table, whose rows are
 kept under a quarter of a page, so appending and trimming one cost four pages, not two) and the owner index leaves
-out ``updated_at`` (every save rewrote it). Opening a version-2 file copies its turn log into the new table."""
+out ``updated_at`` (every save rewrote it). Opening a version-2 file copies its turn log into the new table. 4: pages
+from an index: listings are ordered by ``(updated_at, conversation_id)``, served by ``conversations_by_recency``
+(everyone's, and ``expire``; it replaces ``conversations_by_age``) and ``conversations_by_user`` (a user's, in every
+room or one: a room's page walks its user's entries), so a page costs its own rows whatever the table holds. A save
+rewrites two index entries (``updated_at`` changes) where it rewrote one. Opening an older file builds them."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -76,7 +81,8 @@ CREATE TABLE IF NOT EXISTS conversations (
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS conversations_by_owner ON conversations (user_id, room_id);
-CREATE INDEX IF NOT EXISTS conversations_by_age ON conversations (updated_at);
+CREATE INDEX IF NOT EXISTS conversations_by_recency ON conversations (updated_at, conversation_id);
+CREATE INDEX IF NOT EXISTS conversations_by_user ON conversations (user_id, updated_at, conversation_id);
 CREATE TABLE IF NOT EXISTS archive (
     conversation_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -320,6 +326,26 @@ class SQLiteStore(AsyncStoreMixin):
                 ).fetchall()
         return [ConversationSummary(*row) for row in rows]
 
+    def list_page(
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_rooms: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        check_limit(limit)
+        conditions, params = page_filter(user_id, room_id, all_rooms, cursor)
+        where = f" WHERE {conditions}" if conditions else ""
+        sql = f"SELECT {_SUMMARY_COLUMNS} FROM conversations{where} ORDER BY updated_at DESC, conversation_id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit + 1)
+        with self._read() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return cut([ConversationSummary(*row) for row in rows], limit)
+
     def expire(self, *, older_than: float) -> int:
         cutoff = time.time() - older_than
         with self._write() as conn:
@@ -426,6 +452,7 @@ class SQLiteStore(AsyncStoreMixin):
             if version == 2:  # the WITHOUT ROWID turn log is copied into the rowid table below
                 conn.execute("ALTER TABLE turns RENAME TO turns_v2")
             conn.execute("DROP INDEX IF EXISTS conversations_by_owner")  # versions 1 and 2 had updated_at in it
+            conn.execute("DROP INDEX IF EXISTS conversations_by_age")  # versions 1 to 3; conversations_by_recency now
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)

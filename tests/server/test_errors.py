@@ -179,7 +179,7 @@ def test_a_store_that_is_down_is_503_store_unavailable_on_calls_and_on_readyz(se
     # a store that is down fails the first call of a request (the load); one failing only at the save is
     # outcome_unknown (tests/runtime/test_issue20_races.py)
     operations = ("load", "aload", "load_for_turn", "aload_for_turn", "save", "asave", "list", "alist", "transcript")
-    for operation in (*operations, "atranscript"):
+    for operation in (*operations, "atranscript", "list_page", "alist_page"):
         setattr(server.manager.store, operation, down)
     for response in (
         server.send(cid, "hello"),

@@ -12,6 +12,7 @@ from llm_fsm.errors import (
     ConcurrentUpdateError,
     ContextError,
     ConversationNotFoundError,
+    InvalidCursorError,
     RecordTooLargeError,
 )
 from llm_fsm.stores import ConversationStore
@@ -365,3 +366,102 @@ def test_concurrent_async_saves_on_one_version_let_exactly_one_win(store: Conver
 
     outcomes = asyncio.run(race())
     assert sorted(type(o).__name__ for o in outcomes) == ["ConcurrentUpdateError"] * 7 + ["int"]
+
+
+# --- pages ---------------------------------------------------------------------------
+
+
+def _saved(store: ConversationStore, count: int, **owner: Any) -> list[str]:
+    """``count`` conversations a second apart, returned newest first."""
+    now = time.time()
+    instances = [plain_instance(updated_at=now - 1000 + n, **owner) for n in range(count)]
+    for instance in instances:
+        store.save(instance, expected_version=None)
+    return [i.conversation_id for i in reversed(instances)]
+
+
+def _pages(store: Any, limit: int, **scope: Any) -> list[list[str]]:
+    pages: list[list[str]] = []
+    cursor = None
+    while True:
+        page = store.list_page(limit=limit, cursor=cursor, **scope)
+        pages.append([s.conversation_id for s in page.items])
+        cursor = page.next_cursor
+        if cursor is None:
+            return pages
+
+
+def test_pages_are_disjoint_newest_first_and_together_list_everything(store: Any) -> None:
+    newest_first = _saved(store, 7)
+    pages = _pages(store, 3, user_id="alice", room_id="room-1")
+    assert pages == [newest_first[:3], newest_first[3:6], newest_first[6:]]
+
+
+def test_the_last_page_has_no_next_cursor(store: Any) -> None:
+    _saved(store, 3)
+    page = store.list_page(user_id="alice", room_id="room-1", limit=3)
+    assert len(page.items) == 3 and page.next_cursor is None
+
+
+def test_conversations_with_the_same_time_are_paged_by_id_without_loss(store: Any) -> None:
+    at = time.time() - 50
+    ids = sorted(f"tie-{n}" for n in range(5))
+    for cid in ids:
+        store.save(plain_instance(conversation_id=cid, updated_at=at), expected_version=None)
+    assert sum(_pages(store, 2, user_id="alice", room_id="room-1"), []) == ids[::-1]
+
+
+def test_a_conversation_started_between_pages_neither_appears_later_nor_shifts_them(store: Any) -> None:
+    newest_first = _saved(store, 6)
+    first = store.list_page(user_id="alice", room_id="room-1", limit=2)
+    store.save(plain_instance(), expected_version=None)  # newer than every listed one
+    second = store.list_page(user_id="alice", room_id="room-1", limit=2, cursor=first.next_cursor)
+    third = store.list_page(user_id="alice", room_id="room-1", limit=2, cursor=second.next_cursor)
+    assert [s.conversation_id for s in second.items + third.items] == newest_first[2:]
+
+
+def test_a_users_pages_cover_every_room_of_that_user_only(store: Any) -> None:
+    mine = set(_saved(store, 3, user_id="alice", room_id="room-1"))
+    mine |= set(_saved(store, 2, user_id="alice", room_id=None))
+    _saved(store, 2, user_id="bob", room_id="room-1")
+    pages = _pages(store, 2, user_id="alice", all_rooms=True)
+    listed = sum(pages, [])
+    assert len(listed) == len(mine) and set(listed) == mine
+
+
+def test_a_rooms_pages_hold_only_that_room(store: Any) -> None:
+    room = _saved(store, 3, user_id="alice", room_id="room-2")
+    _saved(store, 3, user_id="alice", room_id="room-1")
+    assert sum(_pages(store, 2, user_id="alice", room_id="room-2"), []) == room
+
+
+def test_everyones_pages_list_every_owner(store: Any) -> None:
+    everyone = set(_saved(store, 2, user_id="alice", room_id="room-1"))
+    everyone |= set(_saved(store, 2, user_id=None, room_id=None))
+    everyone |= set(_saved(store, 1, user_id="bob", room_id="x"))
+    listed = sum(_pages(store, 2), [])
+    assert len(listed) == 5 and set(listed) == everyone
+
+
+def test_a_page_without_limit_is_everything_after_the_cursor(store: Any) -> None:
+    newest_first = _saved(store, 4)
+    first = store.list_page(user_id="alice", room_id="room-1", limit=1)
+    rest = store.list_page(user_id="alice", room_id="room-1", cursor=first.next_cursor)
+    assert [s.conversation_id for s in rest.items] == newest_first[1:] and rest.next_cursor is None
+
+
+@pytest.mark.parametrize("cursor", ["", "not base64!", "bm90IGpzb24", "eyJ0IjoxfQ", "W10", "eyJ0IjoiMSIsImMiOiJ4In0"])
+def test_a_cursor_no_listing_gave_is_refused(store: Any, cursor: str) -> None:
+    with pytest.raises(InvalidCursorError):
+        store.list_page(user_id="alice", room_id="room-1", limit=2, cursor=cursor)
+
+
+def test_pages_are_served_async_too(store: Any) -> None:
+    newest_first = _saved(store, 3)
+
+    async def both() -> list[str]:
+        first = await store.alist_page(user_id="alice", room_id="room-1", limit=2)
+        rest = await store.alist_page(user_id="alice", room_id="room-1", limit=2, cursor=first.next_cursor)
+        return [s.conversation_id for s in first.items + rest.items]
+
+    assert asyncio.run(both()) == newest_first

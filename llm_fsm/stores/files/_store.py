@@ -17,6 +17,7 @@ from llm_fsm.errors import (
     StoreError,
     StoreUnavailableError,
 )
+from llm_fsm.stores._paging import ConversationPage, check_limit, decode_cursor, page_of
 from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
 from llm_fsm.stores.codec import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -155,16 +156,42 @@ class FileStore(_Archive, _TurnLog, AsyncStoreMixin):
             directories = [d for u in _subdirs(self.root) for d in _subdirs(u)]
         else:
             directories = [self.root / segment(user_id) / segment(room_id)]
+        owner = None if _everyone(user_id, room_id) else (user_id, room_id)
+        return sorted(self._summaries(directories, owner), key=lambda s: s.updated_at, reverse=True)
+
+    def list_page(
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_rooms: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        """A page read from the records of the scope's folders (the store keeps no index: a listing reads every
+        record of its scope, and a user's listing reads only that user's folder)."""
+        check_limit(limit)
+        if cursor is not None:
+            decode_cursor(cursor)  # refused before the scan
+        if not all_rooms:
+            return page_of(self.list(user_id=user_id, room_id=room_id), limit, cursor)
+        directories = _subdirs(self.root / segment(user_id))
+        found = [s for s in self._summaries(directories, None) if s.user_id == user_id]
+        return page_of(found, limit, cursor)
+
+    def _summaries(
+        self, directories: builtins.list[Path], owner: tuple[str | None, str | None] | None
+    ) -> builtins.list[ConversationSummary]:
         summaries: list[ConversationSummary] = []
         for directory in directories:
             for primary in _primaries(directory):
                 instance = self._read_listed(directory, primary)
                 if instance is None:
                     continue
-                if not _everyone(user_id, room_id) and not owned_by(instance, user_id, room_id):
+                if owner is not None and not owned_by(instance, *owner):
                     continue
                 summaries.append(summary_of(instance))
-        return sorted(summaries, key=lambda s: s.updated_at, reverse=True)
+        return summaries
 
     def expire(self, *, older_than: float) -> int:
         cutoff = time.time() - older_than

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import ConcurrentUpdateError, StoreError
+from llm_fsm.stores._paging import ConversationPage, check_limit, cut, page_filter
 from llm_fsm.stores.base import ConversationSummary, Retention
 from llm_fsm.stores.codec import (
     SizeLimits,
@@ -179,6 +180,21 @@ class _Operations:
             query = query.replace("%(room_test)s", "IS NULL" if room_id is None else "= %(room)s")
             result = yield _Sql(query, {"user": user_id, "room": room_id})
         return [ConversationSummary(*row) for row in result.rows]
+
+    def _page(
+        self, user_id: str | None, room_id: str | None, all_rooms: bool, limit: int | None, cursor: str | None
+    ) -> _Ops[ConversationPage]:
+        check_limit(limit)
+        conditions, values = page_filter(user_id, room_id, all_rooms, cursor)
+        params: dict[str, Any] = {f"p{n}": value for n, value in enumerate(values)}
+        for n in range(len(values)):
+            conditions = conditions.replace("?", f"%(p{n})s", 1)
+        query = self._q["page"].replace("%(where)s", f" AND {conditions}" if conditions else "")
+        if limit is not None:
+            params["limit"] = limit + 1
+        query = query.replace("%(limit)s", "" if limit is None else " LIMIT %(limit)s")
+        result = yield _Sql(query, params)
+        return cut([ConversationSummary(*row) for row in result.rows], limit)
 
     def _expire(self, older_than: float) -> _Ops[int]:
         result = yield _Sql(self._q["expire"], {"cutoff": time.time() - older_than})

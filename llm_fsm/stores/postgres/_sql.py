@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
-"""The table layout this code reads and writes; a database whose ``schema_version`` is higher is refused."""
+SCHEMA_VERSION = 2
+"""The table layout this code reads and writes; a database whose ``schema_version`` is higher is refused.
+
+2: listings page through indexes on ``(updated_at, conversation_id)``: ``conversations_by_recency`` (everyone's,
+and ``expire``; it replaces ``conversations_by_age``), ``conversations_by_user`` (a user's, every room) and
+``conversations_by_pair`` (a room's; it replaces ``conversations_by_owner``), so a page costs its own rows whatever
+the table holds. A database of version 1 gets them when a store first opens it."""
 
 _CREATE = """
 CREATE TABLE IF NOT EXISTS {s}.conversations (
@@ -20,8 +25,11 @@ CREATE TABLE IF NOT EXISTS {s}.conversations (
     save_id text NOT NULL,
     record text NOT NULL
 );
-CREATE INDEX IF NOT EXISTS conversations_by_owner ON {s}.conversations (user_id, room_id, updated_at);
-CREATE INDEX IF NOT EXISTS conversations_by_age ON {s}.conversations (updated_at);
+CREATE INDEX IF NOT EXISTS conversations_by_pair ON {s}.conversations (user_id, room_id, updated_at, conversation_id);
+CREATE INDEX IF NOT EXISTS conversations_by_user ON {s}.conversations (user_id, updated_at, conversation_id);
+CREATE INDEX IF NOT EXISTS conversations_by_recency ON {s}.conversations (updated_at, conversation_id);
+DROP INDEX IF EXISTS {s}.conversations_by_owner;
+DROP INDEX IF EXISTS {s}.conversations_by_age;
 CREATE INDEX IF NOT EXISTS conversations_by_expiry ON {s}.conversations (expires_at) WHERE expires_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS {s}.archive (
     conversation_id text NOT NULL REFERENCES {s}.conversations ON DELETE CASCADE,
@@ -131,6 +139,8 @@ _QUERIES = {
     " ARRAY(SELECT a.message FROM {s}.archive a WHERE a.conversation_id = c.conversation_id ORDER BY a.seq)"
     " FROM {s}.conversations c WHERE c.conversation_id = %(id)s AND " + _OWNER + " AND " + _ALIVE,
     "delete": "DELETE FROM {s}.conversations c WHERE c.conversation_id = %(id)s AND " + _OWNER + " RETURNING " + _ALIVE,
+    "page": f"SELECT {_SUMMARY_COLUMNS} FROM {{s}}.conversations c WHERE {_ALIVE}%(where)s"
+    " ORDER BY updated_at DESC, conversation_id DESC%(limit)s",
     "list_all": f"SELECT {_SUMMARY_COLUMNS} FROM {{s}}.conversations c WHERE {_ALIVE} ORDER BY updated_at DESC",
     "list": f"SELECT {_SUMMARY_COLUMNS} FROM {{s}}.conversations c"
     f" WHERE c.user_id %(user_test)s AND c.room_id %(room_test)s AND {_ALIVE} ORDER BY updated_at DESC",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import StoreError, StoreUnavailableError
+from llm_fsm.stores._paging import ConversationPage
 from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention, close_in_loop
 from llm_fsm.stores.codec import DEFAULT_MAX_RECORD_BYTES, SizeLimits
 from llm_fsm.stores.postgres._loop_pool import _LoopPool
@@ -113,6 +114,17 @@ class PostgresStore(_Operations, AsyncStoreMixin):
     def list(self, *, user_id: str | None = None, room_id: str | None = None) -> builtins.list[ConversationSummary]:
         return self._run(lambda: self._list(user_id, room_id))
 
+    def list_page(
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_rooms: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        return self._run(lambda: self._page(user_id, room_id, all_rooms, limit, cursor))
+
     def expire(self, *, older_than: float) -> int:
         return self._run(lambda: self._expire(older_than))
 
@@ -166,6 +178,17 @@ class PostgresStore(_Operations, AsyncStoreMixin):
         self, *, user_id: str | None = None, room_id: str | None = None
     ) -> builtins.list[ConversationSummary]:
         return await self._arun(lambda: self._list(user_id, room_id))
+
+    async def alist_page(
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_rooms: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        return await self._arun(lambda: self._page(user_id, room_id, all_rooms, limit, cursor))
 
     async def aexpire(self, *, older_than: float) -> int:
         return await self._arun(lambda: self._expire(older_than))

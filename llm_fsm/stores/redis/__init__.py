@@ -10,8 +10,10 @@ user, room and conversation ids escaped by ``key_part`` so no id can contain
     P:U:R:C:turns      list  turn records (JSON), oldest first, trimmed to the save's retention
     P:U:R:C:replies    hash  processed message id → reply
     P:U:R:C:reply_ids  list  the same message ids, oldest first (which one the retention drops next)
-    P:U:R              zset  the pair's conversation ids scored by updated_at (for list)
-    P:%all             zset  "U:R:C" of every conversation scored by updated_at (for list-all and expire)
+    P:U:R              zset  the pair's conversation ids scored by updated_at (a room's listing)
+    P:U:%rooms         zset  "R:C" of the user's conversations in every room, scored by updated_at (a user's listing)
+    P:%all             zset  "U:R:C" of every conversation scored by updated_at (everyone's listing, expire)
+    P:%expiry          zset  "U:R:C" of every conversation with a TTL, scored by when its record expires
 
 The owner is part of every key, so a request for another user or room reads
 another key and finds nothing. A save is one Lua script: compare the stored
@@ -19,8 +21,19 @@ version, write the record, append the archive and the turn log (trimmed with
 LTRIM), index it and refresh the TTL of every key of the conversation together,
 so two workers can never both apply a turn to one version and a failure never
 leaves half a save. Records expire ``ttl_seconds`` after their last save (6 hours
-by default); index entries whose record has expired are pruned lazily when read,
-so a listing never shows a conversation that cannot be loaded.
+by default). A listing reads a page from the scope's zset (``_paging``), never
+every record, and skips (and prunes) entries whose record has expired, so it
+never shows a conversation that cannot be loaded.
+
+The indexes do not outlive what they index. The pair's and the user's zsets take
+the TTL of the conversation saved last into them, but ``%all`` is shared and has
+none; so every save first forgets up to 100 conversations whose expiry (``%expiry``,
+scored by the saving client's clock: save time + TTL + ``EXPIRY_GRACE_SECONDS``) has
+passed, from ``%all``, ``%expiry`` and their pair's and user's zsets. Each save adds
+one entry and removes up to 100, so ``%all`` holds the conversations alive plus
+at most those expired since the busiest recent saves, instead of every conversation
+ever started. (Those other conversations' keys are named inside the script, so the
+store needs one Redis, not a cluster, as the shared ``%all`` already did.)
 
 Async: the async twins (``aload``, ``asave``, ...) talk to Redis with a
 ``redis.asyncio`` client of the running event loop, created on first use in

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import ConversationNotFoundError, StoreUnavailableError
+from llm_fsm.stores._paging import ConversationPage, encode_cursor, sort_key
 from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
 from llm_fsm.stores.memory import MemoryStore
 from llm_fsm.stores.redis._store import RedisStore, _redact
@@ -95,6 +96,25 @@ class FallbackStore(AsyncStoreMixin):
             remote = []
         return sorted(local + remote, key=lambda s: s.updated_at, reverse=True)
 
+    def list_page(
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_rooms: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        """A page of both halves merged: each gives its page after the cursor, the newest of the two are kept."""
+        scope: dict[str, Any] = {"user_id": user_id, "room_id": room_id, "all_rooms": all_rooms}
+        local = self.fallback.list_page(**scope, limit=limit, cursor=cursor)
+        try:
+            remote = self._redis(lambda: self.primary.list_page(**scope, limit=limit, cursor=cursor))
+        except StoreUnavailableError:
+            self._warn("listing only conversations held in process memory")
+            remote = ConversationPage()
+        return _merged(local, remote, limit)
+
     def expire(self, *, older_than: float) -> int:
         removed = self.fallback.expire(older_than=older_than)
         try:
@@ -170,6 +190,26 @@ class FallbackStore(AsyncStoreMixin):
             remote = []
         return sorted(local + remote, key=lambda s: s.updated_at, reverse=True)
 
+    async def alist_page(
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_rooms: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        scope: dict[str, Any] = {"user_id": user_id, "room_id": room_id, "all_rooms": all_rooms}
+        local = self.fallback.list_page(**scope, limit=limit, cursor=cursor)
+        try:
+            remote: ConversationPage = await self._aredis(
+                lambda: self.primary.alist_page(**scope, limit=limit, cursor=cursor)
+            )
+        except StoreUnavailableError:
+            self._warn("listing only conversations held in process memory")
+            remote = ConversationPage()
+        return _merged(local, remote, limit)
+
     async def aexpire(self, *, older_than: float) -> int:
         removed = self.fallback.expire(older_than=older_than)
         try:
@@ -222,3 +262,13 @@ class FallbackStore(AsyncStoreMixin):
 
     def _warn(self, what: str) -> None:
         logger.warning("redis at %s is unavailable; %s (fallback_to_memory)", _redact(self.primary.url), what)
+
+
+def _merged(local: ConversationPage, remote: ConversationPage, limit: int | None) -> ConversationPage:
+    """Two pages after the same cursor as one: the newest ``limit``, and a next page when either half has more."""
+    ordered = sorted([*local, *remote], key=sort_key, reverse=True)
+    more = local.next_cursor is not None or remote.next_cursor is not None
+    if limit is None or (len(ordered) <= limit and not more):
+        return ConversationPage(ordered)
+    page = ordered[:limit]
+    return ConversationPage(page, encode_cursor(page[-1]))

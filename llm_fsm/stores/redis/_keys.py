@@ -38,3 +38,24 @@ def _log_keys(record_key: str) -> tuple[str, str, str]:
 def _split_member(member: str) -> tuple[str | None, str | None, str]:
     user, room, cid = member.split(":", 2)
     return _owner(user), _owner(room), _unescape(cid)
+
+
+EXPIRY_GRACE_SECONDS = 60.0
+"""How long past its record's TTL an index entry may stay: the expiry index is scored by the client's clock, the
+record expires by the server's, so a client clock ahead of the server's by less than this never unlists a live
+conversation."""
+
+
+def user_index(prefix: str, user_id: str | None) -> str:
+    """The zset of one user's conversations in every room (``%rooms`` is no escaped room, so no pair's key)."""
+    return f"{prefix}:{key_part(user_id)}:%rooms"
+
+
+def room_member(conversation_id: str, room_id: str | None) -> str:
+    """A conversation in its user's index: ``R:C``."""
+    return f"{key_part(room_id)}:{key_part(conversation_id)}"
+
+
+def _split_room_member(member: str) -> tuple[str | None, str]:
+    room, cid = member.split(":", 1)
+    return _owner(room), _unescape(cid)

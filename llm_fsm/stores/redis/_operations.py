@@ -27,7 +27,15 @@ from llm_fsm.stores.codec import (
     turns_after,
     with_log,
 )
-from llm_fsm.stores.redis._keys import _log_keys, _split_member, _unescape, key_part
+from llm_fsm.stores.redis._keys import (
+    EXPIRY_GRACE_SECONDS,
+    _log_keys,
+    _split_member,
+    _unescape,
+    key_part,
+    room_member,
+    user_index,
+)
 
 logger = logging.getLogger("llm_fsm.stores.redis")  # the name it had as one module: logging configs name it
 
@@ -79,6 +87,10 @@ class _Operations:
     ttl_ms: int
     _limits: SizeLimits
 
+    def _clock(self) -> float:
+        """The client's time, by which index entries are expired (see ``EXPIRY_GRACE_SECONDS``); tests move it."""
+        return time.time()
+
     # --- keys -------------------------------------------------------------------
 
     def _keys(self, conversation_id: str, user_id: str | None, room_id: str | None) -> tuple[str, str, str, str]:
@@ -87,9 +99,9 @@ class _Operations:
         return record, f"{record}:archive", pair, f"{self.prefix}:%all"
 
     def _all_keys(self, conversation_id: str, user_id: str | None, room_id: str | None) -> list[str]:
-        """What the save and delete scripts take: ``_keys``, then the turn log's keys."""
+        """What the save and delete scripts take: ``_keys``, the turn log's keys, the user's and the expiry index."""
         keys = self._keys(conversation_id, user_id, room_id)
-        return [*keys, *_log_keys(keys[0])]
+        return [*keys, *_log_keys(keys[0]), user_index(self.prefix, user_id), f"{self.prefix}:%expiry"]
 
     @staticmethod
     def _member(conversation_id: str, user_id: str | None, room_id: str | None) -> str:
@@ -140,6 +152,7 @@ class _Operations:
         )
         cid, user, room = instance.conversation_id, instance.user_id, instance.room_id
         turns = turns_after(encoded.turns, None)
+        now = self._clock()
         args = [
             "" if expected_version is None else str(expected_version),
             str(encoded.version),
@@ -157,6 +170,10 @@ class _Operations:
             str(len(encoded.replies)),
             str(encoded.retention.turn_records),
             str(encoded.retention.message_ids),
+            room_member(cid, room),
+            repr(now + self.ttl_ms / 1000 + EXPIRY_GRACE_SECONDS) if self.ttl_ms else "",
+            repr(now),
+            self.prefix,
             *[encode_message(m) for m in encoded.archive],
         ]
         for index, text in turns:
@@ -179,6 +196,14 @@ class _Operations:
         else:
             members = yield _Command("zrevrange", self._keys("", user_id, room_id)[2], 0, -1)
             owners = [(user_id, room_id, _unescape(_text(m))) for m in members]
+        found = yield from self._summaries(owners)
+        return sorted(found, key=lambda s: s.updated_at, reverse=True)
+
+    def _summaries(
+        self, owners: builtins.list[tuple[str | None, str | None, str]]
+    ) -> _Ops[builtins.list[ConversationSummary]]:
+        """The summaries of indexed conversations (user, room, id), in the order given; entries whose record
+        expired are left out and pruned."""
         if not owners:
             return []
         rows = yield _Pipeline(
@@ -208,7 +233,7 @@ class _Operations:
             )
         if gone:
             yield from self._prune(gone)
-        return sorted(found, key=lambda s: s.updated_at, reverse=True)
+        return found
 
     def _expire(self, older_than: float) -> _Ops[int]:
         cutoff = time.time() - older_than
@@ -240,6 +265,7 @@ class _Operations:
             key_part(conversation_id),
             self._member(conversation_id, user_id, room_id),
             "" if cutoff is None else repr(cutoff),
+            room_member(conversation_id, room_id),
         ]
         return bool((yield _Script("delete", self._all_keys(conversation_id, user_id, room_id), args)))
 
@@ -252,9 +278,12 @@ class _Operations:
         commands: list[_Command] = []
         for cid, user, room in gone:
             _, _, pair, everything = self._keys(cid, user, room)
+            member = self._member(cid, user, room)
             commands += [
                 _Command("zrem", pair, key_part(cid)),
-                _Command("zrem", everything, self._member(cid, user, room)),
+                _Command("zrem", everything, member),
+                _Command("zrem", user_index(self.prefix, user), room_member(cid, room)),
+                _Command("zrem", f"{self.prefix}:%expiry", member),
             ]
         try:
             yield _Pipeline(tuple(commands), transaction=False)

@@ -3,20 +3,39 @@
 from __future__ import annotations
 
 _ARCHIVE_BATCH = 1000  # RPUSH arguments per call, well under Lua's stack limit
+_UNINDEX_BATCH = 100  # expired entries a save forgets: more than one save adds, so the backlog shrinks
 
-# KEYS: record, archive, pair index, global index, turns, replies, reply ids
+# KEYS: record, archive, pair index, global index, turns, replies, reply ids, user index, expiry index
 # ARGV: expected ('' = create), new version, record, updated_at, fsm_id, state, status, ttl_ms,
 #       pair member, global member, save id, number of archived messages, of turn records, of replies,
-#       turn records kept, message ids kept, then the archived messages, (index, turn record) pairs in
-#       index order and (message id, reply) pairs, oldest first.
+#       turn records kept, message ids kept, user member, when the record expires ('' = never), now, key prefix,
+#       then the archived messages, (index, turn record) pairs in index order and (message id, reply) pairs,
+#       oldest first.
 # Each save() call sends a random save id. When redis-py re-sends the script
 # because the connection dropped after it ran, the script finds its own save id
 # at the new version and reports success without applying twice; any other
 # save at that version, even an identical one, is a conflict.
 # A turn record at or below ``last_turn`` is already logged and a message id already in ``replies``
 # keeps its first reply, so an instance loaded whole and saved again logs nothing twice.
+# Before indexing, a save forgets up to UNINDEX_BATCH index entries whose record's TTL has passed (the expiry
+# index holds every conversation with a TTL, scored by when its record expires): the indexes, ``%all`` included,
+# hold no more than the conversations alive, plus those expired since the last save. The entries are other
+# conversations' (keys built here from the member, so the store needs a single Redis, not a cluster).
+_UNINDEX = """
+local function unindex(member)
+  local u, r, c = string.match(member, '^([^:]*):([^:]*):(.*)$')
+  if u then
+    redis.call('ZREM', ARGV[20] .. ':' .. u .. ':' .. r, c)
+    redis.call('ZREM', ARGV[20] .. ':' .. u .. ':%rooms', r .. ':' .. c)
+  end
+  redis.call('ZREM', KEYS[4], member)
+  redis.call('ZREM', KEYS[9], member)
+end
+"""
+
 _SAVE = (  # a placeholder, not str.format: Lua's braces would all need doubling
-    """
+    _UNINDEX
+    + """
 local cur = redis.call('HGET', KEYS[1], 'version')
 if cur == ARGV[2] and redis.call('HGET', KEYS[1], 'save_id') == ARGV[11] then
   return {1, cur}
@@ -26,7 +45,8 @@ if ARGV[1] == '' then
 elseif cur ~= ARGV[1] then
   return {0, cur or ''}
 end
-for k, kind in pairs({[2] = 'list', [3] = 'zset', [4] = 'zset', [5] = 'list', [6] = 'hash', [7] = 'list'}) do
+for k, kind in pairs({[2] = 'list', [3] = 'zset', [4] = 'zset', [5] = 'list', [6] = 'hash', [7] = 'list',
+                      [8] = 'zset', [9] = 'zset'}) do
   local found = redis.call('TYPE', KEYS[k])['ok']
   if found ~= 'none' and found ~= kind then  -- refused before the first write: a script is not rolled back
     return redis.error_reply('WRONGTYPE ' .. KEYS[k] .. ' is a ' .. found .. ', not a ' .. kind)
@@ -35,8 +55,8 @@ end
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'record', ARGV[3], 'updated_at', ARGV[4],
            'fsm_id', ARGV[5], 'state', ARGV[6], 'status', ARGV[7], 'save_id', ARGV[11])
 if ARGV[1] == '' then redis.call('DEL', KEYS[2], KEYS[5], KEYS[6], KEYS[7]) end
-local i = 17
-local stop = 16 + tonumber(ARGV[12])
+local i = 21
+local stop = 20 + tonumber(ARGV[12])
 while i <= stop do
   local j = math.min(i + ARCHIVE_BATCH - 1, stop)
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
@@ -76,18 +96,23 @@ if replies > 0 then
     end
   end
 end
+for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', '(' .. ARGV[19], 'LIMIT', 0, UNINDEX_BATCH)) do
+  unindex(member)
+end
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[9])
 redis.call('ZADD', KEYS[4], ARGV[4], ARGV[10])
+redis.call('ZADD', KEYS[8], ARGV[4], ARGV[17])
+if ARGV[18] == '' then redis.call('ZREM', KEYS[9], ARGV[10]) else redis.call('ZADD', KEYS[9], ARGV[18], ARGV[10]) end
 local ttl = tonumber(ARGV[8])
-for _, k in ipairs({1, 2, 3, 5, 6, 7}) do
+for _, k in ipairs({1, 2, 3, 5, 6, 7, 8}) do
   if ttl > 0 then redis.call('PEXPIRE', KEYS[k], ttl) else redis.call('PERSIST', KEYS[k]) end
 end
 return {2, ARGV[2]}
-""".replace("ARCHIVE_BATCH", str(_ARCHIVE_BATCH))
+""".replace("ARCHIVE_BATCH", str(_ARCHIVE_BATCH)).replace("UNINDEX_BATCH", str(_UNINDEX_BATCH))
 )
 
-# KEYS: record, archive, pair index, global index, turns, replies, reply ids
-# ARGV: pair member, global member, cutoff ('' = always)
+# KEYS: record, archive, pair index, global index, turns, replies, reply ids, user index, expiry index
+# ARGV: pair member, global member, cutoff ('' = always), user member
 _DELETE = """
 local existed = redis.call('EXISTS', KEYS[1])
 if existed == 1 and ARGV[3] ~= '' then
@@ -97,5 +122,7 @@ end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[5], KEYS[6], KEYS[7])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[2])
+redis.call('ZREM', KEYS[8], ARGV[4])
+redis.call('ZREM', KEYS[9], ARGV[2])
 return existed
 """

@@ -13,10 +13,12 @@ from typing import Any, TypeVar
 from llm_fsm._threads import run_blocking
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import StoreError, StoreUnavailableError
+from llm_fsm.stores._paging import ConversationPage
 from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention, close_in_loop
 from llm_fsm.stores.codec import REDIS_MAX_CONTEXT_BYTES, REDIS_MAX_RECORD_BYTES, SizeLimits, not_found
 from llm_fsm.stores.redis._async import _AsyncClient
-from llm_fsm.stores.redis._operations import _Call, _Command, _Operations, _Ops, _Pipeline
+from llm_fsm.stores.redis._operations import _Call, _Command, _Ops, _Pipeline
+from llm_fsm.stores.redis._paging import _Paging
 from llm_fsm.stores.redis._scripts import _DELETE, _SAVE
 
 logger = logging.getLogger("llm_fsm.stores.redis")  # the name it had as one module: logging configs name it
@@ -27,7 +29,7 @@ DEFAULT_TTL_SECONDS = 6 * 60 * 60
 _T = TypeVar("_T")
 
 
-class RedisStore(_Operations, AsyncStoreMixin):
+class RedisStore(_Paging, AsyncStoreMixin):
     """Conversations in Redis, with TTL, size caps and compare-and-set by Lua script."""
 
     def __init__(
@@ -113,6 +115,17 @@ class RedisStore(_Operations, AsyncStoreMixin):
     def list(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
         return self._run(self._list(user_id, room_id))
 
+    def list_page(
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_rooms: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        return self._run(self._page(user_id, room_id, all_rooms, limit, cursor))
+
     def expire(self, *, older_than: float) -> int:
         return self._run(self._expire(older_than))
 
@@ -162,6 +175,17 @@ class RedisStore(_Operations, AsyncStoreMixin):
         self, *, user_id: str | None = None, room_id: str | None = None
     ) -> builtins.list[ConversationSummary]:
         return await self._arun(self._list(user_id, room_id))
+
+    async def alist_page(
+        self,
+        *,
+        user_id: str | None = None,
+        room_id: str | None = None,
+        all_rooms: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        return await self._arun(self._page(user_id, room_id, all_rooms, limit, cursor))
 
     async def aexpire(self, *, older_than: float) -> int:
         return await self._arun(self._expire(older_than))
