@@ -38,6 +38,7 @@ POLICY = {
     "ConversationNotFoundError": EXIT_UNREADABLE,
     "TurnNotFoundError": EXIT_UNREADABLE,
     "UsageError": EXIT_UNREADABLE,
+    "InvalidCursorError": EXIT_UNREADABLE,  # a usage error: the command was given a cursor no listing gave
     "OperatorError": EXIT_UNREADABLE,
     "UnknownStateError": EXIT_UNREADABLE,
     "OperatorFlowError": EXIT_UNREADABLE,
