@@ -50,13 +50,17 @@ SIZES = ((1024, 768), (1920, 1080))
 SCRIPT = yaml.safe_load((ROOT / "definitions" / "conversations" / "coffee_order.conv.yaml").read_text("utf-8"))
 COFFEE = SCRIPT["conversations"][0]
 USER_MESSAGES = [turn["user"] for turn in COFFEE["turns"]]
+ROUTER = yaml.safe_load(
+    (ROOT / "definitions" / "conversations" / "customer_support_router.conv.yaml").read_text("utf-8")
+)["conversations"][0]
+ROUTER_MESSAGE = ROUTER["turns"][0]["user"]  # the customer's number: lookup_customer writes two keys
 
 
 def _answer(request: LLMRequest) -> Any:
     """The script's model answer to the user's message (its regenerated reply when the engine asks again)."""
     if request.purpose == "opening":
         return {"target_state": None, "message": SCRIPT["opening"]}
-    for turn in COFFEE["turns"]:
+    for turn in [*COFFEE["turns"], *ROUTER["turns"][:1]]:
         if turn["user"] == request.user_message:
             if request.purpose == "regenerate":
                 return {"target_state": None, "message": turn.get("regenerate", turn["model"]["message"])}
@@ -70,12 +74,12 @@ class Shipped:
     api: str
     headers: dict[str, str]
 
-    def start(self, definition: str = "coffee_order", turns: int = 0) -> str:
-        """A conversation started over the API, with the script's first ``turns`` messages sent."""
+    def start(self, definition: str = "coffee_order", turns: int = 0, messages: list[str] = USER_MESSAGES) -> str:
+        """A conversation started over the API, with the first ``turns`` of ``messages`` sent."""
         started = httpx.post(f"{self.api}/conversations", json={"definition": definition}, headers=self.headers)
         assert started.status_code == 201, started.text
         cid = str(started.json()["conversation_id"])
-        for message in USER_MESSAGES[:turns]:
+        for message in messages[:turns]:
             sent = httpx.post(
                 f"{self.api}/conversations/{cid}/messages", json={"message": message}, headers=self.headers
             )
@@ -231,6 +235,23 @@ def test_nothing_overflows_its_column_at_1024_and_1920_pixels(
             sized.execute_script("document.getElementById(arguments[0]).open = true", section)
         settle(sized)
         sized.save_screenshot(str(screenshots / f"inspector-{width}x{height}.png"))
+        assert sized.execute_script(OVERFLOWING) == [], f"at {width}×{height}"
+
+
+def test_an_action_that_wrote_several_keys_fits_the_explain_panel_at_1024_and_1920_pixels(
+    sized: WebDriver, shipped: Shipped, screenshots: Path
+) -> None:
+    """The router's lookup writes the customer's tier and lifetime value: the action's line wraps in its column."""
+    cid = shipped.start("customer_support_router", turns=1, messages=[ROUTER_MESSAGE])
+    for width, height in SIZES:
+        viewport(sized, width, height)
+        open_page(sized, shipped)
+        open_conversation(sized, cid)
+        settle(sized)
+        action = sized.find_element(By.XPATH, "//*[@id='explain']//li[starts-with(., 'lookup_customer')]")
+        assert "wrote" in action.text
+        sized.execute_script("arguments[0].scrollIntoView()", action)
+        sized.save_screenshot(str(screenshots / f"action-{width}x{height}.png"))
         assert sized.execute_script(OVERFLOWING) == [], f"at {width}×{height}"
 
 
