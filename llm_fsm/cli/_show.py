@@ -11,9 +11,19 @@ from llm_fsm.engine._records import ConditionResult, ContextChange, LLMCallRecor
 
 
 def describe_turn(record: TurnRecord) -> str:
-    """One line: where the turn left the conversation, and why."""
+    """One line: where the turn left the conversation, and why.
+
+    A turn that chained names every state it passed through: the reason is the verdict's, about the first
+    move, and ``[greeting → billing_issues]`` under "proposal 'premium_support' is eligible" read as a
+    contradiction (and a chain back to where it started read as a stay)."""
     verdict = record.verdict
-    if record.state_before == record.state_after:
+    if record.chained:
+        where = (
+            "["
+            + " → ".join([record.state_before, verdict.target_state, *(c.target_state for c in record.chained)])
+            + "]"
+        )
+    elif record.state_before == record.state_after:
         where = f"[{record.state_after}]"
     else:
         where = f"[{record.state_before} → {record.state_after}]"
@@ -60,8 +70,11 @@ def explain_lines(record: TurnRecord, conversation_id: str) -> list[str]:
             verdict = "eligible" if evaluation.eligible else "not eligible"
             lines.append(f"  → {evaluation.target_state} (priority {evaluation.priority}, {kind}): {verdict}")
             lines += [f"      {'✓' if c.holds else '✗'} {c.description}{_unmet(c)}" for c in evaluation.conditions]
-    lines.append("verdict: " + describe_turn(record.model_copy(update={"state_after": record.verdict.target_state})))
-    lines += [f"chained: {chained.kind} → {chained.target_state}: {chained.reason}" for chained in record.chained]
+    lines.append(
+        "verdict: "
+        + describe_turn(record.model_copy(update={"state_after": record.verdict.target_state, "chained": []}))
+    )
+    lines += [f"then: → {chained.target_state} ({chained.kind}): {chained.reason}" for chained in record.chained]
     if record.actions:
         lines += ["actions:", *describe_actions(record)]
     if record.llm_calls:
