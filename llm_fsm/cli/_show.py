@@ -11,23 +11,21 @@ from llm_fsm.engine._records import ConditionResult, ContextChange, LLMCallRecor
 
 
 def describe_turn(record: TurnRecord) -> str:
-    """One line: where the turn left the conversation, and why.
+    """One line: where the turn left the conversation, and why."""
+    return f"{turn_path(record)} {record.verdict.kind}: {record.verdict.reason}"
 
-    A turn that chained names every state it passed through: the reason is the verdict's, about the first
-    move, and ``[greeting → billing_issues]`` under "proposal 'premium_support' is eligible" read as a
-    contradiction (and a chain back to where it started read as a stay)."""
-    verdict = record.verdict
+
+def turn_path(record: TurnRecord) -> str:
+    """``[before → after]``, ``[state]`` for a stay; a turn that chained names every state it passed through.
+
+    The verdict's reason is about the first move: ``[greeting → billing_issues]`` under "proposal
+    'premium_support' is eligible" read as a contradiction, and a chain back to where it started as a stay."""
     if record.chained:
-        where = (
-            "["
-            + " → ".join([record.state_before, verdict.target_state, *(c.target_state for c in record.chained)])
-            + "]"
-        )
-    elif record.state_before == record.state_after:
-        where = f"[{record.state_after}]"
-    else:
-        where = f"[{record.state_before} → {record.state_after}]"
-    return f"{where} {verdict.kind}: {verdict.reason}"
+        states = [record.state_before, record.verdict.target_state, *(c.target_state for c in record.chained)]
+        return "[" + " → ".join(states) + "]"
+    if record.state_before == record.state_after:
+        return f"[{record.state_after}]"
+    return f"[{record.state_before} → {record.state_after}]"
 
 
 def describe_actions(record: TurnRecord) -> list[str]:
