@@ -194,6 +194,17 @@ def test_the_conversations_list_starts_in_the_first_viewport_with_every_shipped_
     assert first.is_displayed()
 
 
+def test_with_no_conversation_yet_the_page_shows_where_to_start_one(sized: WebDriver, shipped: Shipped) -> None:
+    """A first visit: nine definitions fold away under an empty list, and 'New conversation' was out of sight."""
+    viewport(sized, 1024, 768)
+    open_page(sized, shipped)
+    note = sized.find_element(By.CSS_SELECTOR, "#conversations li.note").text
+    assert "New conversation" in note, note
+    start = wait_for(sized, lambda d: visible(d, "#definitions .start-conversation"), "a New conversation button")
+    bottom = sized.execute_script("return arguments[0].getBoundingClientRect().bottom", start)
+    assert bottom <= 768, f"the first New conversation button is {bottom:.0f} px down"
+
+
 OVERFLOWING = """
 // Each column of the page (the header, the sidebar, the chat, the inspection panel) holds its content
 // within its width: every element lies inside the column, and every box that scrolls or clips is wide
@@ -387,7 +398,10 @@ def test_a_coffee_order_typed_in_the_page_ends_with_the_order_placed(
     """The conversation of docs/inspector.png. ``LLM_FSM_INSPECTOR_SCREENSHOT=docs/inspector.png`` saves it there."""
     viewport(sized, 1920, 1080)
     sized.get(shipped.base)
-    click(sized, "#definitions-section > summary", "the folded definitions")  # nine of them: folded at first
+    # nine definitions fold away under the conversations, but with none yet they are open: where to start one
+    wait_for(
+        sized, lambda d: d.find_element(By.ID, "definitions-section").get_attribute("open"), "the definitions open"
+    )
     click(sized, "#definitions li[data-definition='coffee_order'] .start-conversation", "coffee_order's start")
     wait_for(sized, lambda d: SCRIPT["opening"] in d.find_element(By.ID, "messages").text, "the opening")
     for number, message in enumerate(USER_MESSAGES, start=1):

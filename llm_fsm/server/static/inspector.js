@@ -198,7 +198,13 @@ function renderConversations() {
   const shown = page.conversations.filter(visible);
   const total = page.conversations.length;
   $("conversation-count").textContent = shown.length === total ? `(${total})` : `(${shown.length} of ${total})`;
-  if (!shown.length) list.append(el("li", { className: "note" }, "No conversation."));
+  if (!total && canWrite()) {
+    // a first visit: the definitions, folded when there are many, hold the only way to start one
+    $("definitions-section").open = true;
+    list.append(el("li", { className: "note" }, "No conversation yet: press New conversation under a definition below."));
+  } else if (!shown.length) {
+    list.append(el("li", { className: "note" }, total ? "No conversation matches the filters." : "No conversation."));
+  }
   for (const item of shown) {
     list.append(
       el(
