@@ -149,6 +149,8 @@ def api_error_for(error: BaseException, *, conversation_id: str | None = None) -
                 message = f"no conversation {safe_id(conversation_id)}" if conversation_id else "no such conversation"
             elif shown:
                 message = (str(error).splitlines() or [code])[0]
+            elif isinstance(error, LLMScriptExhaustedError):  # "try again" cannot help a script that is over
+                message = "the scripted model has no reply left for this conversation; start a new conversation"
             else:
                 message = _GENERIC.get(code) or _GENERIC.get(status, code.replace("_", " "))
             headers = {"Retry-After": "1"} if status in (503,) or code == "concurrent_update" else None
