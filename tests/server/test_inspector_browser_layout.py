@@ -266,6 +266,41 @@ def test_an_action_that_wrote_several_keys_fits_the_explain_panel_at_1024_and_19
         assert sized.execute_script(OVERFLOWING) == [], f"at {width}×{height}"
 
 
+LABEL_HEIGHTS = """
+// The on-screen height of each named state's box in the diagram (not the start and end dots), in CSS pixels.
+return [...document.querySelectorAll("#diagram svg g.node")].filter((node) => node.textContent.trim())
+  .map((node) => node.getBoundingClientRect().height);
+"""
+
+
+# The same, the diagram's box being at full size a scroll box of its own, as a table's is.
+OVERFLOWING_BUT_THE_DIAGRAM = OVERFLOWING.replace(
+    'node.closest(".table-scroll, svg") !== node && node.closest(".table-scroll, svg")',
+    'node.closest(".table-scroll, #diagram") !== node && node.closest(".table-scroll, #diagram")',
+).replace('!node.matches(".table-scroll, svg")', '!node.matches(".table-scroll, #diagram, svg")')
+
+
+def test_the_diagram_can_be_seen_at_full_size_in_a_box_of_its_own_at_1024_pixels(
+    sized: WebDriver, shipped: Shipped, screenshots: Path
+) -> None:
+    """Fitted to the panel, the router's nine states are drawn a few pixels high: 'Full size' draws it at its own
+    size, scrolling inside its box, and the rest of the page stays in its columns."""
+    cid = shipped.start("customer_support_router", turns=1, messages=[ROUTER_MESSAGE])
+    viewport(sized, 1024, 768)
+    open_page(sized, shipped)
+    open_conversation(sized, cid)
+    settle(sized)
+    fitted = min(sized.execute_script(LABEL_HEIGHTS))
+    click(sized, "#diagram-size", "the Full size button")
+    wait_for(sized, lambda d: min(d.execute_script(LABEL_HEIGHTS)) >= 20, "the states drawn at full size")
+    sized.save_screenshot(str(screenshots / "diagram-full-1024x768.png"))
+    assert fitted < 20
+    assert OVERFLOWING_BUT_THE_DIAGRAM.count("#diagram") == 3  # the check above still reads as it did
+    assert sized.execute_script(OVERFLOWING_BUT_THE_DIAGRAM) == []
+    click(sized, "#diagram-size", "the Fit button")
+    wait_for(sized, lambda d: min(d.execute_script(LABEL_HEIGHTS)) == fitted, "the diagram fitted again")
+
+
 BROKEN_WORDS = """
 // Every word of letters in the tables (a header, an event name, "refused") drawn on one line: a word
 // split by the line breaker has two boxes. Ids and values may break anywhere; words may not.

@@ -5,7 +5,7 @@
 
 import { ApiError, forgetKey, getJSON, postJSON, segment, storeKey, storedKey, streamMessage } from "./api.js";
 import { append, clear, el, show, time } from "./dom.js";
-import { draw, initMermaid, pathFromTrace } from "./diagram.js";
+import { draw, fitDiagram, initMermaid, pathFromTrace } from "./diagram.js";
 import { renderTurn, scrolling } from "./explain.js";
 import { conversationHash, definitionHash, parseRoute } from "./route.js";
 
@@ -474,5 +474,11 @@ $("send-form").addEventListener("submit", (event) => {
 
 for (const id of ["filter-definition", "filter-state", "filter-status"]) $(id).addEventListener("change", renderConversations);
 $("refresh").addEventListener("click", loadConversations);
+$("diagram-size").addEventListener("click", () => {
+  const full = $("diagram").classList.toggle("full");
+  $("diagram-size").textContent = full ? "Fit to panel" : "Full size";
+  $("diagram-size").setAttribute("aria-pressed", String(full));
+  fitDiagram($("diagram"));
+});
 
 start();
