@@ -123,6 +123,8 @@ _GENERIC = {
     503: "a service the server needs is unavailable; try again later",
     502: "the model's answer could not be used; nothing was changed; try again",
     "action_failed": "a backend call the conversation needs failed; nothing was changed; try again",
+    # no start-up check guards a mounted app: "try again later" would send clients retrying what cannot change
+    "model_not_configured": "the server's model is not configured (a missing or refused provider key: see its log)",
     "outcome_unknown": (
         "the store failed while saving, so whether the message was taken is unknown; send it again with the same "
         "message_id (details.message_id): a message already taken is answered once, not run twice"
@@ -153,7 +155,8 @@ def api_error_for(error: BaseException, *, conversation_id: str | None = None) -
                 message = "the scripted model has no reply left for this conversation; start a new conversation"
             else:
                 message = _GENERIC.get(code) or _GENERIC.get(status, code.replace("_", " "))
-            headers = {"Retry-After": "1"} if status in (503,) or code == "concurrent_update" else None
+            retry = (status == 503 and code != "model_not_configured") or code == "concurrent_update"
+            headers = {"Retry-After": "1"} if retry else None
             message_id = getattr(error, "message_id", None) if code == "outcome_unknown" else None
             details = {"message_id": message_id} if isinstance(message_id, str) else None
             return ApiError(status, code, message, details=details, headers=headers)

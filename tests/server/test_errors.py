@@ -237,6 +237,18 @@ def test_an_action_with_no_registered_function_is_a_server_error() -> None:
     assert (error.status, error.code) == (500, "server_error")
 
 
+def test_a_model_without_its_key_is_503_model_not_configured_without_try_again_later() -> None:
+    """A mounted app has no start-up check: a missing provider key answers every turn, and waiting never helps."""
+    from llm_fsm.errors import LLMConfigurationError
+    from llm_fsm.server._errors import api_error_for
+
+    error = api_error_for(LLMConfigurationError("gpt-4o-mini: no API key. Set OPENAI_API_KEY (sk-live-123)"))
+    assert (error.status, error.code) == (503, "model_not_configured")
+    assert "try again" not in error.message and "sk-live" not in error.message
+    assert error.message == "the server's model is not configured (a missing or refused provider key: see its log)"
+    assert not (error.headers or {}).get("Retry-After")
+
+
 # --- messages that say what is unknown, once --------------------------------------------------------------
 
 
