@@ -222,3 +222,19 @@ def test_a_clean_command_exits_0() -> None:
 def test_the_policy_is_in_the_help() -> None:
     text = invoke("--help").output
     assert "Exit status" in text and "could not run" in text
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path: Path) -> None:
+    """``llm-fsm test definitions/ | head`` printed 'error: Broken pipe' twice: a closed pipe is not a failure to
+    report, it is the reader having read enough (click's own handling, exit 1, nothing on stderr)."""
+    import os
+    import subprocess
+    import sys
+
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader has gone before the command writes
+    command = [sys.executable, "-c", "from llm_fsm.cli._app import main; main()", "graph", GREETING, "--format", "text"]
+    done = subprocess.run(command, stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    os.close(writer)
+    assert "error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1
