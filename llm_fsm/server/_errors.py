@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from llm_fsm.errors import (
@@ -132,9 +133,14 @@ _GENERIC = {
 }
 
 
-def unknown_definition(definition_id: str) -> ApiError:
-    """The 404 for a definition id a client named and no served definition has (the id escaped and cut)."""
-    message = f"no definition '{safe_id(definition_id)}' is served; GET /v1/definitions lists them"
+def unknown_definition(definition_id: str, served: Iterable[str] = ()) -> ApiError:
+    """The 404 for a definition id a client named and no served definition has (the id escaped and cut), with
+    the served id it is one typo from: any key may list the served ids, so naming one tells nothing new."""
+    import difflib
+
+    close = difflib.get_close_matches(definition_id[:200], list(served), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    message = f"no definition '{safe_id(definition_id)}' is served{hint}; GET /v1/definitions lists them"
     return ApiError(404, "definition_not_found", message)
 
 

@@ -261,6 +261,16 @@ def test_an_unknown_definition_is_named_in_the_404(server: Server) -> None:
         assert "'signupp'" in error(response)["message"] and "GET /v1/definitions" in error(response)["message"]
 
 
+def test_an_unknown_definition_that_is_one_typo_from_a_served_one_is_named_in_the_404(server: Server) -> None:
+    """``simple_greting`` in a curl: every key may list the definitions, so naming the close one tells nothing new."""
+    started = server.client.post("/v1/conversations", json={"definition": "signupp"}, headers=server.headers())
+    graph = server.client.get("/v1/definitions/signupp/graph", headers=server.headers())
+    for response in (started, graph):
+        assert "did you mean 'signup'?" in error(response)["message"]
+    far = server.client.post("/v1/conversations", json={"definition": "zzzzzz"}, headers=server.headers())
+    assert "did you mean" not in error(far)["message"]
+
+
 @pytest.mark.parametrize("hostile", ["a\x00b", "x" * 10_000, "\x1b[31mred"], ids=["nul", "10kB", "escape"])
 def test_an_unknown_definitions_id_is_quoted_escaped_and_cut(server: Server, hostile: str) -> None:
     response = server.client.post("/v1/conversations", json={"definition": hostile}, headers=server.headers())
