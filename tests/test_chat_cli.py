@@ -424,37 +424,3 @@ def test_explaining_a_turn_the_conversation_never_had_says_how_many_it_has(scrip
     assert result.exit_code == 2
     assert f"conversation {cid} has only 1 turn: there is no turn 9" in result.output
     assert "not kept" not in result.output
-
-
-ROUTER = str(ROOT / "definitions" / "customer_support_router.json")
-ROUTER_SCRIPT = ROOT / "definitions" / "conversations" / "customer_support_router.conv.yaml"
-ACTIONS = f"{ROOT / 'definitions' / 'actions.py'}:registry"
-
-
-def _router_turn(store: str) -> str:
-    """README's offline router chat: the proposal premium_support is accepted, and the billing rule chains on."""
-    result = run(
-        "chat", ROUTER, "--actions", ACTIONS, "--model", f"scripted:{ROUTER_SCRIPT}", "--store", store,
-        input="Hi, it's C-1001. I was charged twice.\n",
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def test_the_verdict_line_of_a_turn_that_chained_names_every_state_it_passed_through(store):
-    output = _router_turn(store)
-    assert (
-        "[greeting → premium_support → billing_issues] proposal_accepted: proposal 'premium_support' is eligible"
-        in output.splitlines()
-    )
-
-
-def test_explain_says_once_where_a_turn_chained_after_its_verdict(store):
-    _router_turn(store)
-    cid = run("conversations", "--store", store).output.splitlines()[1].split()[0]
-    lines = run("explain", cid, "--store", store).output.splitlines()
-    assert "verdict: [greeting → premium_support] proposal_accepted: proposal 'premium_support' is eligible" in lines
-    assert (
-        "then: → billing_issues (chained): from 'premium_support': guarded transition to 'billing_issues' already holds"
-        in lines
-    )

@@ -398,14 +398,3 @@ def test_a_recording_named_on_the_command_line_is_not_taken_for_a_definition(fol
 def test_a_scripted_reply_file_is_refused_as_the_model_of_a_test_run(folder: Path) -> None:
     result = invoke(folder, "--model", "scripted:replies.yaml")
     assert result.exit_code == 2 and "answers from each script's model:" in result.output
-
-
-def test_a_turn_that_chained_back_to_its_own_state_is_printed_with_every_state_it_passed_through() -> None:
-    """The coffee order's size changed at the read-back goes back to take_order and chains on to the read-back:
-    printed as ``[confirm_order]`` it read as a stay, under a verdict that accepted a move."""
-    script = ROOT / "definitions" / "conversations" / "coffee_order.conv.yaml"
-    result = CliRunner().invoke(llm_fsm_test, [str(script), "-k", "milk drink changed at the read-back"])
-    assert result.exit_code == 0, result.output
-    assert "  PASS turn 3  [confirm_order → take_order → choose_milk → confirm_order] proposal_accepted" in (
-        result.output.splitlines()
-    )
