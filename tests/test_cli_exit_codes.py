@@ -7,15 +7,18 @@ gets one representative error here, through the real click group.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from llm_fsm import errors
 from llm_fsm.cli import chat
 from llm_fsm.cli._app import EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, exit_code_for, main
 from llm_fsm.cli.lint import fsm_lint
+from llm_fsm.engine import LLMResponse
 from llm_fsm.errors import LLMConfigurationError, LLMProviderError
 from llm_fsm.llm.fakes import ScriptedLLM
 from llm_fsm.local import _server
@@ -98,7 +101,7 @@ def test_errors_that_are_not_ours_mean_the_command_could_not_run() -> None:
 # --- one representative error per command ----------------------------------------------------------
 
 
-def invoke(*args: str, input: str | None = None):
+def invoke(*args: str, input: str | None = None) -> Result:
     result = CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
     assert "Traceback" not in result.output
     return result
@@ -117,8 +120,8 @@ def broken(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch):
-    def install(*replies: object) -> ScriptedLLM:
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Callable[..., ScriptedLLM]:
+    def install(*replies: LLMResponse | dict[str, Any] | str | BaseException) -> ScriptedLLM:
         llm = ScriptedLLM(list(replies))
         monkeypatch.setattr(chat, "make_llm", lambda model, **kw: llm)
         return llm
@@ -126,21 +129,27 @@ def scripted(monkeypatch: pytest.MonkeyPatch):
     return install
 
 
-def test_chat_on_an_unreadable_definition_exits_2(scripted, store: str, broken: str) -> None:
+def test_chat_on_an_unreadable_definition_exits_2(
+    scripted: Callable[..., ScriptedLLM], store: str, broken: str
+) -> None:
     scripted()
     result = invoke("chat", broken, "--model", "x", "--store", store, input="")
     assert result.exit_code == EXIT_UNREADABLE
     assert "error:" in result.output and "broken.yaml" in result.output
 
 
-def test_run_on_an_unreadable_definition_exits_2(scripted, store: str, broken: str, tmp_path: Path) -> None:
+def test_run_on_an_unreadable_definition_exits_2(
+    scripted: Callable[..., ScriptedLLM], store: str, broken: str, tmp_path: Path
+) -> None:
     scripted()
     (tmp_path / "m.txt").write_text("hi\n")
     result = invoke("run", broken, "--model", "x", "--store", store, "--input", str(tmp_path / "m.txt"))
     assert result.exit_code == EXIT_UNREADABLE
 
 
-def test_run_exits_1_when_the_model_could_not_answer_a_message(scripted, store: str, tmp_path: Path) -> None:
+def test_run_exits_1_when_the_model_could_not_answer_a_message(
+    scripted: Callable[..., ScriptedLLM], store: str, tmp_path: Path
+) -> None:
     opening = {"transition": {"target_state": "greeting"}, "message": "Hi! Your name?"}
     bye = {"transition": {"target_state": "farewell", "context_update": {"name": "Ann"}}, "message": "Bye Ann!"}
     scripted(opening, LLMProviderError("rate limited", retryable=True), bye)
@@ -222,3 +231,19 @@ def test_a_clean_command_exits_0() -> None:
 def test_the_policy_is_in_the_help() -> None:
     text = invoke("--help").output
     assert "Exit status" in text and "could not run" in text
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path: Path) -> None:
+    """``llm-fsm test definitions/ | head`` printed 'error: Broken pipe' twice: a closed pipe is not a failure to
+    report, it is the reader having read enough (click's own handling, exit 1, nothing on stderr)."""
+    import os
+    import subprocess
+    import sys
+
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader has gone before the command writes
+    command = [sys.executable, "-c", "from llm_fsm.cli._app import main; main()", "graph", GREETING, "--format", "text"]
+    done = subprocess.run(command, stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    os.close(writer)
+    assert "error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1

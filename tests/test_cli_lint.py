@@ -538,3 +538,14 @@ def test_graph_draws_the_sub_flow_and_the_confirmation_step_of_a_definition() ->
     assert "flow check_booking (call)" in run("graph", path, "--format", "dot").output
     text = run("graph", path, "--format", "text").output
     assert "confirm  [confirmation: yes → booked, no cancels]" in text and "=> flow check_booking (call)" in text
+
+
+def test_the_first_example_of_docs_lint_md_is_what_fsm_lint_prints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's first console block, run from the repository: each line it shows is a line of the output."""
+    page = (ROOT / "docs" / "lint.md").read_text("utf-8")
+    block = page.split("```console\n", 1)[1].split("```", 1)[0].splitlines()
+    command, shown = block[0], [line for line in block[1:] if line != "..."]
+    assert command.startswith("$ fsm-lint ")
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(fsm_lint, command.split()[2:])
+    assert shown and all(line in result.output.splitlines() for line in shown), result.output

@@ -136,6 +136,8 @@ class _Guarded:
             return super().invoke(ctx)  # type: ignore[misc]
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
             raise
+        except BrokenPipeError:  # `llm-fsm test definitions/ | head`: the reader has read enough; click ends quietly
+            raise
         except Exception as exc:  # the promised no-traceback guarantee
             ctx.exit(report_error(exc))
 

@@ -12,12 +12,20 @@ from llm_fsm.engine._records import ConditionResult, ContextChange, LLMCallRecor
 
 def describe_turn(record: TurnRecord) -> str:
     """One line: where the turn left the conversation, and why."""
-    verdict = record.verdict
+    return f"{turn_path(record)} {record.verdict.kind}: {record.verdict.reason}"
+
+
+def turn_path(record: TurnRecord) -> str:
+    """``[before → after]``, ``[state]`` for a stay; a turn that chained names every state it passed through.
+
+    The verdict's reason is about the first move: ``[greeting → billing_issues]`` under "proposal
+    'premium_support' is eligible" read as a contradiction, and a chain back to where it started as a stay."""
+    if record.chained:
+        states = [record.state_before, record.verdict.target_state, *(c.target_state for c in record.chained)]
+        return "[" + " → ".join(states) + "]"
     if record.state_before == record.state_after:
-        where = f"[{record.state_after}]"
-    else:
-        where = f"[{record.state_before} → {record.state_after}]"
-    return f"{where} {verdict.kind}: {verdict.reason}"
+        return f"[{record.state_after}]"
+    return f"[{record.state_before} → {record.state_after}]"
 
 
 def describe_actions(record: TurnRecord) -> list[str]:
@@ -60,8 +68,11 @@ def explain_lines(record: TurnRecord, conversation_id: str) -> list[str]:
             verdict = "eligible" if evaluation.eligible else "not eligible"
             lines.append(f"  → {evaluation.target_state} (priority {evaluation.priority}, {kind}): {verdict}")
             lines += [f"      {'✓' if c.holds else '✗'} {c.description}{_unmet(c)}" for c in evaluation.conditions]
-    lines.append("verdict: " + describe_turn(record.model_copy(update={"state_after": record.verdict.target_state})))
-    lines += [f"chained: {chained.kind} → {chained.target_state}: {chained.reason}" for chained in record.chained]
+    lines.append(
+        "verdict: "
+        + describe_turn(record.model_copy(update={"state_after": record.verdict.target_state, "chained": []}))
+    )
+    lines += [f"then: → {chained.target_state} ({chained.kind}): {chained.reason}" for chained in record.chained]
     if record.actions:
         lines += ["actions:", *describe_actions(record)]
     if record.llm_calls:

@@ -47,12 +47,9 @@ def _route(turn: TurnResult) -> str:
         return f"[{turn.state}] operator {operator.action}"
     if record is None:
         return f"[{turn.state}]" if turn.state else ""
-    where = (
-        f"[{record.state_before}]"
-        if record.state_before == record.state_after
-        else f"[{record.state_before} → {record.state_after}]"
-    )
-    return f"{where} {record.verdict.kind}"
+    from llm_fsm.cli._show import turn_path
+
+    return f"{turn_path(record)} {record.verdict.kind}"
 
 
 def format_result(result: ConversationResult, *, verbose: bool = False) -> list[str]:

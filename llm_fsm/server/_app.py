@@ -123,7 +123,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         error = api_error_for(exc, conversation_id=request.path_params.get("conversation_id"))
         definition_id = request.path_params.get("definition_id")
         if error.code == "definition_not_found" and definition_id is not None:  # the id in the path is unknown
-            error = unknown_definition(definition_id)
+            error = unknown_definition(definition_id, request.app.state.registry.by_id)
         return answer(error)
 
     async def on_validation(request: Request, exc: Exception) -> Response:

@@ -152,7 +152,7 @@ def served(registry: DefinitionRegistry, definition_id: str) -> ServedDefinition
     try:
         return registry.get(definition_id)
     except DefinitionNotFoundError:
-        raise unknown_definition(definition_id) from None
+        raise unknown_definition(definition_id, registry.by_id) from None
 
 
 __all__ = [

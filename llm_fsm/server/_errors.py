@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from llm_fsm.errors import (
@@ -123,6 +124,8 @@ _GENERIC = {
     503: "a service the server needs is unavailable; try again later",
     502: "the model's answer could not be used; nothing was changed; try again",
     "action_failed": "a backend call the conversation needs failed; nothing was changed; try again",
+    # no start-up check guards a mounted app: "try again later" would send clients retrying what cannot change
+    "model_not_configured": "the server's model is not configured (a missing or refused provider key: see its log)",
     "outcome_unknown": (
         "the store failed while saving, so whether the message was taken is unknown; send it again with the same "
         "message_id (details.message_id): a message already taken is answered once, not run twice"
@@ -130,9 +133,14 @@ _GENERIC = {
 }
 
 
-def unknown_definition(definition_id: str) -> ApiError:
-    """The 404 for a definition id a client named and no served definition has (the id escaped and cut)."""
-    message = f"no definition '{safe_id(definition_id)}' is served; GET /v1/definitions lists them"
+def unknown_definition(definition_id: str, served: Iterable[str] = ()) -> ApiError:
+    """The 404 for a definition id a client named and no served definition has (the id escaped and cut), with
+    the served id it is one typo from: any key may list the served ids, so naming one tells nothing new."""
+    import difflib
+
+    close = difflib.get_close_matches(definition_id[:200], list(served), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    message = f"no definition '{safe_id(definition_id)}' is served{hint}; GET /v1/definitions lists them"
     return ApiError(404, "definition_not_found", message)
 
 
@@ -149,9 +157,12 @@ def api_error_for(error: BaseException, *, conversation_id: str | None = None) -
                 message = f"no conversation {safe_id(conversation_id)}" if conversation_id else "no such conversation"
             elif shown:
                 message = (str(error).splitlines() or [code])[0]
+            elif isinstance(error, LLMScriptExhaustedError):  # "try again" cannot help a script that is over
+                message = "the scripted model has no reply left for this conversation; start a new conversation"
             else:
                 message = _GENERIC.get(code) or _GENERIC.get(status, code.replace("_", " "))
-            headers = {"Retry-After": "1"} if status in (503,) or code == "concurrent_update" else None
+            retry = (status == 503 and code != "model_not_configured") or code == "concurrent_update"
+            headers = {"Retry-After": "1"} if retry else None
             message_id = getattr(error, "message_id", None) if code == "outcome_unknown" else None
             details = {"message_id": message_id} if isinstance(message_id, str) else None
             return ApiError(status, code, message, details=details, headers=headers)

@@ -237,6 +237,18 @@ def test_an_action_with_no_registered_function_is_a_server_error() -> None:
     assert (error.status, error.code) == (500, "server_error")
 
 
+def test_a_model_without_its_key_is_503_model_not_configured_without_try_again_later() -> None:
+    """A mounted app has no start-up check: a missing provider key answers every turn, and waiting never helps."""
+    from llm_fsm.errors import LLMConfigurationError
+    from llm_fsm.server._errors import api_error_for
+
+    error = api_error_for(LLMConfigurationError("gpt-4o-mini: no API key. Set OPENAI_API_KEY (sk-live-123)"))
+    assert (error.status, error.code) == (503, "model_not_configured")
+    assert "try again" not in error.message and "sk-live" not in error.message
+    assert error.message == "the server's model is not configured (a missing or refused provider key: see its log)"
+    assert not (error.headers or {}).get("Retry-After")
+
+
 # --- messages that say what is unknown, once --------------------------------------------------------------
 
 
@@ -247,6 +259,16 @@ def test_an_unknown_definition_is_named_in_the_404(server: Server) -> None:
     for response in (started, graph, lint):
         assert response.status_code == 404 and error(response)["code"] == "definition_not_found"
         assert "'signupp'" in error(response)["message"] and "GET /v1/definitions" in error(response)["message"]
+
+
+def test_an_unknown_definition_that_is_one_typo_from_a_served_one_is_named_in_the_404(server: Server) -> None:
+    """``simple_greting`` in a curl: every key may list the definitions, so naming the close one tells nothing new."""
+    started = server.client.post("/v1/conversations", json={"definition": "signupp"}, headers=server.headers())
+    graph = server.client.get("/v1/definitions/signupp/graph", headers=server.headers())
+    for response in (started, graph):
+        assert "did you mean 'signup'?" in error(response)["message"]
+    far = server.client.post("/v1/conversations", json={"definition": "zzzzzz"}, headers=server.headers())
+    assert "did you mean" not in error(far)["message"]
 
 
 @pytest.mark.parametrize("hostile", ["a\x00b", "x" * 10_000, "\x1b[31mred"], ids=["nul", "10kB", "escape"])

@@ -50,13 +50,17 @@ SIZES = ((1024, 768), (1920, 1080))
 SCRIPT = yaml.safe_load((ROOT / "definitions" / "conversations" / "coffee_order.conv.yaml").read_text("utf-8"))
 COFFEE = SCRIPT["conversations"][0]
 USER_MESSAGES = [turn["user"] for turn in COFFEE["turns"]]
+ROUTER = yaml.safe_load(
+    (ROOT / "definitions" / "conversations" / "customer_support_router.conv.yaml").read_text("utf-8")
+)["conversations"][0]
+ROUTER_MESSAGE = ROUTER["turns"][0]["user"]  # the customer's number: lookup_customer writes two keys
 
 
 def _answer(request: LLMRequest) -> Any:
     """The script's model answer to the user's message (its regenerated reply when the engine asks again)."""
     if request.purpose == "opening":
         return {"target_state": None, "message": SCRIPT["opening"]}
-    for turn in COFFEE["turns"]:
+    for turn in [*COFFEE["turns"], *ROUTER["turns"][:1]]:
         if turn["user"] == request.user_message:
             if request.purpose == "regenerate":
                 return {"target_state": None, "message": turn.get("regenerate", turn["model"]["message"])}
@@ -70,12 +74,12 @@ class Shipped:
     api: str
     headers: dict[str, str]
 
-    def start(self, definition: str = "coffee_order", turns: int = 0) -> str:
-        """A conversation started over the API, with the script's first ``turns`` messages sent."""
+    def start(self, definition: str = "coffee_order", turns: int = 0, messages: list[str] = USER_MESSAGES) -> str:
+        """A conversation started over the API, with the first ``turns`` of ``messages`` sent."""
         started = httpx.post(f"{self.api}/conversations", json={"definition": definition}, headers=self.headers)
         assert started.status_code == 201, started.text
         cid = str(started.json()["conversation_id"])
-        for message in USER_MESSAGES[:turns]:
+        for message in messages[:turns]:
             sent = httpx.post(
                 f"{self.api}/conversations/{cid}/messages", json={"message": message}, headers=self.headers
             )
@@ -190,6 +194,17 @@ def test_the_conversations_list_starts_in_the_first_viewport_with_every_shipped_
     assert first.is_displayed()
 
 
+def test_with_no_conversation_yet_the_page_shows_where_to_start_one(sized: WebDriver, shipped: Shipped) -> None:
+    """A first visit: nine definitions fold away under an empty list, and 'New conversation' was out of sight."""
+    viewport(sized, 1024, 768)
+    open_page(sized, shipped)
+    note = sized.find_element(By.CSS_SELECTOR, "#conversations li.note").text
+    assert "New conversation" in note, note
+    start = wait_for(sized, lambda d: visible(d, "#definitions .start-conversation"), "a New conversation button")
+    bottom = sized.execute_script("return arguments[0].getBoundingClientRect().bottom", start)
+    assert bottom <= 768, f"the first New conversation button is {bottom:.0f} px down"
+
+
 OVERFLOWING = """
 // Each column of the page (the header, the sidebar, the chat, the inspection panel) holds its content
 // within its width: every element lies inside the column, and every box that scrolls or clips is wide
@@ -232,6 +247,58 @@ def test_nothing_overflows_its_column_at_1024_and_1920_pixels(
         settle(sized)
         sized.save_screenshot(str(screenshots / f"inspector-{width}x{height}.png"))
         assert sized.execute_script(OVERFLOWING) == [], f"at {width}×{height}"
+
+
+def test_an_action_that_wrote_several_keys_fits_the_explain_panel_at_1024_and_1920_pixels(
+    sized: WebDriver, shipped: Shipped, screenshots: Path
+) -> None:
+    """The router's lookup writes the customer's tier and lifetime value: the action's line wraps in its column."""
+    cid = shipped.start("customer_support_router", turns=1, messages=[ROUTER_MESSAGE])
+    for width, height in SIZES:
+        viewport(sized, width, height)
+        open_page(sized, shipped)
+        open_conversation(sized, cid)
+        settle(sized)
+        action = sized.find_element(By.XPATH, "//*[@id='explain']//li[starts-with(., 'lookup_customer')]")
+        assert "wrote" in action.text
+        sized.execute_script("arguments[0].scrollIntoView()", action)
+        sized.save_screenshot(str(screenshots / f"action-{width}x{height}.png"))
+        assert sized.execute_script(OVERFLOWING) == [], f"at {width}×{height}"
+
+
+LABEL_HEIGHTS = """
+// The on-screen height of each named state's box in the diagram (not the start and end dots), in CSS pixels.
+return [...document.querySelectorAll("#diagram svg g.node")].filter((node) => node.textContent.trim())
+  .map((node) => node.getBoundingClientRect().height);
+"""
+
+
+# The same, the diagram's box being at full size a scroll box of its own, as a table's is.
+OVERFLOWING_BUT_THE_DIAGRAM = OVERFLOWING.replace(
+    'node.closest(".table-scroll, svg") !== node && node.closest(".table-scroll, svg")',
+    'node.closest(".table-scroll, #diagram") !== node && node.closest(".table-scroll, #diagram")',
+).replace('!node.matches(".table-scroll, svg")', '!node.matches(".table-scroll, #diagram, svg")')
+
+
+def test_the_diagram_can_be_seen_at_full_size_in_a_box_of_its_own_at_1024_pixels(
+    sized: WebDriver, shipped: Shipped, screenshots: Path
+) -> None:
+    """Fitted to the panel, the router's nine states are drawn a few pixels high: 'Full size' draws it at its own
+    size, scrolling inside its box, and the rest of the page stays in its columns."""
+    cid = shipped.start("customer_support_router", turns=1, messages=[ROUTER_MESSAGE])
+    viewport(sized, 1024, 768)
+    open_page(sized, shipped)
+    open_conversation(sized, cid)
+    settle(sized)
+    fitted = min(sized.execute_script(LABEL_HEIGHTS))
+    click(sized, "#diagram-size", "the Full size button")
+    wait_for(sized, lambda d: min(d.execute_script(LABEL_HEIGHTS)) >= 20, "the states drawn at full size")
+    sized.save_screenshot(str(screenshots / "diagram-full-1024x768.png"))
+    assert fitted < 20
+    assert OVERFLOWING_BUT_THE_DIAGRAM.count("#diagram") == 3  # the check above still reads as it did
+    assert sized.execute_script(OVERFLOWING_BUT_THE_DIAGRAM) == []
+    click(sized, "#diagram-size", "the Fit button")
+    wait_for(sized, lambda d: min(d.execute_script(LABEL_HEIGHTS)) == fitted, "the diagram fitted again")
 
 
 BROKEN_WORDS = """
@@ -366,7 +433,10 @@ def test_a_coffee_order_typed_in_the_page_ends_with_the_order_placed(
     """The conversation of docs/inspector.png. ``LLM_FSM_INSPECTOR_SCREENSHOT=docs/inspector.png`` saves it there."""
     viewport(sized, 1920, 1080)
     sized.get(shipped.base)
-    click(sized, "#definitions-section > summary", "the folded definitions")  # nine of them: folded at first
+    # nine definitions fold away under the conversations, but with none yet they are open: where to start one
+    wait_for(
+        sized, lambda d: d.find_element(By.ID, "definitions-section").get_attribute("open"), "the definitions open"
+    )
     click(sized, "#definitions li[data-definition='coffee_order'] .start-conversation", "coffee_order's start")
     wait_for(sized, lambda d: SCRIPT["opening"] in d.find_element(By.ID, "messages").text, "the opening")
     for number, message in enumerate(USER_MESSAGES, start=1):

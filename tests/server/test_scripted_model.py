@@ -65,3 +65,13 @@ def test_another_conversation_still_plays_the_script_after_one_ran_out(scripted:
         scripted.send(spent, message)
     fresh = scripted.start()
     assert scripted.send(fresh, "one").json()["reply"] == "First answer."
+
+
+def test_a_conversation_that_used_the_whole_script_is_told_so_not_to_try_again(scripted: Server) -> None:
+    """Sending again can never help a script that is over: the 502 says what happened and what does help."""
+    cid = scripted.start()
+    scripted.send(cid, "one")
+    scripted.send(cid, "two")
+    message = scripted.send(cid, "three").json()["error"]["message"]
+    assert "try again" not in message
+    assert message == "the scripted model has no reply left for this conversation; start a new conversation"

@@ -64,9 +64,21 @@ export async function draw(container, text, current = null, visited = []) {
     const parsed = new DOMParser().parseFromString(svg, "text/html").querySelector("svg");
     clear(container).append(document.importNode(parsed, true));
     container.dataset.current = current ?? "";
+    fitDiagram(container);
   } catch (error) {
     clear(container).append(el("p", { className: "error" }, `cannot draw the diagram: ${error}`), el("pre", {}, text));
   }
+}
+
+// Fitted to its panel, a diagram of ten states is drawn a few pixels high; at full size (the container has the
+// class "full") it is drawn at Mermaid's own size and scrolls inside its box.
+export function fitDiagram(container) {
+  const svg = container.querySelector("svg");
+  if (!svg) return;
+  const full = container.classList.contains("full");
+  svg.dataset.fittedMaxWidth ??= svg.style.maxWidth; // Mermaid's own: the drawing's width
+  svg.style.width = full && svg.viewBox.baseVal ? `${svg.viewBox.baseVal.width}px` : "";
+  svg.style.maxWidth = full ? "none" : svg.dataset.fittedMaxWidth;
 }
 
 export function initMermaid() {

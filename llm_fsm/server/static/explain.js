@@ -106,7 +106,7 @@ export function renderTurn(record) {
           el("h4", {}, "Actions"),
           el(
             "ul",
-            { className: "actions" },
+            { className: "action-calls" },
             record.actions.map((a) =>
               el(
                 "li",

@@ -5,7 +5,7 @@
 
 import { ApiError, forgetKey, getJSON, postJSON, segment, storeKey, storedKey, streamMessage } from "./api.js";
 import { append, clear, el, show, time } from "./dom.js";
-import { draw, initMermaid, pathFromTrace } from "./diagram.js";
+import { draw, fitDiagram, initMermaid, pathFromTrace } from "./diagram.js";
 import { renderTurn, scrolling } from "./explain.js";
 import { conversationHash, definitionHash, parseRoute } from "./route.js";
 
@@ -198,7 +198,13 @@ function renderConversations() {
   const shown = page.conversations.filter(visible);
   const total = page.conversations.length;
   $("conversation-count").textContent = shown.length === total ? `(${total})` : `(${shown.length} of ${total})`;
-  if (!shown.length) list.append(el("li", { className: "note" }, "No conversation."));
+  if (!total && canWrite()) {
+    // a first visit: the definitions, folded when there are many, hold the only way to start one
+    $("definitions-section").open = true;
+    list.append(el("li", { className: "note" }, "No conversation yet: press New conversation under a definition below."));
+  } else if (!shown.length) {
+    list.append(el("li", { className: "note" }, total ? "No conversation matches the filters." : "No conversation."));
+  }
   for (const item of shown) {
     list.append(
       el(
@@ -468,5 +474,11 @@ $("send-form").addEventListener("submit", (event) => {
 
 for (const id of ["filter-definition", "filter-state", "filter-status"]) $(id).addEventListener("change", renderConversations);
 $("refresh").addEventListener("click", loadConversations);
+$("diagram-size").addEventListener("click", () => {
+  const full = $("diagram").classList.toggle("full");
+  $("diagram-size").textContent = full ? "Fit to panel" : "Full size";
+  $("diagram-size").setAttribute("aria-pressed", String(full));
+  fitDiagram($("diagram"));
+});
 
 start();
