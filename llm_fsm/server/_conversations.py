@@ -100,12 +100,13 @@ async def list_conversations(
     limit: Annotated[int, Query(ge=1, le=1000, description="At most this many, newest first.")] = 100,
     cursor: Annotated[
         str | None,
-        Query(description="The `next_cursor` of the page before; absent for the first page."),
+        Query(description="The `next_cursor` of the page before; absent or empty for the first page."),
     ] = None,
 ) -> ConversationList:
     """The caller's conversations, newest first, a page at a time: pass `next_cursor` back as `cursor` (null: the
     last page). A conversation started while a client pages shows on no later page and shifts none."""
-    page = await manager.alist_conversations(user_id=caller.tenant, limit=limit, cursor=cursor)
+    # empty is the first page: a client sends `cursor=${next ?? ""}` from its first request on
+    page = await manager.alist_conversations(user_id=caller.tenant, limit=limit, cursor=cursor or None)
     return ConversationList(
         conversations=[
             ConversationItem(

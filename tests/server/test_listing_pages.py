@@ -52,3 +52,10 @@ def test_a_cursor_no_listing_gave_is_a_400_invalid_cursor(server: Server) -> Non
 def test_an_overlong_cursor_is_the_same_400_invalid_cursor(server: Server) -> None:
     response = server.client.get("/v1/conversations?cursor=" + "A" * 5000, headers=server.headers())
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_cursor"
+
+
+def test_an_empty_cursor_asks_for_the_first_page(server: Server) -> None:
+    """A client writing ``cursor=${next ?? ""}`` sends an empty one for its first page, as docs/server.md shows."""
+    started = {server.start() for _ in range(3)}
+    first = _page(server, "limit=2&cursor=")
+    assert _ids(first) == _ids(_page(server, "limit=2")) and set(_ids(first)) <= started
