@@ -51,3 +51,11 @@ def test_a_cursor_no_listing_gave_is_a_usage_error(tmp_path: Path) -> None:
     url, _ = _stored(tmp_path, 1)
     result = CliRunner().invoke(main, ["conversations", "--store", url, "--cursor", "garbage"])
     assert result.exit_code == 2 and "cursor" in result.output
+
+
+def test_a_store_holding_none_says_so_naming_the_store(tmp_path: Path) -> None:
+    """A wrong --store must not look like an empty listing that says nothing."""
+    url, _ = _stored(tmp_path, 0)
+    result = CliRunner().invoke(main, ["conversations", "--store", url])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "" and f"no conversations in {url}" in result.stderr

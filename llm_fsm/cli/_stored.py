@@ -111,7 +111,7 @@ def conversations_command(
       llm-fsm conversations --usage
     """
     from llm_fsm.errors import InvalidCursorError
-    from llm_fsm.stores import open_store
+    from llm_fsm.stores import default_store_url, open_store, redact_url
     from llm_fsm.stores._paging import page_of
 
     opened = open_store(_store_url(store))
@@ -125,6 +125,11 @@ def conversations_command(
     except InvalidCursorError as exc:
         raise click.BadParameter(str(exc), param_hint="--cursor") from None
     summaries = page.items
+    if not summaries and cursor is None:  # a mistyped --store or --user must not read as a silent empty list
+        whose = f" for user {user_id!r}" if user_id is not None else ""
+        whose += f" in room {room_id!r}" if room_id is not None else ""
+        click.echo(f"no conversations in {redact_url(_store_url(store) or default_store_url())}{whose}", err=True)
+        return
     # the stores' summaries do not carry the mode (it is not a column of the SQL stores): each record is read
     instances = [opened.load(s.conversation_id, user_id=s.user_id, room_id=s.room_id) for s in summaries]
     usages = [instance.usage for instance in instances] if usage else None
