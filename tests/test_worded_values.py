@@ -36,6 +36,7 @@ def booking(grounded: bool = True) -> FSMDefinition:
                 "date": {"format": "date", "grounded": grounded},
                 "time": {"format": "time", "grounded": grounded},
                 "party": {"type": "integer", "grounded": grounded},
+                "when": {"format": "date-time", "grounded": grounded},
             },
             "states": {
                 "ask": {
@@ -208,7 +209,7 @@ def worded_times(draw: st.DrawFn) -> str:
 
 @settings(max_examples=400, deadline=None)
 @given(
-    key=st.sampled_from(["date", "time", "party"]),
+    key=st.sampled_from(["date", "time", "party", "when"]),
     data=st.data(),
     today=DAYS,
     said_too=st.booleans(),
@@ -216,7 +217,12 @@ def worded_times(draw: st.DrawFn) -> str:
 def test_every_value_stored_for_a_typed_key_renormalises_to_itself(
     key: str, data: st.DataObject, today: dt.date, said_too: bool
 ) -> None:
-    strategy = {"date": worded_dates(), "time": worded_times(), "party": st.sampled_from(NUMBERS)}[key]
+    strategy = {
+        "date": worded_dates(),
+        "time": worded_times(),
+        "party": st.sampled_from(NUMBERS),
+        "when": st.builds("{} at {}".format, worded_dates(), worded_times()),
+    }[key]
     written = data.draw(strategy)
     said = written if said_too else "hello"
     policy = KeyPolicy(DEFINITION, Grounding([said], today=today))
@@ -242,3 +248,27 @@ def test_explain_as_text_says_what_the_model_wrote_and_how_it_was_read() -> None
     manager.process_message(cid, "next Friday")
     text = "\n".join(explain_lines(manager.explain(cid), cid))
     assert 'date = "2019-03-08": set (written "next Friday", read as date in words' in text
+
+
+def test_a_sensitive_keys_readings_are_not_shown_in_the_reason() -> None:
+    definition = booking().model_copy(deep=True)
+    keys = definition.context_keys
+    assert keys is not None
+    keys["date"] = keys["date"].model_copy(update={"sensitive": True})
+    policy = KeyPolicy(definition, Grounding(["Friday"], today=TODAY))
+    _, refusal = policy.vet("date", "Friday", model=True)
+    assert refusal is not None and "2019" not in refusal.reason and "Friday" not in refusal.reason
+
+
+def test_a_leading_on_at_or_for_is_part_of_the_words() -> None:
+    changes = turn({"date": "on March 9th", "time": "at 8 pm", "party": "for two"}, "on March 9th at 8 pm for two")
+    assert [stored(changes[key]) for key in ("date", "time", "party")] == ["2019-03-09", "20:00", 2]
+
+
+def test_a_date_and_time_in_words_is_stored_as_one_iso_date_time() -> None:
+    definition = booking()
+    policy = KeyPolicy(definition, Grounding(["next Friday at 8 pm"], today=TODAY))
+    assert policy.vet("when", "next Friday at 8 pm", model=True) == ("2019-03-08T20:00:00", None)
+    unsure = KeyPolicy(definition, Grounding(["Friday at 8"], today=TODAY))
+    _, refusal = unsure.vet("when", "Friday at 8", model=True)
+    assert refusal is not None and "could be 2019-03-01T08:00:00, 2019-03-01T20:00:00," in refusal.reason

@@ -334,8 +334,19 @@ def dates_in(text: str, today: dt.date | None = None) -> tuple[Found, ...]:
 # --- a whole value read as one expression ---------------------------------------------------------
 
 
+_LEAD = re.compile(r"\s*(?:(?:on|at|for)\s+)?", re.IGNORECASE)
+
+
+def _body(text: str) -> tuple[int, int]:
+    """Where the expression of a whole value is: after a leading "on", "at" or "for", before end punctuation."""
+    lead = _LEAD.match(text)
+    start = lead.end() if lead else 0
+    return start, start + len(text[start:].rstrip().rstrip(".!?,;").rstrip())
+
+
 def _bare(text: str) -> str:
-    return text.strip().rstrip(".!?,;").strip()
+    start, end = _body(text)
+    return text[start:end]
 
 
 def date_readings(text: str, today: dt.date | None) -> tuple[str, ...]:
@@ -380,14 +391,29 @@ def missing_day(text: str) -> str | None:
 
 def _whole(found: Sequence[Found], text: str) -> tuple[str | int | float, ...]:
     """The values of the expressions that are the whole of ``text`` (punctuation around it aside)."""
-    start = len(text) - len(text.lstrip())
-    end = start + len(_bare(text))
+    start, end = _body(text)
     return tuple(dict.fromkeys(f.value for f in found if f.start <= start and f.end >= end))
 
 
 def time_readings(text: str) -> tuple[str, ...]:
     """The times a value written in words means ("8 in the night": 20:00; "a quarter past six": 06:15, 18:15)."""
     return tuple(str(value) for value in _whole(times_in(text), text))
+
+
+_BETWEEN = re.compile(r"\s+at\s+|,\s*|\s+", re.IGNORECASE)
+
+
+def date_time_readings(text: str, today: dt.date | None) -> tuple[str, ...]:
+    """The date-times (``2019-03-08T20:00:00``) a value written in words means when it is a date expression and
+    then a time expression ("next Friday at 8 pm"): every pairing of their readings."""
+    start, end = _body(text)
+    body = text[start:end]
+    found: dict[str, None] = {}
+    for between in _BETWEEN.finditer(body):
+        days = date_readings(body[: between.start()], today)
+        clocks = time_readings(body[between.start() :]) if days else ()
+        found.update((f"{day}T{clock}:00", None) for day in days for clock in clocks)
+    return tuple(found)
 
 
 def number_readings(text: str) -> tuple[int | float, ...]:
@@ -401,6 +427,7 @@ __all__ = [
     "Found",
     "Reading",
     "date_readings",
+    "date_time_readings",
     "dates_in",
     "missing_day",
     "number_readings",

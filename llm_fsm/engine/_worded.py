@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_fsm.definition._keys import KeyDeclaration
-from llm_fsm.definition._spoken import date_readings, missing_day, number_readings, time_readings
+from llm_fsm.definition._spoken import (
+    date_readings,
+    date_time_readings,
+    missing_day,
+    number_readings,
+    time_readings,
+)
 from llm_fsm.engine._witness import Witness, typed_kind
 
 
@@ -37,9 +43,11 @@ class Reworded:
 
 
 def _readings(kind: str, text: str, today: dt.date | None) -> tuple[tuple[Any, ...], str]:
+    against = f", against the conversation's date {today.isoformat()}" if today is not None else ""
     if kind == "date":
-        against = f", against the conversation's date {today.isoformat()}" if today is not None else ""
         return date_readings(text, today), f"date in words{against}"
+    if kind == "date-time":
+        return date_time_readings(text, today), f"date and time in words{against}"
     if kind == "time":
         return time_readings(text), "time in words (24-hour)"
     return number_readings(text), "number in words"
@@ -55,7 +63,7 @@ def reword(
     the words are no expression of one. ``witness`` finds what in the conversation means a value: it settles
     which of several readings the user meant, and says where the stored one was said."""
     kind = typed_kind(declaration)
-    if kind is None or kind == "date-time":
+    if kind is None:
         return None
     readings, rule = _readings(kind, written, today)
     if declaration.type == "integer":
