@@ -6,7 +6,9 @@ A model's value is a guess until checked. Three steps, each pure:
    spacing-insensitively and through synonyms to their canonical spelling;
    numeric strings to numbers for numeric keys; common yes/no words for
    booleans; dates, times and emails to one stored form. Nothing is guessed
-   (``03/04/2027`` is not a date: day and month are ambiguous).
+   (``03/04/2027`` is not a date: day and month are ambiguous). A model's
+   date, time or number in words ("next Friday", "two") is read as the one
+   value it means on the conversation's clock, or refused (``_worded``).
 2. **Validate** against the declaration: type, enum, format, pattern, length,
    range, list items. The first failure is the reason.
 3. **Ground** (model writes of grounded keys only): the value must be
