@@ -95,7 +95,9 @@ def _value(value: Any) -> str:
 def _outcome(change: ContextChange) -> str:
     if change.applied:
         previous = f" (was {_value(change.previous)})" if change.previous is not None else ""
-        return f"{change.reason}{previous}"
+        words = change.repaired
+        read = f" (written {_value(words.written)}, read as {words.rule})" if words is not None else ""
+        return f"{change.reason}{previous}{read}"
     return f"refused ({change.rule}): {change.reason}" if change.rule else f"dropped: {change.reason}"
 
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 _MONTH_NAMES = (
     ("january", "jan"),
@@ -282,6 +284,37 @@ def _relative(word: str, today: dt.date | None) -> list[dt.date | None]:
     return [today + dt.timedelta(days=offset)]
 
 
+Reading = Literal["as written", "next", "not past"]
+"""How a value is read from a date expression: every date it may mean ("12/03/2019": two), the next one on or
+after the conversation's date ("March 9th", "the 6th"), or those not before it ("Friday": this week's may be
+over)."""
+
+
+def _match_dates(g: dict[str, str | None], today: dt.date | None) -> tuple[list[dt.date | None], Reading]:
+    """The dates one matched expression may mean, and how one of them is chosen when a value is read from it."""
+    if g["iso"]:
+        return [_date(int(g["iy"] or 0), int(g["im"] or 0), int(g["id"] or 0))], "as written"
+    if g["nyear"]:
+        a, b, year = int(g["n1"] or 0), int(g["n2"] or 0), int(g["nyear"])
+        return [_date(year, a, b), _date(year, b, a)], "as written"
+    if g["day"]:
+        day = int(g["day"])
+        if g["this"]:
+            return _nth(day, today, (1,) if g["this"].lower() != "this" else (0,)), "as written"
+        dates = _month_day(MONTHS[(g["month"] or "").lower()], day, g["year"], today)
+        return dates, "as written" if g["year"] else "next"
+    if g["m2"]:
+        dates = _month_day(MONTHS[g["m2"].lower()], int(g["d2"] or 0), g["y2"], today)
+        return dates, "as written" if g["y2"] else "next"
+    if g["d3"] or g["d4"]:
+        return _nth(int(g["d3"] or g["d4"] or 0), today), "next"
+    if g["rel"]:
+        return _relative("after" if "after" in g["rel"].lower() else g["rel"], today), "as written"
+    if g["wd"]:
+        return _weekday(g["wd"], g["which"] or "", g["week"] or "", today), "not past"
+    return _weekday(g["wd3"] or "", "", g["week2"] or "", today), "not past"
+
+
 @functools.lru_cache(maxsize=1024)
 def dates_in(text: str, today: dt.date | None = None) -> tuple[Found, ...]:
     """Calendar dates: ``2019-03-12``, ``12/03/2019`` (either order), ``March 12th``, ``12th of March``,
@@ -292,32 +325,114 @@ def dates_in(text: str, today: dt.date | None = None) -> tuple[Found, ...]:
     """
     found: list[Found] = []
     for match in _spans(_compiled(_DATE), text):
-        g = match.groupdict()
-        dates: list[dt.date | None]
-        if g["iso"]:
-            dates = [_date(int(g["iy"]), int(g["im"]), int(g["id"]))]
-        elif g["nyear"]:
-            a, b, year = int(g["n1"]), int(g["n2"]), int(g["nyear"])
-            dates = [_date(year, a, b), _date(year, b, a)]
-        elif g["day"]:
-            day = int(g["day"])
-            if g["this"]:
-                dates = _nth(day, today, (1,) if g["this"].lower() != "this" else (0,))
-            else:
-                dates = _month_day(MONTHS[g["month"].lower()], day, g["year"], today)
-        elif g["m2"]:
-            dates = _month_day(MONTHS[g["m2"].lower()], int(g["d2"]), g["y2"], today)
-        elif g["d3"] or g["d4"]:
-            dates = _nth(int(g["d3"] or g["d4"]), today)
-        elif g["rel"]:
-            dates = _relative("after" if "after" in g["rel"].lower() else g["rel"], today)
-        elif g["wd"]:
-            dates = _weekday(g["wd"], g["which"] or "", g["week"] or "", today)
-        else:
-            dates = _weekday(g["wd3"], "", g["week2"], today)
+        dates, _ = _match_dates(match.groupdict(), today)
         for date in dict.fromkeys(d for d in dates if d is not None):
             found.append(Found(date.isoformat(), match.start(), match.end(), match[0]))
     return tuple(found)
 
 
-__all__ = ["MONTHS", "NUMBER_WORDS", "Found", "dates_in", "numbers_in", "times_in", "words_value"]
+# --- a whole value read as one expression ---------------------------------------------------------
+
+
+_LEAD = re.compile(r"\s*(?:(?:on|at|for)\s+)?", re.IGNORECASE)
+
+
+def _body(text: str) -> tuple[int, int]:
+    """Where the expression of a whole value is: after a leading "on", "at" or "for", before end punctuation."""
+    lead = _LEAD.match(text)
+    start = lead.end() if lead else 0
+    return start, start + len(text[start:].rstrip().rstrip(".!?,;").rstrip())
+
+
+def _bare(text: str) -> str:
+    start, end = _body(text)
+    return text[start:end]
+
+
+def date_readings(text: str, today: dt.date | None) -> tuple[str, ...]:
+    """The dates a value written in words means when the whole of it is one date expression ("March 9th",
+    "next Friday"), read against ``today``; empty when it is not one, or names no day that exists.
+
+    A date without a year, or "the 6th", is the next one on or after ``today``; a weekday is one not before
+    ``today`` ("Friday" on a Friday: today or in a week, two readings). Nothing else is chosen: "next Friday"
+    on a Monday may be in four days or in eleven, and "03/04/2019" either order.
+    """
+    match = _compiled(_DATE).fullmatch(_bare(text))
+    if match is None:
+        return ()
+    dates, reading = _match_dates(match.groupdict(), today)
+    days = sorted(dict.fromkeys(d for d in dates if d is not None))
+    if today is not None and reading != "as written":
+        days = [d for d in days if d >= today]
+        days = days[:1] if reading == "next" else days
+    return tuple(d.isoformat() for d in days)
+
+
+_LONGEST = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def missing_day(text: str) -> str | None:
+    """Why a month and day written without a year name no day ("February 30th": February has 28 or 29 days)."""
+    match = _compiled(_DATE).fullmatch(_bare(text))
+    if match is None:
+        return None
+    g = match.groupdict()
+    month, day = (g["month"], g["day"]) if g["day"] and g["month"] and not g["year"] else (g["m2"], g["d2"])
+    if not month or not day or (g["m2"] and g["y2"]):
+        return None
+    index = MONTHS[month.lower()]
+    name = _MONTH_NAMES[index - 1][0].title()
+    if int(day) < 1:
+        return f"there is no day {int(day)}"
+    if int(day) <= _LONGEST[index - 1]:
+        return None
+    return f"{name} has {'28 or 29' if index == 2 else _LONGEST[index - 1]} days"
+
+
+def _whole(found: Sequence[Found], text: str) -> tuple[str | int | float, ...]:
+    """The values of the expressions that are the whole of ``text`` (punctuation around it aside)."""
+    start, end = _body(text)
+    return tuple(dict.fromkeys(f.value for f in found if f.start <= start and f.end >= end))
+
+
+def time_readings(text: str) -> tuple[str, ...]:
+    """The times a value written in words means ("8 in the night": 20:00; "a quarter past six": 06:15, 18:15)."""
+    return tuple(str(value) for value in _whole(times_in(text), text))
+
+
+_BETWEEN = re.compile(r"\s+at\s+|,\s*|\s+", re.IGNORECASE)
+
+
+def date_time_readings(text: str, today: dt.date | None) -> tuple[str, ...]:
+    """The date-times (``2019-03-08T20:00:00``) a value written in words means when it is a date expression and
+    then a time expression ("next Friday at 8 pm"): every pairing of their readings."""
+    start, end = _body(text)
+    body = text[start:end]
+    found: dict[str, None] = {}
+    for between in _BETWEEN.finditer(body):
+        days = date_readings(body[: between.start()], today)
+        clocks = time_readings(body[between.start() :]) if days else ()
+        found.update((f"{day}T{clock}:00", None) for day in days for clock in clocks)
+    return tuple(found)
+
+
+def number_readings(text: str) -> tuple[int | float, ...]:
+    """The number a value written in words means ("two", "twenty-one"), when it is one number."""
+    return tuple(v for v in _whole(numbers_in(text), text) if not isinstance(v, str))
+
+
+__all__ = [
+    "MONTHS",
+    "NUMBER_WORDS",
+    "Found",
+    "Reading",
+    "date_readings",
+    "date_time_readings",
+    "dates_in",
+    "missing_day",
+    "number_readings",
+    "numbers_in",
+    "time_readings",
+    "times_in",
+    "words_value",
+]

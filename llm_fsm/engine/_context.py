@@ -36,7 +36,7 @@ from copy import deepcopy
 from typing import Any, Literal
 
 from llm_fsm.engine._data import MAX_VALUE_DEPTH, has_lone_surrogate
-from llm_fsm.engine._records import ContextChange, GroundedBy
+from llm_fsm.engine._records import ContextChange, GroundedBy, Repair
 from llm_fsm.engine._values import MASK, KeyPolicy
 from llm_fsm.errors import ContextError, ContextTooLargeError, ContextValidationError
 
@@ -296,6 +296,7 @@ def apply_update(
                 applied=True,
                 reason=reason,
                 grounded_by=_grounded_by(policy, path, masked),
+                repaired=_repaired(policy, path, masked),
             )
         )
     return changes
@@ -308,6 +309,24 @@ def _grounded_by(policy: KeyPolicy | None, path: str, masked: bool) -> GroundedB
         return None
     found = GroundedBy(**dataclasses.asdict(witness))
     return found.model_copy(update={"expression": MASK}) if masked else found
+
+
+def _repaired(policy: KeyPolicy | None, path: str, masked: bool) -> Repair | None:
+    """The record of a stored model value read from words ("next Friday" stored as its date)."""
+    words = policy.repairs.get(path) if policy is not None else None
+    if words is None:
+        return None
+    seen = words.witness
+    return Repair(
+        written=MASK if masked else words.written,
+        stored=MASK if masked else words.value,
+        rule=words.rule,
+        expression=None if seen is None else MASK if masked else seen.expression,
+        source=None if seen is None else seen.source,
+        messages_back=None if seen is None else seen.messages_back,
+        start=None if seen is None else seen.start,
+        end=None if seen is None else seen.end,
+    )
 
 
 __all__ = ["apply_update", "context_size", "flatten_update", "get_path", "has_value", "is_empty", "missing_keys"]

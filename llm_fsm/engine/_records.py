@@ -183,6 +183,19 @@ class GroundedBy(_Data):
     end: int | None = Field(default=None, description="Where it ends (exclusive).")
 
 
+class Repair(_Data):
+    """A model's value written in words ("next Friday") stored in its key's declared form (``2019-03-08``)."""
+
+    written: Any = Field(description="What the model wrote.")
+    stored: Any = Field(description="What was stored: the one value the words mean.")
+    rule: str = Field(description="How the words were read ('date in words, against the conversation's date ...').")
+    expression: str | None = Field(default=None, description="The expression in the conversation that means it.")
+    source: str | None = Field(default=None, description="user, or assistant for an offer the user accepted.")
+    messages_back: int | None = Field(default=None, description="Which message of its source: 0 the newest.")
+    start: int | None = Field(default=None, description="Where the expression starts in that message.")
+    end: int | None = Field(default=None, description="Where it ends (exclusive).")
+
+
 class ContextChange(_Data):
     """One key of a context update and what happened to it."""
 
@@ -203,6 +216,13 @@ class ContextChange(_Data):
         description=(
             "For a stored model value of a grounded key: what in the conversation supports it. None when the key "
             "is not grounded, or for a refused value (rule 'ungrounded': nothing the user said means it)."
+        ),
+    )
+    repaired: Repair | None = Field(
+        default=None,
+        description=(
+            "For a stored model value written in words the normaliser does not take ('March 9th' for a date): what "
+            "was written, what was stored, the rule that read it, and where in the conversation it was said."
         ),
     )
 

@@ -6,7 +6,9 @@ A model's value is a guess until checked. Three steps, each pure:
    spacing-insensitively and through synonyms to their canonical spelling;
    numeric strings to numbers for numeric keys; common yes/no words for
    booleans; dates, times and emails to one stored form. Nothing is guessed
-   (``03/04/2027`` is not a date: day and month are ambiguous).
+   (``03/04/2027`` is not a date: day and month are ambiguous). A model's
+   date, time or number in words ("next Friday", "two") is read as the one
+   value it means on the conversation's clock, or refused (``_worded``).
 2. **Validate** against the declaration: type, enum, format, pattern, length,
    range, list items. The first failure is the reason.
 3. **Ground** (model writes of grounded keys only): the value must be
@@ -40,6 +42,7 @@ from typing import Any, Literal
 from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._witness import Source, Witness, typed_kind, typed_witness
+from llm_fsm.engine._worded import Reworded, or_list, reword
 
 Rule = Literal[
     "type",
@@ -484,6 +487,8 @@ class KeyPolicy:
         self._grounding = grounding
         self.witnesses: dict[str, Witness] = {}
         """What grounded each model value this policy let through, by path (for the turn's record)."""
+        self.repairs: dict[str, Reworded] = {}
+        """Model values written in words and stored in their declared form, by path (for the turn's record)."""
 
     @property
     def grounding(self) -> Grounding | None:
@@ -511,6 +516,8 @@ class KeyPolicy:
             return value, Refusal("type", f"{declared!r} is declared as {declaration.type}, not an object")
         value = normalise(declaration, value)
         problem = check(declaration, value, shown=shown)
+        if problem is not None and model and isinstance(value, str) and self._grounding is not None:
+            value, problem = self._reword(path, declaration, value, problem, shown)
         if problem is not None:
             return value, problem
         grounding = self.grounding if model and declaration.is_grounded and self._grounding is not None else None
@@ -520,6 +527,25 @@ class KeyPolicy:
                 return value, Refusal("ungrounded", f"{shown or _short(value)} is not something the user said")
             self.witnesses[path] = witness
         return value, None
+
+    def _reword(
+        self, path: str, declaration: KeyDeclaration, written: str, problem: Refusal, shown: str | None
+    ) -> tuple[Any, Refusal | None]:
+        """A value written in words read as the one value it means in the declared form (``_worded``), or why not."""
+        grounding = self.grounding
+        if grounding is None or problem.rule not in ("type", "format"):
+            return written, problem
+        words = reword(declaration, written, grounding.today, lambda v: grounding.witness(v, declaration))
+        if words is None:
+            return written, problem
+        label = shown or _short(written)
+        if words.missing is not None:
+            return written, Refusal(problem.rule, f"{label}: {words.missing if shown is None else 'no such day'}")
+        if words.ambiguous:
+            readings = "has several readings" if shown else f"could be {or_list(words.readings)}"
+            return written, Refusal(problem.rule, f"{label} {readings}: which one is meant?")
+        self.repairs[path] = words
+        return words.value, check(declaration, words.value, shown=shown)
 
 
 __all__ = [
