@@ -211,6 +211,15 @@ def test_explaining_a_turn_the_conversation_never_had_says_how_many_turns_it_has
     assert "not kept" not in str(caught.value)
 
 
+def test_explaining_turn_0_says_turns_count_from_1():
+    fsm, _ = manager([reply("ask_name"), reply("ask_name", "Name?")])
+    cid, _ = fsm.start_conversation("form")
+    fsm.process_message(cid, "hi")
+    with pytest.raises(TurnNotFoundError) as caught:
+        fsm.explain(cid, 0)
+    assert str(caught.value) == f"conversation {cid} has no turn 0: turns count from 1 (-1 is the last)"
+
+
 def test_explaining_a_conversation_without_turns_says_it_has_none_yet():
     fsm, _ = manager([reply("ask_name")])
     cid, _ = fsm.start_conversation("form")

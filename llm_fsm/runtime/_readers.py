@@ -268,7 +268,9 @@ def _turn_record(instance: FSMInstance, turn: int) -> TurnRecord:
     records = instance.turns
     cid = instance.conversation_id
     count = max(instance.turn_count, records[-1].index if records else 0)
-    if turn == 0 or abs(turn) > count:
+    if turn == 0:  # people count from 0 as often as from 1: say which
+        raise TurnNotFoundError(f"conversation {cid} has no turn 0: turns count from 1 (-1 is the last)")
+    if abs(turn) > count:
         had = "no turns yet" if count == 0 else f"only {count} turn{'s' if count != 1 else ''}"
         raise TurnNotFoundError(f"conversation {cid} has {had}: there is no turn {turn}")
     wanted = turn if turn > 0 else count + turn + 1
