@@ -124,7 +124,13 @@ class ReplyFileModel:
         from llm_fsm.definition._documents import format_path, parse_text
         from llm_fsm.errors import ScriptError
         from llm_fsm.loading import read_capped
-        from llm_fsm.scripting._scripts import MAX_SCRIPT_BYTES, ModelReply, is_script_file, load_script
+        from llm_fsm.scripting._scripts import (
+            MAX_SCRIPT_BYTES,
+            MAX_SCRIPT_VALUES,
+            ModelReply,
+            is_script_file,
+            load_script,
+        )
 
         if not path:
             raise ScriptError("scripted: needs a file of replies, e.g. --model scripted:replies.yaml")
@@ -138,7 +144,8 @@ class ReplyFileModel:
             return cls(steps, source=path)
         raw = read_capped(path, max_bytes=MAX_SCRIPT_BYTES, what="reply file", error=ScriptError, not_found=ScriptError)
         try:
-            document = parse_text(raw, file=path, fmt="json" if path.lower().endswith(".json") else "yaml")
+            fmt = "json" if path.lower().endswith(".json") else "yaml"
+            document = parse_text(raw, file=path, fmt=fmt, max_containers=MAX_SCRIPT_VALUES, kind="reply file")
         except DefinitionError as exc:  # the shared parser speaks of definitions; this is a reply file
             raise ScriptError(exc.message, file=path, path=exc.path, line=exc.line) from None
         if not isinstance(document.data, list) or not document.data:

@@ -104,23 +104,29 @@ class ParsedDocument:
 
 
 def parse_text(
-    raw: bytes | str, *, file: str | None = None, fmt: str | None = None, max_containers: int | None = None
+    raw: bytes | str,
+    *,
+    file: str | None = None,
+    fmt: str | None = None,
+    max_containers: int | None = None,
+    kind: str = "definition",
 ) -> ParsedDocument:
     """Parse JSON or YAML (chosen by ``fmt`` or the file suffix; JSON by default).
 
     ``max_containers`` refuses a document of more objects and arrays, before they are built; in YAML, of more
-    values of any kind (a composed YAML scalar costs what a container does, and more).
+    values of any kind (a composed YAML scalar costs what a container does, and more). ``kind`` names what the
+    document is in that refusal (scripts and reply files are parsed here too).
     """
     if fmt is None:
         fmt = format_for(file)
     text = decode(raw, file=file)
     if fmt == "yaml":
-        return parse_yaml(text, file=file, max_nodes=max_containers)
-    return parse_json(text, file=file, max_containers=max_containers)
+        return parse_yaml(text, file=file, max_nodes=max_containers, kind=kind)
+    return parse_json(text, file=file, max_containers=max_containers, kind=kind)
 
 
-def _too_many(limit: int, file: str | None) -> DefinitionError:
-    return DefinitionError(f"more than {limit:,} objects and arrays; a definition has far fewer", file=file)
+def _too_many(limit: int, file: str | None, kind: str) -> DefinitionError:
+    return DefinitionError(f"more than {limit:,} objects and arrays; a {kind} has far fewer", file=file)
 
 
 def format_for(file: str | None) -> str:
@@ -150,12 +156,14 @@ _EMPTY = "file is empty"
 # --- JSON ----------------------------------------------------------------------------
 
 
-def parse_json(text: str, *, file: str | None = None, max_containers: int | None = None) -> ParsedDocument:
+def parse_json(
+    text: str, *, file: str | None = None, max_containers: int | None = None, kind: str = "definition"
+) -> ParsedDocument:
     """Strict JSON (no NaN/Infinity), plus a path→line map computed on demand."""
     if not text.strip():
         raise DefinitionError(_EMPTY, file=file)
     if max_containers is not None and _json_containers(text, max_containers) > max_containers:
-        raise _too_many(max_containers, file)
+        raise _too_many(max_containers, file, kind)
     repeated = _Repeated()
     try:
         with paused_gc():
@@ -231,7 +239,9 @@ class _Repeated:
 # --- YAML ----------------------------------------------------------------------------
 
 
-def parse_yaml(text: str, *, file: str | None = None, max_nodes: int | None = None) -> ParsedDocument:
+def parse_yaml(
+    text: str, *, file: str | None = None, max_nodes: int | None = None, kind: str = "definition"
+) -> ParsedDocument:
     """Safe YAML restricted to JSON data, plus a path→line map from the node marks.
 
     ``max_nodes`` refuses a document of more values (scalars, mappings and sequences) before they are composed:
@@ -244,7 +254,7 @@ def parse_yaml(text: str, *, file: str | None = None, max_nodes: int | None = No
     except _TooMany:
         limit = max_nodes or 0
         raise DefinitionError(
-            f"more than {limit:,} YAML values (scalars, objects and arrays); a definition has far fewer", file=file
+            f"more than {limit:,} YAML values (scalars, objects and arrays); a {kind} has far fewer", file=file
         ) from None
     except _AliasRefused as exc:
         raise DefinitionError(

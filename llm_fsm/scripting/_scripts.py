@@ -44,6 +44,10 @@ SCRIPT_SUFFIXES = (".conv.yaml", ".conv.yml", ".conv.json")
 DEFINITION_SUFFIXES = (".json", ".yaml", ".yml")
 MAX_SCRIPT_BYTES = 2 * 1024 * 1024
 
+MAX_SCRIPT_VALUES = MAX_SCRIPT_BYTES // 10
+"""Values (in JSON: objects and arrays) a script or reply file may hold, counted before any is built: the ratio
+definitions have to their byte cap, since 2 MiB of short scalars would compose into several hundred MB."""
+
 
 _MATCHER_KEYS = ("equals", "regex", "present", "absent")
 
@@ -407,7 +411,7 @@ def parse_script(text: str | bytes, *, file: str | os.PathLike[str], display: st
     name = display or os.fspath(file)
     fmt = "json" if path.name.lower().endswith(".json") else "yaml"
     try:
-        doc = parse_text(text, file=name, fmt=fmt)
+        doc = parse_text(text, file=name, fmt=fmt, max_containers=MAX_SCRIPT_VALUES, kind="script")
     except DefinitionError as exc:  # the shared parser speaks of definitions; this is a script
         raise ScriptError(exc.message, file=name, path=exc.path, line=exc.line) from None
     if not isinstance(doc.data, Mapping):
