@@ -96,6 +96,33 @@ def test_a_message_id_with_nul_round_trips(store: ConversationStore) -> None:
     assert whole.processed_messages == hot.processed_messages == {NUL: "answered"}
 
 
+@pytest.mark.parametrize("where", ["conversation_id", "user_id", "room_id"])
+def test_a_nul_in_an_id_asked_for_is_not_found(store: ConversationStore, where: str) -> None:
+    """A library caller's id with NUL (PostgreSQL's text cannot hold one) is an unknown id, not a driver error."""
+    instance = plain_instance()
+    store.save(instance, expected_version=None)
+    asked = {"conversation_id": instance.conversation_id, "user_id": "alice", "room_id": "room-1"}
+    asked[where] = "ali\x00ce"
+    with pytest.raises(ConversationNotFoundError):
+        store.load(asked.pop("conversation_id"), **asked)
+
+
+@pytest.mark.parametrize("where", ["conversation_id", "user_id", "room_id"])
+def test_a_nul_in_an_id_deletes_nothing(store: ConversationStore, where: str) -> None:
+    instance = plain_instance()
+    store.save(instance, expected_version=None)
+    asked = {"conversation_id": instance.conversation_id, "user_id": "alice", "room_id": "room-1"}
+    asked[where] = "ali\x00ce"
+    assert store.delete(asked.pop("conversation_id"), **asked) is False
+    assert store.load(instance.conversation_id, user_id="alice", room_id="room-1").version == 1
+
+
+def test_a_nul_in_the_user_lists_nothing(store: ConversationStore) -> None:
+    store.save(plain_instance(), expected_version=None)
+    assert store.list(user_id="ali\x00ce") == []
+    assert list(store.list_page(user_id="ali\x00ce", limit=10)) == []  # type: ignore[attr-defined]
+
+
 def test_an_archived_message_with_nul_round_trips(store: ConversationStore) -> None:
     instance = plain_instance()
     instance.archive_outbox = [{"user": NUL}]

@@ -81,6 +81,12 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], operation: _Ops[_T]) -> _T
         result = _Result(cursor.rowcount, await cursor.fetchall() if cursor.description else [])
 
 
+def _unstorable(*ids: str | None) -> bool:
+    """An id holding U+0000, which PostgreSQL's text cannot hold: no row has it, so the answer is known unasked
+    (asked, the driver refuses the query: a caller's unknown id would be a store error instead of "not found")."""
+    return any(value is not None and "\x00" in value for value in ids)
+
+
 class _Operations:
     """What ``PostgresStore`` asks of the server, one generator per operation; ``PostgresStore`` runs them."""
 
@@ -92,6 +98,8 @@ class _Operations:
     # --- operations -------------------------------------------------------------
 
     def _load(self, conversation_id: str, user_id: str | None, room_id: str | None) -> _Ops[FSMInstance]:
+        if _unstorable(conversation_id, user_id, room_id):
+            raise not_found(conversation_id)
         result = yield _Sql(self._q["load"], {"id": conversation_id, "user": user_id, "room": room_id})
         if not result.rows:
             raise not_found(conversation_id)
@@ -106,6 +114,8 @@ class _Operations:
     def _load_for_turn(
         self, conversation_id: str, user_id: str | None, room_id: str | None, message_id: str | None
     ) -> _Ops[FSMInstance]:
+        if _unstorable(conversation_id, user_id, room_id):
+            raise not_found(conversation_id)
         stored_id = None if message_id is None else escape_nul(message_id)
         params = {"id": conversation_id, "user": user_id, "room": room_id, "message_id": stored_id}
         result = yield _Sql(self._q["load_for_turn"], params)
@@ -169,10 +179,14 @@ class _Operations:
         return save
 
     def _delete(self, conversation_id: str, user_id: str | None, room_id: str | None) -> _Ops[bool]:
+        if _unstorable(conversation_id, user_id, room_id):
+            return False
         result = yield _Sql(self._q["delete"], {"id": conversation_id, "user": user_id, "room": room_id})
         return bool(result.rows) and bool(result.rows[0][0])  # an expired one is swept, but was not there
 
     def _list(self, user_id: str | None, room_id: str | None) -> _Ops[builtins.list[ConversationSummary]]:
+        if _unstorable(user_id, room_id):
+            return []
         if user_id is None and room_id is None:
             result = yield _Sql(self._q["list_all"])
         else:
@@ -185,6 +199,8 @@ class _Operations:
         self, user_id: str | None, room_id: str | None, all_rooms: bool, limit: int | None, cursor: str | None
     ) -> _Ops[ConversationPage]:
         check_limit(limit)
+        if _unstorable(user_id, room_id):
+            return ConversationPage([], None)
         conditions, values = page_filter(user_id, room_id, all_rooms, cursor)
         params: dict[str, Any] = {f"p{n}": value for n, value in enumerate(values)}
         for n in range(len(values)):
