@@ -41,6 +41,8 @@ _MONTH_NAMES = (
     ("december", "dec"),
 )
 MONTHS = {name: index for index, names in enumerate(_MONTH_NAMES, start=1) for name in names}
+MONTH_NAMES = tuple(names[0].title() for names in _MONTH_NAMES)
+"""English month names, spelled here: ``calendar.month_name`` follows the process's locale."""
 _WEEKDAY_NAMES = (
     ("monday", "mon"),
     ("tuesday", "tue", "tues"),
@@ -381,7 +383,7 @@ def missing_day(text: str) -> str | None:
     if not month or not day or (g["m2"] and g["y2"]):
         return None
     index = MONTHS[month.lower()]
-    name = _MONTH_NAMES[index - 1][0].title()
+    name = MONTH_NAMES[index - 1]
     if int(day) < 1:
         return f"there is no day {int(day)}"
     if int(day) <= _LONGEST[index - 1]:
@@ -423,6 +425,7 @@ def number_readings(text: str) -> tuple[int | float, ...]:
 
 __all__ = [
     "MONTHS",
+    "MONTH_NAMES",
     "NUMBER_WORDS",
     "Found",
     "Reading",

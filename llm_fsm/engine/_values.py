@@ -41,6 +41,8 @@ from typing import Any, Literal
 
 from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.definition._spoken import MONTH_NAMES
+from llm_fsm.definition._spoken import MONTHS as _MONTHS
 from llm_fsm.engine._witness import Source, Witness, typed_kind, typed_witness
 from llm_fsm.engine._worded import Reworded, or_list, reword
 
@@ -92,21 +94,6 @@ def _to_number(text: str) -> int | float | None:
     return int(cleaned) if re.fullmatch(r"[+-]?\d+", cleaned) else number
 
 
-_MONTH_SPELLINGS = (
-    ("january", "jan"),
-    ("february", "feb"),
-    ("march", "mar"),
-    ("april", "apr"),
-    ("may",),
-    ("june", "jun"),
-    ("july", "jul"),
-    ("august", "aug"),
-    ("september", "sep", "sept"),
-    ("october", "oct"),
-    ("november", "nov"),
-    ("december", "dec"),
-)
-_MONTHS = {name: index for index, names in enumerate(_MONTH_SPELLINGS, start=1) for name in names}
 _WEEKDAY = r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|sat|sun)\.?,?\s+"
 _ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
 _DAY_MONTH_YEAR = re.compile(rf"(?:{_WEEKDAY})?(?:the\s+)?{_ORDINAL}(?:\s+of)?\s+([a-z]+)\.?,?\s+(\d{{4}})")
@@ -163,7 +150,7 @@ def _missing_day(text: str) -> str | None:
         return f"there is no day {day}"
     if day > days:
         # the month's name spelled here: calendar.month_name follows the process's locale
-        return f"{_MONTH_SPELLINGS[month - 1][0].title()} {year} has {days} days"
+        return f"{MONTH_NAMES[month - 1]} {year} has {days} days"
     return None
 
 
