@@ -43,20 +43,21 @@ def _quiet(names: Sequence[str]) -> Iterator[None]:
             logger.disabled = was
 
 
-def check_store(store: Any) -> None:
-    """Ask the store for a conversation that does not exist: "not found" means it answers.
+def check_store(manager: Any) -> None:
+    """Ask the manager for a conversation that does not exist: "not found" means its store answers.
 
-    A store that cannot be reached is closed (its pool's reconnection threads stopped, still silenced)
-    and its error goes up as the one line.
+    Asked as ``/readyz`` asks, through the runtime (its store span and error translation), not of the store
+    behind its back. A store that cannot be reached is closed (its pool's reconnection threads stopped, still
+    silenced) and its error goes up as the one line.
     """
     with _quiet(_NOISY_LOGGERS):
         try:
-            store.load(_PROBE_ID, user_id=_PROBE_ID)
+            manager.get_instance(_PROBE_ID, user_id=_PROBE_ID)
         except ConversationNotFoundError:
             return
         except StoreError as exc:
             with contextlib.suppress(Exception):
-                store.close()
+                manager.store.close()
             first = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreError(f"{first.rstrip('.')}; not serving without its store") from None
 

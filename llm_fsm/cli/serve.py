@@ -275,7 +275,7 @@ def serve_command(
     model_name = model or os.environ.get(MODEL_ENV) or ""  # build_app refused an unset one
     if not no_key_check:
         check_model_environment(model_name)
-    check_store(app.state.manager.store)
+    check_store(app.state.manager)
     sock = bind(host, port)
     unregistered = _unregistered_actions(app)
     if unregistered:
