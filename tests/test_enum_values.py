@@ -240,6 +240,7 @@ def test_a_canonical_free_text_value_nobody_said_is_still_refused() -> None:
         "I don't care what date",
         "any day is fine",
         "at any price range",
+        "I'm easy on price",
     ],
 )
 def test_an_indifference_the_user_expresses_is_found(said: str) -> None:
@@ -247,7 +248,9 @@ def test_an_indifference_the_user_expresses_is_found(said: str) -> None:
     assert found.value == "dontcare" and said[found.start : found.end] == found.text
 
 
-@pytest.mark.parametrize("said", ["Friday please", "I mind the gap", "do you have anything Italian on Friday"])
+@pytest.mark.parametrize(
+    "said", ["Friday please", "I mind the gap", "do you have anything Italian on Friday", "an easy place to park"]
+)
 def test_a_preference_is_no_indifference(said: str) -> None:
     assert dontcare_in(said) == ()
 

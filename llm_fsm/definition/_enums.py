@@ -217,6 +217,7 @@ _DONTCARE_PATTERNS = (
     r"not\s+(?:really\s+)?(?:picky|fussy|particular)",
     rf"(?:it{_Q}?s\s+)?up\s+to\s+you",
     r"(?:i{_Q}?m\s+)?flexible",
+    r"(?:i{_Q}?m|i\s+am|we{_Q}?re|we\s+are)\s+easy(?:\s+(?:on|about|with)\s+(?:the\s+)?\w+(?:\s+range)?)?",
     r"surprise\s+me",
     r"whatever(?:\s+(?:works|you\s+(?:like|want|think|recommend|suggest)))?",
     rf"any\s+{_ANY_THING}",
