@@ -194,6 +194,15 @@ def test_a_misspelt_mention_is_found_when_fuzzy_is_declared() -> None:
     assert mentioned(declaration, "some vietnamesse food") == [("Vietnamese", "vietnamesse")]
 
 
+def test_a_short_word_is_not_read_as_a_misspelt_value() -> None:
+    assert mentioned(KeyDeclaration(enum=["Inn"], fuzzy=0.8), "a room in town") == []  # "in": 80 % like "inn"
+
+
+def test_a_misspelt_mention_as_close_to_two_values_is_found_as_both_at_one_span() -> None:
+    declaration = KeyDeclaration(enum=["medium-large", "medium-small"], fuzzy=0.6)
+    assert mentioned(declaration, "a medium one") == [("medium-large", "medium"), ("medium-small", "medium")]
+
+
 def test_without_fuzzy_a_misspelt_mention_is_not_found() -> None:
     assert mentioned(KeyDeclaration(enum=["Vietnamese"]), "some vietnamesse food") == []
 
@@ -202,7 +211,7 @@ def test_without_fuzzy_a_misspelt_mention_is_not_found() -> None:
 
 
 def test_free_text_synonyms_load_and_a_synonym_of_another_type_still_fails() -> None:
-    assert KeyDeclaration(**CITY).synonyms == CITY["synonyms"]
+    assert KeyDeclaration.model_validate(CITY).synonyms == CITY["synonyms"]
     with pytest.raises(ValueError, match="synonyms"):
         KeyDeclaration(type="integer", synonyms={"a": 1})
 
@@ -326,7 +335,7 @@ def test_enum_values_the_model_writes_as_one_string_are_stored_as_a_list(written
 
 
 def test_a_string_with_a_part_no_value_names_is_not_split() -> None:
-    declaration = KeyDeclaration(**CUISINES)
+    declaration = KeyDeclaration.model_validate(CUISINES)
     assert normalise(declaration, "Chinese, Korean") == ["Chinese, Korean"]
 
 
@@ -341,5 +350,5 @@ def test_a_value_the_user_changes_overwrites_the_stored_one_grounded_by_the_newe
 
 
 def test_a_grounding_of_a_list_checks_each_item_through_its_synonyms() -> None:
-    declaration = KeyDeclaration(type="array", items=KeyDeclaration(**CITY), grounded=True)
+    declaration = KeyDeclaration(type="array", items=KeyDeclaration.model_validate(CITY), grounded=True)
     assert Grounding(["Philly and SF"]).supports(["Philadelphia", "San Francisco"], declaration)

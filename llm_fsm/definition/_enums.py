@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,8 +49,10 @@ def fold_accents(text: str) -> str:
     return fold("".join(c for c in decomposed if not unicodedata.combining(c)))
 
 
-def _folded_with_positions(text: str) -> tuple[str, list[int]]:
+def _folded_with_positions(text: str) -> tuple[str, Sequence[int]]:
     """The text case- and accent-folded (spacing kept), and for each folded character its index in ``text``."""
+    if text.isascii():  # the usual message: one character each, folded by lower()
+        return text.lower(), range(len(text))
     chars: list[str] = []
     positions: list[int] = []
     for index, char in enumerate(text):
@@ -71,6 +73,8 @@ class _Table:
     fuzzy: float | None
     by_length: dict[int, tuple[str, ...]]
     """folded spellings by their number of words (a fuzzy mention is compared with spellings as long as it)"""
+    spans: dict[int, tuple[int, int]]
+    """the shortest and longest of those spellings, in characters"""
 
 
 def _signature(declaration: KeyDeclaration) -> tuple[tuple[tuple[str, Hashable], ...], float | None] | None:
@@ -96,23 +100,48 @@ def _build(pairs: tuple[tuple[str, Hashable], ...], fuzzy: float | None) -> _Tab
         pattern=re.compile(rf"(?<!\w)(?:{body})(?!\w)") if body else None,
         fuzzy=fuzzy,
         by_length={n: tuple(spellings) for n, spellings in by_length.items()},
+        spans={n: (min(map(len, spellings)), max(map(len, spellings))) for n, spellings in by_length.items()},
     )
 
 
+_TABLES: dict[int, tuple[KeyDeclaration, _Table | None]] = {}
+
+
 def _table(declaration: KeyDeclaration) -> _Table | None:
+    """The declaration's table, found by identity first: hashing its spellings on every call took ~50 µs for a
+    city slot's hundred aliases, a quarter of a turn's extraction budget. Declarations live as long as their
+    definition; the few kept here are those in use (a changed one builds its table anew)."""
+    held = _TABLES.get(id(declaration))
+    if held is not None and held[0] is declaration:
+        return held[1]
     signature = _signature(declaration)
-    return None if signature is None else _build(*signature)
+    table = None if signature is None else _build(*signature)
+    if len(_TABLES) >= CACHE_SIZE:
+        _TABLES.clear()
+    _TABLES[id(declaration)] = (declaration, table)
+    return table
+
+
+MIN_FUZZY_CHARS = 4
+"""Shorter words are not read as misspellings: "in" is 80 % like "inn", "at" 80 % like "art"."""
+
+
+@functools.cache
+def _rapidfuzz() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """rapidfuzz's ratio and extract, imported on first use (an optional extra; ``import llm_fsm`` stays light)."""
+    from rapidfuzz import fuzz, process
+
+    return fuzz.ratio, process.extract
 
 
 def _scores(table: _Table, folded: str, choices: Sequence[str]) -> dict[Any, float]:
     """The best similarity of ``folded`` to each value (through any of its spellings), those above the threshold."""
-    from rapidfuzz import fuzz, process
-
     assert table.fuzzy is not None
     best: dict[Any, float] = {}
-    for spelling, score, _ in process.extract(
-        folded, choices, scorer=fuzz.ratio, score_cutoff=table.fuzzy * 100, limit=None
-    ):
+    if len(folded) < MIN_FUZZY_CHARS:
+        return best
+    ratio, extract = _rapidfuzz()
+    for spelling, score, _ in extract(folded, choices, scorer=ratio, score_cutoff=table.fuzzy * 100, limit=None):
         value = table.canonical[spelling]
         best[value] = max(score, best.get(value, 0.0))
     return best
@@ -175,15 +204,26 @@ def _ngrams(folded: str, lengths: Sequence[int]) -> Iterator[tuple[int, int, str
             yield start, end, " ".join(folded[start:end].split())
 
 
+def _may_reach(threshold: float, size: int, span: tuple[int, int]) -> bool:
+    """Whether a text of ``size`` characters may be that similar to a spelling ``span`` long (shortest, longest):
+    ratio is at most 2·min/(sum) of the lengths, so most of a message's word runs are skipped unscored."""
+    nearest = min(max(size, span[0]), span[1])
+    return 2 * min(size, nearest) >= threshold * (size + nearest)
+
+
 def _fuzzy_mentions(
-    table: _Table, text: str, folded: str, positions: list[int], taken: list[tuple[int, int]]
+    table: _Table, text: str, folded: str, positions: Sequence[int], taken: list[tuple[int, int]]
 ) -> list[Found]:
     """Misspelt mentions outside the exact ones: word n-grams as long as some spelling, the closest first."""
     candidates: list[tuple[float, int, int, tuple[Any, ...]]] = []
+    assert table.fuzzy is not None
     for start, end, gram in _ngrams(folded, sorted(table.by_length)):
         if any(start < b and a < end for a, b in taken):
             continue
-        best = _scores(table, gram, table.by_length[len(gram.split())])
+        words = len(gram.split())
+        if not _may_reach(table.fuzzy, len(gram), table.spans[words]):
+            continue
+        best = _scores(table, gram, table.by_length[words])
         values = _clear(best)
         if values:
             candidates.append((max(best.values()), start, end, values))
