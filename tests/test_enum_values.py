@@ -156,6 +156,22 @@ def test_every_stored_enum_value_normalises_to_itself(enum: list[str], written: 
         assert normalise(declaration, stored) == stored
 
 
+def test_a_grounded_enum_value_is_grounded_by_a_misspelt_mention_of_it_with_its_span() -> None:
+    declaration = KeyDeclaration(enum=["Vietnamese", "Italian"], fuzzy=0.8, grounded=True)
+    witness = Grounding(["some vietnamesse food"]).witness("Vietnamese", declaration)
+    assert witness is not None and (witness.expression, witness.start, witness.end) == ("vietnamesse", 5, 16)
+
+
+def test_a_grounded_enum_value_is_grounded_by_its_spelling_without_accents() -> None:
+    declaration = KeyDeclaration(enum=["Café", "Bar"], grounded=True)
+    assert Grounding(["a cafe please"]).supports("Café", declaration)
+
+
+def test_a_mention_as_close_to_two_values_grounds_neither() -> None:
+    declaration = KeyDeclaration.model_validate({**SIZE, "grounded": True})
+    assert not Grounding(["medium please"]).supports("medium-large", declaration)
+
+
 # --- mentions of enum values in the user's words ------------------------------------------------------------
 
 CATEGORY = KeyDeclaration(
@@ -289,6 +305,12 @@ def test_dontcare_on_an_enum_key_is_grounded_by_indifference_although_enums_are_
     assert manager.get_conversation_data(cid) == {"price": "dontcare"}
     manager, cid, _ = converse(keys, ("cheap please", {"price": "dontcare"}))
     assert manager.get_conversation_data(cid) == {}
+
+
+def test_the_prompt_tells_the_model_when_to_write_dontcare() -> None:
+    _, _, script = converse({"day": DAY}, ("hello", {}))
+    (turn,) = [r for r in script.requests if r.purpose == "turn"]
+    assert '- day (date as YYYY-MM-DD; "dontcare" if the user has no preference)' in turn.system_prompt
 
 
 def test_dontcare_is_refused_by_a_key_that_does_not_declare_it() -> None:

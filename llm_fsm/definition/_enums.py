@@ -180,6 +180,13 @@ def enum_mentions(declaration: KeyDeclaration, text: str) -> tuple[Found, ...]:
     return _mentions(table, text)
 
 
+def sole_mentions(declaration: KeyDeclaration, text: str) -> tuple[Found, ...]:
+    """``enum_mentions`` but for spans as close to two values: those are a question, not an answer."""
+    found = enum_mentions(declaration, text)
+    spans = [(f.start, f.end) for f in found]
+    return tuple(f for f in found if spans.count((f.start, f.end)) == 1)
+
+
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _mentions(table: _Table, text: str) -> tuple[Found, ...]:
     folded, positions = _folded_with_positions(text)
@@ -278,4 +285,12 @@ def dontcare_in(text: str) -> tuple[Found, ...]:
     return tuple(Found(DONTCARE, m.start(), m.end(), m.group()) for m in _dontcare_pattern().finditer(text))
 
 
-__all__ = ["CLEAR_MARGIN", "DONTCARE", "closest_values", "dontcare_in", "enum_mentions", "fold_accents"]
+__all__ = [
+    "CLEAR_MARGIN",
+    "DONTCARE",
+    "closest_values",
+    "dontcare_in",
+    "enum_mentions",
+    "fold_accents",
+    "sole_mentions",
+]

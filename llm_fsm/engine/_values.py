@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from llm_fsm.definition._enums import DONTCARE, closest_values, dontcare_in
+from llm_fsm.definition._enums import DONTCARE, closest_values, dontcare_in, sole_mentions
 from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.definition._spoken import MONTH_NAMES
@@ -458,6 +458,9 @@ class Grounding:
             source = self._supports_text(spelling)
             if source is not None:
                 return Witness(spelling, "words", source)
+        if declaration is not None and (declaration.enum is not None or declaration.synonyms):
+            # "cafe" for Café, or a misspelling with `fuzzy`: a mention of the value and of no other
+            return _search(self._texts, "user", value, functools.partial(sole_mentions, declaration), "words")
         return None
 
     def _supports_text(self, text: str) -> Source | None:

@@ -18,7 +18,7 @@ from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._spoken import Found, dates_in, numbers_in, times_in
 
 Source = Literal["user", "assistant"]
-Kind = Literal["date", "time", "number", "dontcare"]
+Kind = Literal["date", "time", "number", "dontcare", "words"]
 
 
 @dataclass(frozen=True)
