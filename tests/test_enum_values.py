@@ -143,7 +143,7 @@ def test_fuzzy_declared_without_rapidfuzz_fails_the_file_naming_the_extra(
         load_fsm_definition(str(tmp_path / "form.json"))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.text(alphabet="abAB é-", min_size=1, max_size=6), min_size=1, max_size=4, unique=True),
     st.text(alphabet="abAB é-.", max_size=8),
@@ -230,6 +230,14 @@ def test_free_text_synonyms_load_and_a_synonym_of_another_type_still_fails() -> 
     assert KeyDeclaration.model_validate(CITY).synonyms == CITY["synonyms"]
     with pytest.raises(ValueError, match="synonyms"):
         KeyDeclaration(type="integer", synonyms={"a": 1})
+
+
+def test_the_mentions_of_a_free_text_key_are_its_aliases_and_the_values_they_stand_for() -> None:
+    declaration = KeyDeclaration.model_validate(CITY)
+    assert mentioned(declaration, "Philly or san francisco") == [
+        ("Philadelphia", "Philly"),
+        ("San Francisco", "san francisco"),
+    ]
 
 
 def test_a_free_text_alias_the_model_writes_is_stored_as_its_canonical_value() -> None:

@@ -80,6 +80,8 @@ class _Table:
 def _signature(declaration: KeyDeclaration) -> tuple[tuple[tuple[str, Hashable], ...], float | None] | None:
     pairs: list[tuple[str, Hashable]] = [(v, v) for v in declaration.enum or () if isinstance(v, str)]
     pairs += [(a, v) for a, v in (declaration.synonyms or {}).items() if isinstance(v, Hashable)]
+    if declaration.enum is None:  # free text: the values the aliases stand for are spellings of themselves
+        pairs += [(v, v) for v in (declaration.synonyms or {}).values() if isinstance(v, str)]
     return (tuple(pairs), declaration.fuzzy) if pairs else None
 
 

@@ -201,11 +201,12 @@ def normalise(declaration: KeyDeclaration, value: Any) -> Any:
     """The value in its stored form where that is unambiguous; otherwise the value as given (validation decides)."""
     kind = declaration.type
     if isinstance(value, str):
+        if declaration.enum is not None and (value in declaration.enum or value.strip() in declaration.enum):
+            # already a value: kept, though another is spelt alike ("Paris", "paris"; "aB " and "aB")
+            return value if value in declaration.enum else value.strip()
         value = value.strip()
         if declaration.dontcare and fold(value) == DONTCARE:
             return DONTCARE
-        if declaration.enum is not None and value in declaration.enum:
-            return value  # already a value: kept, though another value is spelt alike ("Paris", "paris")
         if declaration.enum is not None or declaration.synonyms:
             found = declaration.enum_lookup.get(fold(value.rstrip(".!")))
             if found is not None:
