@@ -219,6 +219,16 @@ def test_a_misspelt_mention_as_close_to_two_values_is_found_as_both_at_one_span(
     assert mentioned(declaration, "a medium one") == [("medium-large", "medium"), ("medium-small", "medium")]
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="aeéßİ ,.-Ss", max_size=40), st.sampled_from([None, 0.7]))
+def test_mentions_are_ordered_spans_of_the_text_naming_declared_values(text: str, fuzzy: float | None) -> None:
+    declaration = KeyDeclaration(enum=["esse", "Ésa", "a-e"], synonyms={"ss": "esse"}, fuzzy=fuzzy)
+    found = enum_mentions(declaration, text)
+    assert all(text[f.start : f.end] == f.text and f.value in declaration.enum for f in found)  # type: ignore[operator]
+    ends = [(f.start, f.end) for f in found]
+    assert all(a == c or b <= c for (a, b), (c, _) in zip(ends, ends[1:], strict=False))  # a tie shares its span
+
+
 def test_without_fuzzy_a_misspelt_mention_is_not_found() -> None:
     assert mentioned(KeyDeclaration(enum=["Vietnamese"]), "some vietnamesse food") == []
 
