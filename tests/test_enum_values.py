@@ -343,6 +343,7 @@ def test_the_reply_schema_lets_the_model_write_dontcare() -> None:
         "anyOf": [{"type": "string", "format": "date"}, {"const": "dontcare"}]
     }
     assert key_json_schema(KeyDeclaration(dontcare=True)) is None  # any string already
+    assert key_json_schema(KeyDeclaration(enum=["a", "dontcare"], dontcare=True)) == {"enum": ["a", "dontcare"]}
 
 
 def test_lint_accepts_comparing_a_dontcare_key_with_dontcare() -> None:

@@ -90,7 +90,7 @@ def key_json_schema(declaration: KeyDeclaration) -> dict[str, Any] | None:
         schema["type"] = declaration.type
     if declaration.dontcare and schema:  # (a plain string key takes "dontcare" already)
         if "enum" in schema:
-            schema["enum"] = [*schema["enum"], DONTCARE]
+            schema["enum"] = list(dict.fromkeys([*schema["enum"], DONTCARE]))  # (an enum may list it already)
         else:
             schema = {"anyOf": [schema, {"const": DONTCARE}]}
     return schema or None
