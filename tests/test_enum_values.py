@@ -21,7 +21,7 @@ from llm_fsm.cli._show import explain_lines
 from llm_fsm.definition import FSMDefinition
 from llm_fsm.definition._enums import dontcare_in, enum_mentions
 from llm_fsm.definition._keys import KeyDeclaration
-from llm_fsm.engine._reply_schema import key_json_schema
+from llm_fsm.engine._reply_schema import _bounded_key, key_json_schema
 from llm_fsm.engine._values import Grounding, check, normalise
 from llm_fsm.errors import DefinitionError
 from llm_fsm.lint._linter import lint_data
@@ -344,6 +344,12 @@ def test_the_reply_schema_lets_the_model_write_dontcare() -> None:
     }
     assert key_json_schema(KeyDeclaration(dontcare=True)) is None  # any string already
     assert key_json_schema(KeyDeclaration(enum=["a", "dontcare"], dontcare=True)) == {"enum": ["a", "dontcare"]}
+
+
+def test_a_dontcare_keys_own_schema_is_still_bounded_for_a_grammar() -> None:
+    schema = key_json_schema(KeyDeclaration(type="array", items=KeyDeclaration(enum=["a"]), dontcare=True))
+    assert schema is not None
+    assert _bounded_key(schema, 500, 20)["anyOf"][0]["maxItems"] == 20
 
 
 def test_lint_accepts_comparing_a_dontcare_key_with_dontcare() -> None:
