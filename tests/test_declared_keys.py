@@ -92,7 +92,9 @@ def refused(manager: FSMManager, cid: str) -> dict[str, tuple[str | None, Any]]:
     ("declaration", "words"),
     [
         ({"pattern": "(["}, "does not compile"),
-        ({"synonyms": {"a": "b"}}, "synonyms need an enum"),
+        ({"type": "integer", "synonyms": {"a": 1}}, "synonyms need an enum or a string key"),
+        ({"synonyms": {"a": 1}}, "synonyms of a free-text key map to strings"),
+        ({"enum": ["x"], "fuzzy": 1.5}, "fuzzy"),
         ({"enum": ["x"], "synonyms": {"a": "y"}}, "not in enum"),
         ({"type": "integer", "enum": ["one"]}, "not of type integer"),
         ({"type": "integer", "format": "date"}, "applies to strings"),

@@ -125,8 +125,20 @@ def test_digit_and_boolean_enums_get_the_words_a_user_says_as_synonyms(service: 
 
 
 def test_a_free_text_slot_is_declared_as_a_string_with_its_description_and_no_enum(service: Any) -> None:
-    declared = convert.convert(service, declarations=True)["context_keys"]["city"]
+    declared = convert.convert(service, declarations=True, aliases=False)["context_keys"]["city"]
     assert declared == {"type": "string", "display_name": "city", "description": "City of the cafe"}
+
+
+def test_a_city_slot_gets_the_city_nicknames_as_free_text_synonyms_unless_aliases_are_off(service: Any) -> None:
+    declared = convert.convert(service, declarations=True)["context_keys"]["city"]
+    assert declared["synonyms"]["Philly"] == "Philadelphia" and "enum" not in declared
+    assert "synonyms" not in convert.declaration(service.slot("city"), aliases=False)
+
+
+def test_slots_sgd_lets_be_dontcare_declare_it(service: Any) -> None:
+    keys = convert.convert(service, declarations=True)["context_keys"]
+    assert keys["drink"]["dontcare"] and keys["has_wifi"]["dontcare"]  # categorical
+    assert "dontcare" not in keys["city"]  # free text no intent leaves to "dontcare"
 
 
 def test_only_slots_a_user_can_give_are_keys_and_undeclared_keys_are_refused(service: Any) -> None:

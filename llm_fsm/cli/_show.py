@@ -97,6 +97,9 @@ def _outcome(change: ContextChange) -> str:
         previous = f" (was {_value(change.previous)})" if change.previous is not None else ""
         words = change.repaired
         read = f" (written {_value(words.written)}, read as {words.rule})" if words is not None else ""
+        found = change.grounded_by
+        if found is not None and found.kind == "dontcare":  # "dontcare" is no value of the key: any of them is
+            read += f" (any value: the user said {_value(found.expression)})"
         return f"{change.reason}{previous}{read}"
     return f"refused ({change.rule}): {change.reason}" if change.rule else f"dropped: {change.reason}"
 

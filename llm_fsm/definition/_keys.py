@@ -88,7 +88,26 @@ class KeyDeclaration(BaseModel):
     )
     synonyms: dict[str, Any] | None = Field(
         default=None,
-        description='Other ways to say an enum value: {"NYC": "New York"}. Each maps to one of `enum`.',
+        description=(
+            'Other ways to say a value: {"NYC": "New York"}. With an enum each maps to one of its values; on a '
+            "free-text string key, to the value stored when the model writes the alias (the alias the user said "
+            "grounds it)."
+        ),
+    )
+    fuzzy: JsonNumber | None = Field(
+        default=None,
+        description=(
+            "Similarity (0 < x <= 1) a misspelt enum value or synonym must reach to count as that value "
+            '("moderatly priced" for "moderately priced" at 0.85); a spelling as close to two values is asked '
+            'about. Needs rapidfuzz: pip install "llm-fsm[values]".'
+        ),
+    )
+    dontcare: StrictBool = Field(
+        default=False,
+        description=(
+            'The key may take the value "dontcare" (the user has no preference) whatever its type, format or '
+            'enum; stored only when the user said so ("I don\'t mind", "any time is fine").'
+        ),
     )
     pattern: str | None = Field(
         default=None, description="A regular expression a string value must match (searched, as in JSON Schema)."
@@ -153,11 +172,24 @@ class KeyDeclaration(BaseModel):
             if wrong:
                 raise ValueError(f"enum values {wrong!r} are not of type {self.type}")
         if self.synonyms:
+            if self.enum is None and self.type != "string":
+                raise ValueError("synonyms need an enum or a string key: each synonym names one of its values")
             if self.enum is None:
-                raise ValueError("synonyms need an enum: each synonym names one of its values")
-            unknown = [v for v in self.synonyms.values() if v not in self.enum]
-            if unknown:
-                raise ValueError(f"synonyms map to values not in enum: {unknown!r}")
+                if not all(isinstance(v, str) for v in self.synonyms.values()):
+                    raise ValueError("synonyms of a free-text key map to strings, the values stored")
+            else:
+                unknown = [v for v in self.synonyms.values() if v not in self.enum]
+                if unknown:
+                    raise ValueError(f"synonyms map to values not in enum: {unknown!r}")
+        if self.fuzzy is not None:
+            if not 0 < self.fuzzy <= 1:
+                raise ValueError(f"fuzzy ({self.fuzzy}) is a similarity: more than 0, at most 1")
+            if self.enum is None and not self.synonyms:
+                raise ValueError("fuzzy matches spellings of enum values or synonyms: declare an enum or synonyms")
+            try:
+                import rapidfuzz  # noqa: F401  (checked at load: a missing extra fails the file, not a conversation)
+            except ImportError:
+                raise ValueError('fuzzy needs rapidfuzz: pip install "llm-fsm[values]"') from None
         if self.format is not None and self.type != "string":
             raise ValueError(f"format {self.format!r} applies to strings, not {self.type}")
         for low, high in (("minimum", "maximum"), ("min_length", "max_length"), ("min_items", "max_items")):

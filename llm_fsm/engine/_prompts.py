@@ -286,6 +286,8 @@ def _keys_to_collect(keys: list[str], definition: FSMDefinition | None, *, schem
             low = "" if declaration.minimum is None else f"{declaration.minimum:g}"
             high = "" if declaration.maximum is None else f"{declaration.maximum:g}"
             notes.append(f"range {low}..{high}")
+        if declaration.dontcare:  # the schema allows the value; only the prompt can say what it means
+            notes.append('"dontcare" if the user has no preference')
         if declaration.examples:
             notes.append("e.g. " + ", ".join(map(str, declaration.examples[:3])))
         if declaration.is_grounded:

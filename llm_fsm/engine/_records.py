@@ -176,7 +176,12 @@ class GroundedBy(_Data):
     """What a grounded value was found in: for a date, time or number the expression that means it."""
 
     expression: str = Field(description="The words found ('March 12th' for 2019-03-12; the value's own spelling).")
-    kind: str = Field(description="date, time or number (an expression that means the value), or words (lexical).")
+    kind: str = Field(
+        description=(
+            "date, time or number (an expression that means the value), words (lexical), or dontcare (an "
+            "indifference the user expressed, for the value dontcare: any value of the key will do)."
+        )
+    )
     source: str = Field(description="user, or assistant for an offer the user accepted.")
     messages_back: int = Field(description="Which message of its source: 0 the newest (this turn's, for the user).")
     start: int | None = Field(default=None, description="Where the expression starts in that message (typed only).")

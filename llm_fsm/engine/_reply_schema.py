@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llm_fsm.definition._enums import DONTCARE
 from llm_fsm.definition._keys import KeyDeclaration
 
 STAY = ""
@@ -87,6 +88,11 @@ def key_json_schema(declaration: KeyDeclaration) -> dict[str, Any] | None:
             schema["items"] = items
     if schema and "type" not in schema and "enum" not in schema:
         schema["type"] = declaration.type
+    if declaration.dontcare and schema:  # (a plain string key takes "dontcare" already)
+        if "enum" in schema:
+            schema["enum"] = list(dict.fromkeys([*schema["enum"], DONTCARE]))  # (an enum may list it already)
+        else:
+            schema = {"anyOf": [schema, {"const": DONTCARE}]}
     return schema or None
 
 
@@ -193,6 +199,8 @@ def response_json_schema(
 
 def _bounded_key(schema: dict[str, Any], max_string_chars: int, max_items: int) -> dict[str, Any]:
     """A typed key under a grammar: strings and lists still get an upper bound (a looping model must stop)."""
+    if "anyOf" in schema:  # a key that may also be "dontcare": its own schema bounded
+        return {"anyOf": [_bounded_key(s, max_string_chars, max_items) for s in schema["anyOf"]]}
     bounded = dict(schema)
     if bounded.get("type") == "string" and "enum" not in bounded and "pattern" not in bounded:
         bounded.setdefault("maxLength", max_string_chars)

@@ -39,11 +39,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from llm_fsm.definition._enums import DONTCARE, closest_values, dontcare_in, sole_mentions
 from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.definition._spoken import MONTH_NAMES
 from llm_fsm.definition._spoken import MONTHS as _MONTHS
-from llm_fsm.engine._witness import Source, Witness, typed_kind, typed_witness
+from llm_fsm.engine._witness import Source, Witness, _search, typed_kind, typed_witness
 from llm_fsm.engine._worded import Reworded, or_list, reword
 
 Rule = Literal[
@@ -200,11 +201,20 @@ def normalise(declaration: KeyDeclaration, value: Any) -> Any:
     """The value in its stored form where that is unambiguous; otherwise the value as given (validation decides)."""
     kind = declaration.type
     if isinstance(value, str):
+        if declaration.enum is not None and (value in declaration.enum or value.strip() in declaration.enum):
+            # already a value: kept, though another is spelt alike ("Paris", "paris"; "aB " and "aB")
+            return value if value in declaration.enum else value.strip()
         value = value.strip()
-        if declaration.enum is not None:
+        if declaration.dontcare and fold(value) == DONTCARE:
+            return DONTCARE
+        if declaration.enum is not None or declaration.synonyms:
             found = declaration.enum_lookup.get(fold(value.rstrip(".!")))
             if found is not None:
                 return found
+            if declaration.fuzzy is not None:
+                close = closest_values(declaration, value.rstrip(".!"))
+                if len(close) == 1:
+                    return close[0]
         if kind in ("integer", "number"):
             number = _to_number(value)
             if number is not None:
@@ -216,7 +226,7 @@ def normalise(declaration: KeyDeclaration, value: Any) -> Any:
             if word in _FALSE:
                 return False
         elif kind == "array":
-            value = [value]
+            value = _split_values(declaration.items, value) or [value]
         elif declaration.format in _NORMALISE_FORMAT:
             return _NORMALISE_FORMAT[declaration.format](value) or value
         elif declaration.format == "email":
@@ -235,6 +245,20 @@ def normalise(declaration: KeyDeclaration, value: Any) -> Any:
         if isinstance(value, list) and declaration.items is not None:
             return [normalise(declaration.items, item) for item in value]
     return value
+
+
+def _split_values(items: KeyDeclaration | None, text: str) -> list[str] | None:
+    """Enum values a model wrote as one string for a list key ("Chinese, Thai", "Chinese or Thai") as a list,
+    when every part is one of the items' values; None when the text is one value, or any part is none."""
+    if items is None or items.enum is None or normalise(items, text) in items.enum:
+        return None
+    parts = [part for part in _SEPARATORS.split(text) if part.strip()]
+    if len(parts) < 2 or any(check(items, normalise(items, part)) is not None for part in parts):
+        return None
+    return parts
+
+
+_SEPARATORS = re.compile(r"\s*(?:[,;/&]|\bor\b|\band\b)\s*", re.IGNORECASE)
 
 
 # --- validating ----------------------------------------------------------------------------------
@@ -284,9 +308,14 @@ def _short(value: Any) -> str:
 def check(declaration: KeyDeclaration, value: Any, *, shown: Any = None) -> Refusal | None:
     """Why ``value`` breaks ``declaration``, or None. ``shown`` replaces the value in reasons (masking)."""
     label = _short(value) if shown is None else shown
+    if declaration.dontcare and value == DONTCARE:
+        return None
     if not json_type_matches(declaration.type, value):
         return Refusal("type", f"{label} is not of type {declaration.type}")
     if declaration.enum is not None and value not in declaration.enum:
+        close = closest_values(declaration, value) if isinstance(value, str) and declaration.fuzzy else ()
+        if len(close) > 1 and shown is None:
+            return Refusal("enum", f"{label} could be {or_list([_short(v) for v in close])}: which one is meant?")
         allowed = ", ".join(map(str, declaration.enum[:12])) + (", ..." if len(declaration.enum) > 12 else "")
         return Refusal("enum", f"{label} is not one of the allowed values ({allowed})")
     if isinstance(value, str):
@@ -418,6 +447,8 @@ class Grounding:
             return found
         if _nothing_to_find(value):
             return None
+        if declaration is not None and declaration.dontcare and value == DONTCARE:
+            return _search(self._texts, "user", DONTCARE, dontcare_in, "dontcare")
         kind = typed_kind(declaration)
         if kind is not None:
             return typed_witness(kind, value, self._texts, self._offer_texts, self.today)
@@ -428,6 +459,9 @@ class Grounding:
             source = self._supports_text(spelling)
             if source is not None:
                 return Witness(spelling, "words", source)
+        if declaration is not None and (declaration.enum is not None or declaration.synonyms):
+            # "cafe" for Café, or a misspelling with `fuzzy`: a mention of the value and of no other
+            return _search(self._texts, "user", value, functools.partial(sole_mentions, declaration), "words")
         return None
 
     def _supports_text(self, text: str) -> Source | None:
@@ -507,7 +541,9 @@ class KeyPolicy:
             value, problem = self._reword(path, declaration, value, problem, shown)
         if problem is not None:
             return value, problem
-        grounding = self.grounding if model and declaration.is_grounded and self._grounding is not None else None
+        # "dontcare" is always grounded: the model must not decide for the user that they have no preference
+        needs_witness = declaration.is_grounded or (declaration.dontcare and value == DONTCARE)
+        grounding = self.grounding if model and needs_witness and self._grounding is not None else None
         if grounding is not None and not _nothing_to_find(value):
             witness = grounding.witness(value, declaration)
             if witness is None:

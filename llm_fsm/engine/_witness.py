@@ -18,7 +18,7 @@ from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._spoken import Found, dates_in, numbers_in, times_in
 
 Source = Literal["user", "assistant"]
-Kind = Literal["date", "time", "number"]
+Kind = Literal["date", "time", "number", "dontcare", "words"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Witness:
     """
 
     expression: str
-    kind: Literal["words", "date", "time", "number"]
+    kind: Literal["words", "date", "time", "number", "dontcare"]
     source: Source = "user"
     messages_back: int = 0
     start: int | None = None

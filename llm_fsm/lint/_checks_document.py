@@ -136,7 +136,15 @@ _DECLARATION_FIELDS: tuple[tuple[str, str, str], ...] = (
         "patterns are Python regular expressions, searched in the value as in JSON Schema; in YAML, single-quote "
         "a pattern so its backslashes stay as written",
     ),
-    ("synonyms need", "synonyms", "add an enum listing the values the synonyms name, or remove synonyms"),
+    (
+        "synonyms need",
+        "synonyms",
+        "add an enum listing the values the synonyms name, declare type: string (free text), or remove synonyms",
+    ),
+    ("synonyms of a free-text", "synonyms", "map each synonym to the text stored for it"),
+    ("fuzzy (", "fuzzy", "fuzzy is the similarity a spelling must reach: more than 0, at most 1 (e.g. 0.85)"),
+    ("fuzzy matches", "fuzzy", "fuzzy matches spellings of an enum's values or of synonyms: declare one"),
+    ("fuzzy needs", "fuzzy", 'install the extra: pip install "llm-fsm[values]"'),
     ("synonyms map", "synonyms", "each synonym must map to a value spelt exactly as in enum"),
     ("enum ", "enum", "list at least one value, each of the declared type"),
     ("format ", "format", "format applies to strings: declare type: string, or remove format"),

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from llm_fsm.definition._documents import Path
+from llm_fsm.definition._enums import DONTCARE
 from llm_fsm.definition._keys import KeyDeclaration, fold
 from llm_fsm.engine._values import _FORMAT_HINT, _format_ok, normalise
 from llm_fsm.lint._run import LintRun
@@ -250,8 +251,8 @@ class _Comparisons:
         if literal_kind is None or (has_default and default is not None and _literal_kind(default) is None):
             return  # null (a presence test), not a literal, or a default computed at run time
         declaration = self.lookup(key)
-        if declaration is None:
-            return
+        if declaration is None or (declaration.dontcare and literal == DONTCARE):
+            return  # a key declaring dontcare may hold "dontcare" whatever its type
         declared_kind = _KIND[declaration.type]
         if declared_kind != literal_kind:
             if not (has_default and _literal_kind(default) == literal_kind):
