@@ -97,8 +97,18 @@ def _outcome(change: ContextChange) -> str:
         previous = f" (was {_value(change.previous)})" if change.previous is not None else ""
         words = change.repaired
         read = f" (written {_value(words.written)}, read as {words.rule})" if words is not None else ""
-        return f"{change.reason}{previous}{read}"
+        return f"{change.reason}{previous}{read}{_extracted(change)}"
     return f"refused ({change.rule}): {change.reason}" if change.rule else f"dropped: {change.reason}"
+
+
+def _extracted(change: ContextChange) -> str:
+    """How the engine's extractors read a value from the user's message: filled, or repaired (what the model wrote)."""
+    done = change.extracted
+    if done is None or done.rule == "ask":
+        return ""
+    written = f"written {_value(done.written)}, " if done.rule == "repair" else ""
+    verb = "repaired" if done.rule == "repair" else "filled"
+    return f" ({written}{verb} from {_value(done.expression)}, characters {done.start}-{done.end} of the message)"
 
 
 def _unmet(condition: ConditionResult) -> str:
