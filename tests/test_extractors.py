@@ -142,11 +142,18 @@ def test_a_key_the_state_does_not_collect_is_not_filled() -> None:
     assert "date" not in conversation.data and "return_date" not in conversation.data
 
 
-def test_a_key_that_holds_a_value_is_not_overwritten_by_extraction() -> None:
+def test_a_value_the_user_changes_in_words_the_model_left_out_is_corrected() -> None:
     conversation = Conversation()
     conversation.say("for two people")
-    changes = conversation.say("is it 3 miles from the station?")
-    assert "party" not in changes and conversation.data["party"] == 2
+    change = conversation.say("actually we are 3 now")["party"]
+    assert (stored(change), change.reason, change.previous) == (3, "corrected", 2)
+
+
+def test_a_value_the_model_wrote_this_turn_is_not_overwritten_by_extraction() -> None:
+    keys = {"adults": {"type": "integer"}, "children": {"type": "integer"}}
+    conversation = Conversation(booking(keys, ("adults", "children")))
+    changes = conversation.say("3 adults", {"adults": 3})
+    assert set(changes) == {"adults"} and changes["adults"].extracted is None
 
 
 def test_extract_off_fills_nothing() -> None:

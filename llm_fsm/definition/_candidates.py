@@ -37,13 +37,17 @@ Finder = Callable[[str, KeyDeclaration, "dt.date | None"], tuple[Found, ...]]
 _YES_NO = frozenset(
     {"yes", "y", "yeah", "yep", "yup", "sure", "ok", "okay", "correct", "right", "no", "n", "nope", "nah", "wrong"}
 )
+# vague words that name no value: "is there anything else?", "any bus" ask for none (a "don't care" is said so)
+_VAGUE = frozenset({"any", "anything", "whatever", "either", "all", "none", "some", "something"})
 _PHONE = re.compile(r"(?<![\w+])\+?\(?\d[\d ().\-]{5,}\d(?!\w)")
 _EMAIL = re.compile(r"[\w.%+'\-]+@[\w\-]+(?:\.[\w\-]+)+")
 _PRONOUN_ONE = re.compile(
-    r"(?:\b(?:that|this|the|which|any|no|every|each|another|other|last|first|next|right|good|new|only|same)\s+$)",
+    r"(?:\b(?:that|this|the|which|any|no|every|each|another|other|last|first|next|right|good|new|only|same|me|us)\s+$)",
     re.IGNORECASE,
 )
 _ONE_OF = re.compile(r"^\s+(?:of|more|another|way)\b", re.IGNORECASE)
+_LAST_WORD = re.compile(r"(\w+)\W*$")
+_COUNTED_ALONE = frozenset({"for", "just", "only", "of", "is", "be", "are"})
 
 
 def _phone_spans(text: str) -> list[tuple[int, int]]:
@@ -81,12 +85,24 @@ def _numbers(text: str, today: dt.date | None) -> tuple[Found, ...]:
     for found in numbers_in(text):
         if _overlaps(found.start, found.end, taken):
             continue
-        if found.text.lower() == "one" and (
-            _PRONOUN_ONE.search(text[: found.start]) or _ONE_OF.match(text[found.end :])
-        ):
+        if found.text.lower() == "one" and _pronoun(text, found):
             continue
         out.append(found)
     return tuple(out)
+
+
+def _pronoun(text: str, one: Found) -> bool:
+    """Whether this "one" is no count: "that one", "one of them", "please find one." (a count alone follows "for":
+    "a table for one."), "One Ferry Building" (a name)."""
+    before, after = text[: one.start], text[one.end :]
+    if _PRONOUN_ONE.search(before) or _ONE_OF.match(after):
+        return True
+    if one.text == "One" and re.match(r"\s+[A-Z]", after) and before.strip() and before.rstrip()[-1] not in ".!?":
+        return True
+    if re.match(r"\s*(?:[.!?,;]|$)", after):
+        previous = _LAST_WORD.search(before)
+        return previous is None or previous[1].lower() not in _COUNTED_ALONE
+    return False
 
 
 def number_candidates(text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
@@ -107,7 +123,7 @@ def _is_number_word(spelling: str) -> bool:
 def enum_candidates(text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
     """Word-bounded mentions of the declaration's enum values and synonyms, as the values they name."""
     lookup = declaration.enum_lookup
-    spellings = tuple(sorted((s for s in lookup if s and s not in _YES_NO), key=len, reverse=True))
+    spellings = tuple(sorted((s for s in lookup if s and s not in _YES_NO and s not in _VAGUE), key=len, reverse=True))
     if not spellings:
         return ()
     numbers: set[tuple[int, int]] | None = None

@@ -6,9 +6,9 @@ values a finder reads (dates, times, numbers, enum values: ``llm_fsm.definition.
 the key's kind in THIS turn's message is checked against the key's declaration. Then:
 
 - **repair**: a model value that fails its declaration or its grounding is replaced by the one candidate that fits;
-- **fill**: a key the model left out, holding no value yet, gets the one candidate that fits, when no other key
-  the state collects could take that candidate too (two number keys and one number: neither) and no value the
-  model wrote this turn was read from it;
+- **fill**: a key the model left out gets the one candidate that fits (a stored value is corrected: "actually,
+  three people"), when no other key the state collects could take that candidate too (two number keys and one
+  number: neither) and no value the model wrote this turn was read from it;
 - **ask**: several candidates fit: nothing is stored, and the refusal asks "did you mean X or Y?".
 
 Never a guess: one candidate or none. A fill is written through the same policy as a model write (normalised,
@@ -19,7 +19,7 @@ Deterministic and pure; candidates are found once per key and turn, the finders 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,7 +27,7 @@ from llm_fsm.definition._candidates import candidate_kind, candidates_in
 from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.definition._spoken import Found
-from llm_fsm.engine._context import apply_update, extracted, has_value
+from llm_fsm.engine._context import apply_update, extracted
 from llm_fsm.engine._records import ContextChange
 from llm_fsm.engine._values import KeyPolicy, Refusal, check, normalise
 from llm_fsm.engine._witness import Witness
@@ -129,16 +129,15 @@ class Extractor:
             return failed
         return repaired, None
 
-    def fills(
-        self, data: Mapping[str, Any], written: Iterable[str], claimed: Sequence[tuple[int, int]] = ()
-    ) -> dict[str, Extraction]:
-        """Fills and questions for the keys the model left out that hold no value.
+    def fills(self, written: Iterable[str], claimed: Sequence[tuple[int, int]] = ()) -> dict[str, Extraction]:
+        """Fills and questions for the keys the model left out (a stored value the user now says otherwise is
+        corrected: SGD's users change their minds in words a small model leaves out).
 
         A candidate another collected key could take as well (its own kind or another) fills neither key, and a
         span a value the model wrote this turn was read from (``claimed``) fills none.
         """
         said = set(written)
-        left_out = [k for k in self._declared if k not in said and self.may_extract(k) and not has_value(data, k)]
+        left_out = [k for k in self._declared if k not in said and self.may_extract(k)]
         out: dict[str, Extraction] = {}
         for key in left_out:
             fitting = [f for f in self.fitting(key) if not _overlaps(f, claimed)]
@@ -174,7 +173,7 @@ def fill(
     written = {c.key for c in model_changes if c.applied or c.reason != "empty value ignored"}
     claimed = [(w.start, w.end) for w in policy.witnesses.values() if _this_message(w)]
     claimed += [(e.found.start, e.found.end) for e in policy.extracted.values() if e.found is not None]
-    plan = extractor.fills(data, written, [(s, e) for s, e in claimed if s is not None and e is not None])
+    plan = extractor.fills(written, [(s, e) for s, e in claimed if s is not None and e is not None])
     update: dict[str, Any] = {}
     asks: list[ContextChange] = []
     for key, extraction in plan.items():
