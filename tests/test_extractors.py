@@ -149,6 +149,13 @@ def test_a_value_the_user_changes_in_words_the_model_left_out_is_corrected() -> 
     assert (stored(change), change.reason, change.previous) == (3, "corrected", 2)
 
 
+def test_several_candidates_for_a_key_that_holds_a_value_ask_nothing_and_change_nothing() -> None:
+    conversation = Conversation()
+    conversation.say("at 7 pm")
+    assert "time" not in conversation.say("is 8 pm or 9 pm free too?")
+    assert conversation.data["time"] == "19:00"
+
+
 def test_a_value_the_model_wrote_this_turn_is_not_overwritten_by_extraction() -> None:
     keys = {"adults": {"type": "integer"}, "children": {"type": "integer"}}
     conversation = Conversation(booking(keys, ("adults", "children")))
@@ -192,6 +199,14 @@ def test_several_candidates_store_nothing_and_the_reply_asks_which_one() -> None
     assert not change.applied and change.rule == "ambiguous"
     assert "2019-03-03 or 2019-03-05" in change.reason
     assert "date" not in conversation.data
+    regenerate = [r for r in conversation.requests if r.purpose == "regenerate"]
+    assert regenerate and "did you mean 2019-03-03 or 2019-03-05?" in regenerate[-1].system_prompt
+
+
+def test_the_question_is_asked_even_when_the_key_has_an_invalid_message() -> None:
+    keys = {**KEYS, "date": {"format": "date", "invalid_message": "A date, please."}}
+    conversation = Conversation(booking(keys))
+    conversation.say("March 3rd or March 5th")
     regenerate = [r for r in conversation.requests if r.purpose == "regenerate"]
     assert regenerate and "did you mean 2019-03-03 or 2019-03-05?" in regenerate[-1].system_prompt
 
@@ -267,6 +282,20 @@ PIECES = [
     "2019-03-12",
     "12/03/2019",
 ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(message=st.text(min_size=1, max_size=60))
+def test_whatever_the_message_a_filled_value_passes_its_declaration(message: str) -> None:
+    definition = booking()
+    changes = Conversation(definition).say(message)
+    declared = definition.context_keys
+    assert declared is not None
+    for key, change in changes.items():
+        if change.applied:
+            assert change.extracted is not None and change.extracted.rule == "fill"
+            assert check(declared[key], change.value) is None
+            assert normalise(declared[key], change.value) == change.value
 
 
 @settings(max_examples=300, deadline=None)

@@ -27,7 +27,7 @@ from llm_fsm.definition._candidates import candidate_kind, candidates_in
 from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.definition._spoken import Found
-from llm_fsm.engine._context import apply_update, extracted
+from llm_fsm.engine._context import apply_update, extracted, has_value
 from llm_fsm.engine._records import ContextChange
 from llm_fsm.engine._values import KeyPolicy, Refusal, check, normalise
 from llm_fsm.engine._witness import Witness
@@ -71,6 +71,11 @@ class Extractor:
             if kind is not None:
                 self._declared[key] = (kind, declaration)
         self._fitting: dict[str, tuple[Found, ...]] = {}
+
+    @property
+    def keys(self) -> list[str]:
+        """The collected keys a finder reads values of."""
+        return list(self._declared)
 
     def __bool__(self) -> bool:
         return bool(self._declared)
@@ -129,14 +134,18 @@ class Extractor:
             return failed
         return repaired, None
 
-    def fills(self, written: Iterable[str], claimed: Sequence[tuple[int, int]] = ()) -> dict[str, Extraction]:
+    def fills(
+        self, written: Iterable[str], claimed: Sequence[tuple[int, int]] = (), held: Iterable[str] = ()
+    ) -> dict[str, Extraction]:
         """Fills and questions for the keys the model left out (a stored value the user now says otherwise is
         corrected: SGD's users change their minds in words a small model leaves out).
 
         A candidate another collected key could take as well (its own kind or another) fills neither key, and a
-        span a value the model wrote this turn was read from (``claimed``) fills none.
+        span a value the model wrote this turn was read from (``claimed``) fills none. Several candidates ask
+        which is meant only for a key that holds no value (``held``): two times in a question about the stored
+        booking ("is 7 or 8 free?") are no new answer to ask about.
         """
-        said = set(written)
+        said, holding = set(written), set(held)
         left_out = [k for k in self._declared if k not in said and self.may_extract(k)]
         out: dict[str, Extraction] = {}
         for key in left_out:
@@ -146,7 +155,7 @@ class Extractor:
             kind = self._declared[key][0]
             if len(fitting) == 1:
                 out[key] = Extraction("fill", kind, fitting[0])
-            else:
+            elif key not in holding:
                 out[key] = Extraction("ask", kind, options=tuple(fitting))
         return out
 
@@ -173,7 +182,8 @@ def fill(
     written = {c.key for c in model_changes if c.applied or c.reason != "empty value ignored"}
     claimed = [(w.start, w.end) for w in policy.witnesses.values() if _this_message(w)]
     claimed += [(e.found.start, e.found.end) for e in policy.extracted.values() if e.found is not None]
-    plan = extractor.fills(written, [(s, e) for s, e in claimed if s is not None and e is not None])
+    held = [key for key in extractor.keys if has_value(data, key)]
+    plan = extractor.fills(written, [(s, e) for s, e in claimed if s is not None and e is not None], held)
     update: dict[str, Any] = {}
     asks: list[ContextChange] = []
     for key, extraction in plan.items():
@@ -193,7 +203,8 @@ def fill(
             )
         )
     changes = apply_update(data, update, source="model", protected=protected, max_bytes=max_bytes, policy=policy)
-    return changes + asks
+    # a fill the policy refuses (the size cap) is no write of the model's to ask the user again about
+    return [change for change in changes if change.applied] + asks
 
 
 def _this_message(witness: Witness) -> bool:
