@@ -19,7 +19,7 @@ Deterministic and pure; candidates are found once per key and turn, the finders 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -56,10 +56,15 @@ class Extractor:
     """The candidates of one turn's message for the keys the state collects (found on first use, per key)."""
 
     def __init__(
-        self, definition: FSMDefinition, keys: Iterable[str], message: str, today: dt.date | None = None
+        self,
+        definition: FSMDefinition,
+        keys: Iterable[str],
+        message: str,
+        today: dt.date | Callable[[], dt.date] | None = None,
     ) -> None:
+        """``today``: the conversation's date, or a function that reads it (called once, when a finder needs it)."""
         self.message = message
-        self.today = today
+        self._today = today
         self._declared: dict[str, tuple[str, KeyDeclaration]] = {}
         protected = definition.application_only_keys
         declared = definition.context_keys or {}
@@ -71,6 +76,12 @@ class Extractor:
             if kind is not None:
                 self._declared[key] = (kind, declaration)
         self._fitting: dict[str, tuple[Found, ...]] = {}
+
+    @property
+    def today(self) -> dt.date | None:
+        if callable(self._today):
+            self._today = self._today()
+        return self._today
 
     @property
     def keys(self) -> list[str]:

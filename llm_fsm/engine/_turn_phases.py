@@ -200,8 +200,9 @@ def _understand(turn: _Turn, result: LLMResult) -> Generator[Effect, Any, _Under
     unchangeable: list[ContextChange] = []
     if state.confirmation is not None and state.confirmation.changeable_keys is not None:
         update, unchangeable = _not_changeable(definition, state.confirmation.changeable_keys, update)
-    policy = _policy(definition, functools.partial(_grounding, instance, turn.message, functools.partial(_today, turn)))
-    extractor = _extractor(turn, intent) if policy is not None else None
+    today = functools.cache(functools.partial(_today, turn))  # the clock is read once, and only when needed
+    policy = _policy(definition, functools.partial(_grounding, instance, turn.message, today))
+    extractor = _extractor(turn, intent, today) if policy is not None else None
     if extractor is not None and policy is not None:
         policy.extractor = extractor
     data, protected, max_bytes = instance.context.data, definition.application_only_keys, config.max_context_bytes
@@ -226,7 +227,7 @@ def _understand(turn: _Turn, result: LLMResult) -> Generator[Effect, Any, _Under
     return _Understood(result, proposal, intent, _route(turn, intent), model_changes, unchangeable)
 
 
-def _extractor(turn: _Turn, intent: str) -> Extractor | None:
+def _extractor(turn: _Turn, intent: str, today: Callable[[], dt.date]) -> Extractor | None:
     """The engine's own extractors for the declared keys the state collects, on a message that answers the step
     (not a side question, a cancel or the answer to "do you want to cancel?"), outside a confirmation's read-back."""
     state = turn.state
@@ -234,7 +235,7 @@ def _extractor(turn: _Turn, intent: str) -> Extractor | None:
         return None
     if not state.required_context_keys or not turn.definition.context_keys:
         return None
-    extractor = Extractor(turn.definition, state.required_context_keys, turn.message, _today(turn))
+    extractor = Extractor(turn.definition, state.required_context_keys, turn.message, today)
     return extractor if extractor else None
 
 
