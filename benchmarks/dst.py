@@ -10,6 +10,9 @@ replayed through
 - ``declared``: our engine on the definition with declarations,
 - ``plain``:    our engine on the definition without,
 - ``original``: llm-fsm 0.1.1 (its own venv, as ``live.py``) on the definition without,
+- ``extractors``: our engine on the definition with declarations and a model that returns no data at all (no
+  move, no value, only a reply): what it stores is what its own extractors read from the user's words
+  (``llm_fsm/engine/_extract.py``). Needs no model; opt-in (``--engines extractors``),
 
 all on the same model, with the dataset's SYSTEM utterances standing in for the
 engines' replies (``dst_engines.py``). After every user turn the context is
@@ -22,6 +25,7 @@ Usage (from the repository root)::
     python benchmarks/dst.py --oracle               # the gold values as the model's answers: must be 100%
     python benchmarks/dst.py --oracle canonical     # SGD's canonical values (ISO dates, 24 h times) as answers
     python benchmarks/dst.py --oracle invented      # a value nobody said per turn: declared must store none
+    python benchmarks/dst.py --engines extractors   # no model: the engine's extractors on the user's words
     python benchmarks/dst.py --limit 8              # 8 dialogues on the local model (after `llm-fsm local setup`)
     python benchmarks/dst.py --model openai/gpt-4o-mini --services Buses_1,Events_1 --json
 
@@ -62,20 +66,30 @@ from dst_convert import (
     value_format,
     write_definitions,
 )
-from dst_engines import ORACLES, DialogueRun, OracleLLM, OriginalDST, OursDST
+from dst_engines import ORACLES, DialogueRun, NoDataLLM, OracleLLM, OriginalDST, OursDST
 from dst_score import FUZZY_RIGHT, Totals, declaration_problem, render, score_turn
 
 DEFAULT_DATA = ROOT.parent / "shared" / "sgd"
-ENGINES = ("declared", "plain", "original")
+ENGINES = ("declared", "plain", "original", "extractors")
+DEFAULT_ENGINES = ("declared", "plain", "original")
+MODEL_FREE = frozenset({"extractors"})
 ORACLE_LABELS = {
     "words": "the gold values, as the dialogue words them, as the model's answers",
     "canonical": "SGD's canonical values as the model's answers",
     "invented": "a value nobody said per turn as the model's answer",
 }
-LABELS = {"declared": "ours, declared", "plain": "ours, names only", "original": "llm-fsm 0.1.1"}
+LABELS = {
+    "declared": "ours, declared",
+    "plain": "ours, names only",
+    "original": "llm-fsm 0.1.1",
+    "extractors": "extractors, no model",
+}
 TARGET_VS_ORIGINAL = 2.0
 TARGET_VS_PLAIN = 1.5
 TARGET_CANONICAL = 0.99
+TARGET_EXTRACTORS = 0.6
+EXTRACTED_KINDS = ("categorical", "date", "time", "number")
+"""The slot kinds the extractors alone must reach ``TARGET_EXTRACTORS`` slot F1 on (free text has no extractor)."""
 DEFAULT_MAX_TOKENS = 400
 
 
@@ -117,7 +131,8 @@ def summarise(
     refused: Counter[str] = Counter()
     refused_examples: list[dict[str, Any]] = []
     other_keys: set[tuple[str, str]] = set()
-    errors = 0
+    errors = invented_held = 0
+    extracted: Counter[str] = Counter()
     calls = prompt = completion = 0
     seconds: list[float] = []
     for run in runs:
@@ -129,6 +144,8 @@ def summarise(
             for kind, part in slot_kinds(service).items():
                 by_kind.setdefault(kind, Totals()).add(score_turn(part, turn.references, played.data))
             errors += played.error is not None
+            invented_held += played.invented_held
+            extracted.update(played.extracted)
             calls += played.calls
             prompt += played.prompt_tokens
             completion += played.completion_tokens
@@ -162,6 +179,8 @@ def summarise(
         {
             "slot_f1_by_kind": {kind: part.f1 for kind, part in sorted(by_kind.items())},
             "turn_errors": errors,
+            "extracted": {rule: extracted[rule] for rule in ("fill", "repair", "ask")},
+            "invented_held": invented_held,
             "declaration_failures": len(failing),
             "declaration_failure_examples": [
                 {"dialogue": d, "key": k, "value": v, "problem": p} for (d, k, v), p in list(failing.items())[:20]
@@ -178,12 +197,27 @@ def summarise(
     return summary
 
 
+def slot_kind(slot: Any) -> str:
+    """categorical, number, date, time or free text.
+
+    ``number``: a slot whose possible values are all whole numbers (``travelers``, ``number_of_seats``,
+    ``number_of_riders``, ``transfers``). SGD lists them as categorical, and the declared definition keeps them
+    enums of their digits (with the words "one" to "ten" as synonyms), but what a user says for them is a count
+    ("two people", "for 4"), read as a number is: reported apart so neither figure hides the other. Every other
+    categorical slot is ``categorical``; a free-form slot is ``date`` or ``time`` by its name (``value_format``),
+    else ``free text``.
+    """
+    if slot.is_categorical:
+        values = [v for v in slot.possible_values if v != "dontcare"]
+        return "number" if values and all(v.isdigit() for v in values) else "categorical"
+    return value_format(slot) or "free text"
+
+
 def slot_kinds(service: Service) -> dict[str, Service]:
-    """The service cut by kind of slot (categorical, date, time, text), to score each kind apart."""
+    """The service cut by kind of slot (``slot_kind``), to score each kind apart."""
     kinds: dict[str, list[Any]] = {}
     for slot in service.slots:
-        kind = "categorical" if slot.is_categorical else value_format(slot) or "text"
-        kinds.setdefault(kind, []).append(slot)
+        kinds.setdefault(slot_kind(slot), []).append(slot)
     return {kind: dataclasses.replace(service, slots=tuple(slots)) for kind, slots in kinds.items()}
 
 
@@ -208,6 +242,13 @@ def where_said(dialogue: Dialogue, turn: int, value: Any) -> str:
 def verdicts(engines: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """The issue's targets, where the engines they compare were run."""
     out: dict[str, Any] = {}
+    extractors = engines.get("extractors")
+    if extractors is not None:
+        by_kind = extractors["slot_f1_by_kind"]
+        for kind in EXTRACTED_KINDS:
+            if kind in by_kind:
+                met = by_kind[kind] >= TARGET_EXTRACTORS
+                out[f"extractors_{kind}"] = {"value": by_kind[kind], "target": TARGET_EXTRACTORS, "met": met}
     declared = engines.get("declared")
     if declared is None:
         return out
@@ -243,7 +284,8 @@ def oracle_verdicts(mode: str, engines: Mapping[str, Mapping[str, Any]]) -> dict
             }
         }
     if mode == "invented":
-        held = declared["slots_held"]
+        # the values the engine's extractors read from the user's words are no invented ones: counted apart
+        held = declared["invented_held"]
         return {"oracle_invented_stored": {"value": held, "target": 0, "met": held == 0}}
     perfect = plain["joint_goal_accuracy"] == 1.0 and plain["slot_f1"] == 1.0 and plain["turn_errors"] == 0
     return {"oracle_plain_perfect": {"value": plain["slot_f1"], "target": 1.0, "met": perfect}}
@@ -306,6 +348,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not chosen:
         raise SystemExit("no dialogue to replay")
     engines = ["declared", "plain"] if args.oracle else [e.strip() for e in args.engines.split(",") if e.strip()]
+    engines = list(dict.fromkeys(engines))
     if not engines or set(engines) - set(ENGINES):
         raise SystemExit(f"--engines takes a comma-separated list of {', '.join(ENGINES)}")
     used = {d.service for d in chosen}
@@ -331,6 +374,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             }
             runners["declared"] = OursDST("declared", OracleLLM(args.oracle, free), declared)
             runners["plain"] = OursDST("plain", OracleLLM(args.oracle, free), plain)
+        elif set(engines) <= MODEL_FREE:
+            server_label = "none (no model: the engine's extractors only)"
         else:
             from live_engines import CallCounter
 
@@ -348,6 +393,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if "original" in engines:
                 runners["original"] = stack.enter_context(OriginalDST(server, common, plain))
                 original_version = runners["original"].version
+        if "extractors" in engines:
+            runners["extractors"] = OursDST("extractors", NoDataLLM(), declared)
         for index, dialogue in enumerate(chosen):
             # the engines' order rotates per dialogue: a machine that gets busier slows all alike
             shift = index % len(engines)
@@ -364,7 +411,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "dialogues": len(chosen),
             "user_turns": sum(len(d.turns) for d in chosen),
             "services": sorted(used),
-            "model": f"oracle ({args.oracle})" if args.oracle else args.model,
+            "model": f"oracle ({args.oracle})" if args.oracle else "none" if set(engines) <= MODEL_FREE else args.model,
             "server": server_label,
             "max_tokens": None if args.oracle else args.max_tokens,
             "fuzzy_right": FUZZY_RIGHT,
@@ -411,6 +458,7 @@ ROWS = (
     ("  stored slot values, turn by turn", "slots_held", "{:,d}"),
     ("  expected slot values", "slots_expected", "{:,d}"),
     ("stored values failing a declaration", "declaration_failures", "{:d}"),
+    ("invented values stored (--oracle invented)", "invented_held", "{:d}"),
     ("keys stored that are no slot", "keys_not_slots", "{:d}"),
     ("turns that raised", "turn_errors", "{:d}"),
     ("LLM calls / turn", "llm_calls_per_turn", "{:.2f}"),
@@ -449,6 +497,10 @@ def print_report(report: dict[str, Any], out: Any = sys.stdout) -> None:
         cells = [report["engines"][e]["summary"]["slot_f1_by_kind"].get(kind) for e in engines]
         label = f"  slot F1, {kind} slots"
         print(label.ljust(width) + "".join(("-" if c is None else f"{c:.1%}").rjust(20) for c in cells), file=out)
+    for rule in ("fill", "repair", "ask"):
+        cells = [report["engines"][e]["summary"].get("extracted", {}).get(rule) for e in engines]
+        label = f"extractors' {rule}s (engine-turns)"
+        print(label.ljust(width) + "".join(("-" if c is None else f"{c:,d}").rjust(20) for c in cells), file=out)
     for engine in engines:
         summary = report["engines"][engine]["summary"]
         if summary["refused_by_reason"]:
@@ -479,6 +531,12 @@ def print_report(report: dict[str, Any], out: Any = sys.stdout) -> None:
                 f"{'met' if verdict['met'] else 'MISSED'}",
                 file=out,
             )
+        elif name.startswith("extractors_"):
+            print(
+                f"\nextractors alone (no model), slot F1 on {name.removeprefix('extractors_')} slots: "
+                f"{verdict['value']:.1%} (target >= {verdict['target']:.0%}): {'met' if verdict['met'] else 'MISSED'}",
+                file=out,
+            )
         elif name == "declaration_failures":
             print(
                 f"\nstored values of 'ours, declared' failing their declaration: {verdict['value']} (target 0): "
@@ -500,7 +558,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="a folder with SGD's schema.json and dialogues.json")
     parser.add_argument("--limit", type=int, default=None, help="replay only N dialogues (round-robin over services)")
     parser.add_argument("--services", default=None, help="comma-separated service names, e.g. Buses_1,Events_1")
-    parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated: {','.join(ENGINES)}")
+    parser.add_argument(
+        "--engines",
+        default=",".join(DEFAULT_ENGINES),
+        help=f"comma-separated: {','.join(ENGINES)} (default {','.join(DEFAULT_ENGINES)}; extractors needs no model)",
+    )
     parser.add_argument("--model", default="local", help="any litellm model; local names start the local server")
     parser.add_argument(
         "--oracle",

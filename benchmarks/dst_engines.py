@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -46,6 +47,10 @@ class TurnRun:
     completion_tokens: int = 0
     refused: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Keys of the model's update the engine did not store, with its reason (ours only: from the turn record)."""
+    extracted: dict[str, int] = dataclasses.field(default_factory=dict)
+    """What the engine's extractors did this turn: fills, repairs and questions (``ask``), counted (ours only)."""
+    invented_held: int = 0
+    """Of the values the ``invented`` oracle wrote this turn, how many the context holds afterwards."""
 
 
 @dataclasses.dataclass
@@ -122,6 +127,14 @@ class OracleLLM(LLMInterface):
         return {slot: value}
 
 
+class NoDataLLM(LLMInterface):
+    """A model that returns no data at all: no move, no value, only a reply. What our engine stores with it is what
+    its own extractors read from the user's words (``--engines extractors``)."""
+
+    def send_request(self, request: LLMRequest) -> LLMResponse:
+        return to_response({"target_state": None, "message": "(no model)"}, request)
+
+
 class DatasetTurnsLLM(LLMInterface):
     """Asks the real model each user turn, then puts the dataset's SYSTEM utterance in its reply's place."""
 
@@ -174,6 +187,7 @@ class OursDST:
             if self.counter is not None:
                 self.counter.take()
             before = manager.get_instance(conversation_id).turn_count
+            invented = len(oracle.invented) if oracle is not None else 0
             error = None
             started = time.perf_counter()
             try:
@@ -188,6 +202,10 @@ class OursDST:
                 for c in (record.context_changes if record else [])
                 if not c.applied
             ]
+            extracted: Counter[str] = Counter(
+                c.extracted.rule for c in (record.context_changes if record else []) if c.extracted
+            )
+            written = oracle.invented[invented:] if oracle is not None else []
             calls = self.counter.take() if self.counter is not None else []
             run.turns.append(
                 TurnRun(
@@ -199,6 +217,8 @@ class OursDST:
                     prompt_tokens=sum(int((c.get("usage") or {}).get("prompt_tokens", 0)) for c in calls),
                     completion_tokens=sum(int((c.get("usage") or {}).get("completion_tokens", 0)) for c in calls),
                     refused=refused,
+                    extracted=dict(extracted),
+                    invented_held=sum(instance.context.data.get(slot) == value for slot, value in written),
                 )
             )
             previous = turn.slot_values

@@ -390,8 +390,11 @@ def test_an_oracle_writing_a_value_nobody_said_each_turn_gets_none_of_them_store
     dataset: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     report = _report(["--oracle", "invented", "--data", str(dataset)], capsys)
-    assert report["engines"]["declared"]["summary"]["slots_held"] == 0
+    declared = report["engines"]["declared"]["summary"]
+    # what the declared engine holds is what its extractors read from the user's words ("two teas": cups 2)
+    assert declared["invented_held"] == 0 and declared["slots_held"] == declared["extracted"]["fill"] == 1
     assert report["engines"]["plain"]["summary"]["slots_held"] > 0  # without grounding, each one is stored
+    assert report["engines"]["plain"]["summary"]["invented_held"] == report["run"]["user_turns"]
     assert report["targets"]["oracle_invented_stored"]["met"] is True
 
 
@@ -410,8 +413,10 @@ def test_sgds_canonical_dates_and_times_are_grounded_in_real_dialogues(capsys: p
 def test_no_invented_value_is_stored_in_real_dialogues(capsys: pytest.CaptureFixture[str]) -> None:
     report = _report(["--oracle", "invented", "--data", str(REAL_DATA), "--limit", "8"], capsys)
     declared = report["engines"]["declared"]["summary"]
-    assert declared["slots_held"] == 0
-    assert declared["refused_by_reason"] == {"ungrounded [nowhere]": report["run"]["user_turns"]}  # one a turn
+    assert declared["invented_held"] == 0
+    # one a turn: refused as ungrounded, or replaced by the one value of the user's words that fits (repair)
+    refused = declared["refused_by_reason"].get("ungrounded [nowhere]", 0)
+    assert refused + declared["extracted"]["repair"] == report["run"]["user_turns"]
 
 
 def test_the_dialogues_clock_is_sgds_today_so_relative_dates_resolve_as_sgd_resolved_them() -> None:
@@ -479,4 +484,30 @@ def test_the_original_replays_the_user_turns_with_the_datasets_system_turns(data
     assert [m["system"] for m in played.history if "system" in m] == [
         dst_engines.GREETING,
         *(t.system_reply for t in dialogue.turns),
+    ]
+
+
+# --- the engine's extractors alone ----------------------------------------------------------------
+
+
+def test_the_extractors_engine_runs_without_any_model_and_stores_only_what_the_user_said(
+    dataset: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _report(["--engines", "extractors", "--data", str(dataset)], capsys)
+    assert report["run"]["model"] == "none"
+    summary = report["engines"]["extractors"]["summary"]
+    assert summary["llm_calls_per_turn"] == 0 and summary["turn_errors"] == 0
+    # "order two teas": cups 2 (a count in words), held for the two turns left; "A coffee at Philz": drink coffee.
+    # "teas" is no mention of "tea", and free text has no extractor
+    assert summary["slots_held"] == 3 and summary["slot_precision"] == 1.0
+    assert set(summary["slot_f1_by_kind"]) == {"categorical", "number", "free text"}
+    assert summary["slot_f1_by_kind"]["number"] == 1.0
+
+
+def test_a_categorical_slot_of_whole_numbers_is_scored_as_a_number_slot(service: Any) -> None:
+    assert [dst.slot_kind(service.slot(name)) for name in ("cups", "drink", "has_wifi", "city")] == [
+        "number",
+        "categorical",
+        "categorical",
+        "free text",
     ]

@@ -100,8 +100,18 @@ def _outcome(change: ContextChange) -> str:
         found = change.grounded_by
         if found is not None and found.kind == "dontcare":  # "dontcare" is no value of the key: any of them is
             read += f" (any value: the user said {_value(found.expression)})"
-        return f"{change.reason}{previous}{read}"
+        return f"{change.reason}{previous}{read}{_extracted(change)}"
     return f"refused ({change.rule}): {change.reason}" if change.rule else f"dropped: {change.reason}"
+
+
+def _extracted(change: ContextChange) -> str:
+    """How the engine's extractors read a value from the user's message: filled, or repaired (what the model wrote)."""
+    done = change.extracted
+    if done is None or done.rule == "ask":
+        return ""
+    written = f"written {_value(done.written)}, " if done.rule == "repair" else ""
+    verb = "repaired" if done.rule == "repair" else "filled"
+    return f" ({written}{verb} from {_value(done.expression)}, characters {done.start}-{done.end} of the message)"
 
 
 def _unmet(condition: ConditionResult) -> str:

@@ -156,6 +156,14 @@ class KeyDeclaration(BaseModel):
     display_name: str | None = Field(
         default=None, description="How the key is named to the user, e.g. in a confirmation read-back."
     )
+    extract: Literal["auto", "off"] = Field(
+        default="auto",
+        description=(
+            "Whether the engine's own extractors may fill this key from the user's message when the model leaves "
+            "it out, or repair a model value that fails (docs/definition-format.md, 'Extractors'): auto (dates, "
+            "times, numbers and enum values the state collects) or off."
+        ),
+    )
 
     @model_validator(mode="after")
     def _coherent(self) -> KeyDeclaration:

@@ -36,7 +36,7 @@ from copy import deepcopy
 from typing import Any, Literal
 
 from llm_fsm.engine._data import MAX_VALUE_DEPTH, has_lone_surrogate
-from llm_fsm.engine._records import ContextChange, GroundedBy, Repair
+from llm_fsm.engine._records import ContextChange, Extracted, GroundedBy, Repair
 from llm_fsm.engine._values import MASK, KeyPolicy
 from llm_fsm.errors import ContextError, ContextTooLargeError, ContextValidationError
 
@@ -256,7 +256,12 @@ def apply_update(
                 raise ContextValidationError(f"cannot set {path!r}: {refusal.reason}", key=path, rule=refusal.rule)
             changes.append(
                 ContextChange(
-                    key=path, value=MASK if masked else value, applied=False, reason=refusal.reason, rule=refusal.rule
+                    key=path,
+                    value=MASK if masked else value,
+                    applied=False,
+                    reason=refusal.reason,
+                    rule=refusal.rule,
+                    extracted=extracted(policy, path, masked) if refusal.rule == "ambiguous" else None,
                 )
             )
             continue
@@ -297,6 +302,7 @@ def apply_update(
                 reason=reason,
                 grounded_by=_grounded_by(policy, path, masked),
                 repaired=_repaired(policy, path, masked),
+                extracted=extracted(policy, path, masked),
             )
         )
     return changes
@@ -329,4 +335,30 @@ def _repaired(policy: KeyPolicy | None, path: str, masked: bool) -> Repair | Non
     )
 
 
-__all__ = ["apply_update", "context_size", "flatten_update", "get_path", "has_value", "is_empty", "missing_keys"]
+def extracted(policy: KeyPolicy | None, path: str, masked: bool) -> Extracted | None:
+    """The record of what the extractors did for a key this turn (a sensitive one's words are not shown)."""
+    done = policy.extracted.get(path) if policy is not None else None
+    if done is None:
+        return None
+    found = done.found
+    return Extracted(
+        rule=done.rule,
+        kind=done.kind,
+        expression=None if found is None else MASK if masked else found.text,
+        start=None if found is None else found.start,
+        end=None if found is None else found.end,
+        written=MASK if masked and done.written is not None else done.written,
+        options=[MASK if masked else option.value for option in done.options],
+    )
+
+
+__all__ = [
+    "apply_update",
+    "context_size",
+    "extracted",
+    "flatten_update",
+    "get_path",
+    "has_value",
+    "is_empty",
+    "missing_keys",
+]

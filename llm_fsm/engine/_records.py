@@ -201,6 +201,23 @@ class Repair(_Data):
     end: int | None = Field(default=None, description="Where it ends (exclusive).")
 
 
+class Extracted(_Data):
+    """A value the engine's extractors read from the user's message itself (``engine._extract``)."""
+
+    rule: Literal["fill", "repair", "ask"] = Field(
+        description=(
+            "fill: a key the model left out, given the one candidate that fits; repair: a model value that failed "
+            "its declaration or grounding, replaced by the one candidate that fits; ask: several fit, none stored."
+        )
+    )
+    kind: str = Field(description="The kind of candidate: date, time, number or enum.")
+    expression: str | None = Field(default=None, description="The words of this turn's message it was read from.")
+    start: int | None = Field(default=None, description="Where the expression starts in this turn's message.")
+    end: int | None = Field(default=None, description="Where it ends (exclusive).")
+    written: Any = Field(default=None, description="For a repair: what the model wrote.")
+    options: list[Any] = Field(default_factory=list, description="For ask: the values that fit.")
+
+
 class ContextChange(_Data):
     """One key of a context update and what happened to it."""
 
@@ -228,6 +245,13 @@ class ContextChange(_Data):
         description=(
             "For a stored model value written in words the normaliser does not take ('March 9th' for a date): what "
             "was written, what was stored, the rule that read it, and where in the conversation it was said."
+        ),
+    )
+    extracted: Extracted | None = Field(
+        default=None,
+        description=(
+            "When the engine's extractors filled or repaired the value from this turn's message, or asked which of "
+            "several it found was meant: the rule and the words (with their span) it was read from."
         ),
     )
 

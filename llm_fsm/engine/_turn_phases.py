@@ -28,6 +28,7 @@ from llm_fsm.engine._effects import (
     _policy,
     _trace,
 )
+from llm_fsm.engine._extract import Extractor, fill
 from llm_fsm.engine._handoff import hand_off, hand_off_declared
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage, entry_role, entry_text, timestamp
@@ -199,16 +200,15 @@ def _understand(turn: _Turn, result: LLMResult) -> Generator[Effect, Any, _Under
     unchangeable: list[ContextChange] = []
     if state.confirmation is not None and state.confirmation.changeable_keys is not None:
         update, unchangeable = _not_changeable(definition, state.confirmation.changeable_keys, update)
-    model_changes = apply_update(
-        instance.context.data,
-        update,
-        source="model",
-        protected=definition.application_only_keys,
-        max_bytes=config.max_context_bytes,
-        policy=_policy(
-            definition, functools.partial(_grounding, instance, turn.message, functools.partial(_today, turn))
-        ),
-    )
+    today = functools.cache(functools.partial(_today, turn))  # the clock is read once, and only when needed
+    policy = _policy(definition, functools.partial(_grounding, instance, turn.message, today))
+    extractor = _extractor(turn, intent, today) if policy is not None else None
+    if extractor is not None and policy is not None:
+        policy.extractor = extractor
+    data, protected, max_bytes = instance.context.data, definition.application_only_keys, config.max_context_bytes
+    model_changes = apply_update(data, update, source="model", protected=protected, max_bytes=max_bytes, policy=policy)
+    if extractor is not None and policy is not None:
+        model_changes += fill(extractor, policy, data, model_changes, protected=protected, max_bytes=max_bytes)
     model_changes += unchangeable
     turn.changes += model_changes
     if model_changes:
@@ -225,6 +225,18 @@ def _understand(turn: _Turn, result: LLMResult) -> Generator[Effect, Any, _Under
     if intent != "digression":
         instance.consecutive_digressions = 0
     return _Understood(result, proposal, intent, _route(turn, intent), model_changes, unchangeable)
+
+
+def _extractor(turn: _Turn, intent: str, today: Callable[[], dt.date]) -> Extractor | None:
+    """The engine's own extractors for the declared keys the state collects, on a message that answers the step
+    (not a side question, a cancel or the answer to "do you want to cancel?"), outside a confirmation's read-back."""
+    state = turn.state
+    if intent != "continue" or state.confirmation is not None or turn.instance.pending_cancel:
+        return None
+    if not state.required_context_keys or not turn.definition.context_keys:
+        return None
+    extractor = Extractor(turn.definition, state.required_context_keys, turn.message, today)
+    return extractor if extractor else None
 
 
 def _today(turn: _Turn) -> dt.date:

@@ -115,7 +115,8 @@ def _reask_note(definition: FSMDefinition, refused: list[ContextChange]) -> str 
         label = declaration.label(change.key) if declaration else change.key
         # an invented value is not repeated: quoted in the reply, it would ground itself on the next turn
         reason = "the user has not said it" if change.rule == "ungrounded" else change.reason
-        why = (declaration.invalid_message if declaration else None) or reason
+        # a question naming what the user said is asked as it is: a key's invalid_message says what a value must be
+        why = reason if change.rule == "ambiguous" else (declaration.invalid_message if declaration else None) or reason
         lines.append(f"- {label}: {why}")
     if not lines:
         return None

@@ -37,7 +37,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from llm_fsm.definition._enums import DONTCARE, closest_values, dontcare_in, sole_mentions
 from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
@@ -46,6 +46,9 @@ from llm_fsm.definition._spoken import MONTH_NAMES
 from llm_fsm.definition._spoken import MONTHS as _MONTHS
 from llm_fsm.engine._witness import Source, Witness, _search, typed_kind, typed_witness
 from llm_fsm.engine._worded import Reworded, or_list, reword
+
+if TYPE_CHECKING:
+    from llm_fsm.engine._extract import Extraction, Extractor
 
 Rule = Literal[
     "type",
@@ -59,10 +62,16 @@ Rule = Literal[
     "not_writable",
     "undeclared",
     "not_changeable",
+    "ambiguous",
 ]
 
 #: rules whose refusal makes the assistant ask again (the others are silent: the model wrote where it may not)
-REASK_RULES: frozenset[str] = frozenset({"type", "enum", "format", "pattern", "length", "range", "items", "ungrounded"})
+REASK_RULES: frozenset[str] = frozenset(
+    {"type", "enum", "format", "pattern", "length", "range", "items", "ungrounded", "ambiguous"}
+)
+
+#: refusals the engine's extractors may repair from the user's message (``_extract``)
+_REPAIRABLE = frozenset({"type", "enum", "format", "pattern", "length", "range", "ungrounded"})
 
 MASK = "***"
 """What a sensitive value is shown as."""
@@ -503,9 +512,20 @@ class KeyPolicy:
     ``grounding`` is given for model writes only: the application's values need no witness.
     """
 
-    def __init__(self, definition: FSMDefinition, grounding: Grounding | Callable[[], Grounding] | None = None) -> None:
+    def __init__(
+        self,
+        definition: FSMDefinition,
+        grounding: Grounding | Callable[[], Grounding] | None = None,
+        extractor: Extractor | None = None,
+    ) -> None:
         self.definition = definition
         self._grounding = grounding
+        self.extractor = extractor
+        """This turn's candidates from the user's message, which repair a failing model value (``_extract``)."""
+        self.extracted: dict[str, Extraction] = {}
+        """Values the extractors filled or repaired, and questions they asked, by path (for the turn's record)."""
+        self.asked_readings: set[str] = set()
+        """Paths whose model value in words asks already which of its readings is meant (no second question)."""
         self.witnesses: dict[str, Witness] = {}
         """What grounded each model value this policy let through, by path (for the turn's record)."""
         self.repairs: dict[str, Reworded] = {}
@@ -535,6 +555,16 @@ class KeyPolicy:
             if declaration.type == "object":
                 return value, None
             return value, Refusal("type", f"{declared!r} is declared as {declaration.type}, not an object")
+        written = value
+        value, problem = self.checked(path, declaration, value, model, shown)
+        if problem is not None and model and self.extractor is not None and problem.rule in _REPAIRABLE:
+            return self.extractor.replace(self, path, declaration, written, (value, problem), shown)
+        return value, problem
+
+    def checked(
+        self, path: str, declaration: KeyDeclaration, value: Any, model: bool, shown: str | None
+    ) -> tuple[Any, Refusal | None]:
+        """Normalised, validated (a model's words read) and grounded: the value to store, or why not."""
         value = normalise(declaration, value)
         problem = check(declaration, value, shown=shown)
         if problem is not None and model and isinstance(value, str) and self._grounding is not None:
@@ -565,6 +595,7 @@ class KeyPolicy:
         if words.missing is not None:
             return written, Refusal(problem.rule, f"{label}: {words.missing if shown is None else 'no such day'}")
         if words.ambiguous:
+            self.asked_readings.add(path)
             readings = "has several readings" if shown else f"could be {or_list(words.readings)}"
             return written, Refusal(problem.rule, f"{label} {readings}: which one is meant?")
         self.repairs[path] = words

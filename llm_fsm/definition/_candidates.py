@@ -1,0 +1,175 @@
+"""Candidate values of a declared key found in a message, one finder per kind of value, each with its span.
+
+The engine's extractors (``llm_fsm.engine._extract``) ask "what in this message could be this key's value?".
+Each kind has one finder returning ``Found`` (value, start, end, text), the shape grounding's finders share:
+
+- ``date``: every date expression, read as ``date_readings`` reads a whole value (a date without a year is the next
+  one on or after today; "next Friday" on a Monday keeps both its readings, so it asks instead of guessing);
+- ``time``: every time expression ("at 7" is 07:00 and 19:00: two candidates, so it asks);
+- ``number``: numbers in digits or words, except those inside a date, a time, a phone number or an email address
+  (the 12 of "March 12th", the 7 of "7 pm") and "one" used as a pronoun ("that one", "one of them");
+- ``enum``: a word-bounded mention of an enum value or a synonym, in the declared spelling. A yes/no word
+  ("yes", "sure", "no") is not a mention: it answers whatever was asked last, and nothing here knows what that
+  was. A number among the values follows the number rule (the 2 of "2 pm" is no 2).
+
+Pure: the text and the conversation's date in, candidates out; the finders of ``_spoken`` cache per text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+from collections.abc import Callable
+
+from llm_fsm.definition._keys import KeyDeclaration, fold
+from llm_fsm.definition._spoken import (
+    NUMBER_WORDS,
+    Found,
+    date_readings,
+    dates_in,
+    numbers_in,
+    times_in,
+)
+
+Finder = Callable[[str, KeyDeclaration, "dt.date | None"], tuple[Found, ...]]
+
+_YES_NO = frozenset(
+    {"yes", "y", "yeah", "yep", "yup", "sure", "ok", "okay", "correct", "right", "no", "n", "nope", "nah", "wrong"}
+)
+# vague words that name no value: "is there anything else?", "any bus" ask for none (a "don't care" is said so)
+_VAGUE = frozenset({"any", "anything", "whatever", "either", "all", "none", "some", "something"})
+_PHONE = re.compile(r"(?<![\w+])\+?\(?\d[\d ().\-]{5,}\d(?!\w)")
+_EMAIL = re.compile(r"[\w.%+'\-]+@[\w\-]+(?:\.[\w\-]+)+")
+_PRONOUN_ONE = re.compile(
+    r"(?:\b(?:that|this|the|which|any|no|every|each|another|other|last|first|next|right|good|new|only|same|me|us)\s+$)",
+    re.IGNORECASE,
+)
+_ONE_OF = re.compile(r"^\s+(?:of|more|another|way)\b", re.IGNORECASE)
+_LAST_WORD = re.compile(r"(\w+)\W*$")
+_COUNTED_ALONE = frozenset({"for", "just", "only", "of", "is", "be", "are"})
+
+
+def _phone_spans(text: str) -> list[tuple[int, int]]:
+    """Runs of at least seven digits with the separators phone numbers are written with."""
+    return [m.span() for m in _PHONE.finditer(text) if sum(c.isdigit() for c in m[0]) >= 7]
+
+
+def _spans(found: tuple[Found, ...]) -> list[tuple[int, int]]:
+    return [(f.start, f.end) for f in found]
+
+
+def _overlaps(start: int, end: int, spans: list[tuple[int, int]]) -> bool:
+    return any(start < other_end and other_start < end for other_start, other_end in spans)
+
+
+def date_candidates(text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
+    """Each date expression with the dates it is read as (``date_readings``: the rule a whole value follows)."""
+    out: list[Found] = []
+    for start, end in dict.fromkeys(_spans(dates_in(text, today))):
+        said = text[start:end]
+        out += [Found(value, start, end, said) for value in date_readings(said, today)]
+    return tuple(out)
+
+
+def time_candidates(text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
+    """Each time expression with the times it may be ("at 7": 07:00 and 19:00)."""
+    return times_in(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _numbers(text: str, today: dt.date | None) -> tuple[Found, ...]:
+    taken = _spans(dates_in(text, today)) + _spans(times_in(text)) + _phone_spans(text)
+    taken += [m.span() for m in _EMAIL.finditer(text)]
+    out = []
+    for found in numbers_in(text):
+        if _overlaps(found.start, found.end, taken):
+            continue
+        if found.text.lower() == "one" and _pronoun(text, found):
+            continue
+        out.append(found)
+    return tuple(out)
+
+
+def _pronoun(text: str, one: Found) -> bool:
+    """Whether this "one" is no count: "that one", "one of them", "please find one." (a count alone follows "for":
+    "a table for one."), "One Ferry Building" (a name)."""
+    before, after = text[: one.start], text[one.end :]
+    if _PRONOUN_ONE.search(before) or _ONE_OF.match(after):
+        return True
+    if one.text == "One" and re.match(r"\s+[A-Z]", after) and before.strip() and before.rstrip()[-1] not in ".!?":
+        return True
+    if re.match(r"\s*(?:[.!?,;]|$)", after):
+        previous = _LAST_WORD.search(before)
+        return previous is None or previous[1].lower() not in _COUNTED_ALONE
+    return False
+
+
+def number_candidates(text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
+    """Numbers said as numbers: not inside a date, a time, a phone number or an email address."""
+    return _numbers(text, today)
+
+
+@functools.lru_cache(maxsize=256)
+def _mention_pattern(spellings: tuple[str, ...]) -> re.Pattern[str]:
+    alternatives = (r"\s+".join(map(re.escape, spelling.split())) for spelling in spellings)
+    return re.compile(rf"(?<!\w)(?:{'|'.join(alternatives)})(?!\w)", re.IGNORECASE)
+
+
+def _is_number_word(spelling: str) -> bool:
+    return spelling.isdigit() or spelling in NUMBER_WORDS
+
+
+def enum_candidates(text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
+    """Word-bounded mentions of the declaration's enum values and synonyms, as the values they name."""
+    lookup = declaration.enum_lookup
+    spellings = tuple(sorted((s for s in lookup if s and s not in _YES_NO and s not in _VAGUE), key=len, reverse=True))
+    if not spellings:
+        return ()
+    numbers: set[tuple[int, int]] | None = None
+    out: list[Found] = []
+    for match in _mention_pattern(spellings).finditer(text):
+        spelling = fold(match[0])
+        if _is_number_word(spelling):
+            if numbers is None:
+                numbers = set(_spans(_numbers(text, today)))
+            if match.span() not in numbers:
+                continue
+        out.append(Found(lookup[spelling], match.start(), match.end(), match[0]))
+    return tuple(out)
+
+
+FINDERS: dict[str, Finder] = {
+    "date": date_candidates,
+    "time": time_candidates,
+    "number": number_candidates,
+    "enum": enum_candidates,
+}
+"""The finder of each kind of value; a new kind (a phone number, an email address) is one more entry."""
+
+
+def candidate_kind(declaration: KeyDeclaration) -> str | None:
+    """The kind of candidates a declaration's values are found as, or None when no finder reads them."""
+    if declaration.enum is not None:
+        return "enum" if declaration.type in ("string", "integer", "number") else None
+    if declaration.format in ("date", "time"):
+        return declaration.format
+    if declaration.type in ("integer", "number"):
+        return "number"
+    return None
+
+
+def candidates_in(kind: str, text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
+    """Every candidate of ``kind`` in ``text`` for ``declaration`` (not yet checked against it)."""
+    return FINDERS[kind](text, declaration, today)
+
+
+__all__ = [
+    "FINDERS",
+    "candidate_kind",
+    "candidates_in",
+    "date_candidates",
+    "enum_candidates",
+    "number_candidates",
+    "time_candidates",
+]
