@@ -139,7 +139,7 @@ def test_fuzzy_declared_without_rapidfuzz_fails_the_file_naming_the_extra(
     document = form({"price": PRICE}).model_dump(mode="json", exclude_defaults=True)
     (tmp_path / "form.json").write_text(json.dumps(document))
     monkeypatch.setattr(builtins, "__import__", no_rapidfuzz)
-    with pytest.raises(DefinitionError, match=r'pip install "llm-fsm\[values\]"'):
+    with pytest.raises(DefinitionError, match=r'pip install -e "\.\[values\]"'):
         load_fsm_definition(str(tmp_path / "form.json"))
 
 
@@ -312,7 +312,8 @@ def test_explain_shows_dontcare_as_any_value_and_the_words_that_said_so() -> Non
 
 
 def test_dontcare_is_refused_when_the_user_expressed_no_indifference() -> None:
-    manager, cid, _ = converse({"day": DAY}, ("Friday please", {"day": "dontcare"}))
+    # (extract off: on a Friday, the engine's own reading of "Friday" is today or in a week, and it would ask)
+    manager, cid, _ = converse({"day": {**DAY, "extract": "off"}}, ("Friday please", {"day": "dontcare"}))
     assert manager.get_conversation_data(cid) == {}
     assert changes(manager, cid)["day"].rule == "ungrounded"
 
@@ -321,6 +322,8 @@ def test_dontcare_on_an_enum_key_is_grounded_by_indifference_although_enums_are_
     keys = {"price": {"enum": ["cheap", "expensive"], "dontcare": True}}
     manager, cid, _ = converse(keys, ("cheap or expensive, whatever", {"price": "dontcare"}))
     assert manager.get_conversation_data(cid) == {"price": "dontcare"}
+    # (extract off: else the engine's extractor repairs the refused "dontcare" with the user's "cheap")
+    keys = {"price": {**keys["price"], "extract": "off"}}
     manager, cid, _ = converse(keys, ("cheap please", {"price": "dontcare"}))
     assert manager.get_conversation_data(cid) == {}
 

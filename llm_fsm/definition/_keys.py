@@ -99,7 +99,7 @@ class KeyDeclaration(BaseModel):
         description=(
             "Similarity (0 < x <= 1) a misspelt enum value or synonym must reach to count as that value "
             '("moderatly priced" for "moderately priced" at 0.85); a spelling as close to two values is asked '
-            'about. Needs rapidfuzz: pip install "llm-fsm[values]".'
+            'about. Needs rapidfuzz: pip install -e ".[values]" from a checkout.'
         ),
     )
     dontcare: StrictBool = Field(
@@ -197,7 +197,7 @@ class KeyDeclaration(BaseModel):
             try:
                 import rapidfuzz  # noqa: F401  (checked at load: a missing extra fails the file, not a conversation)
             except ImportError:
-                raise ValueError('fuzzy needs rapidfuzz: pip install "llm-fsm[values]"') from None
+                raise ValueError('fuzzy needs rapidfuzz: pip install -e ".[values]" from a checkout') from None
         if self.format is not None and self.type != "string":
             raise ValueError(f"format {self.format!r} applies to strings, not {self.type}")
         for low, high in (("minimum", "maximum"), ("min_length", "max_length"), ("min_items", "max_items")):

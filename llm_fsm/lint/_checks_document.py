@@ -144,7 +144,7 @@ _DECLARATION_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("synonyms of a free-text", "synonyms", "map each synonym to the text stored for it"),
     ("fuzzy (", "fuzzy", "fuzzy is the similarity a spelling must reach: more than 0, at most 1 (e.g. 0.85)"),
     ("fuzzy matches", "fuzzy", "fuzzy matches spellings of an enum's values or of synonyms: declare one"),
-    ("fuzzy needs", "fuzzy", 'install the extra: pip install "llm-fsm[values]"'),
+    ("fuzzy needs", "fuzzy", 'install the extra: pip install -e ".[values]" from a checkout'),
     ("synonyms map", "synonyms", "each synonym must map to a value spelt exactly as in enum"),
     ("enum ", "enum", "list at least one value, each of the declared type"),
     ("format ", "format", "format applies to strings: declare type: string, or remove format"),
