@@ -149,6 +149,20 @@ def test_a_value_the_user_changes_in_words_the_model_left_out_is_corrected() -> 
     assert (stored(change), change.reason, change.previous) == (3, "corrected", 2)
 
 
+def test_a_number_in_a_message_that_changes_nothing_leaves_a_stored_value_alone() -> None:
+    conversation = Conversation()
+    conversation.say("for two people")
+    assert "party" not in conversation.say("is it 3 miles away?")
+    assert conversation.data["party"] == 2
+
+
+def test_a_date_in_a_closing_remark_leaves_a_stored_date_alone() -> None:
+    conversation = Conversation()
+    conversation.say("on March 12th")
+    assert "date" not in conversation.say("That is all today.")
+    assert conversation.data["date"] == "2019-03-12"
+
+
 def test_several_candidates_for_a_key_that_holds_a_value_ask_nothing_and_change_nothing() -> None:
     conversation = Conversation()
     conversation.say("at 7 pm")
