@@ -156,6 +156,13 @@ def test_a_number_in_a_message_that_changes_nothing_leaves_a_stored_value_alone(
     assert conversation.data["party"] == 2
 
 
+def test_a_stated_new_count_corrects_a_stored_value_without_a_change_word() -> None:
+    conversation = Conversation()
+    conversation.say("for two people")
+    change = conversation.say("It's for 3 people.")["party"]
+    assert (stored(change), change.previous) == (3, 2)
+
+
 def test_a_date_in_a_closing_remark_leaves_a_stored_date_alone() -> None:
     conversation = Conversation()
     conversation.say("on March 12th")

@@ -6,8 +6,9 @@ values a finder reads (dates, times, numbers, enum values: ``llm_fsm.definition.
 the key's kind in THIS turn's message is checked against the key's declaration. Then:
 
 - **repair**: a model value that fails its declaration or its grounding is replaced by the one candidate that fits;
-- **fill**: a key the model left out gets the one candidate that fits (a stored value is corrected only when the
-  message says it changes something: "actually, three people", not "is it 3 miles away?"), when no other key the state collects could take that candidate too (two number keys and one
+- **fill**: a key the model left out gets the one candidate that fits (a stored value is corrected by a
+  statement or a change cue: "it's for 3 people", "how about the 12th?", not "is it 3 miles away?" or "that is
+  all today"), when no other key the state collects could take that candidate too (two number keys and one
   number: neither) and no value the model wrote this turn was read from it;
 - **ask**: several candidates fit: nothing is stored, and the refusal asks "did you mean X or Y?".
 
@@ -19,8 +20,8 @@ Deterministic and pure; candidates are found once per key and turn, the finders 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Sequence
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -37,13 +38,23 @@ from llm_fsm.engine._worded import or_list
 ExtractRule = Literal["fill", "repair", "ask"]
 
 CHANGE_CUE = re.compile(
-    r"\b(?:actually|instead|change|changed|make\s+it|rather|switch|correction|correct\s+that|update|"
-    r"not\s+\S+\s+but|on\s+second\s+thought|wait)\b",
+    r"\b(?:actually|instead|change|changed|make\s+(?:it|that)|rather|switch|correction|correct\s+that|update|"
+    r"not\s+\S+\s+but|on\s+second\s+thought|wait|how\s+about|what\s+about|what\s+if|try|prefer)\b",
     re.IGNORECASE,
 )
-"""Words that say a message changes something already said. Without one, a number or a date in a message
-("is it 3 miles away?", "that is all today") is no new value for a key that holds one: the model, which reads
-the whole message, may still write it."""
+"""Words that say a message changes something already said ("actually, three people", "how about the 12th?")."""
+
+NO_NEW_VALUE = re.compile(
+    r"\?|\b(?:that'?s|that\s+is|that\s+will\s+be)\s+all\b|\bthanks?\b|\bthank\s+you\b|\bbye\b", re.I
+)
+"""A question or a closing remark: a number or a date in it ("is it 3 miles away?", "that is all today, thanks")
+is no new value for a key that holds one, unless a ``CHANGE_CUE`` says so. The model, which reads the whole
+message, may still write a change."""
+
+
+def corrects(message: str) -> bool:
+    """Whether a message may change values already stored (see ``CHANGE_CUE`` and ``NO_NEW_VALUE``)."""
+    return CHANGE_CUE.search(message) is not None or NO_NEW_VALUE.search(message) is None
 
 
 @dataclass(frozen=True)
@@ -159,8 +170,8 @@ class Extractor:
         self, written: Iterable[str], claimed: Sequence[tuple[int, int]] = (), held: Iterable[str] = ()
     ) -> dict[str, Extraction]:
         """Fills and questions for the keys the model left out (a stored value the user now says otherwise is
-        corrected when the message says it changes something, ``CHANGE_CUE``: SGD's users change their minds in
-        words a small model leaves out).
+        corrected unless the message is a question or a closing remark without a change cue, ``corrects``: SGD's
+        users change their minds in words a small model leaves out).
 
         A candidate another collected key could take as well (its own kind or another) fills neither key, and a
         span a value the model wrote this turn was read from (``claimed``) fills none. Several candidates ask
@@ -168,7 +179,7 @@ class Extractor:
         booking ("is 7 or 8 free?") are no new answer to ask about.
         """
         said, holding = set(written), set(held)
-        if not CHANGE_CUE.search(self.message):
+        if not corrects(self.message):
             said |= holding
         left_out = [k for k in self._declared if k not in said and self.may_extract(k)]
         out: dict[str, Extraction] = {}
