@@ -112,7 +112,8 @@ def test_a_spelling_as_close_to_two_values_is_refused_and_the_user_asked_which()
     manager, cid, script = converse({"size": SIZE}, ("medium please", {"size": "medium"}))
     assert manager.get_conversation_data(cid) == {}
     note = reask(script)
-    assert "'medium-large' or 'medium-small'" in note
+    # (the engine's extractors find the same tie in the user's words and put it as "did you mean X or Y?")
+    assert "medium-large or medium-small" in note.replace("'", "")
 
 
 @pytest.mark.parametrize("threshold", [0, -0.5, 1.5])

@@ -22,6 +22,7 @@ import functools
 import re
 from collections.abc import Callable
 
+from llm_fsm.definition._enums import dontcare_in, enum_mentions
 from llm_fsm.definition._keys import KeyDeclaration, fold
 from llm_fsm.definition._spoken import (
     NUMBER_WORDS,
@@ -110,32 +111,25 @@ def number_candidates(text: str, declaration: KeyDeclaration, today: dt.date | N
     return _numbers(text, today)
 
 
-@functools.lru_cache(maxsize=256)
-def _mention_pattern(spellings: tuple[str, ...]) -> re.Pattern[str]:
-    alternatives = (r"\s+".join(map(re.escape, spelling.split())) for spelling in spellings)
-    return re.compile(rf"(?<!\w)(?:{'|'.join(alternatives)})(?!\w)", re.IGNORECASE)
-
-
 def _is_number_word(spelling: str) -> bool:
     return spelling.isdigit() or spelling in NUMBER_WORDS
 
 
 def enum_candidates(text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
-    """Word-bounded mentions of the declaration's enum values and synonyms, as the values they name."""
-    lookup = declaration.enum_lookup
-    spellings = tuple(sorted((s for s in lookup if s and s not in _YES_NO and s not in _VAGUE), key=len, reverse=True))
-    if not spellings:
-        return ()
+    """The enum values and synonyms the message mentions (``enum_mentions``: word-bounded, accent-folded, misspelt
+    within ``fuzzy``), as the values they name; yes/no and vague words aside, a number only where it is one."""
     numbers: set[tuple[int, int]] | None = None
     out: list[Found] = []
-    for match in _mention_pattern(spellings).finditer(text):
-        spelling = fold(match[0])
+    for found in enum_mentions(declaration, text):
+        spelling = fold(found.text)
+        if spelling in _YES_NO or spelling in _VAGUE:
+            continue
         if _is_number_word(spelling):
             if numbers is None:
                 numbers = set(_spans(_numbers(text, today)))
-            if match.span() not in numbers:
+            if (found.start, found.end) not in numbers:
                 continue
-        out.append(Found(lookup[spelling], match.start(), match.end(), match[0]))
+        out.append(found)
     return tuple(out)
 
 
@@ -160,8 +154,10 @@ def candidate_kind(declaration: KeyDeclaration) -> str | None:
 
 
 def candidates_in(kind: str, text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
-    """Every candidate of ``kind`` in ``text`` for ``declaration`` (not yet checked against it)."""
-    return FINDERS[kind](text, declaration, today)
+    """Every candidate of ``kind`` in ``text`` for ``declaration`` (not yet checked against it), and "dontcare"
+    where the key may take it and the user said they have no preference ("any time is fine")."""
+    found = FINDERS[kind](text, declaration, today)
+    return found + dontcare_in(text) if declaration.dontcare else found
 
 
 __all__ = [
