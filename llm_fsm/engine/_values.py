@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from llm_fsm.definition import _email as email
+from llm_fsm.definition import _phone as phone
 from llm_fsm.definition._enums import DONTCARE, closest_values, dontcare_in, sole_mentions
 from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
@@ -195,14 +197,6 @@ def _date_time(text: str) -> str | None:
         return None
 
 
-def _email(text: str) -> str:
-    cleaned = text.strip().strip("<>").strip()
-    if cleaned.lower().startswith("mailto:"):
-        cleaned = cleaned[7:]
-    local, at, domain = cleaned.rpartition("@")
-    return f"{local}@{domain.lower()}" if at else cleaned
-
-
 _NORMALISE_FORMAT = {"date": _date, "time": _time, "date-time": _date_time}
 
 
@@ -239,7 +233,7 @@ def normalise(declaration: KeyDeclaration, value: Any) -> Any:
         elif declaration.format in _NORMALISE_FORMAT:
             return _NORMALISE_FORMAT[declaration.format](value) or value
         elif declaration.format == "email":
-            return _email(value)
+            return email.normalised(value)
         elif declaration.format == "uuid":
             return value.lower()
     if kind == "integer" and isinstance(value, float) and value.is_integer():
@@ -272,8 +266,6 @@ _SEPARATORS = re.compile(r"\s*(?:[,;/&]|\bor\b|\band\b)\s*", re.IGNORECASE)
 
 # --- validating ----------------------------------------------------------------------------------
 
-_EMAIL = re.compile(r"[A-Za-z0-9._%+\-']+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
-_PHONE = re.compile(r"\+?[0-9 ()./\-]{7,25}")
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:(?://)?[^\s]+")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -282,9 +274,9 @@ _ISO_TIME = re.compile(r"\d{2}:\d{2}(?::\d{2})?")
 
 def _format_ok(name: str, text: str) -> bool:
     if name == "email":
-        return _EMAIL.fullmatch(text) is not None
+        return email.looks_like(text)
     if name == "phone":
-        return _PHONE.fullmatch(text) is not None and 7 <= sum(c.isdigit() for c in text) <= 15
+        return phone.looks_like(text)
     if name == "uri":
         return _URI.fullmatch(text) is not None
     if name == "uuid":
