@@ -234,6 +234,8 @@ def normalise(declaration: KeyDeclaration, value: Any) -> Any:
             return _NORMALISE_FORMAT[declaration.format](value) or value
         elif declaration.format == "email":
             return email.normalised(value)
+        elif declaration.format == "phone" and declaration.region is not None:
+            return phone.e164(value, declaration.region) or value
         elif declaration.format == "uuid":
             return value.lower()
     if kind == "integer" and isinstance(value, float) and value.is_integer():
@@ -275,7 +277,7 @@ _ISO_TIME = re.compile(r"\d{2}:\d{2}(?::\d{2})?")
 def _format_ok(name: str, text: str) -> bool:
     if name == "email":
         return email.looks_like(text)
-    if name == "phone":
+    if name == "phone":  # (lint's literal check; check() reads a phone key with a region first)
         return phone.looks_like(text)
     if name == "uri":
         return _URI.fullmatch(text) is not None
@@ -320,6 +322,8 @@ def check(declaration: KeyDeclaration, value: Any, *, shown: Any = None) -> Refu
         allowed = ", ".join(map(str, declaration.enum[:12])) + (", ..." if len(declaration.enum) > 12 else "")
         return Refusal("enum", f"{label} is not one of the allowed values ({allowed})")
     if isinstance(value, str):
+        if declaration.format == "phone" and (why := phone.problem(value, declaration.region)) is not None:
+            return Refusal("format", f"{label} {why}")
         if declaration.format is not None and not _format_ok(declaration.format, value):
             missing_day = _missing_day(value) if declaration.format == "date" and shown is None else None
             if missing_day is not None:  # (not for a masked value: its month and year are not to be shown)
@@ -450,6 +454,11 @@ class Grounding:
             return None
         if declaration is not None and declaration.dontcare and value == DONTCARE:
             return _search(self._texts, "user", DONTCARE, dontcare_in, "dontcare")
+        if declaration is not None and declaration.region is not None and isinstance(value, str):
+            find = functools.partial(phone.phones_in, region=declaration.region)  # the same number, in any form
+            return _search(self._texts, "user", value, find, "phone") or _search(
+                self._offer_texts, "assistant", value, find, "phone"
+            )
         kind = typed_kind(declaration)
         if kind is not None:
             return typed_witness(kind, value, self._texts, self._offer_texts, self.today)
