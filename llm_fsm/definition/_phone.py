@@ -77,17 +77,20 @@ def e164(text: str, region: str) -> str | None:
     return formatted
 
 
-def problem(text: str, region: str | None) -> str | None:
+def problem(text: str, region: str | None, *, detail: bool = True) -> str | None:
     """Why ``text`` is no stored phone number, completing "'020 79' ..." (None when it is one).
 
     With a region, a stored number is in E.164 and valid; the reason says what libphonenumber found wrong, and
-    names the region whose numbers it was read as (the declared one, or the country of its ``+`` code).
-    Without a region, the regular expression decides, as it always has.
+    names the region whose numbers it was read as (the declared one, or the country of its ``+`` code), unless
+    ``detail`` is false (a masked value: not even its country is shown). Without a region, the regular expression
+    decides, as it always has.
     """
     if region is None:
         return None if looks_like(text) else "is not a phone number"
     if e164(text, region) == text:
         return None
+    if not detail:
+        return "is not a valid phone number"
     phonenumbers = library()
     number = _parsed(text, region)
     if isinstance(number, phonenumbers.NumberParseException):

@@ -322,7 +322,9 @@ def check(declaration: KeyDeclaration, value: Any, *, shown: Any = None) -> Refu
         allowed = ", ".join(map(str, declaration.enum[:12])) + (", ..." if len(declaration.enum) > 12 else "")
         return Refusal("enum", f"{label} is not one of the allowed values ({allowed})")
     if isinstance(value, str):
-        if declaration.format == "phone" and (why := phone.problem(value, declaration.region)) is not None:
+        if declaration.format == "phone" and (why := phone.problem(value, declaration.region, detail=shown is None)):
+            return Refusal("format", f"{label} {why}")
+        if declaration.format == "email" and (why := email.problem(value, detail=shown is None)) is not None:
             return Refusal("format", f"{label} {why}")
         if declaration.format is not None and not _format_ok(declaration.format, value):
             missing_day = _missing_day(value) if declaration.format == "date" and shown is None else None
