@@ -34,7 +34,6 @@ import datetime as dt
 import functools
 import math
 import re
-import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -46,6 +45,7 @@ from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.definition._spoken import MONTH_NAMES
 from llm_fsm.definition._spoken import MONTHS as _MONTHS
+from llm_fsm.engine._lexical import MAX_OFFER_WORDS, _Texts, _words
 from llm_fsm.engine._witness import Source, Witness, _search, typed_kind, typed_witness
 from llm_fsm.engine._worded import Reworded, or_list, reword
 
@@ -361,56 +361,6 @@ def _number(value: float) -> str:
 
 
 # --- grounding -----------------------------------------------------------------------------------
-
-_WORD = re.compile(r"\d+|[^\W\d_]+")
-
-
-def _words(text: str) -> list[str]:
-    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
-
-
-MAX_OFFER_WORDS = 8
-"""Longest value (in words) an assistant's message can ground: an offered option (a restaurant, a time, an
-address), never a sentence of the assistant's own (a weak model copying its reply into a name)."""
-
-
-TOKEN_CACHE_SIZE = 4096
-"""Texts whose words are kept (``_tokens``): more than the user's messages in a long conversation, or in the
-conversations one process serves at a time, so a turn that scans them all in order does not evict its own."""
-
-
-@functools.lru_cache(maxsize=TOKEN_CACHE_SIZE)
-def _tokens(text: str) -> tuple[frozenset[str], str]:
-    """The words of a text (digit runs apart) and its digits run together.
-
-    A conversation's messages are read again on every later turn that writes a grounded key, and splitting them
-    was ~14 % of a form turn: each text is split once. Keyed by the text, not by a message object: an instance is
-    decoded afresh from its store on each turn.
-    """
-    words = _words(text)
-    return frozenset(w for w in words if not w.isdigit()), "".join(w for w in words if w.isdigit())
-
-
-class _Texts:
-    """Words and digit runs of some texts."""
-
-    def __init__(self, texts: Iterable[str]) -> None:
-        tokens = [_tokens(text) for text in texts]
-        self.words: frozenset[str] = frozenset().union(*(words for words, _ in tokens))
-        self.digit_runs: list[str] = [digits for _, digits in tokens]
-
-    def has_word(self, word: str) -> bool:
-        if word in self.words:
-            return True
-        if word.endswith("s") and word[:-1] in self.words:
-            return True
-        return word + "s" in self.words or word + "es" in self.words
-
-    def supports(self, words: list[str]) -> bool:
-        if not all(self.has_word(w) for w in words if not w.isdigit()):
-            return False
-        digits = "".join(w for w in words if w.isdigit())
-        return not digits or any(digits in run for run in self.digit_runs)
 
 
 def _nothing_to_find(value: Any) -> bool:
