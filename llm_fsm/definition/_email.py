@@ -12,6 +12,7 @@ query, ever. Without it, the regular expression decides as it always did.
 
 from __future__ import annotations
 
+import functools
 import re
 from types import ModuleType
 
@@ -32,6 +33,21 @@ def library() -> ModuleType | None:
     return email_validator
 
 
+@functools.lru_cache(maxsize=1024)
+def _validated(text: str) -> tuple[str | None, str | None]:
+    """email-validator's normal form of ``text``, or its reason why it is no address (one of the two is None).
+
+    Remembered: a write normalises then checks the same text, and the finder reads a message once per key.
+    Called only when the library is importable, so taking it away is seen at once.
+    """
+    import email_validator
+
+    try:
+        return email_validator.validate_email(text, check_deliverability=False).normalized, None
+    except email_validator.EmailNotValidError as exc:
+        return None, str(exc)
+
+
 def _unwrapped(text: str) -> str:
     cleaned = text.strip().strip("<>").strip()
     return cleaned[7:] if cleaned.lower().startswith("mailto:") else cleaned
@@ -49,14 +65,8 @@ def normalised(text: str) -> str:
     Not an address: returned as given, and validation says why.
     """
     cleaned = _unwrapped(text)
-    validator = library()
-    if validator is None:
-        return _plain(cleaned)
-    try:
-        stored: str = validator.validate_email(cleaned, check_deliverability=False).normalized
-    except validator.EmailNotValidError:
-        return _plain(cleaned)
-    return stored
+    stored = _validated(cleaned)[0] if library() is not None else None
+    return stored if stored is not None else _plain(cleaned)
 
 
 def problem(text: str, *, detail: bool = True) -> str | None:
@@ -64,15 +74,13 @@ def problem(text: str, *, detail: bool = True) -> str | None:
 
     ``detail``: say what is wrong, which may quote part of the address (not for a masked value).
     """
-    validator = library()
-    if validator is None:
+    if library() is None:
         return None if _EMAIL.fullmatch(text) is not None else "is not an email address"
-    try:
-        validator.validate_email(text, check_deliverability=False)
-    except validator.EmailNotValidError as exc:
+    why = _validated(text)[1]
+    if why is not None:
         if not detail:
             return "is not an email address"
-        why = str(exc).rstrip(".")
+        why = why.rstrip(".")
         for subject in ("An email address ", "The email address "):  # said of the address the user is shown
             why = "It " + why.removeprefix(subject) if why.startswith(subject) else why
         return f"is not an email address: {why[:1].lower()}{why[1:]}"
@@ -92,6 +100,13 @@ def emails_in(text: str) -> tuple[Found, ...]:
     """
     if "@" not in text:
         return ()
+    return _emails_in(text, library() is not None)
+
+
+@functools.lru_cache(maxsize=1024)
+def _emails_in(text: str, with_library: bool) -> tuple[Found, ...]:
+    """``emails_in``, remembered per text (grounding and the extractors read a message on several turns); keyed by
+    whether the library reads the addresses too, since what is one depends on it."""
     found: list[Found] = []
     for match in _CANDIDATE.finditer(text):
         start, end = match.span()
