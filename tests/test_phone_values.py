@@ -279,6 +279,17 @@ def test_lint_reports_an_unknown_region_at_the_region_field(tmp_path: Path) -> N
     assert "context_keys.tel.region" in result.output and "region 'XX'" in result.output
 
 
+def test_lint_without_phonenumbers_points_at_the_region_and_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "callback.json"
+    path.write_text(json.dumps(document({"format": "phone", "region": "GB"})))
+    without_phonenumbers(monkeypatch)
+    result = CliRunner().invoke(fsm_lint, [str(path)])
+    assert result.exit_code == 1
+    assert "context_keys.tel.region" in result.output and 'pip install -e ".[values]"' in result.output
+
+
 # --- what is stored is stored again unchanged -------------------------------------------------------
 
 _REGIONS = ["GB", "US", "DE", "FR", "ES", "IN", "JP", "BR", "AU", "CH"]
