@@ -187,3 +187,13 @@ def test_every_stored_email_value_normalises_to_itself_and_passes(written: str, 
         if check(EMAIL, stored) is None:
             assert normalise(EMAIL, stored) == stored
             assert check(EMAIL, stored) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.emails(), st.sampled_from(["write", "to", ",", ".", "<", ">", "@", "'", "mailto:"]))))
+def test_every_address_emails_in_finds_is_stored_as_its_value_from_its_span(parts: list[str]) -> None:
+    text = " ".join(parts)
+    for found in emails_in(text):
+        assert text[found.start : found.end] == found.text
+        assert normalise(EMAIL, found.text) == found.value
+        assert check(EMAIL, found.value) is None

@@ -327,3 +327,32 @@ def test_every_stored_phone_value_normalises_to_itself_and_passes(written: str, 
     if check(declaration, stored) is None:
         assert normalise(declaration, stored) == stored
         assert check(declaration, stored) is None
+
+
+_FRAGMENTS = st.sampled_from(
+    ["call", "me on", ",", ".", "(", ")", "or", "12", "2019-03-12", "19:30", "£45.50", "+", "-", "0", "order 12345"]
+)
+
+
+@st.composite
+def texts_with_numbers(draw: st.DrawFn) -> str:
+    parts = []
+    for _ in range(draw(st.integers(1, 6))):
+        if draw(st.booleans()):
+            number = phonenumbers.example_number_for_type(
+                draw(st.sampled_from(_REGIONS)), draw(st.sampled_from(_TYPES))
+            )
+            parts.append(phonenumbers.format_number(number, draw(st.sampled_from(_FORMATS[:3]))))
+        else:
+            parts.append(draw(_FRAGMENTS))
+    return " ".join(parts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts_with_numbers(), st.sampled_from(_REGIONS))
+def test_every_number_phones_in_finds_is_stored_as_its_value_from_its_span(text: str, region: str) -> None:
+    declaration = KeyDeclaration(format="phone", region=region)
+    for found in phones_in(text, region):
+        assert text[found.start : found.end] == found.text
+        assert normalise(declaration, found.text) == found.value
+        assert check(declaration, found.value) is None
