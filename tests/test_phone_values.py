@@ -342,6 +342,7 @@ def texts_with_numbers(draw: st.DrawFn) -> str:
             number = phonenumbers.example_number_for_type(
                 draw(st.sampled_from(_REGIONS)), draw(st.sampled_from(_TYPES))
             )
+            assert number is not None
             parts.append(phonenumbers.format_number(number, draw(st.sampled_from(_FORMATS[:3]))))
         else:
             parts.append(draw(_FRAGMENTS))
