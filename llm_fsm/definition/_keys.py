@@ -20,7 +20,7 @@ import functools
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 
 def _not_bool_or_text(value: Any) -> Any:
@@ -119,6 +119,14 @@ class KeyDeclaration(BaseModel):
             "date-time (ISO 8601), uri, uuid. Common spellings are normalised to the stored form."
         ),
     )
+    region: str | None = Field(
+        default=None,
+        description=(
+            "For format: phone, the ISO 3166 two-letter region (GB, US, DE) a number written without a country code "
+            "is read in: the value is then validated and stored in E.164 (+442079460958) and grounded by the same "
+            'number in any form. Needs phonenumbers: pip install -e ".[values]" from a checkout.'
+        ),
+    )
     minimum: JsonNumber | None = Field(default=None, description="Smallest allowed number (inclusive).")
     maximum: JsonNumber | None = Field(default=None, description="Largest allowed number (inclusive).")
     min_length: JsonCount | None = Field(default=None, description="Fewest characters of a string value.")
@@ -165,6 +173,11 @@ class KeyDeclaration(BaseModel):
         ),
     )
 
+    @field_validator("region")
+    @classmethod
+    def _region_in_capitals(cls, region: str | None) -> str | None:
+        return region.upper() if region is not None else None
+
     @model_validator(mode="after")
     def _coherent(self) -> KeyDeclaration:
         # Checked at load time so a typo in a declaration fails the file, not a conversation.
@@ -200,6 +213,17 @@ class KeyDeclaration(BaseModel):
                 raise ValueError('fuzzy needs rapidfuzz: pip install -e ".[values]" from a checkout') from None
         if self.format is not None and self.type != "string":
             raise ValueError(f"format {self.format!r} applies to strings, not {self.type}")
+        if self.region is not None:
+            if self.format != "phone":
+                raise ValueError(f"region applies to format: phone, not {self.format or 'a key without a format'}")
+            # the library is needed by a key that declares a region only; without it the file fails now, naming
+            # the extra, not the first conversation that writes a number (the module is read then too: a definition
+            # without a region loads without it)
+            from llm_fsm.definition._phone import region_problem
+
+            why = region_problem(self.region)
+            if why is not None:
+                raise ValueError(f"region {self.region!r} {why}")
         for low, high in (("minimum", "maximum"), ("min_length", "max_length"), ("min_items", "max_items")):
             a, b = getattr(self, low), getattr(self, high)
             if a is not None and b is not None and a > b:

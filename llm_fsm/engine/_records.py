@@ -178,7 +178,7 @@ class GroundedBy(_Data):
     expression: str = Field(description="The words found ('March 12th' for 2019-03-12; the value's own spelling).")
     kind: str = Field(
         description=(
-            "date, time or number (an expression that means the value), words (lexical), or dontcare (an "
+            "date, time, number or phone (an expression that means the value), words (lexical), or dontcare (an "
             "indifference the user expressed, for the value dontcare: any value of the key will do)."
         )
     )

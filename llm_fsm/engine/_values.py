@@ -34,16 +34,18 @@ import datetime as dt
 import functools
 import math
 import re
-import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from llm_fsm.definition import _email as email
+from llm_fsm.definition import _phone as phone
 from llm_fsm.definition._enums import DONTCARE, closest_values, dontcare_in, sole_mentions
 from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.definition._spoken import MONTH_NAMES
 from llm_fsm.definition._spoken import MONTHS as _MONTHS
+from llm_fsm.engine._lexical import MAX_OFFER_WORDS, _Texts, _words
 from llm_fsm.engine._witness import Source, Witness, _search, typed_kind, typed_witness
 from llm_fsm.engine._worded import Reworded, or_list, reword
 
@@ -195,14 +197,6 @@ def _date_time(text: str) -> str | None:
         return None
 
 
-def _email(text: str) -> str:
-    cleaned = text.strip().strip("<>").strip()
-    if cleaned.lower().startswith("mailto:"):
-        cleaned = cleaned[7:]
-    local, at, domain = cleaned.rpartition("@")
-    return f"{local}@{domain.lower()}" if at else cleaned
-
-
 _NORMALISE_FORMAT = {"date": _date, "time": _time, "date-time": _date_time}
 
 
@@ -239,7 +233,9 @@ def normalise(declaration: KeyDeclaration, value: Any) -> Any:
         elif declaration.format in _NORMALISE_FORMAT:
             return _NORMALISE_FORMAT[declaration.format](value) or value
         elif declaration.format == "email":
-            return _email(value)
+            return email.normalised(value)
+        elif declaration.format == "phone" and declaration.region is not None:
+            return phone.e164(value, declaration.region) or value
         elif declaration.format == "uuid":
             return value.lower()
     if kind == "integer" and isinstance(value, float) and value.is_integer():
@@ -272,8 +268,6 @@ _SEPARATORS = re.compile(r"\s*(?:[,;/&]|\bor\b|\band\b)\s*", re.IGNORECASE)
 
 # --- validating ----------------------------------------------------------------------------------
 
-_EMAIL = re.compile(r"[A-Za-z0-9._%+\-']+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
-_PHONE = re.compile(r"\+?[0-9 ()./\-]{7,25}")
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:(?://)?[^\s]+")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -282,9 +276,9 @@ _ISO_TIME = re.compile(r"\d{2}:\d{2}(?::\d{2})?")
 
 def _format_ok(name: str, text: str) -> bool:
     if name == "email":
-        return _EMAIL.fullmatch(text) is not None
-    if name == "phone":
-        return _PHONE.fullmatch(text) is not None and 7 <= sum(c.isdigit() for c in text) <= 15
+        return email.looks_like(text)
+    if name == "phone":  # (lint's literal check; check() reads a phone key with a region first)
+        return phone.looks_like(text)
     if name == "uri":
         return _URI.fullmatch(text) is not None
     if name == "uuid":
@@ -328,6 +322,10 @@ def check(declaration: KeyDeclaration, value: Any, *, shown: Any = None) -> Refu
         allowed = ", ".join(map(str, declaration.enum[:12])) + (", ..." if len(declaration.enum) > 12 else "")
         return Refusal("enum", f"{label} is not one of the allowed values ({allowed})")
     if isinstance(value, str):
+        if declaration.format == "phone" and (why := phone.problem(value, declaration.region, detail=shown is None)):
+            return Refusal("format", f"{label} {why}")
+        if declaration.format == "email" and (why := email.problem(value, detail=shown is None)) is not None:
+            return Refusal("format", f"{label} {why}")
         if declaration.format is not None and not _format_ok(declaration.format, value):
             missing_day = _missing_day(value) if declaration.format == "date" and shown is None else None
             if missing_day is not None:  # (not for a masked value: its month and year are not to be shown)
@@ -363,56 +361,6 @@ def _number(value: float) -> str:
 
 
 # --- grounding -----------------------------------------------------------------------------------
-
-_WORD = re.compile(r"\d+|[^\W\d_]+")
-
-
-def _words(text: str) -> list[str]:
-    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
-
-
-MAX_OFFER_WORDS = 8
-"""Longest value (in words) an assistant's message can ground: an offered option (a restaurant, a time, an
-address), never a sentence of the assistant's own (a weak model copying its reply into a name)."""
-
-
-TOKEN_CACHE_SIZE = 4096
-"""Texts whose words are kept (``_tokens``): more than the user's messages in a long conversation, or in the
-conversations one process serves at a time, so a turn that scans them all in order does not evict its own."""
-
-
-@functools.lru_cache(maxsize=TOKEN_CACHE_SIZE)
-def _tokens(text: str) -> tuple[frozenset[str], str]:
-    """The words of a text (digit runs apart) and its digits run together.
-
-    A conversation's messages are read again on every later turn that writes a grounded key, and splitting them
-    was ~14 % of a form turn: each text is split once. Keyed by the text, not by a message object: an instance is
-    decoded afresh from its store on each turn.
-    """
-    words = _words(text)
-    return frozenset(w for w in words if not w.isdigit()), "".join(w for w in words if w.isdigit())
-
-
-class _Texts:
-    """Words and digit runs of some texts."""
-
-    def __init__(self, texts: Iterable[str]) -> None:
-        tokens = [_tokens(text) for text in texts]
-        self.words: frozenset[str] = frozenset().union(*(words for words, _ in tokens))
-        self.digit_runs: list[str] = [digits for _, digits in tokens]
-
-    def has_word(self, word: str) -> bool:
-        if word in self.words:
-            return True
-        if word.endswith("s") and word[:-1] in self.words:
-            return True
-        return word + "s" in self.words or word + "es" in self.words
-
-    def supports(self, words: list[str]) -> bool:
-        if not all(self.has_word(w) for w in words if not w.isdigit()):
-            return False
-        digits = "".join(w for w in words if w.isdigit())
-        return not digits or any(digits in run for run in self.digit_runs)
 
 
 def _nothing_to_find(value: Any) -> bool:
@@ -458,6 +406,11 @@ class Grounding:
             return None
         if declaration is not None and declaration.dontcare and value == DONTCARE:
             return _search(self._texts, "user", DONTCARE, dontcare_in, "dontcare")
+        if declaration is not None and declaration.region is not None and isinstance(value, str):
+            find = functools.partial(phone.phones_in, region=declaration.region)  # the same number, in any form
+            return _search(self._texts, "user", value, find, "phone") or _search(
+                self._offer_texts, "assistant", value, find, "phone"
+            )
         kind = typed_kind(declaration)
         if kind is not None:
             return typed_witness(kind, value, self._texts, self._offer_texts, self.today)

@@ -4,7 +4,9 @@ A typed value (a key declared ``format: date``, ``date-time`` or ``time``, or ``
 ``number``) is grounded when an expression of the user's means it — whatever spelling the model chose
 (``llm_fsm.definition._spoken`` finds the expressions). Matching its characters instead refused the date the
 user said ("March 12th", the model writing ``2019-03-12T14:30:00.000Z``) and grounded numbers the user never
-said (``12`` in a phone number's digits). Free text keeps the lexical rule (``_values``).
+said (``12`` in a phone number's digits). A phone number of a key with a ``region`` is grounded the same way, by
+a number of the user's that is the same number (``llm_fsm.definition._phone``). Free text keeps the lexical rule
+(``_values``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._spoken import Found, dates_in, numbers_in, times_in
 
 Source = Literal["user", "assistant"]
-Kind = Literal["date", "time", "number", "dontcare", "words"]
+Kind = Literal["date", "time", "number", "phone", "dontcare", "words"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class Witness:
     """
 
     expression: str
-    kind: Literal["words", "date", "time", "number", "dontcare"]
+    kind: Kind
     source: Source = "user"
     messages_back: int = 0
     start: int | None = None
