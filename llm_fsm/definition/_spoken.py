@@ -225,6 +225,7 @@ _FULL_WEEKDAY = "|".join(names[0] for names in _WEEKDAY_NAMES)
 _DATE = rf"""
     \b(?P<iso>(?P<iy>\d{{4}})-(?P<im>\d{{1,2}})-(?P<id>\d{{1,2}}))(?:[t\s]\d{{1,2}}:\d{{2}}\S*)?
     |\b(?P<n1>\d{{1,2}})[/.](?P<n2>\d{{1,2}})[/.](?P<nyear>\d{{4}})\b
+    |\b(?P<s1>\d{{1,2}})/(?P<s2>\d{{1,2}})\b(?!/)
     |\b(?:{_WEEKDAY},?\s+)?(?:the\s+)?{_DAY}\s+(?:of\s+)?(?:(?P<this>this|next|the\s+coming)\s+month|{_MONTH}{_YEAR})\b
     |\b(?:(?P<wd2>{"|".join(sorted(_WEEKDAYS, key=len, reverse=True))})\.?,?\s+)?{_MONTH.replace("month>", "m2>")}
       \s+(?:the\s+)?(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s+(?P<y2>\d{{4}}))?\b
@@ -243,17 +244,36 @@ def _date(year: int, month: int, day: int) -> dt.date | None:
         return None
 
 
-def _month_day(month: int, day: int, year: str | None, today: dt.date | None) -> list[dt.date | None]:
+Order = Literal["DMY", "MDY"] | None
+"""How a numeric date ("03/04") is read: day first, month first, or (None) both ways."""
+Window = Literal["future", "past"] | None
+"""Which dates a date without its year or week means: the next one (None, "future") or the last one ("past")."""
+
+
+def in_window(window: Window, day: str, today: dt.date) -> bool:
+    """Whether the ISO date ``day`` (a date-time's date too) is in ``window`` as of ``today``, which is in both."""
+    if window is None or day[:10] == today.isoformat():
+        return True
+    return (day[:10] > today.isoformat()) == (window == "future")
+
+
+def _month_day(
+    month: int, day: int, year: str | None, today: dt.date | None, window: Window = None
+) -> list[dt.date | None]:
     if year:
         return [_date(int(year), month, day)]
     if today is None:
         return []
-    return [_date(today.year, month, day), _date(today.year + 1, month, day)]
+    back = -1 if window == "past" else 0
+    return [_date(today.year + back, month, day), _date(today.year + back + 1, month, day)]
 
 
-def _nth(day: int, today: dt.date | None, months: tuple[int, ...] = (0, 1)) -> list[dt.date | None]:
+def _nth(
+    day: int, today: dt.date | None, months: tuple[int, ...] = (0, 1), window: Window = None
+) -> list[dt.date | None]:
     if today is None:
         return []
+    months = tuple(ahead - 1 for ahead in months) if window == "past" and months == (0, 1) else months
     out: list[dt.date | None] = []
     for ahead in months:
         month = today.month + ahead
@@ -261,8 +281,9 @@ def _nth(day: int, today: dt.date | None, months: tuple[int, ...] = (0, 1)) -> l
     return out
 
 
-def _weekday(name: str, which: str, week: str, today: dt.date | None) -> list[dt.date | None]:
-    """ "Friday", "this Friday", "next Friday", "Friday next week" against ``today`` (weeks start on Monday)."""
+def _weekday(name: str, which: str, week: str, today: dt.date | None, window: Window = None) -> list[dt.date | None]:
+    """ "Friday", "this Friday", "next Friday", "Friday next week" against ``today`` (weeks start on Monday); in
+    a past window a bare "Friday" is also the last one."""
     if today is None:
         return []
     target = _WEEKDAYS[name.lower().rstrip(".")]
@@ -276,7 +297,9 @@ def _weekday(name: str, which: str, week: str, today: dt.date | None) -> list[dt
         return [this_week]
     if which.lower() == "next":
         return [ahead, next_week]
-    return [today if today.weekday() == target else ahead, ahead, this_week]
+    behind = today - dt.timedelta(days=(today.weekday() - target) % 7 or 7)
+    last = [today if today.weekday() == target else behind, behind] if window == "past" and not which else []
+    return [today if today.weekday() == target else ahead, ahead, this_week, *last]
 
 
 def _relative(word: str, today: dt.date | None) -> list[dt.date | None]:
@@ -292,42 +315,52 @@ after the conversation's date ("March 9th", "the 6th"), or those not before it (
 over)."""
 
 
-def _match_dates(g: dict[str, str | None], today: dt.date | None) -> tuple[list[dt.date | None], Reading]:
+def _month_first(g: dict[str, str | None], order: Order) -> list[tuple[int, int]]:
+    """(month, day) of a numeric date as the declared order reads it, or both ways without one."""
+    a, b = int(g["n1"] or g["s1"] or 0), int(g["n2"] or g["s2"] or 0)
+    return {"MDY": [(a, b)], "DMY": [(b, a)]}.get(order or "", [(a, b), (b, a)])
+
+
+def _match_dates(
+    g: dict[str, str | None], today: dt.date | None, order: Order = None, window: Window = None
+) -> tuple[list[dt.date | None], Reading]:
     """The dates one matched expression may mean, and how one of them is chosen when a value is read from it."""
     if g["iso"]:
         return [_date(int(g["iy"] or 0), int(g["im"] or 0), int(g["id"] or 0))], "as written"
     if g["nyear"]:
-        a, b, year = int(g["n1"] or 0), int(g["n2"] or 0), int(g["nyear"])
-        return [_date(year, a, b), _date(year, b, a)], "as written"
+        return [_date(int(g["nyear"]), month, day) for month, day in _month_first(g, order)], "as written"
+    if g["s1"]:
+        return [d for m, day in _month_first(g, order) for d in _month_day(m, day, None, today, window)], "next"
     if g["day"]:
         day = int(g["day"])
         if g["this"]:
             return _nth(day, today, (1,) if g["this"].lower() != "this" else (0,)), "as written"
-        dates = _month_day(MONTHS[(g["month"] or "").lower()], day, g["year"], today)
+        dates = _month_day(MONTHS[(g["month"] or "").lower()], day, g["year"], today, window)
         return dates, "as written" if g["year"] else "next"
     if g["m2"]:
-        dates = _month_day(MONTHS[g["m2"].lower()], int(g["d2"] or 0), g["y2"], today)
+        dates = _month_day(MONTHS[g["m2"].lower()], int(g["d2"] or 0), g["y2"], today, window)
         return dates, "as written" if g["y2"] else "next"
     if g["d3"] or g["d4"]:
-        return _nth(int(g["d3"] or g["d4"] or 0), today), "next"
+        return _nth(int(g["d3"] or g["d4"] or 0), today, window=window), "next"
     if g["rel"]:
         return _relative("after" if "after" in g["rel"].lower() else g["rel"], today), "as written"
     if g["wd"]:
-        return _weekday(g["wd"], g["which"] or "", g["week"] or "", today), "not past"
+        return _weekday(g["wd"], g["which"] or "", g["week"] or "", today, window), "not past"
     return _weekday(g["wd3"] or "", "", g["week2"] or "", today), "not past"
 
 
 @functools.lru_cache(maxsize=1024)
-def dates_in(text: str, today: dt.date | None = None) -> tuple[Found, ...]:
+def dates_in(text: str, today: dt.date | None = None, order: Order = None, window: Window = None) -> tuple[Found, ...]:
     """Calendar dates: ``2019-03-12``, ``12/03/2019`` (either order), ``March 12th``, ``12th of March``,
-    ``the 12th``, ``12th of this month``, ``next Friday``, ``Tuesday next week``, ``tomorrow``.
+    ``the 12th``, ``12th of this month``, ``next Friday``, ``Tuesday next week``, ``tomorrow``, ``03/04``.
 
-    A date without its year is this year's or next year's; "the 12th" this month's or next month's. The
+    A date without its year is this year's or next year's (last year's or this year's in a past ``window``);
+    "the 12th" this month's or next month's; "03/04" read in the declared ``order``, else both ways. The
     relative ones need ``today`` (the conversation's date) and are skipped without it.
     """
     found: list[Found] = []
     for match in _spans(_compiled(_DATE), text):
-        dates, _ = _match_dates(match.groupdict(), today)
+        dates, _ = _match_dates(match.groupdict(), today, order, window)
         for date in dict.fromkeys(d for d in dates if d is not None):
             found.append(Found(date.isoformat(), match.start(), match.end(), match[0]))
     return tuple(found)
@@ -351,44 +384,57 @@ def _bare(text: str) -> str:
     return text[start:end]
 
 
-def date_readings(text: str, today: dt.date | None) -> tuple[str, ...]:
+def date_readings(text: str, today: dt.date | None, order: Order = None, window: Window = None) -> tuple[str, ...]:
     """The dates a value written in words means when the whole of it is one date expression ("March 9th",
     "next Friday"), read against ``today``; empty when it is not one, or names no day that exists.
 
-    A date without a year, or "the 6th", is the next one on or after ``today``; a weekday is one not before
-    ``today`` ("Friday" on a Friday: today or in a week, two readings). Nothing else is chosen: "next Friday"
-    on a Monday may be in four days or in eleven, and "03/04/2019" either order.
+    A date without a year, or "the 6th", is the next one on or after ``today`` (the last one on or before it in
+    a past ``window``); a weekday is one not before ``today`` (not after it in a past window: "Friday" on a
+    Friday is today or in a week, two readings). Nothing else is chosen: "next Friday" on a Monday may be in
+    four days or in eleven, and "03/04/2019" without a declared ``order`` either way.
     """
     match = _compiled(_DATE).fullmatch(_bare(text))
     if match is None:
         return ()
-    dates, reading = _match_dates(match.groupdict(), today)
+    g = match.groupdict()
+    if g["s1"] and order is None:  # each order's own next (or last) day
+        ways = (date_readings(text, today, way, window) for way in ("MDY", "DMY"))
+        return tuple(sorted(dict.fromkeys(day for days in ways for day in days)))
+    dates, reading = _match_dates(g, today, order, window)
     days = sorted(dict.fromkeys(d for d in dates if d is not None))
     if today is not None and reading != "as written":
-        days = [d for d in days if d >= today]
-        days = days[:1] if reading == "next" else days
+        past = window == "past"
+        days = [d for d in days if (d <= today if past else d >= today)]
+        days = (days[-1:] if past else days[:1]) if reading == "next" else days
     return tuple(d.isoformat() for d in days)
 
 
 _LONGEST = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
-def missing_day(text: str) -> str | None:
-    """Why a month and day written without a year name no day ("February 30th": February has 28 or 29 days)."""
+def missing_day(text: str, order: Order = None) -> str | None:
+    """Why a month and day written without a year name no day ("February 30th", "30/02" in a day-first
+    ``order``: February has 28 or 29 days)."""
     match = _compiled(_DATE).fullmatch(_bare(text))
     if match is None:
         return None
     g = match.groupdict()
+    if g["s1"] and order is not None:
+        index, number = _month_first(g, order)[0]
+        return f"there is no month {index}" if not 1 <= index <= 12 else _too_long(index, number)
     month, day = (g["month"], g["day"]) if g["day"] and g["month"] and not g["year"] else (g["m2"], g["d2"])
     if not month or not day or (g["m2"] and g["y2"]):
         return None
-    index = MONTHS[month.lower()]
-    name = MONTH_NAMES[index - 1]
-    if int(day) < 1:
-        return f"there is no day {int(day)}"
-    if int(day) <= _LONGEST[index - 1]:
+    return _too_long(MONTHS[month.lower()], int(day))
+
+
+def _too_long(index: int, day: int) -> str | None:
+    """Said without a year, a day is missing only when no year has it: February 29th exists."""
+    if day < 1:
+        return f"there is no day {day}"
+    if day <= _LONGEST[index - 1]:
         return None
-    return f"{name} has {'28 or 29' if index == 2 else _LONGEST[index - 1]} days"
+    return f"{MONTH_NAMES[index - 1]} has {'28 or 29' if index == 2 else _LONGEST[index - 1]} days"
 
 
 def _whole(found: Sequence[Found], text: str) -> tuple[str | int | float, ...]:
@@ -405,14 +451,14 @@ def time_readings(text: str) -> tuple[str, ...]:
 _BETWEEN = re.compile(r"\s+at\s+|,\s*|\s+", re.IGNORECASE)
 
 
-def date_time_readings(text: str, today: dt.date | None) -> tuple[str, ...]:
+def date_time_readings(text: str, today: dt.date | None, order: Order = None, window: Window = None) -> tuple[str, ...]:
     """The date-times (``2019-03-08T20:00:00``) a value written in words means when it is a date expression and
     then a time expression ("next Friday at 8 pm"): every pairing of their readings."""
     start, end = _body(text)
     body = text[start:end]
     found: dict[str, None] = {}
     for between in _BETWEEN.finditer(body):
-        days = date_readings(body[: between.start()], today)
+        days = date_readings(body[: between.start()], today, order, window)
         clocks = time_readings(body[between.start() :]) if days else ()
         found.update((f"{day}T{clock}:00", None) for day in days for clock in clocks)
     return tuple(found)
@@ -428,9 +474,12 @@ __all__ = [
     "MONTH_NAMES",
     "NUMBER_WORDS",
     "Found",
+    "Order",
     "Reading",
+    "Window",
     "date_readings",
     "date_time_readings",
+    "in_window",
     "dates_in",
     "missing_day",
     "number_readings",

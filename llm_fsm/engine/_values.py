@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from llm_fsm.definition._enums import DONTCARE, closest_values, dontcare_in, sole_mentions
 from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
-from llm_fsm.definition._spoken import MONTH_NAMES
+from llm_fsm.definition._spoken import MONTH_NAMES, in_window
 from llm_fsm.definition._spoken import MONTHS as _MONTHS
 from llm_fsm.engine._witness import Source, Witness, _search, typed_kind, typed_witness
 from llm_fsm.engine._worded import Reworded, or_list, reword
@@ -63,15 +63,16 @@ Rule = Literal[
     "undeclared",
     "not_changeable",
     "ambiguous",
+    "window",
 ]
 
 #: rules whose refusal makes the assistant ask again (the others are silent: the model wrote where it may not)
 REASK_RULES: frozenset[str] = frozenset(
-    {"type", "enum", "format", "pattern", "length", "range", "items", "ungrounded", "ambiguous"}
+    {"type", "enum", "format", "pattern", "length", "range", "items", "ungrounded", "ambiguous", "window"}
 )
 
 #: refusals the engine's extractors may repair from the user's message (``_extract``)
-_REPAIRABLE = frozenset({"type", "enum", "format", "pattern", "length", "range", "ungrounded"})
+_REPAIRABLE = frozenset({"type", "enum", "format", "pattern", "length", "range", "ungrounded", "window"})
 
 MASK = "***"
 """What a sensitive value is shown as."""
@@ -358,6 +359,18 @@ def check(declaration: KeyDeclaration, value: Any, *, shown: Any = None) -> Refu
     return None
 
 
+def outside(declaration: KeyDeclaration, value: Any, today: dt.date | None) -> Refusal | None:
+    """Why a valid date (or date-time) lies outside the key's ``window`` as of ``today``, or None; today is in
+    both. Without the conversation's date (an application's write) there is nothing to compare with."""
+    if declaration.window is None or today is None or not isinstance(value, str) or value == DONTCARE:
+        return None
+    day = _date(value[:10])
+    if day is None or in_window(declaration.window, day, today):
+        return None
+    side = "past" if declaration.window == "future" else "future"
+    return Refusal("window", f"{day} is in the {side} (today is {today.isoformat()})")
+
+
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
@@ -429,12 +442,26 @@ class Grounding:
     Friday") resolve against; without it only absolute dates ground a date.
     """
 
-    def __init__(self, texts: Iterable[str], offers: Iterable[str] = (), today: dt.date | None = None) -> None:
+    def __init__(
+        self,
+        texts: Iterable[str],
+        offers: Iterable[str] = (),
+        today: dt.date | None = None,
+        now: dt.datetime | None = None,
+    ) -> None:
         self._texts = list(texts)
         self._offer_texts = list(offers)
         self._user = _Texts(self._texts)
         self._offers = [_Texts([offer]) for offer in self._offer_texts]
         self.today = today
+        self.now = now
+        """The clock's instant (aware), from which a key with a ``timezone`` reads its own date."""
+
+    def today_for(self, declaration: KeyDeclaration | None) -> dt.date | None:
+        """The conversation's date where the key's dates are lived (its ``timezone``), else ``today``."""
+        if declaration is not None and declaration.timezone and self.now is not None:
+            return declaration.today(self.now)
+        return self.today
 
     def supports(self, value: Any, declaration: KeyDeclaration | None = None) -> bool:
         """Whether ``value`` is supported by the texts (an enum value also through its synonyms)."""
@@ -460,7 +487,9 @@ class Grounding:
             return _search(self._texts, "user", DONTCARE, dontcare_in, "dontcare")
         kind = typed_kind(declaration)
         if kind is not None:
-            return typed_witness(kind, value, self._texts, self._offer_texts, self.today)
+            assert declaration is not None  # a typed kind is a declaration's
+            today, order, window = self.today_for(declaration), declaration.date_order, declaration.window
+            return typed_witness(kind, value, self._texts, self._offer_texts, today, order, window)
         spellings = [str(value)]
         if declaration is not None and declaration.synonyms:
             spellings += [alias for alias, target in declaration.synonyms.items() if target == value]
@@ -569,6 +598,8 @@ class KeyPolicy:
         problem = check(declaration, value, shown=shown)
         if problem is not None and model and isinstance(value, str) and self._grounding is not None:
             value, problem = self._reword(path, declaration, value, problem, shown)
+        if problem is None and model and declaration.window is not None and self.grounding is not None:
+            problem = outside(declaration, value, self.grounding.today_for(declaration))
         if problem is not None:
             return value, problem
         # "dontcare" is always grounded: the model must not decide for the user that they have no preference
@@ -588,7 +619,8 @@ class KeyPolicy:
         grounding = self.grounding
         if grounding is None or problem.rule not in ("type", "format"):
             return written, problem
-        words = reword(declaration, written, grounding.today, lambda v: grounding.witness(v, declaration))
+        today = grounding.today_for(declaration)
+        words = reword(declaration, written, today, lambda v: grounding.witness(v, declaration))
         if words is None:
             return written, problem
         label = shown or _short(written)
@@ -614,4 +646,5 @@ __all__ = [
     "check",
     "masked",
     "normalise",
+    "outside",
 ]
