@@ -19,12 +19,15 @@ table of forty words, not worth a dependency.
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from llm_fsm.definition._keys import fold
 
 _MONTH_NAMES = (
     ("january", "jan"),
@@ -366,6 +369,101 @@ def dates_in(text: str, today: dt.date | None = None, order: Order = None, windo
     return tuple(found)
 
 
+# --- a value in its stored form ----------------------------------------------------------------------
+# What the normaliser reads a model's date or time as without the conversation's date (moved here from
+# llm_fsm.engine._values, so the English date readers live in one module): absolute forms only.
+
+_WEEKDAY_AT = r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|sat|sun)\.?,?\s+"
+_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
+_DAY_MONTH_YEAR = re.compile(rf"(?:{_WEEKDAY_AT})?(?:the\s+)?{_ORDINAL}(?:\s+of)?\s+([a-z]+)\.?,?\s+(\d{{4}})")
+_MONTH_DAY_YEAR = re.compile(rf"(?:{_WEEKDAY_AT})?([a-z]+)\.?\s+{_ORDINAL},?\s+(\d{{4}})")
+# an ISO date and time written for a date key ("2019-03-12T14:30:00.000Z") is that date: the time is not asked for
+_YEAR_MONTH_DAY = re.compile(
+    r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?"
+)
+_TIME_24 = re.compile(r"(\d{1,2})[:.h](\d{2})(?::(\d{2}))?(?:\s*h(?:rs)?)?")
+_TIME_12 = re.compile(r"(\d{1,2})(?:[:.](\d{2}))?\s*([ap])\.?\s*m\.?")
+
+
+def _date_fields(text: str) -> tuple[int, int, int] | None:
+    """Year, month and day as written (not yet checked to exist), when the text has the shape of a date."""
+    folded = fold(text)
+    year = month = day = None
+    if match := _YEAR_MONTH_DAY.fullmatch(folded):
+        year, month, day = int(match[1]), int(match[2]), int(match[3])
+    elif match := _DAY_MONTH_YEAR.fullmatch(folded):
+        day, month, year = int(match[1]), MONTHS.get(match[2]), int(match[3])
+    elif match := _MONTH_DAY_YEAR.fullmatch(folded):
+        month, day, year = MONTHS.get(match[1]), int(match[2]), int(match[3])
+    if year is None or month is None or day is None:
+        return None
+    return year, month, day
+
+
+def iso_date(text: str) -> str | None:
+    fields = _date_fields(text)
+    if fields is None:
+        return None
+    try:
+        return dt.date(*fields).isoformat()
+    except ValueError:
+        return None
+
+
+def missing_dated_day(text: str) -> str | None:
+    """Why a text shaped like a date names no day ("February 2027 has 28 days"), or None.
+
+    "'30 February 2027' is not a date" reads as if the format were wrong, and sends the user to rewrite a date
+    they wrote well: the day is what does not exist.
+    """
+    fields = _date_fields(text)
+    if fields is None:
+        return None
+    year, month, day = fields
+    if not 1 <= month <= 12:
+        return f"there is no month {month}"
+    if not dt.MINYEAR <= year <= dt.MAXYEAR:
+        return None
+    days = calendar.monthrange(year, month)[1]
+    if day < 1:
+        return f"there is no day {day}"
+    if day > days:
+        # the month's name spelled here: calendar.month_name follows the process's locale
+        return f"{MONTH_NAMES[month - 1]} {year} has {days} days"
+    return None
+
+
+def iso_time(text: str) -> str | None:
+    folded = fold(text)
+    if folded in ("noon", "midday"):
+        return "12:00"
+    if folded == "midnight":
+        return "00:00"
+    hour = minute = None
+    second: int | None = None
+    if match := _TIME_24.fullmatch(folded):
+        hour, minute = int(match[1]), int(match[2])
+        second = int(match[3]) if match[3] else None
+    elif match := _TIME_12.fullmatch(folded):
+        hour, minute = int(match[1]), int(match[2] or 0)
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if match[3] == "p" else 0)
+    if hour is None or minute is None or hour > 23 or minute > 59 or (second is not None and second > 59):
+        return None
+    return f"{hour:02d}:{minute:02d}" + (f":{second:02d}" if second else "")
+
+
+def iso_date_time(text: str) -> str | None:
+    candidate = text.strip().replace(" ", "T", 1)
+    if candidate.endswith(("Z", "z")):
+        candidate = candidate[:-1] + "+00:00"
+    try:
+        return dt.datetime.fromisoformat(candidate).isoformat()
+    except ValueError:
+        return None
+
+
 # --- a whole value read as one expression ---------------------------------------------------------
 
 
@@ -480,6 +578,10 @@ __all__ = [
     "date_readings",
     "date_time_readings",
     "in_window",
+    "iso_date",
+    "iso_date_time",
+    "iso_time",
+    "missing_dated_day",
     "dates_in",
     "missing_day",
     "number_readings",

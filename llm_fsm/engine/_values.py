@@ -29,7 +29,6 @@ A refused value is never stored; the caller records the ``Refusal``.
 
 from __future__ import annotations
 
-import calendar
 import datetime as dt
 import functools
 import math
@@ -42,8 +41,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from llm_fsm.definition._enums import DONTCARE, closest_values, dontcare_in, sole_mentions
 from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
-from llm_fsm.definition._spoken import MONTH_NAMES, in_window
-from llm_fsm.definition._spoken import MONTHS as _MONTHS
+from llm_fsm.definition._spoken import in_window
+from llm_fsm.definition._spoken import iso_date as _date
+from llm_fsm.definition._spoken import iso_date_time as _date_time
+from llm_fsm.definition._spoken import iso_time as _time
+from llm_fsm.definition._spoken import missing_dated_day as _missing_day
 from llm_fsm.engine._witness import Source, Witness, _search, typed_kind, typed_witness
 from llm_fsm.engine._worded import Reworded, or_list, reword
 
@@ -103,97 +105,6 @@ def _to_number(text: str) -> int | float | None:
     if not math.isfinite(number):
         return None
     return int(cleaned) if re.fullmatch(r"[+-]?\d+", cleaned) else number
-
-
-_WEEKDAY = r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|sat|sun)\.?,?\s+"
-_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
-_DAY_MONTH_YEAR = re.compile(rf"(?:{_WEEKDAY})?(?:the\s+)?{_ORDINAL}(?:\s+of)?\s+([a-z]+)\.?,?\s+(\d{{4}})")
-_MONTH_DAY_YEAR = re.compile(rf"(?:{_WEEKDAY})?([a-z]+)\.?\s+{_ORDINAL},?\s+(\d{{4}})")
-# an ISO date and time written for a date key ("2019-03-12T14:30:00.000Z") is that date: the time is not asked for
-_YEAR_MONTH_DAY = re.compile(
-    r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?"
-)
-_TIME_24 = re.compile(r"(\d{1,2})[:.h](\d{2})(?::(\d{2}))?(?:\s*h(?:rs)?)?")
-_TIME_12 = re.compile(r"(\d{1,2})(?:[:.](\d{2}))?\s*([ap])\.?\s*m\.?")
-
-
-def _date_fields(text: str) -> tuple[int, int, int] | None:
-    """Year, month and day as written (not yet checked to exist), when the text has the shape of a date."""
-    folded = fold(text)
-    year = month = day = None
-    if match := _YEAR_MONTH_DAY.fullmatch(folded):
-        year, month, day = int(match[1]), int(match[2]), int(match[3])
-    elif match := _DAY_MONTH_YEAR.fullmatch(folded):
-        day, month, year = int(match[1]), _MONTHS.get(match[2]), int(match[3])
-    elif match := _MONTH_DAY_YEAR.fullmatch(folded):
-        month, day, year = _MONTHS.get(match[1]), int(match[2]), int(match[3])
-    if year is None or month is None or day is None:
-        return None
-    return year, month, day
-
-
-def _date(text: str) -> str | None:
-    fields = _date_fields(text)
-    if fields is None:
-        return None
-    try:
-        return dt.date(*fields).isoformat()
-    except ValueError:
-        return None
-
-
-def _missing_day(text: str) -> str | None:
-    """Why a text shaped like a date names no day ("February 2027 has 28 days"), or None.
-
-    "'30 February 2027' is not a date" reads as if the format were wrong, and sends the user to rewrite a date
-    they wrote well: the day is what does not exist.
-    """
-    fields = _date_fields(text)
-    if fields is None:
-        return None
-    year, month, day = fields
-    if not 1 <= month <= 12:
-        return f"there is no month {month}"
-    if not dt.MINYEAR <= year <= dt.MAXYEAR:
-        return None
-    days = calendar.monthrange(year, month)[1]
-    if day < 1:
-        return f"there is no day {day}"
-    if day > days:
-        # the month's name spelled here: calendar.month_name follows the process's locale
-        return f"{MONTH_NAMES[month - 1]} {year} has {days} days"
-    return None
-
-
-def _time(text: str) -> str | None:
-    folded = fold(text)
-    if folded in ("noon", "midday"):
-        return "12:00"
-    if folded == "midnight":
-        return "00:00"
-    hour = minute = None
-    second: int | None = None
-    if match := _TIME_24.fullmatch(folded):
-        hour, minute = int(match[1]), int(match[2])
-        second = int(match[3]) if match[3] else None
-    elif match := _TIME_12.fullmatch(folded):
-        hour, minute = int(match[1]), int(match[2] or 0)
-        if not 1 <= hour <= 12:
-            return None
-        hour = hour % 12 + (12 if match[3] == "p" else 0)
-    if hour is None or minute is None or hour > 23 or minute > 59 or (second is not None and second > 59):
-        return None
-    return f"{hour:02d}:{minute:02d}" + (f":{second:02d}" if second else "")
-
-
-def _date_time(text: str) -> str | None:
-    candidate = text.strip().replace(" ", "T", 1)
-    if candidate.endswith(("Z", "z")):
-        candidate = candidate[:-1] + "+00:00"
-    try:
-        return dt.datetime.fromisoformat(candidate).isoformat()
-    except ValueError:
-        return None
 
 
 def _email(text: str) -> str:
