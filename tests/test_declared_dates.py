@@ -21,6 +21,7 @@ from llm_fsm.definition._spoken import date_readings
 from llm_fsm.engine._effects import EngineConfig
 from llm_fsm.engine._records import ContextChange, LLMRequest
 from llm_fsm.engine._values import check, normalise
+from llm_fsm.lint._linter import lint_data
 from llm_fsm.llm.fakes import FunctionLLM
 from llm_fsm.manager import FSMManager
 
@@ -177,3 +178,23 @@ def test_a_date_written_with_its_year_or_as_iso_is_read_as_itself_on_any_day(day
     month = day.strftime("%B")
     assert day.isoformat() in date_readings(f"{month} {day.day}th {day.year}", today)
     assert day.isoformat() in date_readings(day.isoformat(), today)
+
+
+# --- lint ----------------------------------------------------------------------------------------------
+
+
+def lint_messages(**declared: Any) -> list[tuple[str, str, str | None]]:
+    document = booking().model_dump(mode="json", exclude_none=True)
+    document["context_keys"]["date"] = {"format": "date", **declared}
+    return [(issue.path, issue.message, issue.hint) for issue in lint_data(document).diagnostics]
+
+
+def test_lint_knows_the_date_fields_and_suggests_them_for_a_misspelling() -> None:
+    assert not [m for m in lint_messages(timezone="Europe/Paris", window="future", date_order="DMY") if "date" in m[0]]
+    assert any(hint and "timezone" in hint for _, _, hint in lint_messages(timezon="Europe/Paris"))
+
+
+def test_lint_points_at_an_unknown_time_zone() -> None:
+    assert any(
+        path.endswith("date.timezone") and "Mars/X" in message for path, message, _ in lint_messages(timezone="Mars/X")
+    )
