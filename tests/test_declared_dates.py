@@ -142,6 +142,29 @@ def test_a_numeric_date_follows_the_declared_order(order: str, stored: str) -> N
     assert change.applied and change.value == stored
 
 
+def extracting(**declared: Any) -> FSMDefinition:
+    return booking(**{"extract": "auto", **declared})
+
+
+def test_a_numeric_date_the_user_said_without_a_declared_order_is_asked_about() -> None:
+    change = Conversation(extracting()).say("on 03/04 please", {})
+    assert not change.applied and change.rule == "ambiguous"
+    assert "2019-03-04" in (change.reason or "") and "2019-04-03" in (change.reason or "")
+
+
+def test_a_numeric_date_the_user_said_is_filled_in_the_declared_order() -> None:
+    change = Conversation(extracting(date_order="DMY")).say("on 03/04 please", {})
+    assert change.applied and change.value == "2019-04-03"
+
+
+def test_a_models_reading_of_a_numeric_date_is_not_grounded_silently_without_a_declared_order() -> None:
+    change = Conversation(booking(grounded=True)).say("on 03/04 please", {"date": "2019-04-03"})
+    assert not change.applied and change.rule == "ambiguous"
+    assert "'03/04' could be 2019-03-04 or 2019-04-03: which one is meant?" in (change.reason or "")
+    change = Conversation(booking(grounded=True, date_order="DMY")).say("on 03/04 please", {"date": "2019-04-03"})
+    assert change.applied
+
+
 @pytest.mark.parametrize("written", ["2019-02-30", "February 30th", "30/02"])
 def test_february_30th_is_refused_saying_february_has_no_such_day(written: str) -> None:
     change = Conversation(booking(date_order="DMY")).say(f"on {written}", {"date": written})

@@ -507,6 +507,18 @@ def date_readings(text: str, today: dt.date | None, order: Order = None, window:
     return tuple(d.isoformat() for d in days)
 
 
+_NUMERIC = re.compile(r"\d{1,2}[/.]\d{1,2}(?:[/.]\d{4})?")
+
+
+def unordered(text: str, today: dt.date | None) -> tuple[str, ...]:
+    """The dates a numeric date ("03/04", "03/04/2019") means read day first and month first, when they differ
+    and no order is declared: a value found in it was chosen by whoever wrote it, not said."""
+    if _NUMERIC.fullmatch(_bare(text)) is None:
+        return ()
+    readings = date_readings(text, today)
+    return readings if len(readings) > 1 else ()
+
+
 _LONGEST = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
@@ -588,5 +600,6 @@ __all__ = [
     "numbers_in",
     "time_readings",
     "times_in",
+    "unordered",
     "words_value",
 ]

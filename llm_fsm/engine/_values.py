@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from llm_fsm.definition._enums import DONTCARE, closest_values, dontcare_in, sole_mentions
 from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
-from llm_fsm.definition._spoken import in_window
+from llm_fsm.definition._spoken import in_window, unordered
 from llm_fsm.definition._spoken import iso_date as _date
 from llm_fsm.definition._spoken import iso_date_time as _date_time
 from llm_fsm.definition._spoken import iso_time as _time
@@ -520,6 +520,10 @@ class KeyPolicy:
             witness = grounding.witness(value, declaration)
             if witness is None:
                 return value, Refusal("ungrounded", f"{shown or _short(value)} is not something the user said")
+            both = unordered(witness.expression, grounding.today) if declaration.date_order is None else ()
+            if witness.kind == "date" and both:  # "03/04" without a declared order: asked, not guessed
+                said = "it" if shown else repr(witness.expression)
+                return value, Refusal("ambiguous", f"{said} could be {or_list(both)}: which one is meant?")
             self.witnesses[path] = witness
         return value, None
 
