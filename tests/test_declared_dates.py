@@ -142,6 +142,24 @@ def test_a_numeric_date_follows_the_declared_order(order: str, stored: str) -> N
     assert change.applied and change.value == stored
 
 
+@pytest.mark.parametrize(("order", "stored"), [("DMY", "2019-04-03"), ("MDY", "2019-03-04")])
+def test_the_normaliser_reads_a_numeric_date_with_its_year_in_the_declared_order(order: str, stored: str) -> None:
+    declaration = KeyDeclaration(format="date", date_order=order)
+    assert normalise(declaration, "03/04/2019") == stored
+    assert normalise(KeyDeclaration(format="date"), "03/04/2019") == "03/04/2019"  # no order: not a date yet
+
+
+def test_a_numeric_date_with_a_day_its_month_lacks_is_refused_saying_so() -> None:
+    declaration = KeyDeclaration(format="date", date_order="DMY")
+    problem = check(declaration, normalise(declaration, "30/02/2019"))
+    assert problem is not None and "February 2019 has 28 days" in problem.reason
+
+
+@pytest.mark.parametrize("written", ["Tues 12 March 2019", "March the 12th 2019", "Tuesday, March 12th, 2019"])
+def test_the_normaliser_reads_the_dates_the_expression_finder_reads(written: str) -> None:
+    assert normalise(KeyDeclaration(format="date"), written) == "2019-03-12"
+
+
 def extracting(**declared: Any) -> FSMDefinition:
     return booking(**{"extract": "auto", **declared})
 

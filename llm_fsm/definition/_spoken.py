@@ -10,6 +10,9 @@ past six" is 06:15 or 18:15, "the 6th" is this month's or next month's. That is 
 stored (the model's value is stored, and validation checks it); it only widens what counts as said. A bare
 number is never a date or a time ("2 people" grounds neither the 2nd nor 02:00).
 
+The normaliser's readers of a value in its stored form (``iso_date``, ``iso_time``) live here too and read a
+date with the same pattern: one English date reader, whoever wrote the date.
+
 Relative dates need the conversation's date (``today``): without it they mean nothing and only absolute
 dates are found. English only, and written here rather than by a library: ``dateparser`` 1.5 read "the 4th"
 as the 1st of April and "the 6th" as the 1st of June, returned nothing for "Tuesday next week" or "Saturday
@@ -226,7 +229,8 @@ _DAY = r"(?P<day>\d{1,2})(?P<suffix>st|nd|rd|th)?"
 _YEAR = r"(?:,?\s+(?P<year>\d{4}))?"
 _FULL_WEEKDAY = "|".join(names[0] for names in _WEEKDAY_NAMES)
 _DATE = rf"""
-    \b(?P<iso>(?P<iy>\d{{4}})-(?P<im>\d{{1,2}})-(?P<id>\d{{1,2}}))(?:[t\s]\d{{1,2}}:\d{{2}}\S*)?
+    \b(?P<iso>(?P<iy>\d{{4}})[-/.](?P<im>\d{{1,2}})[-/.](?P<id>\d{{1,2}}))
+      (?:[t\s]\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?(?:z|[+-]\d{{2}}:?\d{{2}})?)?
     |\b(?P<n1>\d{{1,2}})[/.](?P<n2>\d{{1,2}})[/.](?P<nyear>\d{{4}})\b
     |\b(?P<s1>\d{{1,2}})/(?P<s2>\d{{1,2}})\b(?!/)
     |\b(?:{_WEEKDAY},?\s+)?(?:the\s+)?{_DAY}\s+(?:of\s+)?(?:(?P<this>this|next|the\s+coming)\s+month|{_MONTH}{_YEAR})\b
@@ -370,38 +374,35 @@ def dates_in(text: str, today: dt.date | None = None, order: Order = None, windo
 
 
 # --- a value in its stored form ----------------------------------------------------------------------
-# What the normaliser reads a model's date or time as without the conversation's date (moved here from
-# llm_fsm.engine._values, so the English date readers live in one module): absolute forms only.
+# What the normaliser reads a model's date or time as without the conversation's date: absolute forms only.
 
-_WEEKDAY_AT = r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|sat|sun)\.?,?\s+"
-_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
-_DAY_MONTH_YEAR = re.compile(rf"(?:{_WEEKDAY_AT})?(?:the\s+)?{_ORDINAL}(?:\s+of)?\s+([a-z]+)\.?,?\s+(\d{{4}})")
-_MONTH_DAY_YEAR = re.compile(rf"(?:{_WEEKDAY_AT})?([a-z]+)\.?\s+{_ORDINAL},?\s+(\d{{4}})")
-# an ISO date and time written for a date key ("2019-03-12T14:30:00.000Z") is that date: the time is not asked for
-_YEAR_MONTH_DAY = re.compile(
-    r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?"
-)
 _TIME_24 = re.compile(r"(\d{1,2})[:.h](\d{2})(?::(\d{2}))?(?:\s*h(?:rs)?)?")
 _TIME_12 = re.compile(r"(\d{1,2})(?:[:.](\d{2}))?\s*([ap])\.?\s*m\.?")
 
 
-def _date_fields(text: str) -> tuple[int, int, int] | None:
-    """Year, month and day as written (not yet checked to exist), when the text has the shape of a date."""
-    folded = fold(text)
-    year = month = day = None
-    if match := _YEAR_MONTH_DAY.fullmatch(folded):
-        year, month, day = int(match[1]), int(match[2]), int(match[3])
-    elif match := _DAY_MONTH_YEAR.fullmatch(folded):
-        day, month, year = int(match[1]), MONTHS.get(match[2]), int(match[3])
-    elif match := _MONTH_DAY_YEAR.fullmatch(folded):
-        month, day, year = MONTHS.get(match[1]), int(match[2]), int(match[3])
-    if year is None or month is None or day is None:
+def _date_fields(text: str, order: Order = None) -> tuple[int, int, int] | None:
+    """Year, month and day as written (not yet checked to exist), when the whole text is a date with its year:
+    ISO (``2019-03-12``, ``2019/3/12``, a time after it), ``12 March 2019``, ``Tuesday, March 12th, 2019``, and
+    ``03/04/2019`` in a declared ``order``. Read by the expression finder's own pattern: one English date reader."""
+    match = _compiled(_DATE).fullmatch(fold(text))
+    if match is None:
         return None
-    return year, month, day
+    g = match.groupdict()
+    if g["iso"]:
+        return int(g["iy"] or 0), int(g["im"] or 0), int(g["id"] or 0)
+    if g["nyear"] and order is not None:
+        month, day = _month_first(g, order)[0]
+        return int(g["nyear"]), month, day
+    if g["day"] and g["month"] and g["year"]:
+        return int(g["year"]), MONTHS[g["month"].lower()], int(g["day"])
+    if g["m2"] and g["y2"]:
+        return int(g["y2"]), MONTHS[g["m2"].lower()], int(g["d2"] or 0)
+    return None
 
 
-def iso_date(text: str) -> str | None:
-    fields = _date_fields(text)
+def iso_date(text: str, order: Order = None) -> str | None:
+    """The stored form (``YYYY-MM-DD``) of a date written with its year, or None."""
+    fields = _date_fields(text, order)
     if fields is None:
         return None
     try:
@@ -410,13 +411,13 @@ def iso_date(text: str) -> str | None:
         return None
 
 
-def missing_dated_day(text: str) -> str | None:
+def missing_dated_day(text: str, order: Order = None) -> str | None:
     """Why a text shaped like a date names no day ("February 2027 has 28 days"), or None.
 
     "'30 February 2027' is not a date" reads as if the format were wrong, and sends the user to rewrite a date
     they wrote well: the day is what does not exist.
     """
-    fields = _date_fields(text)
+    fields = _date_fields(text, order)
     if fields is None:
         return None
     year, month, day = fields
@@ -452,16 +453,6 @@ def iso_time(text: str) -> str | None:
     if hour is None or minute is None or hour > 23 or minute > 59 or (second is not None and second > 59):
         return None
     return f"{hour:02d}:{minute:02d}" + (f":{second:02d}" if second else "")
-
-
-def iso_date_time(text: str) -> str | None:
-    candidate = text.strip().replace(" ", "T", 1)
-    if candidate.endswith(("Z", "z")):
-        candidate = candidate[:-1] + "+00:00"
-    try:
-        return dt.datetime.fromisoformat(candidate).isoformat()
-    except ValueError:
-        return None
 
 
 # --- a whole value read as one expression ---------------------------------------------------------
@@ -591,7 +582,6 @@ __all__ = [
     "date_time_readings",
     "in_window",
     "iso_date",
-    "iso_date_time",
     "iso_time",
     "missing_dated_day",
     "dates_in",

@@ -6,7 +6,7 @@ A model's value is a guess until checked. Three steps, each pure:
    spacing-insensitively and through synonyms to their canonical spelling;
    numeric strings to numbers for numeric keys; common yes/no words for
    booleans; dates, times and emails to one stored form. Nothing is guessed
-   (``03/04/2027`` is not a date: day and month are ambiguous). A model's
+   (``03/04/2027`` is not a date without a declared ``date_order``: day and month are ambiguous). A model's
    date, time or number in words ("next Friday", "two") is read as the one
    value it means on the conversation's clock, or refused (``_worded``).
 2. **Validate** against the declaration: type, enum, format, pattern, length,
@@ -43,7 +43,6 @@ from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.definition._spoken import in_window, unordered
 from llm_fsm.definition._spoken import iso_date as _date
-from llm_fsm.definition._spoken import iso_date_time as _date_time
 from llm_fsm.definition._spoken import iso_time as _time
 from llm_fsm.definition._spoken import missing_dated_day as _missing_day
 from llm_fsm.engine._witness import Source, Witness, _search, typed_kind, typed_witness
@@ -107,6 +106,16 @@ def _to_number(text: str) -> int | float | None:
     return int(cleaned) if re.fullmatch(r"[+-]?\d+", cleaned) else number
 
 
+def _date_time(text: str) -> str | None:
+    candidate = text.strip().replace(" ", "T", 1)
+    if candidate.endswith(("Z", "z")):
+        candidate = candidate[:-1] + "+00:00"
+    try:
+        return dt.datetime.fromisoformat(candidate).isoformat()
+    except ValueError:
+        return None
+
+
 def _email(text: str) -> str:
     cleaned = text.strip().strip("<>").strip()
     if cleaned.lower().startswith("mailto:"):
@@ -115,7 +124,7 @@ def _email(text: str) -> str:
     return f"{local}@{domain.lower()}" if at else cleaned
 
 
-_NORMALISE_FORMAT = {"date": _date, "time": _time, "date-time": _date_time}
+_NORMALISE_FORMAT = {"time": _time, "date-time": _date_time}
 
 
 def normalise(declaration: KeyDeclaration, value: Any) -> Any:
@@ -148,6 +157,8 @@ def normalise(declaration: KeyDeclaration, value: Any) -> Any:
                 return False
         elif kind == "array":
             value = _split_values(declaration.items, value) or [value]
+        elif declaration.format == "date":
+            return _date(value, declaration.date_order) or value
         elif declaration.format in _NORMALISE_FORMAT:
             return _NORMALISE_FORMAT[declaration.format](value) or value
         elif declaration.format == "email":
@@ -241,7 +252,8 @@ def check(declaration: KeyDeclaration, value: Any, *, shown: Any = None) -> Refu
         return Refusal("enum", f"{label} is not one of the allowed values ({allowed})")
     if isinstance(value, str):
         if declaration.format is not None and not _format_ok(declaration.format, value):
-            missing_day = _missing_day(value) if declaration.format == "date" and shown is None else None
+            dated = declaration.format == "date" and shown is None
+            missing_day = _missing_day(value, declaration.date_order) if dated else None
             if missing_day is not None:  # (not for a masked value: its month and year are not to be shown)
                 return Refusal("format", f"{label}: {missing_day}")
             return Refusal("format", f"{label} is not {_FORMAT_HINT[declaration.format]}")
