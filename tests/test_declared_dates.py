@@ -239,3 +239,14 @@ def test_lint_points_at_an_unknown_time_zone() -> None:
     assert any(
         path.endswith("date.timezone") and "Mars/X" in message for path, message, _ in lint_messages(timezone="Mars/X")
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(today=st.dates(dt.date(1990, 1, 1), dt.date(2040, 12, 31)), ahead=st.integers(0, 364))
+def test_a_date_said_without_its_year_is_read_as_itself_when_within_a_year_of_the_clock(
+    today: dt.date, ahead: int
+) -> None:
+    future, past = today + dt.timedelta(days=ahead), today - dt.timedelta(days=ahead)
+    assert future.isoformat() in date_readings(f"{future.strftime('%B')} {future.day}th", today)
+    assert past.isoformat() in date_readings(f"{past.strftime('%B')} {past.day}th", today, window="past")
+    assert future.isoformat() in date_readings(future.isoformat(), today, window="past")  # ISO is as written
