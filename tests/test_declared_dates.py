@@ -189,6 +189,11 @@ def test_february_30th_is_refused_saying_february_has_no_such_day(written: str) 
     assert not change.applied and "February" in (change.reason or "") and "days" in (change.reason or "")
 
 
+def test_a_numeric_february_30th_is_refused_saying_why_even_without_a_declared_order() -> None:
+    change = Conversation(booking()).say("on 30/02", {"date": "30/02"})
+    assert not change.applied and "February has 28 or 29 days" in (change.reason or "")
+
+
 # --- properties ----------------------------------------------------------------------------------------
 
 FORMATS = st.sampled_from(["date", "time", "date-time"])

@@ -520,9 +520,10 @@ def missing_day(text: str, order: Order = None) -> str | None:
     if match is None:
         return None
     g = match.groupdict()
-    if g["s1"] and order is not None:
-        index, number = _month_first(g, order)[0]
-        return f"there is no month {index}" if not 1 <= index <= 12 else _too_long(index, number)
+    if g["s1"]:  # read either way without an order: missing only when both are ("30/02": no month 30 either)
+        ways = [f"there is no month {m}" if not 1 <= m <= 12 else _too_long(m, d) for m, d in _month_first(g, order)]
+        reasons = [why for why in ways if why is not None]
+        return min(reasons, key=lambda why: why.startswith("there is no month")) if len(reasons) == len(ways) else None
     month, day = (g["month"], g["day"]) if g["day"] and g["month"] and not g["year"] else (g["m2"], g["d2"])
     if not month or not day or (g["m2"] and g["y2"]):
         return None
