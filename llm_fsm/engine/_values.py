@@ -532,7 +532,7 @@ class KeyPolicy:
             witness = grounding.witness(value, declaration)
             if witness is None:
                 return value, Refusal("ungrounded", f"{shown or _short(value)} is not something the user said")
-            both = unordered(witness.expression, grounding.today) if declaration.date_order is None else ()
+            both = unordered(witness.expression, grounding.today_for(declaration)) if not declaration.date_order else ()
             if witness.kind == "date" and both:  # "03/04" without a declared order: asked, not guessed
                 said = "it" if shown else repr(witness.expression)
                 return value, Refusal("ambiguous", f"{said} could be {or_list(both)}: which one is meant?")
