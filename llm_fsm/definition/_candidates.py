@@ -67,9 +67,10 @@ def _overlaps(start: int, end: int, spans: list[tuple[int, int]]) -> bool:
 def date_candidates(text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
     """Each date expression with the dates it is read as (``date_readings``: the rule a whole value follows)."""
     out: list[Found] = []
-    for start, end in dict.fromkeys(_spans(dates_in(text, today))):
+    order, window = declaration.date_order, declaration.window
+    for start, end in dict.fromkeys(_spans(dates_in(text, today, order, window))):
         said = text[start:end]
-        out += [Found(value, start, end, said) for value in date_readings(said, today)]
+        out += [Found(value, start, end, said) for value in date_readings(said, today, order, window)]
     return tuple(out)
 
 

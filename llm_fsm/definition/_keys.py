@@ -16,8 +16,10 @@ Schema's ``minLength``); lint points at the JSON Schema spelling when it sees on
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import re
+import zoneinfo
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator, model_validator
@@ -173,6 +175,28 @@ class KeyDeclaration(BaseModel):
         ),
     )
 
+    timezone: str | None = Field(
+        default=None,
+        description=(
+            'IANA time zone ("Europe/Paris") of a date key\'s relative dates: "today", "tomorrow" and "next Friday" '
+            "are read on the conversation clock's date in that zone. Default: the clock's own date."
+        ),
+    )
+    window: Literal["future", "past"] | None = Field(
+        default=None,
+        description=(
+            "Dates a date key accepts: future (today or later) or past (today or earlier); a date outside is "
+            "refused with invalid_message, and a weekday said is read inside the window."
+        ),
+    )
+    date_order: Literal["DMY", "MDY"] | None = Field(
+        default=None,
+        description=(
+            'How a numeric date such as "03/04" or "03/04/2019" is read: day first (DMY) or month first (MDY). '
+            "Without it such a date has two readings and the user is asked which one is meant."
+        ),
+    )
+
     @field_validator("region")
     @classmethod
     def _region_in_capitals(cls, region: str | None) -> str | None:
@@ -228,6 +252,11 @@ class KeyDeclaration(BaseModel):
             a, b = getattr(self, low), getattr(self, high)
             if a is not None and b is not None and a > b:
                 raise ValueError(f"{low} ({a}) is greater than {high} ({b})")
+        dated = [name for name in ("timezone", "window", "date_order") if getattr(self, name) is not None]
+        if dated and self.format not in ("date", "date-time"):
+            raise ValueError(f"{dated[0]} applies to dates (format: date or date-time), not {self.format or self.type}")
+        if self.timezone is not None:
+            _zone(self.timezone)
         if self.items is not None and self.type != "array":
             raise ValueError(f"items applies to lists (type: array), not {self.type}")
         return self
@@ -256,9 +285,21 @@ class KeyDeclaration(BaseModel):
             table.setdefault(fold(alias), value)
         return table
 
+    def today(self, now: dt.datetime) -> dt.date:
+        """The date of the clock's instant ``now`` (aware) where this key's dates are lived (``timezone``)."""
+        return now.astimezone(_zone(self.timezone)).date() if self.timezone else now.date()
+
     def label(self, key: str) -> str:
         """How the key is named to people."""
         return self.display_name or key.replace("_", " ")
+
+
+@functools.cache
+def _zone(name: str) -> zoneinfo.ZoneInfo:
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r} (an IANA name such as 'Europe/Paris')") from None
 
 
 def fold(text: str) -> str:

@@ -55,9 +55,10 @@ class EngineConfig:
     strict: bool = False
     """Raise InvalidTransitionError when the model proposes a transition that is refused."""
     clock: Callable[[], datetime] | None = None
-    """The conversation's clock: "now", in the conversation's time zone (an aware datetime). Relative dates the
-    user says ("next Friday", "tomorrow") ground a date key against its date. None: the turn's start time in
-    UTC. The engine reads it once per turn that grounds a value, and does no I/O itself."""
+    """The conversation's clock: "now", in the conversation's time zone (an aware datetime; a naive one is read as
+    UTC). Relative dates the user says ("next Friday", "tomorrow") ground a date key against its date, or against
+    the same instant's date in the key's declared ``timezone``. None: the turn's start time in UTC. The engine
+    reads it once per turn that grounds a value, and does no I/O itself."""
 
 
 # --- effects the drivers perform ---------------------------------------------------

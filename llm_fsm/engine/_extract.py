@@ -31,7 +31,7 @@ from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.definition._spoken import Found
 from llm_fsm.engine._context import apply_update, extracted, has_value
 from llm_fsm.engine._records import ContextChange
-from llm_fsm.engine._values import KeyPolicy, Refusal, check, normalise
+from llm_fsm.engine._values import KeyPolicy, Refusal, check, normalise, outside
 from llm_fsm.engine._witness import Witness
 from llm_fsm.engine._worded import or_list
 
@@ -82,10 +82,13 @@ class Extractor:
         keys: Iterable[str],
         message: str,
         today: dt.date | Callable[[], dt.date] | None = None,
+        now: Callable[[], dt.datetime] | None = None,
     ) -> None:
-        """``today``: the conversation's date, or a function that reads it (called once, when a finder needs it)."""
+        """``today``: the conversation's date, or a function that reads it (called once, when a finder needs it);
+        ``now``: the clock's instant, which a key's ``timezone`` reads its own date from."""
         self.message = message
         self._today = today
+        self._now = now
         self._declared: dict[str, tuple[str, KeyDeclaration]] = {}
         protected = definition.application_only_keys
         declared = definition.context_keys or {}
@@ -104,6 +107,10 @@ class Extractor:
             self._today = self._today()
         return self._today
 
+    def today_for(self, declaration: KeyDeclaration) -> dt.date | None:
+        """The conversation's date where the key's dates are lived (its ``timezone``)."""
+        return declaration.today(self._now()) if declaration.timezone and self._now is not None else self.today
+
     @property
     def keys(self) -> list[str]:
         """The collected keys a finder reads values of."""
@@ -121,9 +128,10 @@ class Extractor:
         if key not in self._fitting:
             kind, declaration = self._declared[key]
             seen: dict[Any, Found] = {}
-            for found in candidates_in(kind, self.message, declaration, self.today):
+            today = self.today_for(declaration)
+            for found in candidates_in(kind, self.message, declaration, today):
                 value = normalise(declaration, found.value)
-                if value in seen or check(declaration, value) is not None:
+                if value in seen or check(declaration, value) is not None or outside(declaration, value, today):
                     continue
                 seen[value] = found if value == found.value else Found(value, found.start, found.end, found.text)
             self._fitting[key] = tuple(seen.values())

@@ -200,9 +200,9 @@ def _understand(turn: _Turn, result: LLMResult) -> Generator[Effect, Any, _Under
     unchangeable: list[ContextChange] = []
     if state.confirmation is not None and state.confirmation.changeable_keys is not None:
         update, unchangeable = _not_changeable(definition, state.confirmation.changeable_keys, update)
-    today = functools.cache(functools.partial(_today, turn))  # the clock is read once, and only when needed
-    policy = _policy(definition, functools.partial(_grounding, instance, turn.message, today))
-    extractor = _extractor(turn, intent, today) if policy is not None else None
+    now = functools.cache(functools.partial(_now, turn))  # the clock is read once, and only when needed
+    policy = _policy(definition, functools.partial(_grounding, instance, turn.message, now))
+    extractor = _extractor(turn, intent, now) if policy is not None else None
     if extractor is not None and policy is not None:
         policy.extractor = extractor
     data, protected, max_bytes = instance.context.data, definition.application_only_keys, config.max_context_bytes
@@ -227,7 +227,7 @@ def _understand(turn: _Turn, result: LLMResult) -> Generator[Effect, Any, _Under
     return _Understood(result, proposal, intent, _route(turn, intent), model_changes, unchangeable)
 
 
-def _extractor(turn: _Turn, intent: str, today: Callable[[], dt.date]) -> Extractor | None:
+def _extractor(turn: _Turn, intent: str, now: Callable[[], dt.datetime]) -> Extractor | None:
     """The engine's own extractors for the declared keys the state collects, on a message that answers the step
     (not a side question, a cancel or the answer to "do you want to cancel?"), outside a confirmation's read-back."""
     state = turn.state
@@ -235,17 +235,19 @@ def _extractor(turn: _Turn, intent: str, today: Callable[[], dt.date]) -> Extrac
         return None
     if not state.required_context_keys or not turn.definition.context_keys:
         return None
-    extractor = Extractor(turn.definition, state.required_context_keys, turn.message, today)
+    extractor = Extractor(turn.definition, state.required_context_keys, turn.message, lambda: now().date(), now)
     return extractor if extractor else None
 
 
-def _today(turn: _Turn) -> dt.date:
-    """The conversation's date: the application's clock (``EngineConfig.clock``), else the turn's start in UTC."""
+def _now(turn: _Turn) -> dt.datetime:
+    """The conversation's instant, aware: the application's clock (``EngineConfig.clock``; a naive time is read as
+    UTC), else the turn's start in UTC. Its own date is the conversation's date; a key's ``timezone`` moves it."""
     clock = turn.config.clock
-    return clock().date() if clock is not None else dt.datetime.fromtimestamp(turn.started, dt.UTC).date()
+    now = clock() if clock is not None else dt.datetime.fromtimestamp(turn.started, dt.UTC)
+    return now if now.tzinfo is not None else now.replace(tzinfo=dt.UTC)
 
 
-def _grounding(instance: FSMInstance, message: str, today: Callable[[], dt.date]) -> Grounding:
+def _grounding(instance: FSMInstance, message: str, now: Callable[[], dt.datetime]) -> Grounding:
     """What a grounded value may be taken from: the user's stored messages, this one, and the assistant's (or a
     person's, during a handoff) messages in the history window the model sees (an offer accepted, perhaps after
     a side question)."""
@@ -255,7 +257,8 @@ def _grounding(instance: FSMInstance, message: str, today: Callable[[], dt.date]
     window = exchanges[-2 * conversation.max_history_size :] if conversation.max_history_size > 0 else []
     # a human agent's words are offers too: the user accepting what an operator proposed grounds it
     offers = [entry_text(entry) for entry in window if entry_role(entry) in ("assistant", "operator")]
-    return Grounding([*users, message], offers, today())
+    instant = now()
+    return Grounding([*users, message], offers, instant.date(), instant)
 
 
 def _route(turn: _Turn, intent: str) -> str:

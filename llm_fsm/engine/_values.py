@@ -6,7 +6,7 @@ A model's value is a guess until checked. Three steps, each pure:
    spacing-insensitively and through synonyms to their canonical spelling;
    numeric strings to numbers for numeric keys; common yes/no words for
    booleans; dates, times and emails to one stored form. Nothing is guessed
-   (``03/04/2027`` is not a date: day and month are ambiguous). A model's
+   (``03/04/2027`` is not a date without a declared ``date_order``: day and month are ambiguous). A model's
    date, time or number in words ("next Friday", "two") is read as the one
    value it means on the conversation's clock, or refused (``_worded``).
 2. **Validate** against the declaration: type, enum, format, pattern, length,
@@ -29,7 +29,6 @@ A refused value is never stored; the caller records the ``Refusal``.
 
 from __future__ import annotations
 
-import calendar
 import datetime as dt
 import functools
 import math
@@ -43,8 +42,10 @@ from llm_fsm.definition import _phone as phone
 from llm_fsm.definition._enums import DONTCARE, closest_values, dontcare_in, sole_mentions
 from llm_fsm.definition._keys import KeyDeclaration, fold, json_type_matches
 from llm_fsm.definition._model import FSMDefinition
-from llm_fsm.definition._spoken import MONTH_NAMES
-from llm_fsm.definition._spoken import MONTHS as _MONTHS
+from llm_fsm.definition._spoken import in_window, unordered
+from llm_fsm.definition._spoken import iso_date as _date
+from llm_fsm.definition._spoken import iso_time as _time
+from llm_fsm.definition._spoken import missing_dated_day as _missing_day
 from llm_fsm.engine._lexical import MAX_OFFER_WORDS, _Texts, _words
 from llm_fsm.engine._witness import Source, Witness, _search, typed_kind, typed_witness
 from llm_fsm.engine._worded import Reworded, or_list, reword
@@ -65,15 +66,16 @@ Rule = Literal[
     "undeclared",
     "not_changeable",
     "ambiguous",
+    "window",
 ]
 
 #: rules whose refusal makes the assistant ask again (the others are silent: the model wrote where it may not)
 REASK_RULES: frozenset[str] = frozenset(
-    {"type", "enum", "format", "pattern", "length", "range", "items", "ungrounded", "ambiguous"}
+    {"type", "enum", "format", "pattern", "length", "range", "items", "ungrounded", "ambiguous", "window"}
 )
 
 #: refusals the engine's extractors may repair from the user's message (``_extract``)
-_REPAIRABLE = frozenset({"type", "enum", "format", "pattern", "length", "range", "ungrounded"})
+_REPAIRABLE = frozenset({"type", "enum", "format", "pattern", "length", "range", "ungrounded", "window"})
 
 MASK = "***"
 """What a sensitive value is shown as."""
@@ -106,87 +108,6 @@ def _to_number(text: str) -> int | float | None:
     return int(cleaned) if re.fullmatch(r"[+-]?\d+", cleaned) else number
 
 
-_WEEKDAY = r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|sat|sun)\.?,?\s+"
-_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
-_DAY_MONTH_YEAR = re.compile(rf"(?:{_WEEKDAY})?(?:the\s+)?{_ORDINAL}(?:\s+of)?\s+([a-z]+)\.?,?\s+(\d{{4}})")
-_MONTH_DAY_YEAR = re.compile(rf"(?:{_WEEKDAY})?([a-z]+)\.?\s+{_ORDINAL},?\s+(\d{{4}})")
-# an ISO date and time written for a date key ("2019-03-12T14:30:00.000Z") is that date: the time is not asked for
-_YEAR_MONTH_DAY = re.compile(
-    r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?"
-)
-_TIME_24 = re.compile(r"(\d{1,2})[:.h](\d{2})(?::(\d{2}))?(?:\s*h(?:rs)?)?")
-_TIME_12 = re.compile(r"(\d{1,2})(?:[:.](\d{2}))?\s*([ap])\.?\s*m\.?")
-
-
-def _date_fields(text: str) -> tuple[int, int, int] | None:
-    """Year, month and day as written (not yet checked to exist), when the text has the shape of a date."""
-    folded = fold(text)
-    year = month = day = None
-    if match := _YEAR_MONTH_DAY.fullmatch(folded):
-        year, month, day = int(match[1]), int(match[2]), int(match[3])
-    elif match := _DAY_MONTH_YEAR.fullmatch(folded):
-        day, month, year = int(match[1]), _MONTHS.get(match[2]), int(match[3])
-    elif match := _MONTH_DAY_YEAR.fullmatch(folded):
-        month, day, year = _MONTHS.get(match[1]), int(match[2]), int(match[3])
-    if year is None or month is None or day is None:
-        return None
-    return year, month, day
-
-
-def _date(text: str) -> str | None:
-    fields = _date_fields(text)
-    if fields is None:
-        return None
-    try:
-        return dt.date(*fields).isoformat()
-    except ValueError:
-        return None
-
-
-def _missing_day(text: str) -> str | None:
-    """Why a text shaped like a date names no day ("February 2027 has 28 days"), or None.
-
-    "'30 February 2027' is not a date" reads as if the format were wrong, and sends the user to rewrite a date
-    they wrote well: the day is what does not exist.
-    """
-    fields = _date_fields(text)
-    if fields is None:
-        return None
-    year, month, day = fields
-    if not 1 <= month <= 12:
-        return f"there is no month {month}"
-    if not dt.MINYEAR <= year <= dt.MAXYEAR:
-        return None
-    days = calendar.monthrange(year, month)[1]
-    if day < 1:
-        return f"there is no day {day}"
-    if day > days:
-        # the month's name spelled here: calendar.month_name follows the process's locale
-        return f"{MONTH_NAMES[month - 1]} {year} has {days} days"
-    return None
-
-
-def _time(text: str) -> str | None:
-    folded = fold(text)
-    if folded in ("noon", "midday"):
-        return "12:00"
-    if folded == "midnight":
-        return "00:00"
-    hour = minute = None
-    second: int | None = None
-    if match := _TIME_24.fullmatch(folded):
-        hour, minute = int(match[1]), int(match[2])
-        second = int(match[3]) if match[3] else None
-    elif match := _TIME_12.fullmatch(folded):
-        hour, minute = int(match[1]), int(match[2] or 0)
-        if not 1 <= hour <= 12:
-            return None
-        hour = hour % 12 + (12 if match[3] == "p" else 0)
-    if hour is None or minute is None or hour > 23 or minute > 59 or (second is not None and second > 59):
-        return None
-    return f"{hour:02d}:{minute:02d}" + (f":{second:02d}" if second else "")
-
-
 def _date_time(text: str) -> str | None:
     candidate = text.strip().replace(" ", "T", 1)
     if candidate.endswith(("Z", "z")):
@@ -197,7 +118,7 @@ def _date_time(text: str) -> str | None:
         return None
 
 
-_NORMALISE_FORMAT = {"date": _date, "time": _time, "date-time": _date_time}
+_NORMALISE_FORMAT = {"time": _time, "date-time": _date_time}
 
 
 def normalise(declaration: KeyDeclaration, value: Any) -> Any:
@@ -230,6 +151,8 @@ def normalise(declaration: KeyDeclaration, value: Any) -> Any:
                 return False
         elif kind == "array":
             value = _split_values(declaration.items, value) or [value]
+        elif declaration.format == "date":
+            return _date(value, declaration.date_order) or value
         elif declaration.format in _NORMALISE_FORMAT:
             return _NORMALISE_FORMAT[declaration.format](value) or value
         elif declaration.format == "email":
@@ -327,7 +250,8 @@ def check(declaration: KeyDeclaration, value: Any, *, shown: Any = None) -> Refu
         if declaration.format == "email" and (why := email.problem(value, detail=shown is None)) is not None:
             return Refusal("format", f"{label} {why}")
         if declaration.format is not None and not _format_ok(declaration.format, value):
-            missing_day = _missing_day(value) if declaration.format == "date" and shown is None else None
+            dated = declaration.format == "date" and shown is None
+            missing_day = _missing_day(value, declaration.date_order) if dated else None
             if missing_day is not None:  # (not for a masked value: its month and year are not to be shown)
                 return Refusal("format", f"{label}: {missing_day}")
             return Refusal("format", f"{label} is not {_FORMAT_HINT[declaration.format]}")
@@ -356,6 +280,18 @@ def check(declaration: KeyDeclaration, value: Any, *, shown: Any = None) -> Refu
     return None
 
 
+def outside(declaration: KeyDeclaration, value: Any, today: dt.date | None) -> Refusal | None:
+    """Why a valid date (or date-time) lies outside the key's ``window`` as of ``today``, or None; today is in
+    both. Without the conversation's date (an application's write) there is nothing to compare with."""
+    if declaration.window is None or today is None or not isinstance(value, str) or value == DONTCARE:
+        return None
+    day = _date(value[:10])
+    if day is None or in_window(declaration.window, day, today):
+        return None
+    side = "past" if declaration.window == "future" else "future"
+    return Refusal("window", f"{day} is in the {side} (today is {today.isoformat()})")
+
+
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
@@ -377,12 +313,26 @@ class Grounding:
     Friday") resolve against; without it only absolute dates ground a date.
     """
 
-    def __init__(self, texts: Iterable[str], offers: Iterable[str] = (), today: dt.date | None = None) -> None:
+    def __init__(
+        self,
+        texts: Iterable[str],
+        offers: Iterable[str] = (),
+        today: dt.date | None = None,
+        now: dt.datetime | None = None,
+    ) -> None:
         self._texts = list(texts)
         self._offer_texts = list(offers)
         self._user = _Texts(self._texts)
         self._offers = [_Texts([offer]) for offer in self._offer_texts]
         self.today = today
+        self.now = now
+        """The clock's instant (aware), from which a key with a ``timezone`` reads its own date."""
+
+    def today_for(self, declaration: KeyDeclaration | None) -> dt.date | None:
+        """The conversation's date where the key's dates are lived (its ``timezone``), else ``today``."""
+        if declaration is not None and declaration.timezone and self.now is not None:
+            return declaration.today(self.now)
+        return self.today
 
     def supports(self, value: Any, declaration: KeyDeclaration | None = None) -> bool:
         """Whether ``value`` is supported by the texts (an enum value also through its synonyms)."""
@@ -413,7 +363,9 @@ class Grounding:
             )
         kind = typed_kind(declaration)
         if kind is not None:
-            return typed_witness(kind, value, self._texts, self._offer_texts, self.today)
+            assert declaration is not None  # a typed kind is a declaration's
+            today, order, window = self.today_for(declaration), declaration.date_order, declaration.window
+            return typed_witness(kind, value, self._texts, self._offer_texts, today, order, window)
         spellings = [str(value)]
         if declaration is not None and declaration.synonyms:
             spellings += [alias for alias, target in declaration.synonyms.items() if target == value]
@@ -522,6 +474,8 @@ class KeyPolicy:
         problem = check(declaration, value, shown=shown)
         if problem is not None and model and isinstance(value, str) and self._grounding is not None:
             value, problem = self._reword(path, declaration, value, problem, shown)
+        if problem is None and model and declaration.window is not None and self.grounding is not None:
+            problem = outside(declaration, value, self.grounding.today_for(declaration))
         if problem is not None:
             return value, problem
         # "dontcare" is always grounded: the model must not decide for the user that they have no preference
@@ -531,6 +485,10 @@ class KeyPolicy:
             witness = grounding.witness(value, declaration)
             if witness is None:
                 return value, Refusal("ungrounded", f"{shown or _short(value)} is not something the user said")
+            both = unordered(witness.expression, grounding.today_for(declaration)) if not declaration.date_order else ()
+            if witness.kind == "date" and both:  # "03/04" without a declared order: asked, not guessed
+                said = "it" if shown else repr(witness.expression)
+                return value, Refusal("ambiguous", f"{said} could be {or_list(both)}: which one is meant?")
             self.witnesses[path] = witness
         return value, None
 
@@ -541,7 +499,8 @@ class KeyPolicy:
         grounding = self.grounding
         if grounding is None or problem.rule not in ("type", "format"):
             return written, problem
-        words = reword(declaration, written, grounding.today, lambda v: grounding.witness(v, declaration))
+        today = grounding.today_for(declaration)
+        words = reword(declaration, written, today, lambda v: grounding.witness(v, declaration))
         if words is None:
             return written, problem
         label = shown or _short(written)
@@ -567,4 +526,5 @@ __all__ = [
     "check",
     "masked",
     "normalise",
+    "outside",
 ]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from llm_fsm.definition._keys import KeyDeclaration
-from llm_fsm.definition._spoken import Found, dates_in, numbers_in, times_in
+from llm_fsm.definition._spoken import Found, Order, Window, dates_in, numbers_in, times_in
 
 Source = Literal["user", "assistant"]
 Kind = Literal["date", "time", "number", "phone", "dontcare", "words"]
@@ -68,14 +68,17 @@ def typed_witness(
     user: Sequence[str],
     offers: Sequence[str],
     today: dt.date | None,
+    order: Order = None,
+    window: Window = None,
 ) -> Witness | None:
-    """The expression of the user's (or of an assistant's offer in view) that means ``value``, or None."""
+    """The expression of the user's (or of an assistant's offer in view) that means ``value``, or None; numeric
+    dates are read in the key's ``order`` and dates without a year in its ``window``."""
 
     def first(wanted: Any, finder: Finder, kind: Kind) -> Witness | None:
         return _search(user, "user", wanted, finder, kind) or _search(offers, "assistant", wanted, finder, kind)
 
     def on_date(text: str) -> Sequence[Found]:
-        return dates_in(text, today)
+        return dates_in(text, today, order, window)
 
     if kind == "number":
         if isinstance(value, bool) or not isinstance(value, (int, float)):

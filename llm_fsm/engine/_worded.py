@@ -19,6 +19,7 @@ from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._spoken import (
     date_readings,
     date_time_readings,
+    in_window,
     missing_day,
     number_readings,
     time_readings,
@@ -42,12 +43,13 @@ class Reworded:
         return len(self.readings) > 1
 
 
-def _readings(kind: str, text: str, today: dt.date | None) -> tuple[tuple[Any, ...], str]:
+def _readings(kind: str, text: str, today: dt.date | None, declaration: KeyDeclaration) -> tuple[tuple[Any, ...], str]:
     against = f", against the conversation's date {today.isoformat()}" if today is not None else ""
+    order, window = declaration.date_order, declaration.window
     if kind == "date":
-        return date_readings(text, today), f"date in words{against}"
+        return date_readings(text, today, order, window), f"date in words{against}"
     if kind == "date-time":
-        return date_time_readings(text, today), f"date and time in words{against}"
+        return date_time_readings(text, today, order, window), f"date and time in words{against}"
     if kind == "time":
         return time_readings(text), "time in words (24-hour)"
     return number_readings(text), "number in words"
@@ -65,11 +67,14 @@ def reword(
     kind = typed_kind(declaration)
     if kind is None:
         return None
-    readings, rule = _readings(kind, written, today)
+    readings, rule = _readings(kind, written, today, declaration)
+    if kind in ("date", "date-time") and declaration.window and today is not None:
+        # "Friday" in a future window is not last Friday; when no reading is inside, the window's refusal says so
+        readings = tuple(r for r in readings if in_window(declaration.window, r, today)) or readings
     if declaration.type == "integer":
         readings = tuple(int(r) for r in readings if isinstance(r, int) or float(r).is_integer())
     if not readings:
-        missing = missing_day(written) if kind == "date" else None
+        missing = missing_day(written, declaration.date_order) if kind == "date" else None
         return Reworded(written, rule, missing=missing) if missing else None
     found = {reading: witness(reading) for reading in readings}
     if len(readings) > 1:
