@@ -24,6 +24,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator, model_validator
 
+from llm_fsm.definition._folding import fold
+
 
 def _not_bool_or_text(value: Any) -> Any:
     # Lax pydantic would take true as 1 and "5" as 5; JSON Schema's numbers do not, and the two must agree.
@@ -300,11 +302,6 @@ def _zone(name: str) -> zoneinfo.ZoneInfo:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         raise ValueError(f"unknown time zone {name!r} (an IANA name such as 'Europe/Paris')") from None
-
-
-def fold(text: str) -> str:
-    """Case- and spacing-insensitive form used to match enum values and synonyms."""
-    return " ".join(text.casefold().split())
 
 
 __all__ = ["FORMATS", "KeyDeclaration", "KeyFormat", "KeyType", "fold", "json_type_matches"]

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from llm_fsm.definition._keys import fold
+from llm_fsm.definition._folding import fold
 
 _MONTH_NAMES = (
     ("january", "jan"),
