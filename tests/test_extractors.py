@@ -114,6 +114,19 @@ def test_an_enum_value_mentioned_by_a_synonym_is_filled_in_its_declared_spelling
     assert stored(Conversation().say("somewhere inexpensive please")["price"]) == "cheap"
 
 
+def test_a_phone_number_of_a_key_with_a_region_is_filled_in_e164() -> None:
+    keys = {"phone": {"format": "phone", "region": "GB"}}
+    change = Conversation(booking(keys, ("phone",))).say("call me on 020 7946 0958 after six")["phone"]
+    assert stored(change) == "+442079460958"
+    assert change.extracted is not None and change.extracted.expression == "020 7946 0958"
+
+
+def test_an_email_address_the_model_left_out_is_filled_as_written() -> None:
+    keys = {"email": {"format": "email"}}
+    change = Conversation(booking(keys, ("email",))).say("it's ada@example.com, thanks")["email"]
+    assert stored(change) == "ada@example.com"
+
+
 def test_a_filled_value_is_seen_by_the_conversation_like_a_model_write() -> None:
     conversation = Conversation()
     conversation.say("next Friday at 7 pm for two, something cheap")

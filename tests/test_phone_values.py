@@ -107,8 +107,14 @@ def test_a_number_no_region_assigns_is_refused_in_the_conversation_saying_why() 
 
 
 def test_a_number_the_user_never_said_is_refused_as_ungrounded() -> None:
-    change = turn("+44 20 7946 0000", "Call me back on 020 7946 0958 please")
+    change = turn("+44 20 7946 0000", "Call me back please, my number is on file")
     assert not change.applied and change.rule == "ungrounded"
+
+
+def test_a_number_the_user_never_said_is_replaced_by_the_one_they_said() -> None:
+    change = turn("+44 20 7946 0000", "Call me back on 020 7946 0958 please")
+    assert change.applied and change.value == E164
+    assert change.extracted is not None and change.extracted.rule == "repair"
 
 
 def test_without_a_region_a_phone_key_keeps_the_number_as_written_and_grounds_it_by_its_digits() -> None:

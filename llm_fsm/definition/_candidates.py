@@ -8,6 +8,7 @@ Each kind has one finder returning ``Found`` (value, start, end, text), the shap
 - ``time``: every time expression ("at 7" is 07:00 and 19:00: two candidates, so it asks);
 - ``number``: numbers in digits or words, except those inside a date, a time, a phone number or an email address
   (the 12 of "March 12th", the 7 of "7 pm") and "one" used as a pronoun ("that one", "one of them");
+- ``phone`` (a key with a ``region``) and ``email``: what libphonenumber's matcher and ``emails_in`` find;
 - ``enum``: a word-bounded mention of an enum value or a synonym, in the declared spelling. A yes/no word
   ("yes", "sure", "no") is not a mention: it answers whatever was asked last, and nothing here knows what that
   was. A number among the values follows the number rule (the 2 of "2 pm" is no 2).
@@ -22,8 +23,10 @@ import functools
 import re
 from collections.abc import Callable
 
+from llm_fsm.definition._email import emails_in
 from llm_fsm.definition._enums import dontcare_in, enum_mentions
 from llm_fsm.definition._keys import KeyDeclaration, fold
+from llm_fsm.definition._phone import phones_in
 from llm_fsm.definition._spoken import (
     NUMBER_WORDS,
     Found,
@@ -134,11 +137,24 @@ def enum_candidates(text: str, declaration: KeyDeclaration, today: dt.date | Non
     return tuple(out)
 
 
+def phone_candidates(text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
+    """Phone numbers libphonenumber finds, read in the key's region, as E.164 (``phones_in``); a key without a
+    region has no reader of what a number is, so none."""
+    return phones_in(text, declaration.region) if declaration.region is not None else ()
+
+
+def email_candidates(text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
+    """Email addresses written in the message, in the form ``format: email`` stores (``emails_in``)."""
+    return emails_in(text)
+
+
 FINDERS: dict[str, Finder] = {
     "date": date_candidates,
     "time": time_candidates,
     "number": number_candidates,
     "enum": enum_candidates,
+    "phone": phone_candidates,
+    "email": email_candidates,
 }
 """The finder of each kind of value; a new kind (a phone number, an email address) is one more entry."""
 
@@ -147,8 +163,10 @@ def candidate_kind(declaration: KeyDeclaration) -> str | None:
     """The kind of candidates a declaration's values are found as, or None when no finder reads them."""
     if declaration.enum is not None:
         return "enum" if declaration.type in ("string", "integer", "number") else None
-    if declaration.format in ("date", "time"):
+    if declaration.format in ("date", "time", "email"):
         return declaration.format
+    if declaration.format == "phone" and declaration.region is not None:
+        return "phone"
     if declaration.type in ("integer", "number"):
         return "number"
     return None
@@ -166,7 +184,9 @@ __all__ = [
     "candidate_kind",
     "candidates_in",
     "date_candidates",
+    "email_candidates",
     "enum_candidates",
     "number_candidates",
+    "phone_candidates",
     "time_candidates",
 ]

@@ -210,7 +210,7 @@ class Extracted(_Data):
             "its declaration or grounding, replaced by the one candidate that fits; ask: several fit, none stored."
         )
     )
-    kind: str = Field(description="The kind of candidate: date, time, number or enum.")
+    kind: str = Field(description="The kind of candidate: date, time, number, enum, phone or email.")
     expression: str | None = Field(default=None, description="The words of this turn's message it was read from.")
     start: int | None = Field(default=None, description="Where the expression starts in this turn's message.")
     end: int | None = Field(default=None, description="Where it ends (exclusive).")
