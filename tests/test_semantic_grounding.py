@@ -95,7 +95,13 @@ def test_spoken_times_ground_their_24_hour_form(said: str, value: str) -> None:
 
 @pytest.mark.parametrize(
     ("said", "value"),
-    [("6:15 pm", "06:15"), ("a quarter past six", "18:30"), ("I need 2 seats", "14:00"), ("a table for 7", "19:00")],
+    [
+        ("6:15 pm", "06:15"),
+        ("a quarter past six", "18:30"),
+        ("I need 2 seats", "14:00"),
+        ("a table for 7", "19:00"),
+        ("a table for 1 at morning 11:30", "01:00"),  # "at morning" is no part of the day of the 1 before it
+    ],
 )
 def test_a_time_the_user_did_not_say_is_not_grounded(said: str, value: str) -> None:
     assert not grounds(said, value, TIME)

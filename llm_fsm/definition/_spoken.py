@@ -161,7 +161,7 @@ _TIME = rf"""
     \b(?:(?P<before>morning|afternoon|evening|night)\s+(?:at\s+)?)?
     (?:(?P<fraction>(?:a\s+)?quarter\s+(?:past|after|to)|half\s+past)\s+)?
     {_CLOCK}
-    (?:\s*{_MERIDIEM}|\s+(?:in\s+the\s+|at\s+)(?P<after>morning|afternoon|evening|night))?
+    (?:\s*{_MERIDIEM}|\s+(?:in\s+the\s+(?P<after>morning|afternoon|evening|night)|at\s+(?P<at_night>night)))?
     |\b(?P<word>noon|midday|midnight)\b
     """
 _AT = re.compile(r"\b(?:at|around|about|by|from|after|before|until)\s+$", re.IGNORECASE)
@@ -186,7 +186,7 @@ def times_in(text: str) -> tuple[Found, ...]:
             continue
         hour = _hour_value(match["hour"])
         minute = int(match["minute"]) if match["minute"] else 0
-        part = (match["before"] or match["after"] or "").lower()
+        part = (match["before"] or match["after"] or match["at_night"] or "").lower()
         marked = bool(match["minute"] or match["fraction"] or part or match["ampm"] or "clock" in match[0].lower())
         if hour is None or (not marked and not _AT.search(text[: match.start()])):
             continue
