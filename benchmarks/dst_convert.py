@@ -299,6 +299,27 @@ def value_format(slot: Slot) -> str | None:
     return None
 
 
+# Categorical values as people name them, by slot, of the same kind and with the same DISCLOSURE as TEXT_ALIASES
+# (written after seeing `dst.py --engines extractors` miss them): a definition author lists what their users say
+# for a value ("a concert" is Music, "a shared ride" is True). A negated mention ("not a shared ride") is no
+# mention for the engine's extractors, so "shared" naming True is safe from "I don't want a shared ride".
+CATEGORICAL_ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
+    "category": {
+        "Music": ("concert", "concerts", "band", "gig", "live music"),
+        "Sports": ("game", "games", "match", "sports", "sport", "baseball", "basketball", "football", "soccer"),
+    },
+    "has_vegetarian_options": {"True": ("vegetarian", "vegetarians", "vegan", "veggie")},
+    "has_seating_outdoors": {"True": ("outdoor", "outdoors", "patio")},
+    "shared_ride": {"True": ("shared", "sharing"), "False": ("private",)},
+    "price_range": {
+        "cheap": ("inexpensive", "affordable", "budget", "low cost", "cheaply"),
+        "moderate": ("moderately priced", "reasonably priced", "reasonable", "mid-range", "average priced"),
+        "pricey": ("expensive", "upscale", "fancy", "high-end"),
+        "ultra high-end": ("luxury", "very expensive", "ultra high end"),
+    },
+}
+
+
 def text_aliases(slot: Slot) -> dict[str, str]:
     """The free-text synonyms of a slot, by what its description says it holds (a city, a kind of food)."""
     described = slot.description.casefold()
@@ -330,6 +351,9 @@ def declaration(slot: Slot, *, aliases: bool = True) -> dict[str, Any]:
             synonyms[_NUMBER_WORDS[int(value)]] = value
         for word in _BOOLEAN_SYNONYMS.get(value, ()):
             synonyms[word] = value
+    if aliases:
+        for value, spoken in CATEGORICAL_ALIASES.get(slot.name, {}).items():
+            synonyms.update({word: value for word in spoken if value in values})
     if DONTCARE not in values:
         values.append(DONTCARE)
     for word in _DONTCARE_SYNONYMS:

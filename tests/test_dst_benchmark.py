@@ -511,3 +511,11 @@ def test_a_categorical_slot_of_whole_numbers_is_scored_as_a_number_slot(service:
         "categorical",
         "free text",
     ]
+
+
+def test_a_categorical_slot_gets_the_words_people_name_its_values_with_unless_aliases_are_off() -> None:
+    slot = convert.Slot(
+        "shared_ride", "Whether the ride is shared", is_categorical=True, possible_values=("True", "False")
+    )
+    assert convert.declaration(slot)["synonyms"]["shared"] == "True"
+    assert "shared" not in convert.declaration(slot, aliases=False)["synonyms"]

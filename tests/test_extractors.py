@@ -127,6 +127,26 @@ def test_an_email_address_the_model_left_out_is_filled_as_written() -> None:
     assert stored(change) == "ada@example.com"
 
 
+def test_a_negated_mention_of_an_enum_value_fills_nothing() -> None:
+    assert "price" not in Conversation().say("I don't want anything cheap")
+
+
+def test_a_negated_mention_leaves_the_value_said_after_it() -> None:
+    assert stored(Conversation().say("not cheap, something pricey")["price"]) == "pricey"
+
+
+def test_an_enum_value_in_a_question_about_the_place_fills_nothing() -> None:
+    assert "price" not in Conversation().say("What's their address, and is it cheap?")
+
+
+def test_a_count_in_a_question_is_still_the_count_asked_for() -> None:
+    assert stored(Conversation().say("Is there a table for 3 people?")["party"]) == 3
+
+
+def test_the_first_day_of_a_date_range_is_no_date() -> None:
+    assert "date" not in Conversation().say("anything between March 10-15?")
+
+
 def test_a_filled_value_is_seen_by_the_conversation_like_a_model_write() -> None:
     conversation = Conversation()
     conversation.say("next Friday at 7 pm for two, something cheap")

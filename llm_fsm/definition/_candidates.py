@@ -45,6 +45,16 @@ _YES_NO = frozenset(
 _VAGUE = frozenset({"any", "anything", "whatever", "either", "all", "none", "some", "something"})
 _PHONE = re.compile(r"(?<![\w+])\+?\(?\d[\d ().\-]{5,}\d(?!\w)")
 _EMAIL = re.compile(r"[\w.%+'\-]+@[\w\-]+(?:\.[\w\-]+)+")
+_NEGATED = re.compile(
+    r"\b(?:not|no|don'?t|do\s+not|doesn'?t|does\s+not|without|never|nothing|isn'?t|aren'?t)\s+(?:[\w-]+\s+){0,2}$",
+    re.IGNORECASE,
+)
+_RANGE_END = re.compile(r"\s*(?:-|–|to|through|until|till)\s*(?:the\s+)?\d", re.IGNORECASE)
+_POLAR = re.compile(
+    r"(?:^|\band\s+|,\s*)(?:do|does|did|is|are|was|were|has|have|had)\s+(?:there|they|their|it|its|the|you|we|this|that)\b"
+    r"|^\s*how\s+(?!about\b)\w+",
+    re.IGNORECASE,
+)
 _PRONOUN_ONE = re.compile(
     r"(?:\b(?:that|this|the|which|any|no|every|each|another|other|last|first|next|right|good|new|only|same|me|us)\s+$)",
     re.IGNORECASE,
@@ -68,10 +78,13 @@ def _overlaps(start: int, end: int, spans: list[tuple[int, int]]) -> bool:
 
 
 def date_candidates(text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
-    """Each date expression with the dates it is read as (``date_readings``: the rule a whole value follows)."""
+    """Each date expression with the dates it is read as (``date_readings``: the rule a whole value follows); the
+    first day of a range ("March 10-15") is none."""
     out: list[Found] = []
     order, window = declaration.date_order, declaration.window
     for start, end in dict.fromkeys(_spans(dates_in(text, today, order, window))):
+        if _RANGE_END.match(text, end):
+            continue  # "March 10-15", "the 3rd to the 5th": a range is no one date
         said = text[start:end]
         out += [Found(value, start, end, said) for value in date_readings(said, today, order, window)]
     return tuple(out)
@@ -119,20 +132,38 @@ def _is_number_word(spelling: str) -> bool:
     return spelling.isdigit() or spelling in NUMBER_WORDS
 
 
+def _in_polar_question(text: str, found: Found) -> bool:
+    """Whether a mention is in a question about the thing ("Do they have outdoor seating?", "What's their number
+    and is there an outdoor area?", "How expensive is it?"): the user asks, they do not choose the value."""
+    start = max(text.rfind(mark, 0, found.start) for mark in ".!?\n") + 1
+    ends = [i for i in (text.find(mark, found.end) for mark in ".!?\n") if i >= 0]
+    end = min(ends) if ends else len(text)
+    asked = text[start : found.end].strip()
+    found_polar = _POLAR.search(asked)
+    if found_polar is None:
+        return False
+    # a question mark, or a question by its word order though typed with a full stop ("Do they serve vegan food.")
+    return (end < len(text) and text[end] == "?") or found_polar.start() == 0
+
+
 def enum_candidates(text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
     """The enum values and synonyms the message mentions (``enum_mentions``: word-bounded, accent-folded, misspelt
-    within ``fuzzy``), as the values they name; yes/no and vague words aside, a number only where it is one."""
+    within ``fuzzy``), as the values they name; yes/no and vague words aside, a negated mention aside ("not
+    Italian", "I don't want a shared ride": no value said), and one in a yes/no question ("do they have outdoor
+    seating?": the user asks, they do not choose), a number only where it is one."""
     numbers: set[tuple[int, int]] | None = None
     out: list[Found] = []
     for found in enum_mentions(declaration, text):
         spelling = fold(found.text)
-        if spelling in _YES_NO or spelling in _VAGUE:
+        if spelling in _YES_NO or spelling in _VAGUE or _NEGATED.search(text[: found.start]):
             continue
         if _is_number_word(spelling):
             if numbers is None:
                 numbers = set(_spans(_numbers(text, today)))
             if (found.start, found.end) not in numbers:
                 continue
+        elif _in_polar_question(text, found):  # (a count in one is asked for: "is there a bus for 3 people?")
+            continue
         out.append(found)
     return tuple(out)
 
