@@ -143,6 +143,15 @@ def test_a_count_in_a_question_is_still_the_count_asked_for() -> None:
     assert stored(Conversation().say("Is there a table for 3 people?")["party"]) == 3
 
 
+def test_a_date_that_does_not_exist_is_refused_with_its_reason_when_the_model_left_it_out() -> None:
+    conversation = Conversation()
+    change = conversation.say("Can we come on February 30th?")["date"]
+    assert (change.applied, change.rule) == (False, "format")
+    assert change.reason == "'February 30th': February has 28 or 29 days"
+    turn = [r for r in conversation.requests if r.purpose != "turn"]
+    assert any("February has 28 or 29 days" in r.system_prompt for r in turn)
+
+
 def test_the_first_day_of_a_date_range_is_no_date() -> None:
     assert "date" not in Conversation().say("anything between March 10-15?")
 

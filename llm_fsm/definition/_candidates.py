@@ -30,8 +30,10 @@ from llm_fsm.definition._phone import phones_in
 from llm_fsm.definition._spoken import (
     NUMBER_WORDS,
     Found,
+    Order,
     date_readings,
     dates_in,
+    missing_day,
     numbers_in,
     times_in,
 )
@@ -88,6 +90,26 @@ def date_candidates(text: str, declaration: KeyDeclaration, today: dt.date | Non
         said = text[start:end]
         out += [Found(value, start, end, said) for value in date_readings(said, today, order, window)]
     return tuple(out)
+
+
+_WORD_RUN = re.compile(r"[^\s,;!?]+")
+
+
+def impossible_date(text: str, order: Order = None) -> str | None:
+    """Why a date the message says names no day ("'February 30th': February has 28 or 29 days"), or None.
+
+    Read over runs of one to four words, the shortest first, as a whole value is (``missing_day``): no finder
+    reports a date that does not exist, and the user who wrote one is told so instead of hearing nothing."""
+    if not any(c.isdigit() for c in text):
+        return None
+    words = list(_WORD_RUN.finditer(text))
+    for size in (1, 2, 3, 4):
+        for first in range(len(words) - size + 1):
+            said = text[words[first].start() : words[first + size - 1].end()].rstrip(".")
+            why = missing_day(said, order)
+            if why is not None:
+                return f"{said!r}: {why}"
+    return None
 
 
 def time_candidates(text: str, declaration: KeyDeclaration, today: dt.date | None) -> tuple[Found, ...]:
@@ -217,6 +239,7 @@ __all__ = [
     "date_candidates",
     "email_candidates",
     "enum_candidates",
+    "impossible_date",
     "number_candidates",
     "phone_candidates",
     "time_candidates",

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from llm_fsm.definition._candidates import candidate_kind, candidates_in
+from llm_fsm.definition._candidates import candidate_kind, candidates_in, impossible_date
 from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.definition._spoken import Found
@@ -67,9 +67,14 @@ class Extraction:
     options: tuple[Found, ...] = ()
     written: Any = None
     """For a repair, what the model wrote."""
+    problem: str | None = None
+    """For an ask without options, why what the user said is no value ("'February 30th': February has 28 or 29
+    days"): the user is told, not asked to choose."""
 
     def question(self) -> str:
         """The question an ``ask`` puts to the user."""
+        if self.problem is not None:
+            return self.problem
         return f"did you mean {or_list([f.value for f in self.options])}?"
 
 
@@ -200,6 +205,11 @@ class Extractor:
                 out[key] = Extraction("fill", kind, fitting[0])
             elif key not in holding:
                 out[key] = Extraction("ask", kind, options=tuple(fitting))
+        for key in left_out:
+            if key not in out and key not in holding and self._declared[key][0] == "date":
+                problem = impossible_date(self.message, self._declared[key][1].date_order)
+                if problem is not None:
+                    out[key] = Extraction("ask", "date", problem=problem)
         return out
 
     def _competes(self, other: str, fitting: Sequence[Found]) -> bool:
@@ -236,12 +246,14 @@ def fill(
             continue
         masked = policy.is_sensitive(key)
         reason = "several values the user said fit: which one is meant?" if masked else extraction.question()
+        if extraction.problem is not None:
+            reason = "what the user said names no day" if masked else extraction.problem
         asks.append(
             ContextChange(
                 key=key,
                 applied=False,
                 reason=reason,
-                rule="ambiguous",
+                rule="ambiguous" if extraction.problem is None else "format",
                 extracted=extracted(policy, key, masked),
             )
         )
