@@ -358,7 +358,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     original_version = None
     with contextlib.ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="llm_fsm_sgd_")))
-        paths = write_definitions({n: s for n, s in services.items() if n in used}, scratch)
+        paths = write_definitions({n: s for n, s in services.items() if n in used}, scratch, aliases=args.aliases)
         plain = {name: paths[(name, False)] for name in used}
         declared = {name: paths[(name, True)] for name in used}
         runners: dict[str, Any] = {}
@@ -415,6 +415,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "server": server_label,
             "max_tokens": None if args.oracle else args.max_tokens,
             "fuzzy_right": FUZZY_RIGHT,
+            "aliases": args.aliases,
             "wall_seconds": time.monotonic() - began,
             "command": " ".join(["python", "benchmarks/dst.py", *(args.argv or [])]),
             "revision": revision(),
@@ -583,6 +584,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quiet", dest="progress", action="store_false", help="no progress bar on stderr")
     parser.add_argument("--shared-home", action="store_true", help="use the usual llm_fsm home and its server")
     parser.add_argument("--keep-server", action="store_true", help="leave the local server running at the end")
+    parser.add_argument(
+        "--no-aliases",
+        dest="aliases",
+        action="store_false",
+        help="declare no free-text or categorical aliases (dst_convert.TEXT_ALIASES / CATEGORICAL_ALIASES)",
+    )
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit takes a positive number of dialogues")

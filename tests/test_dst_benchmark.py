@@ -519,3 +519,19 @@ def test_a_categorical_slot_gets_the_words_people_name_its_values_with_unless_al
     )
     assert convert.declaration(slot)["synonyms"]["shared"] == "True"
     assert "shared" not in convert.declaration(slot, aliases=False)["synonyms"]
+
+
+def test_no_aliases_declares_the_definitions_without_the_converters_alias_tables(
+    dataset: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[bool] = []
+    real = dst.write_definitions
+
+    def spy(services: Any, folder: Path, *, aliases: bool = True) -> Any:
+        asked.append(aliases)
+        return real(services, folder, aliases=aliases)
+
+    monkeypatch.setattr(dst, "write_definitions", spy)
+    assert _report(["--oracle", "--data", str(dataset)], capsys)["run"]["aliases"] is True
+    assert _report(["--oracle", "--data", str(dataset), "--no-aliases"], capsys)["run"]["aliases"] is False
+    assert asked == [True, False]
