@@ -363,3 +363,21 @@ def test_every_number_phones_in_finds_is_stored_as_its_value_from_its_span(text:
         assert text[found.start : found.end] == found.text
         assert normalise(declaration, found.text) == found.value
         assert check(declaration, found.value) is None
+
+
+def test_an_extension_is_kept_after_the_number_in_rfc_3966_form() -> None:
+    change = turn("020 7946 0958 ext. 12", "Call me on 020 7946 0958 ext. 12 please")
+    assert change.applied, change.reason
+    assert change.value == E164 + ";ext=12"
+
+
+def test_a_stored_number_with_an_extension_renormalises_to_itself() -> None:
+    from llm_fsm.definition._phone import e164, problem
+
+    assert e164(E164 + ";ext=12", "GB") == E164 + ";ext=12"
+    assert problem(E164 + ";ext=12", "GB") is None
+
+
+def test_an_extension_the_user_never_said_is_not_grounded() -> None:
+    change = turn(E164 + ";ext=99", "Call me on 020 7946 0958 ext. 12 please")
+    assert not (change.applied and change.value == E164 + ";ext=99")

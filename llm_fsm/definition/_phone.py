@@ -68,13 +68,21 @@ def _parsed(text: str, region: str) -> Any:
 
 @functools.lru_cache(maxsize=1024)
 def e164(text: str, region: str) -> str | None:
-    """``text`` as an E.164 number (``+442079460958``) when it is a valid number, else None."""
+    """``text`` as an E.164 number (``+442079460958``, with ``;ext=12`` for an extension) when it is a valid number,
+    else None."""
     phonenumbers = library()
     number = _parsed(text, region)
     if isinstance(number, Exception) or not phonenumbers.is_valid_number(number):
         return None
+    return _stored(number)
+
+
+def _stored(number: Any) -> str:
+    """E.164, and an extension after it as RFC 3966 writes one (``+442079460958;ext=12``): E.164 has no room for
+    it, and dropping it silently stored a number that does not reach the person."""
+    phonenumbers = library()
     formatted: str = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
-    return formatted
+    return f"{formatted};ext={number.extension}" if number.extension else formatted
 
 
 def problem(text: str, region: str | None, *, detail: bool = True) -> str | None:
@@ -143,9 +151,8 @@ def phones_in(text: str, region: str) -> tuple[Found, ...]:
     if sum(c.isdigit() for c in text) < 3:
         return ()
     phonenumbers = library()
-    e164_format = phonenumbers.PhoneNumberFormat.E164
     return tuple(
-        Found(phonenumbers.format_number(match.number, e164_format), match.start, match.end, match.raw_string)
+        Found(_stored(match.number), match.start, match.end, match.raw_string)
         for match in phonenumbers.PhoneNumberMatcher(text, region)
     )
 

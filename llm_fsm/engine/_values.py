@@ -249,7 +249,8 @@ def check(declaration: KeyDeclaration, value: Any, *, shown: Any = None) -> Refu
             return Refusal("format", f"{label} {why}")
         if declaration.format == "email" and (why := email.problem(value, detail=shown is None)) is not None:
             return Refusal("format", f"{label} {why}")
-        if declaration.format is not None and not _format_ok(declaration.format, value):
+        regional = declaration.format == "phone" and declaration.region is not None  # libphonenumber decided
+        if declaration.format is not None and not regional and not _format_ok(declaration.format, value):
             dated = declaration.format == "date" and shown is None
             missing_day = _missing_day(value, declaration.date_order) if dated else None
             if missing_day is not None:  # (not for a masked value: its month and year are not to be shown)
