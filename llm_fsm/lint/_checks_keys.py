@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from llm_fsm.definition import _phone as phone
 from llm_fsm.definition._documents import Path
 from llm_fsm.definition._enums import DONTCARE
 from llm_fsm.definition._keys import KeyDeclaration, fold
@@ -141,7 +142,11 @@ def _stored_problem(declaration: KeyDeclaration, literal: str) -> tuple[str, str
     stored = normalise(declaration, literal)
     if type(stored) is not str:
         return None
-    if declaration.format is not None and not _format_ok(declaration.format, stored):
+    if declaration.format == "phone" and declaration.region is not None:
+        why = phone.problem(stored, declaration.region)  # libphonenumber decides, as the engine does
+        if why is not None:
+            return f"it {why}", None
+    elif declaration.format is not None and not _format_ok(declaration.format, stored):
         return f"it is not {_FORMAT_HINT[declaration.format]}, the declared format", None
     if declaration.min_length is not None and len(stored) < declaration.min_length:
         return f"it is shorter than the declared min_length ({declaration.min_length})", None
