@@ -198,9 +198,8 @@ _ISO_TIME = re.compile(r"\d{2}:\d{2}(?::\d{2})?")
 
 
 def _format_ok(name: str, text: str) -> bool:
-    if name == "email":
-        return email.looks_like(text)
-    if name == "phone":  # (lint's literal check; check() reads a phone key with a region first)
+    """Whether ``text`` has the stored shape of format ``name`` (email, region phones: ``format_problem``)."""
+    if name == "phone":
         return phone.looks_like(text)
     if name == "uri":
         return _URI.fullmatch(text) is not None
@@ -231,6 +230,27 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def format_problem(declaration: KeyDeclaration, value: str, *, detail: bool = True) -> str | None:
+    """Why a string breaks the declared ``format``, completing "'value'..." (`` is not a date (YYYY-MM-DD)``,
+    ``: February has 28 or 29 days``), or None. The one rule the engine's check and lint's conditions share.
+
+    ``detail``: say what is wrong beyond the format's name (not for a masked value: it may quote the value).
+    """
+    name = declaration.format
+    if name is None:
+        return None
+    if name == "phone" and declaration.region is not None:  # libphonenumber decides, in the declared region
+        why = phone.problem(value, declaration.region, detail=detail)
+        return None if why is None else f" {why}"
+    if name == "email":
+        why = email.problem(value, detail=detail)
+        return None if why is None else f" {why}"
+    if _format_ok(name, value):
+        return None
+    missing_day = _missing_day(value, declaration.date_order) if name == "date" and detail else None
+    return f": {missing_day}" if missing_day is not None else f" is not {_FORMAT_HINT[name]}"
+
+
 def check(declaration: KeyDeclaration, value: Any, *, shown: Any = None) -> Refusal | None:
     """Why ``value`` breaks ``declaration``, or None. ``shown`` replaces the value in reasons (masking)."""
     label = _short(value) if shown is None else shown
@@ -245,17 +265,9 @@ def check(declaration: KeyDeclaration, value: Any, *, shown: Any = None) -> Refu
         allowed = ", ".join(map(str, declaration.enum[:12])) + (", ..." if len(declaration.enum) > 12 else "")
         return Refusal("enum", f"{label} is not one of the allowed values ({allowed})")
     if isinstance(value, str):
-        if declaration.format == "phone" and (why := phone.problem(value, declaration.region, detail=shown is None)):
-            return Refusal("format", f"{label} {why}")
-        if declaration.format == "email" and (why := email.problem(value, detail=shown is None)) is not None:
-            return Refusal("format", f"{label} {why}")
-        regional = declaration.format == "phone" and declaration.region is not None  # libphonenumber decided
-        if declaration.format is not None and not regional and not _format_ok(declaration.format, value):
-            dated = declaration.format == "date" and shown is None
-            missing_day = _missing_day(value, declaration.date_order) if dated else None
-            if missing_day is not None:  # (not for a masked value: its month and year are not to be shown)
-                return Refusal("format", f"{label}: {missing_day}")
-            return Refusal("format", f"{label} is not {_FORMAT_HINT[declaration.format]}")
+        why = format_problem(declaration, value, detail=shown is None)
+        if why is not None:
+            return Refusal("format", f"{label}{why}")
         pattern = declaration.compiled_pattern
         if pattern is not None and pattern.search(value) is None:
             return Refusal("pattern", f"{label} does not match the pattern {declaration.pattern!r}")
@@ -525,6 +537,7 @@ __all__ = [
     "Rule",
     "Witness",
     "check",
+    "format_problem",
     "masked",
     "normalise",
     "outside",

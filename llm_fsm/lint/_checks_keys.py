@@ -14,11 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llm_fsm.definition import _phone as phone
 from llm_fsm.definition._documents import Path
 from llm_fsm.definition._enums import DONTCARE
 from llm_fsm.definition._keys import KeyDeclaration, fold
-from llm_fsm.engine._values import _FORMAT_HINT, _format_ok, normalise
+from llm_fsm.engine._values import _FORMAT_HINT, format_problem, normalise
 from llm_fsm.lint._run import LintRun
 from llm_fsm.lint._support import _did_you_mean
 
@@ -142,11 +141,7 @@ def _stored_problem(declaration: KeyDeclaration, literal: str) -> tuple[str, str
     stored = normalise(declaration, literal)
     if type(stored) is not str:
         return None
-    if declaration.format == "phone" and declaration.region is not None:
-        why = phone.problem(stored, declaration.region)  # libphonenumber decides, as the engine does
-        if why is not None:
-            return f"it {why}", None
-    elif declaration.format is not None and not _format_ok(declaration.format, stored):
+    if declaration.format is not None and format_problem(declaration, stored, detail=False) is not None:
         return f"it is not {_FORMAT_HINT[declaration.format]}, the declared format", None
     if declaration.min_length is not None and len(stored) < declaration.min_length:
         return f"it is shorter than the declared min_length ({declaration.min_length})", None
