@@ -97,6 +97,13 @@ def definitions(draw: st.DrawFn) -> FSMDefinition:
 
 
 def model_outputs(ids: list[str]) -> st.SearchStrategy[Any]:
+    return (
+        model_replies(ids) | st.text(max_size=40) | st.sampled_from(INJECTIONS) | st.just(RuntimeError("provider down"))
+    )
+
+
+def model_replies(ids: list[str]) -> st.SearchStrategy[dict[str, Any]]:
+    """Well-formed replies with hostile content: any target, update, intent and flow."""
     target = st.sampled_from(ids + ["nowhere", "S0", ""]) | st.sampled_from(INJECTIONS) | st.text(max_size=10)
     reply = st.fixed_dictionaries(
         {
@@ -114,7 +121,7 @@ def model_outputs(ids: list[str]) -> st.SearchStrategy[Any]:
             "flow": st.sampled_from(["again", "gen", "nope", ""]) | st.none(),
         }
     )
-    return reply | st.text(max_size=40) | st.sampled_from(INJECTIONS) | st.just(RuntimeError("provider down"))
+    return reply
 
 
 def user_messages() -> st.SearchStrategy[str]:
@@ -122,12 +129,20 @@ def user_messages() -> st.SearchStrategy[str]:
 
 
 def hostile_replies(
-    draw: Callable[[st.SearchStrategy[Any]], Any], outputs: st.SearchStrategy[Any]
+    draw: Callable[[st.SearchStrategy[Any]], Any],
+    outputs: st.SearchStrategy[Any] | Callable[[], st.SearchStrategy[Any]],
+    log: list[Any] | None = None,
 ) -> Callable[[LLMRequest], LLMResponse]:
-    """A model for ``FunctionLLM``: each request answered with the next drawn output, raised when it is an exception."""
+    """A model for ``FunctionLLM``: each request answered with the next drawn output, raised when it is an exception.
+
+    ``outputs`` may be a function, asked for the strategy at each request (outputs that depend on the state).
+    ``log`` receives every drawn output, so a run that breaks a property can be written down and replayed.
+    """
 
     def hostile(request: LLMRequest) -> dict[str, Any] | str:
-        out = draw(outputs)
+        out = draw(outputs if isinstance(outputs, st.SearchStrategy) else outputs())
+        if log is not None:
+            log.append(out)
         if isinstance(out, BaseException):
             raise out
         return out if isinstance(out, (dict, str)) else str(out)
