@@ -7,9 +7,11 @@ real engine, and every (flow stack, state) they visit must be in
 ``report.reachable`` whenever the proof completed. ``benchmarks/prove_hostile.py``
 runs 10,000 such runs and counts the configurations the prover missed.
 
-``PROVE_HOSTILE_SAVE=DIR`` writes the definition of a failing example to
-``DIR/<test>.yaml`` (hypothesis replays the shrunk example last, so the file
-left is the smallest one), headed by the run that reached the configuration.
+A failing example is reported as drawn: shrinking one means proving and running
+hundreds of candidates, minutes past the test's timeout. ``PROVE_HOSTILE_SAVE=DIR``
+turns shrinking on and writes the definition of each failing candidate to
+``DIR/<test>.yaml`` (hypothesis replays the shrunk example last, so the file left
+is the smallest one), headed by the run that reached the configuration.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import os
 from pathlib import Path
 
 from hostile_strategies import definitions
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from prove_hostile_cases import Case, form_cases, found_yaml, hostile_case, run, unreachable
 
@@ -26,6 +28,8 @@ from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.lint import prove
 
 EXAMPLES = int(os.environ.get("PROVE_HOSTILE_EXAMPLES", "25"))
+SAVE = os.environ.get("PROVE_HOSTILE_SAVE")
+PHASES = tuple(Phase) if SAVE else tuple(p for p in Phase if p is not Phase.shrink)
 RUNS = 3
 TURNS = 8
 
@@ -37,18 +41,16 @@ def check(case: Case, data: st.DataObject, name: str) -> None:
     for _ in range(RUNS):
         steps = run(case, data.draw, TURNS)
         missed = unreachable(report.reachable, steps)
-        if missed:
-            folder = os.environ.get("PROVE_HOSTILE_SAVE")
-            if folder:
-                Path(folder).mkdir(parents=True, exist_ok=True)
-                (Path(folder) / f"{name}.yaml").write_text(found_yaml(case, steps, missed[0]), encoding="utf-8")
+        if missed and SAVE:
+            Path(SAVE).mkdir(parents=True, exist_ok=True)
+            (Path(SAVE) / f"{name}.yaml").write_text(found_yaml(case, steps, missed[0]), encoding="utf-8")
         assert not missed, (
             f"the prover called {missed[0].configuration} unreachable; a hostile run reached it:\n"
             + found_yaml(case, steps, missed[0])
         )
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, phases=PHASES, suppress_health_check=[HealthCheck.too_slow])
 @given(definition=definitions(), data=st.data())
 def test_no_hostile_run_reaches_what_the_prover_called_unreachable(
     definition: FSMDefinition, data: st.DataObject
@@ -56,7 +58,7 @@ def test_no_hostile_run_reaches_what_the_prover_called_unreachable(
     check(hostile_case(definition), data, "hostile_model")
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, phases=PHASES, suppress_health_check=[HealthCheck.too_slow])
 @given(case=form_cases(), data=st.data())
 def test_no_hostile_run_of_a_generated_form_reaches_what_the_prover_called_unreachable(
     case: Case, data: st.DataObject
