@@ -11,14 +11,15 @@ best of the rounds:
 - ``lint``: the baseline, today's lint on the same loaded definition,
   ``lint_definition`` plus ``lint_flows`` with the same kind of resolver.
 
-It prints per definition: states, abstract configurations explored, the bound,
+It prints per definition: states, abstract configurations explored, the engine
+turns the prover ran to explore them (its cost is about these turns), the bound,
 whether the exploration completed, each property's status, the findings, the
 seconds of both, prove ÷ lint, and prove ÷ its target with met or MISSED (issue
 22: each shipped definition ≤ 2 s, a generated 300-state form ≤ 30 s; the other
 sizes have no target). A round whose proof takes more than ``--slow`` seconds
 is not repeated.
 
-    python benchmarks/prove.py                                   # everything (a minute or so)
+    python benchmarks/prove.py                                   # everything
     python benchmarks/prove.py --shipped simple_greeting --states 20 --repeat 1
     python benchmarks/prove.py --shipped none --states 300 --subflow --json
 """
@@ -26,12 +27,14 @@ is not repeated.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
+import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +68,7 @@ class Row:
     name: str
     states: int
     explored: int
+    turns: int
     bound: int
     complete: bool
     statuses: dict[str, str]
@@ -74,10 +78,11 @@ class Row:
     target_s: float | None
     rounds: int
     reasons: dict[str, str] = field(default_factory=dict)
+    stopped: bool = False
 
     @property
     def met(self) -> bool | None:
-        return None if self.target_s is None else self.prove_s <= self.target_s
+        return None if self.target_s is None else self.prove_s <= self.target_s and not self.stopped
 
 
 def shipped_files() -> list[Path]:
@@ -102,6 +107,26 @@ def file_resolver() -> Resolve:
     return resolve
 
 
+class Stopped(Exception):
+    """A proof ran past ``--timeout``."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise ``Stopped`` in this (main) thread after ``seconds``: one slow proof must not stall the whole run."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Stopped
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def measure(
     name: str,
     definition: FSMDefinition,
@@ -110,10 +135,11 @@ def measure(
     target: float | None,
     repeat: int,
     slow: float,
+    timeout: float,
     max_configurations: int,
 ) -> Row:
     """Best of ``repeat`` rounds of prove and of lint on one definition, taking turns."""
-    from llm_fsm.lint import prove
+    from llm_fsm.lint import ProofReport, prove
 
     def run_lint() -> None:
         lint_definition(definition)
@@ -121,7 +147,7 @@ def measure(
             lint_flows(definition, new_resolver())
 
     best_prove = best_lint = float("inf")
-    report: Any = None
+    report: ProofReport | None = None
     rounds = 0
     for _ in range(repeat):
         rounds += 1
@@ -131,32 +157,41 @@ def measure(
         best_lint = min(best_lint, time.perf_counter() - start)
         gc.collect()
         start = time.perf_counter()
-        report = prove(definition, resolve=new_resolver(), max_configurations=max_configurations)
+        try:
+            with time_limit(timeout):
+                report = prove(definition, resolve=new_resolver(), max_configurations=max_configurations)
+        except Stopped:
+            best_prove = min(best_prove, time.perf_counter() - start)
+            break
         seconds = time.perf_counter() - start
         best_prove = min(best_prove, seconds)
         if seconds > slow:
             break
-    return Row(
-        name=name,
-        states=len(definition.states),
-        explored=report.explored,
-        bound=report.bound,
-        complete=report.complete,
-        statuses={p: report.status(p) for p in PROPERTIES},
-        findings=[f"{f.code} {f.property} at {f.state}" + (f" in {f.flow}" if f.flow else "") for f in report.findings],
-        prove_s=best_prove,
-        lint_s=best_lint,
-        target_s=target,
-        rounds=rounds,
-        reasons={p: r.reason for p, r in report.properties.items() if r.reason},
+    row = Row(
+        name, len(definition.states), 0, 0, max_configurations, False, {}, [], best_prove, best_lint, target, rounds
     )
+    if report is None:
+        row.stopped = True
+        return row
+    row.explored, row.turns, row.complete = report.explored, report.turns, report.complete
+    row.statuses = {p: report.status(p) for p in PROPERTIES}
+    row.findings = [
+        f"{f.code} {f.property} at {f.state}" + (f" in {f.flow}" if f.flow else "") for f in report.findings
+    ]
+    row.reasons = {p: r.reason for p, r in report.properties.items() if r.reason}
+    return row
 
 
 def rows_for(args: argparse.Namespace) -> list[Row]:
     from llm_fsm.utilities import load_fsm_definition
 
     rows: list[Row] = []
-    options = {"repeat": args.repeat, "slow": args.slow, "max_configurations": args.max_configurations}
+    options = {
+        "repeat": args.repeat,
+        "slow": args.slow,
+        "timeout": args.timeout,
+        "max_configurations": args.max_configurations,
+    }
     if not args.json:
         print(HEADER)
     wanted = None if args.shipped == "all" else {s for s in args.shipped.split(",") if s and s != "none"}
@@ -177,7 +212,7 @@ def rows_for(args: argparse.Namespace) -> list[Row]:
 
 _SHORT = {"proved": "proved", "failed": "FAILED", "unknown": "unknown"}
 HEADER = (
-    f"{'definition':<34} {'states':>6} {'explored':>8} {'bound':>7} {'complete':>8}  "
+    f"{'definition':<34} {'states':>6} {'explored':>8} {'turns':>8} {'bound':>7} {'complete':>8}  "
     + " ".join(f"{p:>13}" for p in PROPERTIES)
     + f" {'prove s':>8} {'lint s':>7} {'÷ lint':>7} {'target':>6} {'÷ target':>12}"
 )
@@ -190,8 +225,16 @@ def print_row(row: Row, as_json: bool) -> None:
     if row.target_s is not None:
         target = f"{row.target_s:.0f} s"
         verdict = f"{row.prove_s / row.target_s:.3f} " + ("met" if row.met else "MISSED")
+    if row.stopped:
+        print(
+            f"{row.name:<34} {row.states:>6}  proof stopped by --timeout after {row.prove_s:.0f} s; "
+            f"lint {row.lint_s:.3f} s; target {target}: " + ("MISSED" if row.target_s is not None else "-"),
+            flush=True,
+        )
+        return
     print(
-        f"{row.name:<34} {row.states:>6} {row.explored:>8,} {row.bound:>7,} {'yes' if row.complete else 'NO':>8}  "
+        f"{row.name:<34} {row.states:>6} {row.explored:>8,} {row.turns:>8,} {row.bound:>7,} "
+        f"{'yes' if row.complete else 'NO':>8}  "
         + " ".join(f"{_SHORT.get(row.statuses[p], row.statuses[p]):>13}" for p in PROPERTIES)
         + f" {row.prove_s:>8.3f} {row.lint_s:>7.3f} {row.prove_s / row.lint_s:>7.1f} {target:>6} {verdict:>12}",
         flush=True,
@@ -208,7 +251,8 @@ def summary(rows: Sequence[Row], args: argparse.Namespace) -> list[str]:
         f"best of {args.repeat} rounds (a proof slower than {args.slow:g} s is not repeated); "
         f"max_configurations {args.max_configurations:,}; generated forms: seed {args.seed}"
         + (", with a sub-flow" if args.subflow else ""),
-        "explored: abstract configurations the prover explored; bound: where it stops (complete NO = stopped there)",
+        "explored: abstract configurations the prover explored; turns: engine turns (run_turn) it ran to explore them; "
+        "bound: where it stops (complete NO = stopped there)",
         "lint s: lint_definition (+ lint_flows when the definition declares sub-flows) on the same definition",
         "÷ lint: prove s over lint s; ÷ target: prove s over the issue's target (met: <= 1)",
     ]
@@ -226,9 +270,12 @@ def summary(rows: Sequence[Row], args: argparse.Namespace) -> list[str]:
                 f"target: {row.name} states <= {row.target_s:g} s: {'met' if row.met else 'MISSED'} "
                 f"({row.prove_s:.3f} s)"
             )
-    incomplete = [r.name for r in rows if not r.complete]
+    incomplete = [r.name for r in rows if not r.complete and not r.stopped]
     if incomplete:
         lines.append("stopped at the bound (properties it could not decide are unknown): " + ", ".join(incomplete))
+    stopped = [r.name for r in rows if r.stopped]
+    if stopped:
+        lines.append(f"stopped after --timeout {args.timeout:g} s: " + ", ".join(stopped))
     return lines
 
 
@@ -245,6 +292,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--subflow", action="store_true", help="the generated forms declare a sub-flow")
     parser.add_argument("--repeat", type=int, default=3, help="rounds per definition (best of them)")
     parser.add_argument("--slow", type=float, default=10.0, help="a proof slower than this (s) is not repeated")
+    parser.add_argument("--timeout", type=float, default=300.0, help="a proof is stopped after this (s)")
     parser.add_argument("--max-configurations", type=int, default=20_000, help="the prover's bound")
     parser.add_argument("--json", action="store_true", help="the same figures as JSON")
     args = parser.parse_args(argv)

@@ -143,7 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs-per-definition", type=int, default=5)
     parser.add_argument("--turns", type=int, default=10, help="turns per run at most")
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: " + ", ".join(KINDS))
-    parser.add_argument("--max-configurations", type=int, default=20_000, help="the prover's bound")
+    parser.add_argument(
+        "--max-configurations",
+        type=int,
+        default=200,
+        help="the prover's bound (a definition whose proof reaches it is not checked: counted as bound hit)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--found", default=str(REPO_ROOT / "tests" / "prove_hostile_found"), help="where a miss's definition goes"

@@ -194,10 +194,12 @@ def mostly(usual: st.SearchStrategy[Any], rare: st.SearchStrategy[Any]) -> st.Se
 
 
 @st.composite
-def form_cases(draw: st.DrawFn) -> Case:
-    """A small generated form (6 to 14 states, any seed, with or without the sub-flow) and its hostile model."""
+def form_cases(draw: st.DrawFn, max_states: int = 14) -> Case:
+    """A small generated form (6 to ``max_states`` states, any seed, with or without the sub-flow) and its hostile
+    model."""
     subflow = draw(st.booleans())
-    definition = _prove_defs.definition(draw(st.integers(6, 14)), seed=draw(st.integers(0, 10_000)), subflow=subflow)
+    states = draw(st.integers(_prove_defs.MIN_STATES, max_states))
+    definition = _prove_defs.definition(states, seed=draw(st.integers(0, 10_000)), subflow=subflow)
     sub = FSMDefinition.model_validate(_prove_defs.subflow_document())
     said = _said(definition) + _said(sub)
     messages = st.lists(st.sampled_from(said), max_size=3).map(" ".join) | st.text(max_size=20)

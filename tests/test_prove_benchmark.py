@@ -129,12 +129,12 @@ def test_the_prove_benchmark_prints_its_figures_and_exits_0() -> None:
 
     assert done.returncode == 0, done.stderr
     header, *rows = done.stdout.splitlines()
-    assert header.split()[:5] == ["definition", "states", "explored", "bound", "complete"]
+    assert header.split()[:6] == ["definition", "states", "explored", "turns", "bound", "complete"]
     assert "÷ lint" in header and "÷ target" in header
     greeting = next(r for r in rows if r.startswith("simple_greeting"))
     generated = next(r for r in rows if r.startswith("generated 20"))
     assert greeting.split()[1] == "2" and " 2 s " in greeting and ("met" in greeting or "MISSED" in greeting)
-    assert generated.split()[2] == "20" and generated.split()[4] in ("yes", "NO")
+    assert generated.split()[2] == "20" and generated.split()[6] in ("yes", "NO")
     assert any(r.startswith("target: each shipped definition <= 2 s: ") for r in rows)
 
 
