@@ -119,7 +119,7 @@ def test_a_cooperative_model_fills_a_generated_form_to_its_end() -> None:
 
 def test_the_prove_benchmark_prints_its_figures_and_exits_0() -> None:
     done = subprocess.run(
-        [sys.executable, "benchmarks/prove.py", "--shipped", "simple_greeting", "--states", "20", "--repeat", "1"],
+        [sys.executable, "benchmarks/prove.py", "--shipped", "simple_greeting", "--states", "6", "--repeat", "1"],
         cwd=ROOT,
         env=ENV,
         capture_output=True,
@@ -132,24 +132,35 @@ def test_the_prove_benchmark_prints_its_figures_and_exits_0() -> None:
     assert header.split()[:6] == ["definition", "states", "explored", "turns", "bound", "complete"]
     assert "÷ lint" in header and "÷ target" in header
     greeting = next(r for r in rows if r.startswith("simple_greeting"))
-    generated = next(r for r in rows if r.startswith("generated 20"))
+    generated = next(r for r in rows if r.startswith("generated 6"))
     assert greeting.split()[1] == "2" and " 2 s " in greeting and ("met" in greeting or "MISSED" in greeting)
-    assert generated.split()[2] == "20" and generated.split()[6] in ("yes", "NO")
+    assert generated.split()[2] == "6" and generated.split()[6] in ("yes", "NO")
     assert any(r.startswith("target: each shipped definition <= 2 s: ") for r in rows)
 
 
 def test_the_prove_benchmark_gives_the_same_figures_as_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert prove_benchmark.main(["--shipped", "none", "--states", "20", "--subflow", "--repeat", "1", "--json"]) == 0
+    assert prove_benchmark.main(["--shipped", "none", "--states", "6", "--subflow", "--repeat", "1", "--json"]) == 0
 
     (row,) = json.loads(capsys.readouterr().out)["rows"]
-    assert (row["name"], row["states"], row["target_s"], row["met"]) == ("generated 20 +flow", 20, None, None)
+    assert (row["name"], row["states"], row["target_s"], row["met"]) == ("generated 6 +flow", 6, None, None)
     assert set(row["statuses"]) == {"no_trap", "progress", "no_model_gate", "flows_return"}
     assert row["explored"] > 0 and row["bound"] > 0 and row["prove_s"] > 0 and row["lint_s"] > 0
 
 
 def test_the_hostile_cross_check_counts_the_misses_and_exits_0(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "benchmarks/prove_hostile.py", "--runs", "20", "--turns", "3", "--found", str(tmp_path)],
+        [
+            sys.executable,
+            "benchmarks/prove_hostile.py",
+            "--runs",
+            "20",
+            "--turns",
+            "3",
+            "--max-configurations",
+            "50",
+            "--found",
+            str(tmp_path),
+        ],
         cwd=ROOT,
         env=ENV,
         capture_output=True,
