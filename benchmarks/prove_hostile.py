@@ -7,8 +7,10 @@ headed by the run that reached the configuration). Half the runs are on the
 hostile-model property's definitions (undeclared keys, arbitrary guards, a
 sub-flow that calls itself), half on small generated forms (declared enums,
 bounded integers, booleans, read-backs, actions whose backend answers anything
-or fails, a sub-flow); each definition is proved once, then ``--runs-per-definition``
-hostile conversations of up to ``--turns`` turns run on the real engine.
+or fails, a sub-flow); each definition is proved once (bounded by
+``--max-configurations``: a proof that reaches it is not checked), then
+``--runs-per-definition`` hostile conversations of up to ``--turns`` turns run
+on the real engine.
 
     python benchmarks/prove_hostile.py                  # 10,000 runs
     python benchmarks/prove_hostile.py --runs 500 --turns 8
@@ -63,15 +65,17 @@ def size(case: Case) -> int:
     return sum(1 + len(s.transitions) for s in case.definition.states.values())
 
 
-def sweep(kind: str, runs: int, per_definition: int, turns: int, max_configurations: int, rng_seed: int) -> Tally:
+def sweep(kind: str, runs: int, args: argparse.Namespace) -> Tally:
     from llm_fsm.lint import prove
 
+    per_definition, turns, max_configurations = args.runs_per_definition, args.turns, args.max_configurations
     tally = Tally(kind)
-    cases: st.SearchStrategy[Case] = form_cases() if kind == "generated_form" else definitions().map(hostile_case)
+    forms = form_cases(max_states=args.form_states)
+    cases: st.SearchStrategy[Case] = forms if kind == "generated_form" else definitions().map(hostile_case)
 
-    @seed(rng_seed)
+    @seed(args.seed)
     @settings(
-        max_examples=max(1, -(-runs // per_definition)),
+        max_examples=max(1, runs),  # a proof that reaches its bound gives no runs: keep drawing until enough ran
         phases=[Phase.generate],
         database=None,
         deadline=None,
@@ -126,7 +130,7 @@ def report_lines(tallies: Sequence[Tally], args: argparse.Namespace, found: list
     runs = sum(t.runs for t in tallies)
     lines += [
         f"{runs:,} hostile runs of up to {args.turns} turns, {args.runs_per_definition} per definition, "
-        f"seed {args.seed}",
+        f"forms of 6 to {args.form_states} states, seed {args.seed}",
         "proved: definitions whose proof completed (only those are checked); bound hit: stopped at "
         f"--max-configurations {args.max_configurations:,}; reachable: configurations the prover found, summed",
         "visited: configurations the runs ended a turn in (the opening included); distinct: per definition, summed",
@@ -140,7 +144,8 @@ def report_lines(tallies: Sequence[Tally], args: argparse.Namespace, found: list
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=10_000, help="hostile runs in all, split between the kinds")
-    parser.add_argument("--runs-per-definition", type=int, default=5)
+    parser.add_argument("--runs-per-definition", type=int, default=10)
+    parser.add_argument("--form-states", type=int, default=9, help="the largest generated form (6 states at least)")
     parser.add_argument("--turns", type=int, default=10, help="turns per run at most")
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: " + ", ".join(KINDS))
     parser.add_argument(
@@ -161,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tallies = []
     for i, kind in enumerate(kinds):
         share = args.runs // len(kinds) + (1 if i < args.runs % len(kinds) else 0)
-        tally = sweep(kind, share, args.runs_per_definition, args.turns, args.max_configurations, args.seed)
+        tally = sweep(kind, share, args)
         tallies.append(tally)
     found: list[Path] = []
     for tally in tallies:
