@@ -30,6 +30,8 @@ class ProofStep:
     actions: dict[str, dict[str, Any]]
     state: str
     stack: tuple[str, ...]
+    application: dict[str, Any] | None = None
+    """Not a turn: the application wrote these keys between turns (a script's ``application:`` step)."""
 
 
 @dataclass(frozen=True)
@@ -115,9 +117,13 @@ class ProofReport:
             reference = os.path.relpath(os.path.abspath(definition_path), os.path.abspath(relative_to))
         turns: list[dict[str, Any]] = []
         for index, step in enumerate(finding.path):
-            turn: dict[str, Any] = {"user": step.user, "model": step.model}
-            if step.actions:
-                turn["actions"] = step.actions
+            turn: dict[str, Any]
+            if step.application is not None:
+                turn = {"application": {"context": step.application}}
+            else:
+                turn = {"user": step.user, "model": step.model}
+                if step.actions:
+                    turn["actions"] = step.actions
             expect: dict[str, Any] = {"state": step.state, "stack": list(step.stack)}
             if index == len(finding.path) - 1:
                 expect.update(finding.expect)
