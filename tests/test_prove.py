@@ -369,3 +369,9 @@ def test_the_report_is_json_ready() -> None:
     assert document["properties"]["no_model_gate"]["status"] == "failed"
     assert document["findings"][0]["code"] == "FSM044" and document["findings"][0]["path"]
     assert document["states"]["confirm"]["no_model_gate"] == "failed"
+
+
+def test_per_state_statuses_mark_failed_only_where_a_finding_is() -> None:
+    statuses = prove(definition(gate({"type": "boolean"}))).state_status
+    assert statuses["confirm"]["no_model_gate"] == "failed"
+    assert statuses["amount"]["no_model_gate"] == "proved"

@@ -87,10 +87,14 @@ class ProofReport:
 
     @property
     def state_status(self) -> dict[str, dict[str, str]]:
-        """Per state of the root definition: each property's status there ("failed" where a finding names it)."""
+        """Per state of the root definition, each property's status there: "failed" where a finding names the
+        state, "unknown" where the property is unknown, else "proved" (nothing breaks it at this state, even when
+        it fails elsewhere: a diagram shows where)."""
         out: dict[str, dict[str, str]] = {}
         for state in self.states:
-            out[state] = {name: result.status for name, result in self.properties.items()}
+            out[state] = {
+                name: "unknown" if result.status == "unknown" else "proved" for name, result in self.properties.items()
+            }
         for finding in self.findings:
             if finding.flow is None and finding.state in out:
                 out[finding.state][finding.property] = "failed"
