@@ -375,3 +375,20 @@ def test_per_state_statuses_mark_failed_only_where_a_finding_is() -> None:
     statuses = prove(definition(gate({"type": "boolean"}))).state_status
     assert statuses["confirm"]["no_model_gate"] == "failed"
     assert statuses["amount"]["no_model_gate"] == "proved"
+
+
+def test_a_state_leading_only_into_a_stuck_state_is_reported_once_as_progress() -> None:
+    contradiction = {"and": [{">": [{"var": "amount"}, 400]}, {"<": [{"var": "amount"}, 100]}]}
+    data = changed(
+        confirm={
+            "transitions": [
+                {
+                    "target_state": "paid",
+                    "description": "x",
+                    "conditions": [{"description": "never", "logic": contradiction}],
+                }
+            ]
+        }
+    )
+    report = prove(definition(data))
+    assert [(f.property, f.state) for f in report.findings] == [("progress", "confirm")]

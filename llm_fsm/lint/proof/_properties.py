@@ -156,7 +156,8 @@ class Judge:
         return stuck
 
     def _traps(self, claims: list[Claim], stuck: set[Place]) -> None:
-        finishing = self._reach_back(n.index for n in self.nodes if _goal(n))
+        # a configuration that can reach a state nothing leaves is that state's progress finding, not a trap of its own
+        finishing = self._reach_back(n.index for n in self.nodes if _goal(n) or _place(n) in stuck)
         covered: set[int] = set()
         for node in self.nodes:
             if node.settled or node.index in finishing or node.stack or _place(node) in stuck:
