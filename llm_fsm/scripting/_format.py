@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from llm_fsm.engine._context import _valid_path
 from llm_fsm.engine._records import Intent, VerdictKind
 from llm_fsm.engine._values import Rule
 from llm_fsm.llm.fakes import script_reply
@@ -238,12 +239,34 @@ class OperatorStep(_Strict):
         return next(name for name in _OPERATOR_ACTIONS if getattr(self, name) not in (None, False))
 
 
+class ApplicationStep(_Strict):
+    """The application's write between the user's turns: ``context:`` keys set as ``FSMManager.update_context``
+    sets them (declared keys checked, ``null`` removes), so a script can say what the application provided and
+    when, as a hook or a backend would."""
+
+    context: dict[str, Any] = Field(description="Keys (dot paths nest) → the value the application writes.")
+
+    @field_validator("context")
+    @classmethod
+    def _key_paths(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # the engine skips a key that is no path without a word: the script would claim a write that never was
+        if not value:
+            raise ValueError("an application step writes at least one key")
+        for key in value:
+            if not _valid_path(key):
+                raise ValueError(f"{key!r} is not a key path (dot-separated names, none empty)")
+        return value
+
+
+_STEP_KINDS = ("user", "operator", "application")
+
+
 class TurnSpec(_Strict):
     user: str | list[dict[str, Any]] | None = Field(
         default=None,
         description=(
             "The user's message: text, or content parts as litellm takes them ([{type: text, text: ...}, "
-            "{type: image_url, image_url: {url: ...}}]); or give operator: instead."
+            "{type: image_url, image_url: {url: ...}}]); or give operator: or application: instead."
         ),
     )
     metadata: dict[str, Any] | None = Field(
@@ -251,6 +274,9 @@ class TurnSpec(_Strict):
     )
     operator: OperatorStep | None = Field(
         default=None, description="An operator's act instead of a user message: hand off, post, resume, force."
+    )
+    application: ApplicationStep | None = Field(
+        default=None, description="The application's write instead of a user message: context keys it sets."
     )
     model: ModelReply | None = Field(default=None, description="The model's answer in offline runs.")
     regenerate: ModelReply | None = Field(
@@ -267,13 +293,25 @@ class TurnSpec(_Strict):
     def _user_or_operator(self) -> TurnSpec:
         if isinstance(self.user, list) and not self.user:
             raise ValueError("user: as content parts needs at least one part")
-        if (self.user is None) == (self.operator is None):
-            raise ValueError("a step has either user: (a message) or operator: (an operator's act), not both")
-        if self.operator is not None and self.metadata is not None:
-            raise ValueError("metadata: belongs to a user message; an operator step has none")
-        if self.operator is not None and (self.model is not None or self.regenerate is not None):
-            raise ValueError("an operator step calls no model; remove model:/regenerate:")
+        given = [f"{kind}:" for kind in _STEP_KINDS if getattr(self, kind) is not None]
+        if len(given) != 1:
+            together = f"not both {given[0]} and {given[1]}" if len(given) == 2 else "not all three"
+            raise ValueError(
+                "a step has exactly one of user: (a message), operator: (an operator's act), application: "
+                f"(the application's write){'; ' + together if given else ''}"
+            )
+        if self.user is None and self.metadata is not None:
+            raise ValueError(f"metadata: belongs to a user message; an {self.kind} step has none")
+        if self.user is None and (self.model is not None or self.regenerate is not None):
+            raise ValueError(f"an {self.kind} step calls no model; remove model:/regenerate:")
         return self
+
+    @property
+    def kind(self) -> Literal["user", "operator", "application"]:
+        """Who acts in this step: the user (a turn), an operator, or the application."""
+        if self.operator is not None:
+            return "operator"
+        return "application" if self.application is not None else "user"
 
 
 class ConversationSpec(_Strict):
@@ -310,6 +348,7 @@ class ScriptDocument(_Strict):
 
 __all__ = [
     "ActionStub",
+    "ApplicationStep",
     "ActionStubs",
     "ContextExpectation",
     "ConversationSpec",

@@ -31,6 +31,7 @@ from llm_fsm.scripting._files import RECORDING_FORMAT, is_recording_file
 from llm_fsm.scripting._format import (
     ActionStub,
     ActionStubs,
+    ApplicationStep,
     ContextExpectation,
     ConversationSpec,
     Expectation,
@@ -284,6 +285,7 @@ __all__ = [
     "DEFAULT_OPENING",
     "ActionStub",
     "ActionStubs",
+    "ApplicationStep",
     "ContextExpectation",
     "ConversationSpec",
     "Discovery",
