@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 
+from llm_fsm.cli._app import EXIT_UNREADABLE, main
 from llm_fsm.definition._graph import graph_from_document
 from llm_fsm.renderers import RENDERERS, Extras, Proof, extras_from_document, render
 
+ROOT = Path(__file__).resolve().parents[1]
 PROPERTIES = ("no_trap", "progress", "no_model_gate", "flows_return")
 
 
@@ -89,6 +94,32 @@ def test_dot_fills_a_failed_state_red_and_lists_its_statuses_under_its_name() ->
     assert 'label="proof: no_trap proved, progress failed, no_model_gate proved, flows_return unknown";' in out
 
 
+def report(*, complete: bool) -> Any:
+    """A ProofReport's reading: progress failed, its finding at ``stuck``; every state given the failed status."""
+    return SimpleNamespace(
+        properties={name: SimpleNamespace(status=proved(progress="failed")[name]) for name in PROPERTIES},
+        findings=[SimpleNamespace(state="stuck", property="progress", flow=None)],
+        complete=complete,
+        state_status={state: proved(progress="failed") for state in ("ask", "stuck", "done")},
+    )
+
+
+def test_a_failed_property_is_failed_only_at_the_states_its_findings_name() -> None:
+    proof = Proof.of_report(report(complete=True))
+    assert proof.properties["progress"] == "failed"
+    assert {state: mark.statuses["progress"] for state, mark in proof.states.items()} == {
+        "ask": "proved",
+        "stuck": "failed",
+        "done": "proved",
+    }
+
+
+def test_elsewhere_a_failed_property_is_unknown_when_the_exploration_hit_its_bound() -> None:
+    proof = Proof.of_report(report(complete=False))
+    assert proof.states["ask"].statuses["progress"] == "unknown"
+    assert proof.states["stuck"].statuses["progress"] == "failed"
+
+
 @pytest.mark.parametrize("fmt", sorted(RENDERERS))
 def test_without_a_proof_the_diagrams_are_unchanged(fmt: str) -> None:
     data = doc()
@@ -108,3 +139,52 @@ def test_a_confirmation_step_stays_blue_when_a_property_failed_there() -> None:
     extras: Extras = dataclasses.replace(extras_from_document(data), proof=PROOF)
     out = render(graph_from_document(data), "dot", extras)
     assert 'style="rounded,bold,filled", color=blue, fillcolor="#ffdddd"' in out
+
+
+# --- llm-fsm graph --prove ------------------------------------------------------------------------
+
+
+def graph(*args: str) -> Result:
+    return CliRunner().invoke(main, ["graph", *args])
+
+
+@pytest.fixture
+def gate() -> Path:
+    """A payment gated by a boolean the model may set by itself: no_model_gate fails at ``check``."""
+    return ROOT / "tests" / "data" / "proof_views" / "gate.yaml"
+
+
+def test_graph_prove_marks_the_state_where_a_property_failed(gate: Path) -> None:
+    result = graph(str(gate), "--format", "text", "--prove")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "no_model_gate failed" in lines[2]
+    assert "check  [✗ failed: no_model_gate]" in lines
+    assert "ask  [initial, ✓ proved]" in lines
+
+
+def test_graph_prove_draws_the_failed_state_red_in_mermaid(gate: Path) -> None:
+    result = graph(str(gate), "--prove")
+    assert result.exit_code == 0, result.output
+    assert 'state "check<br/>✗ failed#58; no_model_gate" as s1' in result.output
+    assert "class s1 proof_failed" in result.output
+
+
+def test_graph_without_prove_is_unchanged(gate: Path) -> None:
+    plain = graph(str(gate), "--format", "dot").output
+    assert "proof" not in plain and "fillcolor" not in plain
+
+
+def test_graph_prove_proves_through_sub_flows_found_beside_the_file() -> None:
+    result = graph(str(ROOT / "definitions" / "flight_booking.yaml"), "--format", "text", "--prove")
+    assert result.exit_code == 0, result.output
+    assert "flows_return proved" in result.output.splitlines()[2]
+
+
+def test_graph_prove_of_a_file_that_does_not_load_exits_2(gate: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(
+        gate.read_text(encoding="utf-8").replace("initial_state: ask", "initial_state: nowhere"), encoding="utf-8"
+    )
+    assert graph(str(broken), "--prove").exit_code == EXIT_UNREADABLE
+    assert graph(str(broken)).exit_code == 0  # drawn as ever without --prove
