@@ -7,7 +7,7 @@ import { ApiError, forgetKey, getJSON, postJSON, segment, storeKey, storedKey, s
 import { append, clear, el, show, time } from "./dom.js";
 import { draw, fitDiagram, initMermaid, pathFromTrace } from "./diagram.js";
 import { renderTurn, scrolling } from "./explain.js";
-import { showProof } from "./proof.js";
+import { proveWhenOpen } from "./proof.js";
 import { conversationHash, definitionHash, parseRoute } from "./route.js";
 
 const $ = (id) => document.getElementById(id);
@@ -125,12 +125,12 @@ async function loadDefinitions() {
 
 async function showLint(definitionId) {
   const box = clear($("lint"));
-  const proof = el("div", { id: "proof", className: "proof" });
+  const proof = el("div", { id: "proof", className: "proof" }, el("h4", {}, "Proof"));
   try {
     const { findings } = await getJSON(`v1/definitions/${segment(definitionId)}/lint`);
     if (!findings.length) {
       box.append(el("p", { className: "note" }, `${definitionId}: no finding.`), proof);
-      showProof(proof, definitionId);
+      proveWhenOpen($("lint-section"), proof, definitionId);
       return findings;
     }
     box.append(
@@ -150,7 +150,7 @@ async function showLint(definitionId) {
       ),
       proof,
     );
-    showProof(proof, definitionId);
+    proveWhenOpen($("lint-section"), proof, definitionId);
     return findings;
   } catch (error) {
     box.append(el("p", { className: "error" }, String(error.message ?? error)));

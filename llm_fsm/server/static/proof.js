@@ -1,6 +1,8 @@
 // The prover's answer for a definition (GET v1/definitions/{id}/prove) in the lint panel: each property
 // proved, failed or unknown, the findings with how many turns lead into each, and each state's statuses.
-// Asked after the lint findings are shown: a proof can take seconds the first time (then the server keeps it).
+// Asked after the lint findings are shown, and only while the panel is open: the first proof of a definition
+// costs the server seconds of work (then it keeps it), which browsing conversations with the panel folded
+// should not cause.
 
 import { getJSON, segment } from "./api.js";
 import { el } from "./dom.js";
@@ -76,4 +78,23 @@ export async function showProof(holder, definitionId) {
   } catch (error) {
     holder.replaceChildren(el("h4", {}, "Proof"), el("p", { className: "error" }, String(error.message ?? error)));
   }
+}
+
+let pending = null; // the proof the panel will show once it is opened: { section, holder, definitionId }
+
+function provePending() {
+  if (!pending || !pending.section.open) return;
+  const { holder, definitionId } = pending;
+  pending = null;
+  if (holder.isConnected) showProof(holder, definitionId); // not a holder the panel dropped meanwhile
+}
+
+// `holder` gets the proof of `definitionId` now if `section` is open, else when it is next opened.
+export function proveWhenOpen(section, holder, definitionId) {
+  if (!section.dataset.proofWatched) {
+    section.dataset.proofWatched = "1";
+    section.addEventListener("toggle", provePending);
+  }
+  pending = { section, holder, definitionId };
+  provePending();
 }
