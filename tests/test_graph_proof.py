@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -92,32 +91,6 @@ def test_dot_fills_a_failed_state_red_and_lists_its_statuses_under_its_name() ->
     )
     assert 'fillcolor="#e6f4ea"' in out
     assert 'label="proof: no_trap proved, progress failed, no_model_gate proved, flows_return unknown";' in out
-
-
-def report(*, complete: bool) -> Any:
-    """A ProofReport's reading: progress failed, its finding at ``stuck``; every state given the failed status."""
-    return SimpleNamespace(
-        properties={name: SimpleNamespace(status=proved(progress="failed")[name]) for name in PROPERTIES},
-        findings=[SimpleNamespace(state="stuck", property="progress", flow=None)],
-        complete=complete,
-        state_status={state: proved(progress="failed") for state in ("ask", "stuck", "done")},
-    )
-
-
-def test_a_failed_property_is_failed_only_at_the_states_its_findings_name() -> None:
-    proof = Proof.of_report(report(complete=True))
-    assert proof.properties["progress"] == "failed"
-    assert {state: mark.statuses["progress"] for state, mark in proof.states.items()} == {
-        "ask": "proved",
-        "stuck": "failed",
-        "done": "proved",
-    }
-
-
-def test_elsewhere_a_failed_property_is_unknown_when_the_exploration_hit_its_bound() -> None:
-    proof = Proof.of_report(report(complete=False))
-    assert proof.states["ask"].statuses["progress"] == "unknown"
-    assert proof.states["stuck"].statuses["progress"] == "failed"
 
 
 @pytest.mark.parametrize("fmt", sorted(RENDERERS))

@@ -103,23 +103,8 @@ class Proof:
 
     @classmethod
     def of_report(cls, report: Any) -> Proof:
-        """From a ``ProofReport``: a property is failed at the states a finding names, not at every state.
-
-        ``state_status`` gives a failed property's status, "failed", to every state, so a diagram would draw
-        them all red; a state no finding names holds the property (proved when the exploration was complete,
-        else unknown)."""
-        named = {(finding.state, finding.property) for finding in report.findings if finding.flow is None}
-        holds = "proved" if report.complete else "unknown"
-        return cls.of(
-            {name: result.status for name, result in report.properties.items()},
-            {
-                state: {
-                    name: holds if status == "failed" and (state, name) not in named else status
-                    for name, status in statuses.items()
-                }
-                for state, statuses in report.state_status.items()
-            },
-        )
+        """From a ``ProofReport``: its properties' statuses and ``state_status`` (failed where a finding is)."""
+        return cls.of({name: result.status for name, result in report.properties.items()}, report.state_status)
 
     def summary(self) -> str:
         return "proof: " + ", ".join(f"{name} {status}" for name, status in self.properties.items())

@@ -99,17 +99,19 @@ async def _waiting(proof: "Future[tuple[ProofOut, dict[str, str]]]") -> tuple[Pr
 
 
 def _flow_loader(loaded: dict[str, str]) -> Any:
-    """Sub-flows loaded where the engine finds them, each one's hash remembered to tell when it changed."""
-    from llm_fsm.loading import load_fsm_definition
-    from llm_fsm.runtime._loading import resolve_flow_reference
+    """Sub-flows loaded where the engine finds them (``flow_resolver``), each file's hash remembered to tell when
+    it changed."""
+    from llm_fsm.loading import flow_resolver
 
-    def resolve(declaration: FlowDeclaration, parent: FSMDefinition) -> FSMDefinition:
-        reference = resolve_flow_reference(declaration.definition, parent.source)
-        definition = load_fsm_definition(reference)
-        loaded[reference] = definition.content_hash
+    resolve = flow_resolver()
+
+    def remembering(declaration: FlowDeclaration, parent: FSMDefinition) -> FSMDefinition:
+        definition = resolve(declaration, parent)
+        if definition.source is not None:
+            loaded[definition.source] = definition.content_hash
         return definition
 
-    return resolve
+    return remembering
 
 
 def _unchanged(flows: Mapping[str, str]) -> bool:
@@ -123,12 +125,10 @@ def _unchanged(flows: Mapping[str, str]) -> bool:
 
 def _prove(definition_id: str, definition: FSMDefinition) -> tuple[ProofOut, dict[str, str]]:
     from llm_fsm.lint import prove
-    from llm_fsm.renderers import Proof
 
     flows: dict[str, str] = {}
     report = prove(definition, resolve=_flow_loader(flows))
-    # failed at the states a finding names, not at all of them (Proof.of_report); pydantic checks each status
-    states: Any = {state: dict(mark.statuses) for state, mark in Proof.of_report(report).states.items()}
+    states: Any = report.state_status  # pydantic checks each status
     out = ProofOut(
         definition=definition_id,
         hash=definition.content_hash,
