@@ -6,7 +6,6 @@ no_model_gate fails at the state ``check``, and the panel says so per property a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,14 @@ from llm_fsm.server import KeyRing, create_app
 from llm_fsm.stores import open_store
 from llm_fsm.testing import ScriptedLLM
 
-from .test_inspector_browser import browser_fixture, browser_log, page_fixture, uvicorn_serving, visible, wait_for
+from .test_inspector_browser import (
+    browser_fixture,
+    page_fixture,
+    requested_urls,
+    uvicorn_serving,
+    visible,
+    wait_for,
+)
 from .test_proof import GATE
 
 __all__ = ["browser_fixture", "page_fixture"]  # the fixtures, found here by pytest
@@ -55,23 +61,13 @@ def test_the_lint_panel_shows_a_failed_property_and_the_state_it_failed_in(page:
     assert proved.text == "proved"
 
 
-def requested(page: WebDriver) -> list[str]:
-    """The URLs the page asked for since the log was last read."""
-    urls = []
-    for entry in browser_log(page, "performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
-    return urls
-
-
 def test_with_the_lint_panel_folded_no_proof_is_asked_until_it_is_opened(page: WebDriver, base: str) -> None:
     started = httpx.post(f"{base}v1/conversations", json={"definition": "gate"})
     assert started.status_code == 201, started.text
     page.get(f"{base}#/c/{started.json()['conversation_id']}")
     wait_for(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#lint .finding"), "the lint findings")
     assert not page.find_element(By.ID, "lint-section").get_attribute("open")
-    assert [url for url in requested(page) if url.endswith("/prove")] == []
+    assert [url for url in requested_urls(page) if url.endswith("/prove")] == []
     page.find_element(By.CSS_SELECTOR, "#lint-section summary").click()
     wait_for(page, lambda d: d.find_elements(By.CSS_SELECTOR, '#proof li[data-property="no_model_gate"]'), "the proof")
-    assert [url for url in requested(page) if url.endswith("/prove")] == [f"{base}v1/definitions/gate/prove"]
+    assert [url for url in requested_urls(page) if url.endswith("/prove")] == [f"{base}v1/definitions/gate/prove"]
