@@ -31,6 +31,8 @@ from llm_fsm.logic import evaluate_logic, truthy
 MAX_VALUES = 12
 #: values of a key compared with another key: three give "equal" and "different" with room to change one
 MAX_RELATED = 3
+#: values tried for a key a condition computes with (its cells are its values: each one multiplies the space)
+MAX_INEXACT = 3
 _ABSENT = "∅"
 
 
@@ -271,9 +273,17 @@ class Abstraction:
             if cell == _ABSENT or cell in chosen:
                 continue
             chosen[cell] = Value(value, said(value))
-            if len(chosen) >= (MAX_RELATED if key in self.related else MAX_VALUES):
+            if len(chosen) >= self._most(key):
                 break
         return tuple(chosen.values())
+
+    def _most(self, key: str) -> int:
+        declaration = self.declaration(key)
+        if declaration is not None and declaration.enum is not None:
+            return MAX_VALUES
+        if key in self.inexact:
+            return MAX_INEXACT
+        return MAX_RELATED if key in self.related else MAX_VALUES
 
     def _candidates(self, key: str, declaration: KeyDeclaration | None) -> Iterator[Any]:
         yield from self._own_candidates(key, declaration)

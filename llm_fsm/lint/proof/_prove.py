@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._effects import EngineConfig
 from llm_fsm.lint.proof._drive import Driver, Move, Resolve
@@ -108,13 +110,27 @@ def _finding(driver: Driver, found: Exploration, claim: Claim, definition: FSMDe
         called=claim.called,
         file=definition.source,
         expect=dict(claim.expect),
-        opening_actions=dict(nodes[0].stubs),
+        opening_actions={**_every_action(driver), **nodes[0].stubs},
     )
+
+
+def _every_action(driver: Driver) -> dict[str, dict[str, Any]]:
+    """A stub for every action the definitions declare (a script must stub what it may call): its first result."""
+    stubs: dict[str, dict[str, Any]] = {}
+    for fsm_id, definition in list(driver.flows.items()):
+        for state in definition.states.values():
+            for action in state.actions or ():
+                if action.call not in stubs:
+                    first = driver.action_results(fsm_id, action.call)[0]
+                    stubs[action.call] = dict(first) if first is not None else {}
+    return stubs
 
 
 def _step(node: Node) -> ProofStep:
     move = node.move
     assert move is not None  # every node but the opening's was reached by a move
+    if move.application:
+        return ProofStep("", {}, {}, node.state, node.stack, application=dict(move.update))
     return ProofStep(move.user, move.script(), dict(node.stubs), node.state, node.stack)
 
 
