@@ -16,21 +16,12 @@ from typing import Any
 import pytest
 
 from llm_fsm.cli.lint import lint_paths
-from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.lint import Severity
 from tests.prove.mutants import DEFINITIONS, MUTANTS, PROPERTIES, Mutant, load, resolve
+from tests.prove.scores import describe, found, lint_flags, prove_file, shipped, tricky
 
-TRICKY = Path(__file__).parent / "prove" / "tricky"
 BY_NAME = {mutant.name: mutant for mutant in MUTANTS}
 FOUND_RATE = 0.95
-
-
-def _shipped() -> list[Path]:
-    return sorted(p for p in DEFINITIONS.iterdir() if p.suffix in (".yaml", ".json"))
-
-
-def _tricky() -> list[Path]:
-    return sorted(TRICKY.glob("*.yaml"))
 
 
 # --- the corpus itself (no prover needed) -----------------------------------------------------------------------
@@ -64,21 +55,13 @@ def test_mutant_changes_the_shipped_files(mutant: Mutant, tmp_path: Path) -> Non
     assert all(load(a).model_dump() != load(b).model_dump() for a, b in zip(shipped, written, strict=True))
 
 
-def _lint_flags(mutant: Mutant, directory: Path) -> bool:
-    """Whether today's fsm-lint, run on the mutant and its sub-flow files, reports any error or warning (the shipped
-    definitions have none, so any is a flag: generous to lint)."""
-    mutant.materialize(directory)
-    diagnostics, _, _ = lint_paths([str(p) for p in mutant.files(directory)])
-    return any(d.severity in (Severity.ERROR, Severity.WARNING) for d in diagnostics)
-
-
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
 def test_corpus_records_what_todays_lint_says(mutant: Mutant, tmp_path: Path) -> None:
-    assert _lint_flags(mutant, tmp_path) == mutant.lint_flags
+    assert lint_flags(mutant, tmp_path) == mutant.lint_flags
 
 
 def test_at_least_half_of_the_mutants_escape_todays_lint(tmp_path: Path) -> None:
-    missed = [m.name for m in MUTANTS if not _lint_flags(m, tmp_path / m.name)]
+    missed = [m.name for m in MUTANTS if not lint_flags(m, tmp_path / m.name)]
     assert 2 * len(missed) >= len(MUTANTS), missed
 
 
@@ -94,51 +77,36 @@ def test_shipped_definitions_are_lint_clean_so_any_flag_is_the_mutants() -> None
 class Proved:
     mutant: Mutant
     root: Path
-    definition: FSMDefinition
     report: Any
 
 
 @pytest.fixture(scope="module")
 def proved(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Mutant], Proved]:
     """Each mutant written to a directory of its own and proved once per module."""
-    from llm_fsm.lint import prove
-
     done: dict[str, Proved] = {}
 
     def get(mutant: Mutant) -> Proved:
         if mutant.name not in done:
             root = mutant.materialize(tmp_path_factory.mktemp(mutant.name))
-            definition = load(root)
-            done[mutant.name] = Proved(mutant, root, definition, prove(definition, resolve=resolve))
+            done[mutant.name] = Proved(mutant, root, prove_file(root))
         return done[mutant.name]
 
     return get
 
 
-def _found(result: Proved) -> list[Any]:
-    mutant = result.mutant
-    return [
-        f
-        for f in result.report.findings
-        if f.property == mutant.property and (f.state in mutant.where or f.flow in mutant.where)
-    ]
-
-
-def _describe(result: Proved) -> str:
-    return "; ".join(f"{f.code} {f.property} at {f.flow or ''}:{f.state}: {f.message}" for f in result.report.findings)
-
-
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
 def test_prover_finds_the_seeded_bug_with_its_property(mutant: Mutant, proved: Callable[[Mutant], Proved]) -> None:
     result = proved(mutant)
-    assert result.report.status(mutant.property) == "failed", _describe(result) or "no finding"
-    assert _found(result), f"expected {mutant.property} at {mutant.where}; got {_describe(result) or 'nothing'}"
+    assert result.report.status(mutant.property) == "failed", describe(result.report.findings) or "no finding"
+    assert found(mutant, result.report), (
+        f"expected {mutant.property} at {mutant.where}; got {describe(result.report.findings) or 'nothing'}"
+    )
 
 
 def test_prover_finds_at_least_95_percent_of_the_corpus(proved: Callable[[Mutant], Proved]) -> None:
-    missed = [m.name for m in MUTANTS if not _found(proved(m))]
-    found = len(MUTANTS) - len(missed)
-    assert found / len(MUTANTS) >= FOUND_RATE, f"found {found}/{len(MUTANTS)}; missed {missed}"
+    missed = [m.name for m in MUTANTS if not found(m, proved(m).report)]
+    hits = len(MUTANTS) - len(missed)
+    assert hits / len(MUTANTS) >= FOUND_RATE, f"found {hits}/{len(MUTANTS)}; missed {missed}"
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
@@ -149,20 +117,20 @@ def test_every_counterexample_reproduces_under_llm_fsm_test(
     from llm_fsm.scripting import run_suite
 
     result = proved(mutant)
+    if not result.report.failed:
+        pytest.skip("nothing failed, so nothing to reproduce (the miss is test_prover_finds_the_seeded_bug's)")
     scripts = write_counterexamples(result.report, result.root.parent / "counterexamples", result.root)
-    assert len(scripts) >= len([f for f in result.report.findings if f.property == mutant.property]) > 0
+    assert scripts
     suite = run_suite(scripts)
     failures = [(r.conversation.label, r.failures, [t.failures for t in r.turns]) for r in suite.failed]
     assert suite.passed, (suite.errors, failures)
 
 
-@pytest.mark.parametrize("path", [*_shipped(), *_tricky()], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [*shipped(), *tricky()], ids=lambda p: p.name)
 def test_no_false_alarm_on_correct_definitions(path: Path) -> None:
-    from llm_fsm.lint import prove
-
-    report = prove(load(path), resolve=resolve)
-    assert not report.failed, [(f.code, f.property, f.flow, f.state, f.message) for f in report.findings]
+    report = prove_file(path)
+    assert not report.failed, describe(report.findings)
 
 
 def test_tricky_set_has_at_least_six_definitions() -> None:
-    assert len(_tricky()) >= 6
+    assert len(tricky()) >= 6
