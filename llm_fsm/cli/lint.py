@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,7 @@ def lint_paths(
     max_bytes: int | None = None,
     skipped: list[str] | None = None,
     actions: Mapping[str, Callable[..., Any]] | None = None,
+    roots: list[tuple[str, Any]] | None = None,
 ) -> tuple[list[Any], int, int]:
     """Lint every file, and the sub-flows each one declares; returns (diagnostics, files checked, unreadable files).
 
@@ -72,7 +74,9 @@ def lint_paths(
 
     A sub-flow finding belongs to the file that declares the flow, so when a
     parent and its sub-flow are both linted it is found twice: it is printed once.
-    Recordings are not linted; their paths are appended to ``skipped``.
+    Recordings are not linted; their paths are appended to ``skipped``. ``roots``, when given, receives
+    (file, definition) for every file the engine could load, and ``roots.resolver`` is not needed: the sub-flow
+    resolver is appended last as ``("", resolver)`` so the prover loads sub-flows the same way.
     """
     from llm_fsm.lint._flows import lint_flows
     from llm_fsm.lint._linter import lint_document
@@ -109,6 +113,8 @@ def lint_paths(
             continue
         loadable = not any(d.blocks_loading or d.code == "FSM099" for d in result.diagnostics)
         root = flow_files.root(doc, result.definition, loadable=loadable)
+        if roots is not None and loadable:
+            roots.append((name, root))
         for diagnostic in lint_flows(root, flow_files, line_for=flow_files.line_for):
             key = (
                 diagnostic.code,
@@ -119,6 +125,8 @@ def lint_paths(
             if key not in seen:
                 seen.add(key)
                 diagnostics.append(diagnostic)
+    if roots is not None:
+        roots.append(("", flow_files))
     return diagnostics, checked, unreadable
 
 
@@ -232,9 +240,24 @@ def _registry(spec: str) -> dict[str, Callable[..., Any]]:
     return {name: function for name in registry if (function := registry.get(name)) is not None}
 
 
+@dataclass(frozen=True)
+class ProveOptions:
+    """``--prove`` and its options; ``enabled`` False is plain lint."""
+
+    enabled: bool = False
+    counterexamples: str | None = None
+    max_configurations: int = 20_000
+
+
 def _lint_command_body(
-    paths: Sequence[str], output_format: str, strict: bool, max_bytes: int | None, actions: str | None = None
+    paths: Sequence[str],
+    output_format: str,
+    strict: bool,
+    max_bytes: int | None,
+    actions: str | None = None,
+    proving: ProveOptions = ProveOptions(),
 ) -> int:
+    from llm_fsm.cli._prove import as_json, echo_text, prove_roots
     from llm_fsm.lint._rules import Severity
 
     functions = None
@@ -245,7 +268,20 @@ def _lint_command_body(
             _fail(str(exc))
             return EXIT_UNREADABLE
     skipped: list[str] = []
-    diagnostics, checked, unreadable = lint_paths(paths, max_bytes=max_bytes, skipped=skipped, actions=functions)
+    roots: list[tuple[str, Any]] | None = [] if proving.enabled else None
+    diagnostics, checked, unreadable = lint_paths(
+        paths, max_bytes=max_bytes, skipped=skipped, actions=functions, roots=roots
+    )
+    proved = []
+    if roots:
+        _, flow_files = roots.pop()
+        proved = prove_roots(
+            roots,
+            flow_files,
+            diagnostics,
+            max_configurations=proving.max_configurations,
+            counterexamples=proving.counterexamples,
+        )
     notes = recordings_note(skipped)
     if not checked:  # only empty directories: almost certainly a wrong path
         for note in notes:
@@ -253,9 +289,10 @@ def _lint_command_body(
         _fail(f"no definition files (*.json, *.yaml, *.yml) found in: {', '.join(paths)}")
         return EXIT_UNREADABLE
     counts = {s: sum(1 for d in diagnostics if d.severity is s) for s in Severity}
+    disproved = sum(1 for p in proved for r in p.report.properties.values() if r.status == "failed")
     if unreadable:
         status = EXIT_UNREADABLE
-    elif counts[Severity.ERROR] or (strict and counts[Severity.WARNING]):
+    elif counts[Severity.ERROR] or (strict and counts[Severity.WARNING]) or any(p.report.failed for p in proved):
         status = EXIT_FINDINGS
     else:
         status = EXIT_CLEAN
@@ -266,20 +303,29 @@ def _lint_command_body(
         "warnings": counts[Severity.WARNING],
         "info": counts[Severity.INFO],
         "skipped": len(skipped),
+        "disproved": disproved,
         "exit_code": status,
     }
     if output_format == "json":
-        document = {"diagnostics": [d.to_dict() for d in diagnostics], "skipped": skipped, "summary": summary}
+        document: dict[str, Any] = {
+            "diagnostics": [d.to_dict() for d in diagnostics],
+            "skipped": skipped,
+            "summary": summary,
+        }
+        if proving.enabled:
+            document["proofs"] = [as_json(p) for p in proved]
         click.echo(json.dumps(document, indent=2))
     else:
         for note in notes:
             click.echo(f"note: {note}")
         for diagnostic in diagnostics:
             click.echo(format_text(diagnostic))
+        echo_text(proved, format_text)
         click.echo(
             f"{checked} file(s) checked: {summary['errors']} error(s), {summary['warnings']} warning(s)"
             + (f", {summary['info']} info" if summary["info"] else "")
             + (f", {unreadable} unreadable" if unreadable else "")
+            + (f", {disproved} propert{'y' if disproved == 1 else 'ies'} disproved" if disproved else "")
         )
     return status
 
@@ -290,14 +336,16 @@ _LINT_HELP = """Check FSM definition files: schema, graph, conditions.
     *.json, *.yaml and *.yml (conversation scripts *.conv.yaml and recordings
     of `llm-fsm test --record` are skipped, with a note).
 
-    Exit status: 0 clean, 1 errors found (or warnings with --strict),
-    2 usage error or a file that cannot be read or parsed.
+    Exit status: 0 clean, 1 errors found (or warnings with --strict, or a
+    property --prove disproves), 2 usage error or a file that cannot be read
+    or parsed.
 
     \b
     Example:
         {prog} definitions/
         {prog} --strict --format json booking.yaml
         {prog} --actions myapp.actions:registry definitions/
+        {prog} --prove --counterexamples out/ booking.yaml
 """
 
 
@@ -312,6 +360,26 @@ def _lint_options(func: Any) -> Any:
         help="Output format.",
     )(func)
     func = click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")(func)
+    func = click.option(
+        "--prove",
+        is_flag=True,
+        help="Also prove each definition against every model output (no_trap, progress, no_model_gate, "
+        "flows_return; docs/prove.md): exit 1 when a property fails.",
+    )(func)
+    func = click.option(
+        "--counterexamples",
+        metavar="DIR",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="With --prove: write each failed property's path as a conversation script (*.conv.yaml) into DIR.",
+    )(func)
+    func = click.option(
+        "--max-configurations",
+        type=click.IntRange(min=1),
+        default=20_000,
+        show_default=True,
+        help="With --prove: configurations explored before a property is called unknown.",
+    )(func)
     func = click.option(
         "--actions",
         metavar="MODULE:REGISTRY",
@@ -339,8 +407,12 @@ def lint_command(
     strict: bool,
     max_bytes: int | None,
     actions: str | None,
+    prove: bool,
+    counterexamples: str | None,
+    max_configurations: int,
 ) -> None:
-    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions))
+    proving = ProveOptions(prove or counterexamples is not None, counterexamples, max_configurations)
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving))
 
 
 @click.command(
@@ -358,8 +430,12 @@ def fsm_lint(
     strict: bool,
     max_bytes: int | None,
     actions: str | None,
+    prove: bool,
+    counterexamples: str | None,
+    max_configurations: int,
 ) -> None:
-    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions))
+    proving = ProveOptions(prove or counterexamples is not None, counterexamples, max_configurations)
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving))
 
 
 def lint_main(argv: Sequence[str] | None = None) -> None:

@@ -15,9 +15,23 @@ from llm_fsm.lint._rules import (
     Rule,
     Severity,
 )
+from llm_fsm.lint.proof import (
+    PROPERTIES,
+    ProofFinding,
+    ProofReport,
+    ProofStep,
+    PropertyResult,
+    prove,
+    write_counterexamples,
+)
 
 __all__ = [
+    "PROPERTIES",
     "Diagnostic",
+    "ProofFinding",
+    "ProofReport",
+    "ProofStep",
+    "PropertyResult",
     "LintResult",
     "RULES",
     "RULES_BY_CODE",
@@ -27,4 +41,6 @@ __all__ = [
     "lint_definition",
     "lint_document",
     "lint_flows",
+    "prove",
+    "write_counterexamples",
 ]

@@ -248,6 +248,34 @@ RULES: dict[str, Rule] = {
             "A condition waits for a key nothing provides that is a misspelling of one the file provides or"
             " declares: the condition never holds, so its transition never fires.",
         ),
+        Rule(
+            "FSM042",
+            "proof-trap",
+            _E,
+            "fsm-lint --prove: a reachable configuration from which no sequence of answers ends the conversation "
+            "(property no_trap).",
+        ),
+        Rule(
+            "FSM043",
+            "proof-no-progress",
+            _E,
+            "fsm-lint --prove: a reachable state no answer can leave: every exit needs a condition that cannot hold "
+            "or a key nothing reachable provides (property progress).",
+        ),
+        Rule(
+            "FSM044",
+            "proof-model-gate",
+            _E,
+            "fsm-lint --prove: the model alone can open a transition into a state that matters: its condition reads "
+            "only keys the model writes, ungrounded, that no state asks the user for (property no_model_gate).",
+        ),
+        Rule(
+            "FSM045",
+            "proof-flow-return",
+            _E,
+            "fsm-lint --prove: a sub-flow call that cannot return to its caller with its declared outputs, or flows "
+            "that call themselves (property flows_return).",
+        ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }
