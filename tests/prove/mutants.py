@@ -280,13 +280,16 @@ NO_TRAP = [
         lint_flags=True,
     ),
     Mutant(
-        "tech-resolved-loops-to-handoff",
+        "tech-resolved-loops-back-to-self-help",
         "tech_support_triage.yaml",
-        "a terminal turned into a loop with the handoff: self-help can no longer end",
+        "a terminal turned into a loop: resolved goes back to self-help, whose handoff exit is gone",
         "no_trap",
-        ("self_help", "agent_handoff", "resolved"),
-        lambda d: state(d, "resolved").update(
-            transitions=[{"target_state": "agent_handoff", "description": "The problem came back"}]
+        ("self_help", "resolved"),
+        chain(
+            lambda d: state(d, "resolved").update(
+                transitions=[{"target_state": "self_help", "description": "The problem came back"}]
+            ),
+            lambda d: drop_exit(d, "self_help", "agent_handoff"),
         ),
         lint_flags=True,
     ),
