@@ -303,9 +303,10 @@ def _lint_command_body(
         "warnings": counts[Severity.WARNING],
         "info": counts[Severity.INFO],
         "skipped": len(skipped),
-        "disproved": disproved,
         "exit_code": status,
     }
+    if proving.enabled:
+        summary["disproved"] = disproved
     if output_format == "json":
         document: dict[str, Any] = {
             "diagnostics": [d.to_dict() for d in diagnostics],

@@ -10,6 +10,7 @@ configured, or a usage error. Never a traceback.
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -42,9 +43,11 @@ def _explain_lines(result: TurnResult) -> list[str]:
 
 def _route(turn: TurnResult) -> str:
     record = turn.record
-    operator = turn.turn.spec.operator
+    operator, application = turn.turn.spec.operator, turn.turn.spec.application
     if record is None and operator is not None and turn.error is None:
         return f"[{turn.state}] operator {operator.action}"
+    if record is None and application is not None and turn.error is None:
+        return f"[{turn.state}] application sets {', '.join(application.context)}"
     if record is None:
         return f"[{turn.state}]" if turn.state else ""
     from llm_fsm.cli._show import turn_path
@@ -68,7 +71,11 @@ def format_result(result: ConversationResult, *, verbose: bool = False) -> list[
         lines.append(f"  {mark} turn {turn.turn.index}  {_route(turn)}{where if not turn.passed else ''}".rstrip())
         if verbose:
             spec = turn.turn.spec
-            said = f"user: {shown_message(spec.user)}" if spec.operator is None else f"operator: {spec.operator.action}"
+            said = f"user: {shown_message(spec.user)}"
+            if spec.operator is not None:
+                said = f"operator: {spec.operator.action}"
+            elif spec.application is not None:
+                said = f"application: {json.dumps(spec.application.context, ensure_ascii=False, default=str)}"
             lines.append(f"       {said}")
             if turn.reply is not None:
                 lines.append(f"       reply: {turn.reply}")

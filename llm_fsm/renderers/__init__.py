@@ -2,7 +2,8 @@
 
 Each renderer is a function ``render(graph, extras=None) -> str``; ``RENDERERS``
 maps the format names the CLI accepts to them. ``extras`` (``_extras.Extras``,
-read from the same document) adds declared sub-flows and confirmation steps.
+read from the same document) adds declared sub-flows and confirmation steps, and ``Proof`` the prover's
+statuses per state (``llm-fsm graph --prove``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Callable
 
 from llm_fsm.definition._graph import Graph
 from llm_fsm.renderers import dot, mermaid, text
-from llm_fsm.renderers._extras import Extras, extras_from_definition, extras_from_document
+from llm_fsm.renderers._extras import Extras, Proof, ProofMark, extras_from_definition, extras_from_document
 from llm_fsm.renderers._labels import edge_label_lines
 
 RENDERERS: dict[str, Callable[[Graph, Extras | None], str]] = {
@@ -26,4 +27,13 @@ def render(graph: Graph, fmt: str, extras: Extras | None = None) -> str:
     return RENDERERS[fmt](graph, extras)
 
 
-__all__ = ["RENDERERS", "Extras", "edge_label_lines", "extras_from_definition", "extras_from_document", "render"]
+__all__ = [
+    "RENDERERS",
+    "Extras",
+    "Proof",
+    "ProofMark",
+    "edge_label_lines",
+    "extras_from_definition",
+    "extras_from_document",
+    "render",
+]

@@ -1,4 +1,5 @@
-"""What a diagram shows beyond states and transitions: declared sub-flows, confirmation steps and actions.
+"""What a diagram shows beyond states and transitions: declared sub-flows, confirmation steps, actions and,
+when asked, the prover's statuses.
 
 The neutral ``definition.Graph`` holds states and transitions only; this reads
 the rest from the same raw document, just as tolerantly (a malformed flow or
@@ -64,11 +65,58 @@ class ActionMark:
         return f"⚙ {self.call} ({self.when}{failure})"
 
 
+_SYMBOLS = {"failed": "✗", "unknown": "?", "proved": "✓"}
+
+
+@dataclass(frozen=True)
+class ProofMark:
+    """One state's statuses under the prover's properties (``llm_fsm.lint.prove``): property → ``proved``,
+    ``failed`` or ``unknown``. A diagram shows what failed and what could not be decided; "proved" only when
+    every property was."""
+
+    statuses: Mapping[str, str]
+
+    def named(self, status: str) -> tuple[str, ...]:
+        return tuple(name for name, value in self.statuses.items() if value == status)
+
+    @property
+    def status(self) -> str:
+        """The worst of the state's statuses: ``failed``, else ``unknown``, else ``proved``."""
+        return next((s for s in ("failed", "unknown") if s in self.statuses.values()), "proved")
+
+    def summary(self) -> str:
+        """``✓ proved``, or what failed and what is unknown: ``✗ failed: progress; unknown: flows_return``."""
+        parts = [f"{status}: {', '.join(self.named(status))}" for status in ("failed", "unknown") if self.named(status)]
+        return f"{_SYMBOLS[self.status]} {'; '.join(parts) or 'proved'}"
+
+
+@dataclass(frozen=True)
+class Proof:
+    """What ``llm-fsm graph --prove`` adds: each property's status, and each state's (``ProofReport.state_status``)."""
+
+    properties: Mapping[str, str]
+    states: Mapping[str, ProofMark]
+
+    @classmethod
+    def of(cls, properties: Mapping[str, str], state_status: Mapping[str, Mapping[str, str]]) -> Proof:
+        return cls(dict(properties), {state: ProofMark(dict(s)) for state, s in state_status.items()})
+
+    @classmethod
+    def of_report(cls, report: Any) -> Proof:
+        """From a ``ProofReport``: its properties' statuses and ``state_status`` (failed where a finding is)."""
+        return cls.of({name: result.status for name, result in report.properties.items()}, report.state_status)
+
+    def summary(self) -> str:
+        return "proof: " + ", ".join(f"{name} {status}" for name, status in self.properties.items())
+
+
 @dataclass(frozen=True)
 class Extras:
     flows: tuple[FlowLink, ...] = ()
     confirmations: Mapping[str, ConfirmationMark] = field(default_factory=dict)
     actions: Mapping[str, tuple[ActionMark, ...]] = field(default_factory=dict)
+    proof: Proof | None = None
+    """The prover's statuses (``--prove``); None: nothing about them is drawn."""
 
     def flows_from(self, state: str) -> list[FlowLink]:
         return [flow for flow in self.flows if state in flow.sources]
@@ -149,6 +197,8 @@ __all__ = [
     "ConfirmationMark",
     "Extras",
     "FlowLink",
+    "Proof",
+    "ProofMark",
     "extras_from_definition",
     "extras_from_document",
 ]

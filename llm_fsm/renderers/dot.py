@@ -7,7 +7,9 @@ with a double border; undeclared targets dashed and red. A confirmation step
 is drawn bold and blue with where yes and no go under its name, and a state's
 actions are listed under its name (``⚙ lookup_order (collected)``); each declared
 sub-flow is a dashed ``f0``… node entered by a dashed ``start_flow`` edge from
-the states that declare it (a ``call`` flow ``returns`` by a dotted edge).
+the states that declare it (a ``call`` flow ``returns`` by a dotted edge). With the prover's statuses
+(``--prove``) each state is filled red (a property failed there), amber (unknown) or green (proved), its
+statuses under its name, and the graph's label gives each property's.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ def quote(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+_FILL = {"failed": "#ffdddd", "unknown": "#fff3cd", "proved": "#e6f4ea"}
+"""A state's fill under the prover's statuses: red where a property failed, amber where one is unknown."""
+
+
 def render(graph: Graph, extras: Extras | None = None) -> str:
     extras = extras or NO_EXTRAS
     ids = {node: f"s{i}" for i, node in enumerate(graph.nodes)}
@@ -50,15 +56,25 @@ def render(graph: Graph, extras: Extras | None = None) -> str:
             label += "\n" + confirmation.summary()
         if node.declared:
             label += "".join("\n" + action.summary() for action in extras.actions.get(node.id, ()))
+        mark = extras.proof.states.get(node.id) if extras.proof is not None and node.declared else None
+        if mark is not None:
+            label += "\n" + mark.summary()
         attrs = [f"label={quote(label)}"]
         if node.initial:
             attrs.append("penwidth=2")
         if node.terminal and node.declared:
             attrs.append("peripheries=2")
+        style, colors = ["rounded"], []
         if not node.declared:
-            attrs.append('style="rounded,dashed", color=red')
+            style, colors = [*style, "dashed"], ["color=red"]
         elif confirmation is not None:
-            attrs.append('style="rounded,bold", color=blue')
+            style, colors = [*style, "bold"], ["color=blue"]
+        if mark is not None:
+            style.append("filled")
+            colors = colors or (["color=red"] if mark.status == "failed" else [])
+            colors.append(f"fillcolor={quote(_FILL[mark.status])}")
+        if len(style) > 1:
+            attrs += [f'style="{",".join(style)}"', *colors]
         lines.append(f"    {ids[node.id]} [{', '.join(attrs)}];")
     for flow in extras.flows:
         label = f"flow {flow.name} ({flow.mode})\n{flow.definition}" + (
@@ -78,5 +94,8 @@ def render(graph: Graph, extras: Extras | None = None) -> str:
             lines.append(f'    {ids[source]} -> f{flow.index} [label="start_flow", style=dashed];')
             if flow.mode == "call":
                 lines.append(f'    f{flow.index} -> {ids[source]} [label="returns", style=dotted];')
+    if extras.proof is not None:
+        lines.append(f"    label={quote(extras.proof.summary())};")
+        lines.append("    labelloc=t;")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -8,7 +8,9 @@ A confirmation step gets the ``confirmation`` class and a note saying where
 yes and no go; a state with actions, a note on its left listing them; each
 declared sub-flow is a state ``f0``… of class ``subflow``, entered with
 ``start_flow`` from the states that declare it (a ``call`` flow ``returns``
-to them); a definition-wide flow says "from any state".
+to them); a definition-wide flow says "from any state". With the prover's statuses (``--prove``) each state
+gets the class ``proof_failed`` (red), ``proof_unknown`` or ``proof_proved``, a failed or unknown one its
+properties under its name, and a comment line gives each property's status.
 """
 
 from __future__ import annotations
@@ -61,9 +63,15 @@ def render(graph: Graph, extras: Extras | None = None) -> str:
     if graph.name:
         lines += ["---", f"title: {json.dumps(' '.join(graph.name.split()))}", "---"]
     lines.append("stateDiagram-v2")
+    proof = extras.proof.states if extras.proof is not None else {}
+    if extras.proof is not None:
+        lines.append(f"    %% {extras.proof.summary()}")
     for node in graph.nodes.values():
-        label = node.id if node.declared else f"{node.id} (undeclared)"
-        lines.append(f'    state "{escape(label)}" as {ids[node.id]}')
+        label = escape(node.id if node.declared else f"{node.id} (undeclared)")
+        proved = proof.get(node.id) if node.declared else None
+        if proved is not None and proved.status != "proved":
+            label += "<br/>" + escape(proved.summary())
+        lines.append(f'    state "{label}" as {ids[node.id]}')
     flow_ids = {flow.index: f"f{flow.index}" for flow in extras.flows}
     for flow in extras.flows:
         label = flow.label() + (" from any state" if flow.from_any_state else "")
@@ -96,12 +104,20 @@ def render(graph: Graph, extras: Extras | None = None) -> str:
         lines.append("    classDef confirmation stroke:#06c,stroke-width:3px")
     if extras.flows:
         lines.append("    classDef subflow stroke-dasharray:3 3,fill:#f4f4ff")
+    if extras.proof is not None:
+        lines.append("    classDef proof_failed fill:#fdd,stroke:#c00,color:#900")
+        lines.append("    classDef proof_unknown fill:#fff3cd,stroke:#b80")
+        lines.append("    classDef proof_proved fill:#e6f4ea,stroke:#080")
     for cls, members in (
         ("initial", [ids[n.id] for n in graph.nodes.values() if n.initial]),
         ("terminal", [ids[n.id] for n in graph.nodes.values() if n.terminal and n.declared]),
         ("undeclared", [ids[n.id] for n in graph.nodes.values() if not n.declared]),
         ("confirmation", [ids[state] for state in extras.confirmations if state in ids]),
         ("subflow", list(flow_ids.values())),
+        *(
+            (f"proof_{status}", [ids[state] for state, mark in proof.items() if state in ids and mark.status == status])
+            for status in ("failed", "unknown", "proved")
+        ),
     ):
         if members:
             lines.append(f"    class {','.join(members)} {cls}")

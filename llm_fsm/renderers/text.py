@@ -4,7 +4,9 @@ For terminals and reviews of a diff. Control characters in names and labels are
 shown escaped (``\\n``) so one state always takes one line. A confirmation step
 is marked on its state's line; the sub-flows a state may start are listed
 under it (``=> flow``), the definition-wide ones at the end; its actions
-follow (``⚙ lookup_order (collected, on error → support)``).
+follow (``⚙ lookup_order (collected, on error → support)``). With the prover's statuses (``--prove``) a line
+under the name gives each property's, and each state's line is marked ``✓ proved`` or with what failed or is
+unknown there (``✗ failed: progress``).
 """
 
 from __future__ import annotations
@@ -36,8 +38,11 @@ def _flow_line(flow: FlowLink) -> str:
 def render(graph: Graph, extras: Extras | None = None) -> str:
     extras = extras or NO_EXTRAS
     lines = [clean(graph.name or "(unnamed FSM)"), f"initial: {clean(graph.initial or '(none)')}", ""]
+    if extras.proof is not None:
+        lines.insert(2, clean(extras.proof.summary()))
     for node in graph.nodes.values():
         confirmation = extras.confirmations.get(node.id) if node.declared else None
+        proved = extras.proof.states.get(node.id) if extras.proof is not None and node.declared else None
         marks = [
             m
             for m, on in (
@@ -45,6 +50,7 @@ def render(graph: Graph, extras: Extras | None = None) -> str:
                 ("terminal", node.terminal and node.declared),
                 ("undeclared", not node.declared),
                 (clean(confirmation.summary()) if confirmation else "", confirmation is not None),
+                (clean(proved.summary()) if proved else "", proved is not None),
             )
             if on
         ]

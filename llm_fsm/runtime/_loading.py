@@ -18,13 +18,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llm_fsm.definition._documents import ParsedDocument, parse_text
-from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
 from llm_fsm.errors import DefinitionError, DefinitionNotFoundError, LocatedError
 from llm_fsm.lint._linter import lint_document
 from llm_fsm.lint._rules import Diagnostic
@@ -252,9 +252,23 @@ def load_fsm_definition(
     return cache.get(path, max_bytes=max_bytes)
 
 
+def flow_resolver(
+    *, search_path: Iterable[PathLike] | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> Callable[[FlowDeclaration, FSMDefinition], FSMDefinition]:
+    """A sub-flow loader for ``llm_fsm.lint.prove`` and ``lint_flows``: a declaration's ``definition`` read next to
+    its parent's file, else on the search path, exactly where a running conversation looks."""
+
+    def resolve(declaration: FlowDeclaration, parent: FSMDefinition) -> FSMDefinition:
+        reference = resolve_flow_reference(declaration.definition, parent.source)
+        return load_fsm_definition(reference, search_path=search_path, max_bytes=max_bytes)
+
+    return resolve
+
+
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFINITIONS_ENV",
+    "flow_resolver",
     "DefinitionCache",
     "clear_definition_cache",
     "default_search_path",

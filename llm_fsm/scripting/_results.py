@@ -131,9 +131,10 @@ class ConversationResult:
                         flow_after=t.flow_after,
                     )
                 )
-            elif t.turn.spec.operator is not None and t.error is None:
-                operator = f"operator:{t.turn.spec.operator.action}"
-                steps.append(PathStep(t.turn.index, t.state, t.state, None, operator, flow_after=t.flow_after))
+            elif t.turn.spec.kind != "user" and t.error is None:
+                steps.append(
+                    PathStep(t.turn.index, t.state, t.state, None, step_verdict(t.turn), flow_after=t.flow_after)
+                )
             else:
                 steps.append(
                     PathStep(
@@ -150,8 +151,18 @@ class ConversationResult:
         return steps
 
 
+def step_verdict(turn: ScriptTurn) -> str:
+    """What a step that is no user turn did, where a turn's verdict stands: ``operator:resume``,
+    ``application:context``."""
+    spec = turn.spec
+    if spec.operator is not None:
+        return f"operator:{spec.operator.action}"
+    return "application:context"
+
+
 __all__ = [
     "ConversationResult",
     "PathStep",
     "TurnResult",
+    "step_verdict",
 ]

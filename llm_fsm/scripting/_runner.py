@@ -156,10 +156,12 @@ def _run_turn(manager: Any, conversation_id: str, turn: ScriptTurn, llm: Any, de
     before = manager.get_instance(conversation_id)
     outcome = TurnResult(turn=turn, definition_before=before.fsm_id, flow_before=before.flow_name or before.fsm_id)
     set_turn(llm, turn.index)
-    operator = turn.spec.operator
+    operator, application = turn.spec.operator, turn.spec.application
     try:
         if operator is not None:
             _operate(manager, conversation_id, operator)
+        elif application is not None:
+            manager.update_context(conversation_id, application.context)
         else:
             outcome.reply = manager.process_message(
                 conversation_id, turn.spec.user, **({"metadata": turn.spec.metadata} if turn.spec.metadata else {})
@@ -173,7 +175,7 @@ def _run_turn(manager: Any, conversation_id: str, turn: ScriptTurn, llm: Any, de
             wanted = f" (expected an error containing {expect.error!r})" if expect.error else ""
             outcome.failures.append(f"the turn failed: {text}{wanted}")
     else:
-        outcome.record = manager.explain(conversation_id) if operator is None else None
+        outcome.record = manager.explain(conversation_id) if turn.spec.kind == "user" else None
         if expect.error is not None:
             outcome.failures.append(f"expected the turn to fail with {expect.error!r}, but it succeeded")
     instance = manager.get_instance(conversation_id)

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from llm_fsm.errors import FSMError, UsageError
-from llm_fsm.server import _api_docs, _conversations, _definitions_api, _health, _inspector, _operators
+from llm_fsm.server import _api_docs, _conversations, _definitions_api, _health, _inspector, _operators, _proof
 from llm_fsm.server._bodies import JsonBodyMiddleware, malformed
 from llm_fsm.server._definitions import DefinitionRegistry, DefinitionSource
 from llm_fsm.server._deps import MAX_CONVERSATION_ID_LENGTH, Access, Caller
@@ -87,6 +87,7 @@ def create_app(
     app.state.registry = registry
     app.state.turns = runner
     app.state.access = Access(keyring, anonymous_tenant, limiter)
+    app.state.proofs = _proof.ProofCache()  # the inspector's proofs, per served definition and version
 
     _install_error_handlers(app)
     app.add_middleware(JsonBodyMiddleware)  # inside the body limit, which counts what it reads
@@ -105,6 +106,7 @@ def create_app(
     app.include_router(_conversations.router)
     app.include_router(_operators.router)  # docs/operations.md: write right; each answers the conversation after
     app.include_router(_inspector.router)  # the web inspector: its page at / (docs/server.md), /v1/me, lint
+    app.include_router(_proof.router)  # GET /v1/definitions/{id}/prove, the inspector's lint panel's proof
     _inspector.mount_static(app)
     app.include_router(_api_docs.router)  # /docs and /redoc, their scripts vendored in the inspector's static/vendor
     app.include_router(_health.router)

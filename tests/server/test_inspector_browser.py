@@ -306,6 +306,16 @@ def browser_log(driver: WebDriver, kind: str) -> list[dict[str, Any]]:
     return entries
 
 
+def requested_urls(driver: WebDriver) -> list[str]:
+    """The URLs the page asked for since Chromium's performance log was last read."""
+    urls = []
+    for entry in browser_log(driver, "performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
 def wait_for(driver: WebDriver, condition: Any, what: str, timeout: float = 10) -> Any:
     try:
         return WebDriverWait(driver, timeout, poll_frequency=0.02).until(lambda d: condition(d))
@@ -485,11 +495,7 @@ def test_every_request_of_the_page_goes_to_its_own_server(page: WebDriver, serve
     page.find_element(By.CSS_SELECTOR, "#definitions .view-definition").click()
     wait_for(page, lambda d: visible(d, "#diagram svg"), "the diagram")
     origin = served.base.split("/fsm/")[0]
-    requested = []
-    for entry in browser_log(page, "performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            requested.append(message["params"]["request"]["url"])
+    requested = requested_urls(page)
     assert requested and any(url.endswith("/fsm/static/vendor/mermaid.min.js") for url in requested)
     assert [url for url in requested if not (url.startswith(origin + "/fsm/") or url.startswith("data:"))] == []
     # a script error, a Content-Security-Policy refusal or a failed request (the page asks v1/auth, not v1/me, first)

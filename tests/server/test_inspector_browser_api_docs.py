@@ -6,12 +6,18 @@ with keys): these pages need no key, they only read ``openapi.json``.
 
 from __future__ import annotations
 
-import json
-
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from .test_inspector_browser import Served, browser_fixture, browser_log, page_fixture, served_fixture, wait_for
+from .test_inspector_browser import (
+    Served,
+    browser_fixture,
+    browser_log,
+    page_fixture,
+    requested_urls,
+    served_fixture,
+    wait_for,
+)
 
 __all__ = ["browser_fixture", "page_fixture", "served_fixture"]  # the fixtures, found here by pytest
 
@@ -20,11 +26,7 @@ def _foreign_requests(driver: WebDriver, served: Served) -> list[str]:
     """What the page asked for outside its server (ReDoc's search worker is a blob: of its own origin)."""
     origin = served.base.split("/fsm/")[0]
     own = (origin + "/fsm/", "data:", "blob:" + origin + "/")
-    urls = []
-    for entry in browser_log(driver, "performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
+    urls = requested_urls(driver)
     assert urls
     return [url for url in urls if not url.startswith(own)]
 

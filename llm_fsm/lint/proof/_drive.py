@@ -15,11 +15,13 @@ from typing import Any
 
 from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
 from llm_fsm.engine._actions import ActionResult, CallAction
+from llm_fsm.engine._context import apply_update
 from llm_fsm.engine._effects import AwaitMessage, CallHook, CallLLM, Decided, LoadDefinition, LoadFlow
 from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import LLMResponse, LLMResult, StateTransition
 from llm_fsm.engine._turn import EngineConfig, TurnGenerator, TurnOutcome, run_opening, run_turn
+from llm_fsm.engine._values import KeyPolicy
 from llm_fsm.errors import FSMError
 from llm_fsm.lint.proof._cells import Abstraction
 
@@ -42,6 +44,8 @@ class Move:
     update: tuple[tuple[str, Any], ...] = ()
     actions: tuple[tuple[str, int], ...] = ()
     """Action name → which of its explored results it gives this turn (0 when not named)."""
+    application: bool = False
+    """Not a turn: the application writes ``update`` between turns (``update_context``), as it may at any time."""
 
     def script(self) -> dict[str, Any]:
         """The model's answer in a conversation script's form (docs/testing.md, "The model's answers")."""
@@ -99,6 +103,7 @@ class Driver:
         self.flows: dict[str, FSMDefinition] = {"root": root}
         self.abstractions: dict[str, Abstraction] = {"root": Abstraction(root)}
         self.unresolved: list[str] = []
+        self._application: dict[str, tuple[str, ...]] = {}
 
     def definition(self, fsm_id: str) -> FSMDefinition:
         return self.flows.get(fsm_id, self.root)
@@ -129,6 +134,34 @@ class Driver:
         definition = self.definition(instance.fsm_id)
         generator = run_turn(definition, instance, move.user, self.builder, self.config)
         return self._run(generator, instance, move, dict(move.actions))
+
+    def write(self, before: FSMInstance, move: Move) -> Outcome:
+        """The application's write between turns, as ``FSMManager.update_context`` makes it: checked against the
+        declarations, no turn, no model."""
+        instance = before.copy_for_turn()
+        definition = self.definition(instance.fsm_id)
+        policy = KeyPolicy(definition) if definition.context_keys else None
+        changes = apply_update(instance.context.data, _unflatten(move.update), source="application", policy=policy)
+        refused = [c for c in changes if not c.applied]
+        if refused:
+            return Outcome(instance, error=f"the application's write was refused: {refused[0].reason}")
+        return Outcome(instance, verdict="application")
+
+    def application_keys(self, fsm_id: str) -> tuple[str, ...]:
+        """Keys the application provides (declared as its own, or writable only by it and written by no action):
+        they may arrive at any time."""
+        found = self._application.get(fsm_id)
+        if found is None:
+            definition = self.definition(fsm_id)
+            abstraction = self.abstraction(fsm_id)
+            outputs = {path for s in definition.states.values() for a in s.actions or () for path in a.output_paths}
+            keys = set(definition.provided_context_keys)
+            for key in abstraction.keys:
+                declaration = abstraction.declaration(key)
+                if declaration is not None and declaration.writable_by == "application" and key not in outputs:
+                    keys.add(key)
+            found = self._application[fsm_id] = tuple(k for k in abstraction.keys if k in keys)
+        return found
 
     def _run(self, generator: TurnGenerator, instance: FSMInstance, move: Move, chosen: dict[str, int]) -> Outcome:
         outcome = Outcome(instance)

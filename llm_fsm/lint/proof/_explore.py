@@ -18,6 +18,7 @@ from llm_fsm.engine._actions import _fingerprint
 from llm_fsm.engine._context import _MISSING as MISSING
 from llm_fsm.engine._context import get_path
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.lint.proof._cells import nested, used_by
 from llm_fsm.lint.proof._drive import Driver, Move, Outcome
 from llm_fsm.lint.proof._moves import moves
 
@@ -65,6 +66,9 @@ class Edge:
     target: int
     move: Move
     verdict: str
+    handed: tuple[str, ...] | None = None
+    """When the turn finished a sub-flow: the keys its outputs handed back (the target stands for a whole
+    configuration, reached perhaps another way, so what this very turn did is kept here)."""
 
 
 @dataclass
@@ -140,7 +144,7 @@ def explore(driver: Driver, max_configurations: int) -> Exploration:
         explored = moves(definition, driver.abstraction(node.fsm_id), driver.builder, node.instance)
         node.approximate = explored.approximate
         edges = found.edges.setdefault(index, [])
-        for move in explored.moves:
+        for move in [*explored.moves, *_writes(driver, node)]:
             for outcome, variant in _outcomes(driver, node.instance, move):
                 found.turns += 1
                 if outcome.error is not None:
@@ -155,7 +159,7 @@ def explore(driver: Driver, max_configurations: int) -> Exploration:
                         continue
                     target = _add(found, driver, outcome.instance, index, variant, outcome.stubs, key)
                     queue.append(target)
-                edges.append(Edge(target, variant, outcome.verdict))
+                edges.append(Edge(target, variant, outcome.verdict, _handed(node.instance, outcome.instance)))
     return found
 
 
@@ -175,9 +179,35 @@ def _add(
     return index
 
 
+def _handed(before: FSMInstance, after: FSMInstance) -> tuple[str, ...] | None:
+    if len(after.flow_stack) >= len(before.flow_stack) or not after.completed_flows:
+        return None
+    return tuple(sorted(after.completed_flows[-1].outputs))
+
+
+def _writes(driver: Driver, node: Node) -> list[Move]:
+    """The application's writes this configuration may see: each key it provides that the state's own decision
+    reads, in each other cell. (A key read only further on is written there: the same configurations.)"""
+    abstraction = driver.abstraction(node.fsm_id)
+    data = node.instance.context.data
+    state = driver.definition(node.fsm_id).states.get(node.state)
+    live = set(used_by(state)) if state is not None else set()
+    out: list[Move] = []
+    for key in driver.application_keys(node.fsm_id):
+        if key not in live:
+            continue
+        here = abstraction.cell(key, data)
+        for value in abstraction.values.get(key, ()):
+            if abstraction.cell(key, nested(key, value.value)) != here:
+                out.append(Move(update=((key, value.value),), application=True))
+    return out
+
+
 def _outcomes(driver: Driver, instance: FSMInstance, move: Move) -> list[tuple[Outcome, Move]]:
     """The move with the actions' first results, then with every other combination of the results of the actions
     it called (an action's output is any value its declaration allows, or its error route)."""
+    if move.application:
+        return [(driver.write(instance, move), move)]
     first = driver.step(instance, move)
     out = [(first, move)]
     branching = {name: count for name, count in first.options.items() if count > 1}

@@ -2,10 +2,12 @@
 schema allows, with the context updates that can change what the engine decides.
 
 Which updates: the keys the state's own decision reads (what it collects and confirms, its conditions, its actions'
-inputs) are written in every combination of their cells, each with every target. Any other key still live (read by
-a state ahead) is written alone, while staying: the model may write any subset of keys in one turn, but a turn's
-decision reads only the state's own keys, so a subset written at once reaches the same configuration as its keys
-written one turn each and the state's own keys last (docs/prove.md, "The moves"). Past ``MAX_UPDATES`` combinations
+inputs) are written in every combination of their cells, each with every target. A key the turn may read further
+on (a target's, or a state guarded steps chain to in the same turn) is written alone, while staying: the model may
+write any subset of keys in one turn, but a turn's decision reads only the state's own keys, so a subset written at
+once reaches the same configuration as its keys written one turn each and the state's own keys last. A key read
+only by states further away is written when the conversation is there: writing it earlier changes nothing until
+then (docs/prove.md, "The moves"). Past ``MAX_UPDATES`` combinations
 of the state's own keys the checker writes each key alone plus every combination of the keys one condition reads,
 and marks the configuration *approximate*: a claim that needs every combination is then ``unknown``, never proved.
 """
@@ -87,8 +89,8 @@ def updates(definition: FSMDefinition, abstraction: Abstraction, state: State, d
         return bool(abstraction.values.get(key)) and writable(definition, abstraction, key)
 
     own = [key for key in dict.fromkeys(used_by(state)) if usable(key)]
-    live = abstraction.live(state.id)
-    extra_keys = [key for key in live if key not in own and usable(key)]
+    ahead = {key for other in turn_reach(definition, state.id) for key in used_by(other)}
+    extra_keys = [key for key in abstraction.live(state.id) if key in ahead and key not in own and usable(key)]
 
     def fresh(key: str) -> list[Value]:
         here = abstraction.cell(key, data)
@@ -133,6 +135,10 @@ def updates(definition: FSMDefinition, abstraction: Abstraction, state: State, d
 def moves(definition: FSMDefinition, abstraction: Abstraction, builder: PromptBuilder, instance: FSMInstance) -> Moves:
     """Every reply explored in this configuration (actions' results are branched on by the explorer)."""
     state = definition.get_state(instance.current_state)
+    if instance.pending_cancel:
+        # "do you want to cancel?": a confirm or cancel ends it; any other answer is taken as it would be without
+        # the question (the engine clears it first), so one side question stands for them all
+        return Moves((Move(intent="confirm"), Move(intent="digression")), False)
     intents = builder.intents_for(definition, instance, state)
     flows = builder.flow_names_for(definition, instance, state)
     explored = updates(definition, abstraction, state, instance.context.data)

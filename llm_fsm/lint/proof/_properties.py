@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from llm_fsm.definition._model import FSMDefinition, State, Transition
-from llm_fsm.engine._context import has_value
 from llm_fsm.lint.proof._cells import Abstraction, guard_keys
 from llm_fsm.lint.proof._drive import Driver, Move
 from llm_fsm.lint.proof._explore import CANCELS, Exploration, Node
@@ -64,20 +63,25 @@ class Judge:
         self.nodes = found.nodes
         self.forward: dict[int, list[int]] = {}
         self.backward: dict[int, list[int]] = {}
+        self.returning: dict[int, list[int]] = {}
+        """Backward edges less a paused flow resumed (the user going back to the caller is no return)."""
         for source, edges in found.edges.items():
             for edge in edges:
                 if edge.verdict in CANCELS:
                     continue
                 self.forward.setdefault(source, []).append(edge.target)
                 self.backward.setdefault(edge.target, []).append(source)
+                if edge.verdict != "flow_resumed":
+                    self.returning.setdefault(edge.target, []).append(source)
 
     # --- helpers -------------------------------------------------------------------------------------------
 
-    def _reach_back(self, targets: Iterable[int]) -> set[int]:
+    def _reach_back(self, targets: Iterable[int], graph: dict[int, list[int]] | None = None) -> set[int]:
+        edges = self.backward if graph is None else graph
         seen = set(targets)
         queue = deque(seen)
         while queue:
-            for source in self.backward.get(queue.popleft(), ()):
+            for source in edges.get(queue.popleft(), ()):
                 if source not in seen:
                     seen.add(source)
                     queue.append(source)
@@ -152,7 +156,8 @@ class Judge:
         return stuck
 
     def _traps(self, claims: list[Claim], stuck: set[Place]) -> None:
-        finishing = self._reach_back(n.index for n in self.nodes if _goal(n))
+        # a configuration that can reach a state nothing leaves is that state's progress finding, not a trap of its own
+        finishing = self._reach_back(n.index for n in self.nodes if _goal(n) or _place(n) in stuck)
         covered: set[int] = set()
         for node in self.nodes:
             if node.settled or node.index in finishing or node.stack or _place(node) in stuck:
@@ -177,7 +182,7 @@ class Judge:
         seen: set[tuple[str, str, str]] = set()
         deepest = max((_depth(n) for n in self.nodes), default=0)
         for level in range(1, deepest + 1):
-            back = self._reach_back(n.index for n in self.nodes if _goal(n) or _depth(n) < level)
+            back = self._reach_back((n.index for n in self.nodes if _goal(n) or _depth(n) < level), self.returning)
             for node in self.nodes:
                 if _depth(node) != level or node.settled or node.index in back:
                     continue
@@ -230,11 +235,12 @@ class Judge:
             mapping = node.instance.flow_output_mapping
             for edge in edges:
                 after = self.nodes[edge.target]
-                if edge.verdict in CANCELS or _depth(after) >= _depth(node):
+                if edge.verdict in CANCELS or edge.verdict == "flow_resumed" or _depth(after) >= _depth(node):
                     continue
                 caller = node.instance.flow_stack[-1]
                 call = (caller.fsm_id, caller.current_state, node.instance.flow_name or "")
-                missing = [key for key in mapping if not has_value(after.instance.context.data, key)]
+                handed = set(edge.handed or ())
+                missing = [key for key in mapping if key not in handed]
                 best = returns.get(call)
                 if best is None or (not best[1] and not missing):
                     returns[call] = (edge.target, not missing, missing)
@@ -300,7 +306,7 @@ class Judge:
                         state.id,
                         f"the model alone can open {state.id!r} → {transition.target_state!r}: its condition reads "
                         f"only {', '.join(keys)}, which the model writes, no one grounds and no state asks the user "
-                        "for",
+                        "for (declare them writable_by: application, grounded, or collect them in a state)",
                         node.index,
                         True,
                         flow=node.stack[-1] if node.stack else None,

@@ -129,6 +129,8 @@ def _every_action(driver: Driver) -> dict[str, dict[str, Any]]:
 def _step(node: Node) -> ProofStep:
     move = node.move
     assert move is not None  # every node but the opening's was reached by a move
+    if move.application:
+        return ProofStep("", {}, {}, node.state, node.stack, application=dict(move.update))
     return ProofStep(move.user, move.script(), dict(node.stubs), node.state, node.stack)
 
 

@@ -30,6 +30,8 @@ class ProofStep:
     actions: dict[str, dict[str, Any]]
     state: str
     stack: tuple[str, ...]
+    application: dict[str, Any] | None = None
+    """Not a turn: the application wrote these keys between turns (a script's ``application:`` step)."""
 
 
 @dataclass(frozen=True)
@@ -85,10 +87,14 @@ class ProofReport:
 
     @property
     def state_status(self) -> dict[str, dict[str, str]]:
-        """Per state of the root definition: each property's status there ("failed" where a finding names it)."""
+        """Per state of the root definition, each property's status there: "failed" where a finding names the
+        state, "unknown" where the property is unknown, else "proved" (nothing breaks it at this state, even when
+        it fails elsewhere: a diagram shows where)."""
         out: dict[str, dict[str, str]] = {}
         for state in self.states:
-            out[state] = {name: result.status for name, result in self.properties.items()}
+            out[state] = {
+                name: "unknown" if result.status == "unknown" else "proved" for name, result in self.properties.items()
+            }
         for finding in self.findings:
             if finding.flow is None and finding.state in out:
                 out[finding.state][finding.property] = "failed"
@@ -115,9 +121,13 @@ class ProofReport:
             reference = os.path.relpath(os.path.abspath(definition_path), os.path.abspath(relative_to))
         turns: list[dict[str, Any]] = []
         for index, step in enumerate(finding.path):
-            turn: dict[str, Any] = {"user": step.user, "model": step.model}
-            if step.actions:
-                turn["actions"] = step.actions
+            turn: dict[str, Any]
+            if step.application is not None:
+                turn = {"application": {"context": step.application}}
+            else:
+                turn = {"user": step.user, "model": step.model}
+                if step.actions:
+                    turn["actions"] = step.actions
             expect: dict[str, Any] = {"state": step.state, "stack": list(step.stack)}
             if index == len(finding.path) - 1:
                 expect.update(finding.expect)

@@ -1,5 +1,5 @@
 // The inspector page: conversations, a chat panel that streams, the definition drawn with the path
-// taken, each turn's explain record, the trace, the context and the definition's lint findings.
+// taken, each turn's explain record, the trace, the context and the definition's lint findings and proof.
 // Read-only unless the key has the write right (GET v1/me says which). What is open is in the URL
 // (route.js): the page opens what a link names, and the back button returns to what was open before.
 
@@ -7,6 +7,7 @@ import { ApiError, forgetKey, getJSON, postJSON, segment, storeKey, storedKey, s
 import { append, clear, el, show, time } from "./dom.js";
 import { draw, fitDiagram, initMermaid, pathFromTrace } from "./diagram.js";
 import { renderTurn, scrolling } from "./explain.js";
+import { proveWhenOpen } from "./proof.js";
 import { conversationHash, definitionHash, parseRoute } from "./route.js";
 
 const $ = (id) => document.getElementById(id);
@@ -124,10 +125,12 @@ async function loadDefinitions() {
 
 async function showLint(definitionId) {
   const box = clear($("lint"));
+  const proof = el("div", { id: "proof", className: "proof" }, el("h4", {}, "Proof"));
   try {
     const { findings } = await getJSON(`v1/definitions/${segment(definitionId)}/lint`);
     if (!findings.length) {
-      box.append(el("p", { className: "note" }, `${definitionId}: no finding.`));
+      box.append(el("p", { className: "note" }, `${definitionId}: no finding.`), proof);
+      proveWhenOpen($("lint-section"), proof, definitionId);
       return findings;
     }
     box.append(
@@ -145,7 +148,9 @@ async function showLint(definitionId) {
           ),
         ),
       ),
+      proof,
     );
+    proveWhenOpen($("lint-section"), proof, definitionId);
     return findings;
   } catch (error) {
     box.append(el("p", { className: "error" }, String(error.message ?? error)));
