@@ -94,6 +94,10 @@ def proved(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Mutant], Prove
     return get
 
 
+# Proving one mutant takes seconds, over a minute for the loan ones on a loaded 2-core machine: the first test that
+# asks for a mutant's report pays for it (the fixture caches it), hence the longer timeout on these tests.
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
 def test_prover_finds_the_seeded_bug_with_its_property(mutant: Mutant, proved: Callable[[Mutant], Proved]) -> None:
     result = proved(mutant)
@@ -103,12 +107,16 @@ def test_prover_finds_the_seeded_bug_with_its_property(mutant: Mutant, proved: C
     )
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_prover_finds_at_least_95_percent_of_the_corpus(proved: Callable[[Mutant], Proved]) -> None:
     missed = [m.name for m in MUTANTS if not found(m, proved(m).report)]
     hits = len(MUTANTS) - len(missed)
     assert hits / len(MUTANTS) >= FOUND_RATE, f"found {hits}/{len(MUTANTS)}; missed {missed}"
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
 def test_every_counterexample_reproduces_under_llm_fsm_test(
     mutant: Mutant, proved: Callable[[Mutant], Proved], tmp_path: Path
@@ -119,13 +127,15 @@ def test_every_counterexample_reproduces_under_llm_fsm_test(
     result = proved(mutant)
     if not result.report.failed:
         pytest.skip("nothing failed, so nothing to reproduce (the miss is test_prover_finds_the_seeded_bug's)")
-    scripts = write_counterexamples(result.report, result.root.parent / "counterexamples", result.root)
+    scripts = write_counterexamples(result.report, result.root.parent / "counterexamples", str(result.root))
     assert scripts
     suite = run_suite(scripts)
     failures = [(r.conversation.label, r.failures, [t.failures for t in r.turns]) for r in suite.failed]
     assert suite.passed, (suite.errors, failures)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", [*shipped(), *tricky()], ids=lambda p: p.name)
 def test_no_false_alarm_on_correct_definitions(path: Path) -> None:
     report = prove_file(path)

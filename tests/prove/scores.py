@@ -34,7 +34,7 @@ def lint_flags(mutant: Mutant, directory: Path) -> bool:
 
 
 def prove_file(path: Path) -> Any:
-    from llm_fsm.lint import prove  # type: ignore[attr-defined,unused-ignore]
+    from llm_fsm.lint import prove
 
     return prove(load(path), resolve=resolve)
 
@@ -54,10 +54,10 @@ def describe(findings: Iterable[Any]) -> str:
 
 def reproduces(report: Any, root: Path) -> tuple[int, int]:
     """(counterexamples written, counterexamples whose script passes under llm-fsm test)."""
-    from llm_fsm.lint import write_counterexamples  # type: ignore[attr-defined,unused-ignore]
+    from llm_fsm.lint import write_counterexamples
     from llm_fsm.scripting import run_suite
 
-    scripts = write_counterexamples(report, root.parent / "counterexamples", root)
+    scripts = write_counterexamples(report, root.parent / "counterexamples", str(root))
     passing = sum(1 for script in scripts if run_suite([script]).passed)
     return len(scripts), passing
 
