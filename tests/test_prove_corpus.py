@@ -21,6 +21,11 @@ from tests.prove.mutants import DEFINITIONS, MUTANTS, PROPERTIES, Mutant, load, 
 from tests.prove.scores import describe, found, lint_flags, prove_file, shipped, tricky
 
 BY_NAME = {mutant.name: mutant for mutant in MUTANTS}
+#: the mutants, each a strict xfail where the prover says it cannot decide it (``Mutant.undecided``)
+CASES = [
+    pytest.param(m, id=m.name, marks=[pytest.mark.xfail(strict=True, reason=m.undecided)] if m.undecided else [])
+    for m in MUTANTS
+]
 FOUND_RATE = 0.95
 
 
@@ -98,13 +103,20 @@ def proved(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Mutant], Prove
 # asks for a mutant's report pays for it (the fixture caches it), hence the longer timeout on these tests.
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+@pytest.mark.parametrize("mutant", CASES)
 def test_prover_finds_the_seeded_bug_with_its_property(mutant: Mutant, proved: Callable[[Mutant], Proved]) -> None:
     result = proved(mutant)
     assert result.report.status(mutant.property) == "failed", describe(result.report.findings) or "no finding"
     assert found(mutant, result.report), (
         f"expected {mutant.property} at {mutant.where}; got {describe(result.report.findings) or 'nothing'}"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.undecided], ids=lambda m: m.name)
+def test_an_undecided_mutant_is_unknown_never_proved(mutant: Mutant, proved: Callable[[Mutant], Proved]) -> None:
+    assert proved(mutant).report.status(mutant.property) == "unknown"
 
 
 @pytest.mark.slow

@@ -47,6 +47,9 @@ class Mutant:
     lint_flags: bool
     flows: Mapping[str, Edit] = field(default_factory=dict)
     corpus_flows: tuple[str, ...] = ()
+    undecided: str | None = None
+    """Why the prover cannot decide this mutant (it says ``unknown``): its test is a strict xfail, and it still
+    counts as a miss in the found rate."""
 
     def data(self) -> Data:
         data = copy.deepcopy(_read(DEFINITIONS / self.source))
