@@ -58,11 +58,6 @@ PROGRESS = [
             ["monthly_income"],
         ),
         lint_flags=False,
-        undecided=(
-            "prove() says progress is unknown ('rests on an approximation'): collect_employment's guard divides"
-            " monthly_debt_payments by monthly_income, which makes monthly_income inexact in the whole definition,"
-            " so the exact contradiction here (> 5 and < 3) is not decided on cells"
-        ),
     ),
     Mutant(
         "loan-debts-differ-from-themselves",
@@ -78,10 +73,6 @@ PROGRESS = [
             ["monthly_debt_payments"],
         ),
         lint_flags=False,
-        undecided=(
-            "prove() says progress is unknown ('rests on an approximation'): a key compared with itself (x != x) is"
-            " a comparison between keys, inexact by design, and monthly_debt_payments is computed with elsewhere"
-        ),
     ),
     Mutant(
         "flight-origin-outside-enum",

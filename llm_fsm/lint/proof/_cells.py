@@ -223,6 +223,10 @@ class Abstraction:
                 if condition.logic is not None:
                     yield condition.logic
 
+    def exact(self, logic: Any) -> bool:
+        """Whether cells decide this condition: every atom reads one key, or relates two (``a != b``)."""
+        return all(len(keys) == 1 or (len(keys) == 2 and _relation(atom)) for keys, atom in _atoms(logic))
+
     def declaration(self, key: str) -> KeyDeclaration | None:
         found = self.definition.declaration_for(key)
         return found[1] if found is not None else None

@@ -388,11 +388,12 @@ def matters(definition: FSMDefinition, state: State, transition: Transition) -> 
 
 
 def _inexact_exit(state: State, abstraction: Abstraction) -> bool:
-    for transition in state.transitions:
-        for condition in transition.conditions or ():
-            if guard_keys(condition.logic) & abstraction.inexact:
-                return True
-    return False
+    return any(
+        not abstraction.exact(condition.logic)
+        for transition in state.transitions
+        for condition in transition.conditions or ()
+        if condition.logic is not None
+    )
 
 
 def _shown(driver: Driver, node: Node) -> str:
