@@ -111,6 +111,24 @@ def _reads(logic: Any) -> set[str]:
     return found
 
 
+def turn_reach(definition: FSMDefinition, state_id: str) -> list[State]:
+    """The state, the targets it offers, and the states guarded transitions lead on to from those (chaining)."""
+    seen: dict[str, State] = {}
+    frontier = [state_id]
+    first = True
+    while frontier:
+        current = frontier.pop()
+        state = definition.states.get(current)
+        if state is None or current in seen:
+            continue
+        seen[current] = state
+        for transition in state.transitions:
+            if first or transition.is_guarded:
+                frontier.append(transition.target_state)
+        first = False
+    return list(seen.values())
+
+
 def used_by(state: State) -> list[str]:
     """The keys a state's own decisions read: what it collects and confirms, its conditions, its actions' inputs."""
     keys = list(state.required_context_keys or ())
@@ -190,6 +208,7 @@ class Abstraction:
         self.keys: tuple[str, ...] = tuple(sorted(relevant))
         self._cells: dict[tuple[str, str], Any] = {}
         self._live: dict[str, tuple[str, ...]] = {}
+        self._relevant: dict[str, tuple[str, ...]] = {}
         self.values: dict[str, tuple[Value, ...]] = {key: self._representatives(key) for key in self.keys}
 
     def _logics(self) -> Iterator[Any]:
@@ -203,6 +222,10 @@ class Abstraction:
             for condition in declaration.conditions or ():
                 if condition.logic is not None:
                     yield condition.logic
+
+    def exact(self, logic: Any) -> bool:
+        """Whether cells decide this condition: every atom reads one key, or relates two (``a != b``)."""
+        return all(len(keys) == 1 or (len(keys) == 2 and _relation(atom)) for keys, atom in _atoms(logic))
 
     def declaration(self, key: str) -> KeyDeclaration | None:
         found = self.definition.declaration_for(key)
@@ -226,9 +249,33 @@ class Abstraction:
         return found
 
     def signature(self, data: Mapping[str, Any], state_id: str) -> tuple[Any, ...]:
-        """The cells of the keys still *live* in ``state_id``: read by it or by a state reachable from it. A key
-        nothing ahead reads cannot change what happens, so two configurations that differ only there are one."""
-        return tuple((key, self.cell(key, data)) for key in self.live(state_id))
+        """The cells of the keys that can change what happens next in ``state_id`` (``relevant``)."""
+        return tuple((key, self.cell(key, data)) for key in self.relevant(state_id))
+
+    def relevant(self, state_id: str) -> tuple[str, ...]:
+        """The live keys this state's next turn can read (its own, its targets', those of the states guarded steps
+        chain to), and every live key the model cannot write (an action's output, the application's).
+
+        A key the model may write that no state of this turn's reach reads is left out: the model can write it
+        again, to any value, in the turn that reads it, so the configurations that differ only there reach the
+        same configurations wherever it matters (docs/prove.md, "The abstraction")."""
+        found = self._relevant.get(state_id)
+        if found is None:
+            near = {key for state in turn_reach(self.definition, state_id) for key in used_by(state)}
+            found = tuple(
+                key for key in self.live(state_id) if key in near or key in self.extra or not self.model_writes(key)
+            )
+            self._relevant[state_id] = found
+        return found
+
+    def model_writes(self, key: str) -> bool:
+        """Whether the model may write ``key`` (the engine drops the rest of its writes)."""
+        if key in self.definition.application_only_keys:
+            return False
+        declaration = self.declaration(key)
+        if declaration is None:
+            return self.definition.additional_keys
+        return declaration.writable_by == "model"
 
     def live(self, state_id: str) -> tuple[str, ...]:
         found = self._live.get(state_id)
@@ -260,6 +307,7 @@ class Abstraction:
     def _representatives(self, key: str) -> tuple[Value, ...]:
         declaration = self.declaration(key)
         chosen: dict[Any, Value] = {}
+        covered: set[Any] = set()
         for raw in self._candidates(key, declaration):
             value = raw
             if declaration is not None:
@@ -272,10 +320,16 @@ class Abstraction:
             cell = self.cell(key, nested(key, value))
             if cell == _ABSENT or cell in chosen:
                 continue
+            exact = self._exact_cell(key, value)
+            if key in self.inexact and exact not in covered:
+                covered.add(exact)  # every cell of the key's own atoms first: its single-key conditions stay exact
+            elif len(chosen) >= self._most(key):
+                continue
             chosen[cell] = Value(value, said(value))
-            if len(chosen) >= self._most(key):
-                break
         return tuple(chosen.values())
+
+    def _exact_cell(self, key: str, value: Any) -> Any:
+        return (isinstance(value, bool), *(_holds(atom, key, value) for atom in self.atoms.get(key, ())))
 
     def _most(self, key: str) -> int:
         declaration = self.declaration(key)
@@ -422,4 +476,4 @@ def said(value: Any) -> str:
     return json.dumps(value) if isinstance(value, dict) else str(value)
 
 
-__all__ = ["MAX_VALUES", "Abstraction", "Value", "guard_keys", "nested", "said", "used_by"]
+__all__ = ["MAX_VALUES", "Abstraction", "Value", "guard_keys", "nested", "said", "turn_reach", "used_by"]

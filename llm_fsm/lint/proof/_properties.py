@@ -131,8 +131,10 @@ class Judge:
             state = definition.states.get(place[2])
             if state is None or state.is_terminal:
                 continue
+            # a sub-flow called from here comes back here: calling one is no way out of the state
             leaves = any(
-                self.nodes[t].settled or _place(self.nodes[t]) != place
+                self.nodes[t].settled
+                or (_place(self.nodes[t]) != place and _depth(self.nodes[t]) <= _depth(self.nodes[i]))
                 for i in members
                 for t in self.forward.get(i, ())
             )
@@ -154,6 +156,10 @@ class Judge:
                 )
             )
         return stuck
+
+    def _leaves(self, source: int, target: int, place: Place) -> bool:
+        after = self.nodes[target]
+        return after.settled or (_place(after) != place and _depth(after) <= _depth(self.nodes[source]))
 
     def _traps(self, claims: list[Claim], stuck: set[Place]) -> None:
         # a configuration that can reach a state nothing leaves is that state's progress finding, not a trap of its own
@@ -382,11 +388,12 @@ def matters(definition: FSMDefinition, state: State, transition: Transition) -> 
 
 
 def _inexact_exit(state: State, abstraction: Abstraction) -> bool:
-    for transition in state.transitions:
-        for condition in transition.conditions or ():
-            if guard_keys(condition.logic) & abstraction.inexact:
-                return True
-    return False
+    return any(
+        not abstraction.exact(condition.logic)
+        for transition in state.transitions
+        for condition in transition.conditions or ()
+        if condition.logic is not None
+    )
 
 
 def _shown(driver: Driver, node: Node) -> str:

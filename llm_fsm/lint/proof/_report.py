@@ -156,6 +156,13 @@ def _finding_dict(finding: ProofFinding) -> dict[str, Any]:
     }
 
 
+class _NoAliases(yaml.SafeDumper):
+    """Scripts refuse YAML aliases (alias bombs), and a stub given on two turns is one object: written twice."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_")[:60] or "finding"
 
@@ -173,7 +180,8 @@ def write_counterexamples(
         target = folder / name
         document = report.script(finding, definition_path, relative_to=str(folder))
         header = f"# {finding.code} {finding.property}: {finding.message}\n# Run: llm-fsm test {target}\n"
-        target.write_text(header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        text = yaml.dump(document, Dumper=_NoAliases, sort_keys=False, allow_unicode=True)
+        target.write_text(header + text, encoding="utf-8")
         report.findings[number - 1] = _with_file(finding, str(target))
         written.append(target)
     return written
