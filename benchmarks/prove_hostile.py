@@ -66,6 +66,7 @@ def size(case: Case) -> int:
 
 
 def sweep(kind: str, runs: int, args: argparse.Namespace) -> Tally:
+    """Prove and run definitions of one kind until ``runs`` runs have been checked (a few more at most)."""
     from llm_fsm.lint import prove
 
     per_definition, turns, max_configurations = args.runs_per_definition, args.turns, args.max_configurations
@@ -73,18 +74,8 @@ def sweep(kind: str, runs: int, args: argparse.Namespace) -> Tally:
     forms = form_cases(max_states=args.form_states)
     cases: st.SearchStrategy[Case] = forms if kind == "generated_form" else definitions().map(hostile_case)
 
-    @seed(args.seed)
-    @settings(
-        max_examples=max(1, runs),  # a proof that reaches its bound gives no runs: keep drawing until enough ran
-        phases=[Phase.generate],
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(case=cases, data=st.data())
     def one(case: Case, data: st.DataObject) -> None:
-        if tally.runs >= runs:
-            return
+        # what it draws must depend on the draws alone (hypothesis refuses a test whose draws depend on a tally)
         started = time.perf_counter()
         report = prove(case.definition, resolve=case.resolve, max_configurations=max_configurations)
         tally.prove_s += time.perf_counter() - started
@@ -96,7 +87,7 @@ def sweep(kind: str, runs: int, args: argparse.Namespace) -> Tally:
         seen: set[Any] = set()
         missed: set[Any] = set()
         started = time.perf_counter()
-        for _ in range(min(per_definition, runs - tally.runs)):
+        for _ in range(per_definition):
             steps = run(case, data.draw, turns)
             tally.runs += 1
             tally.turns += max(0, len(steps) - 1)
@@ -111,7 +102,18 @@ def sweep(kind: str, runs: int, args: argparse.Namespace) -> Tally:
         tally.distinct += len(seen)
         tally.missed_distinct += len(missed)
 
-    one()
+    for round_seed in range(args.seed, args.seed + 100):  # proofs that reach the bound give no runs: draw again
+        if tally.runs >= runs:
+            break
+        examples = -(-(runs - tally.runs) // per_definition)
+        checked = settings(
+            max_examples=examples,
+            phases=[Phase.generate],
+            database=None,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        )(given(case=cases, data=st.data())(one))
+        seed(round_seed)(checked)()
     return tally
 
 
