@@ -19,8 +19,8 @@ seconds of both, prove ÷ lint, and prove ÷ its target with met or MISSED (issu
 sizes have no target). A round whose proof takes more than ``--slow`` seconds
 is not repeated.
 
-    python benchmarks/prove.py                                   # everything
-    python benchmarks/prove.py --shipped simple_greeting --states 20 --repeat 1
+    python benchmarks/prove.py                                   # everything (--timeout: stop a proof after N s)
+    python benchmarks/prove.py --shipped simple_greeting --states 6,30 --repeat 1
     python benchmarks/prove.py --shipped none --states 300 --subflow --json
 """
 
