@@ -104,20 +104,19 @@ def test_the_reachable_configurations_name_every_state_a_conversation_can_rest_i
 # --- progress ---------------------------------------------------------------------------------------------
 
 
-def test_a_state_whose_only_exit_can_never_hold_fails_progress() -> None:
+def never_leaves(state: str, target: str) -> dict[str, Any]:
+    """The form with ``state``'s only exit guarded by a contradiction (amount > 400 and < 100)."""
     contradiction = {"and": [{">": [{"var": "amount"}, 400]}, {"<": [{"var": "amount"}, 100]}]}
-    data = changed(
-        amount={
-            "transitions": [
-                {
-                    "target_state": "confirm",
-                    "description": "x",
-                    "conditions": [{"description": "never", "logic": contradiction}],
-                }
-            ]
-        }
-    )
-    report = prove(definition(data))
+    exit_ = {
+        "target_state": target,
+        "description": "x",
+        "conditions": [{"description": "never", "logic": contradiction}],
+    }
+    return changed(**{state: {"transitions": [exit_]}})
+
+
+def test_a_state_whose_only_exit_can_never_hold_fails_progress() -> None:
+    report = prove(definition(never_leaves("amount", "confirm")))
     assert report.status("progress") == "failed"
     assert [(f.code, f.state) for f in findings(report, "progress")] == [("FSM043", "amount")]
     assert findings(report, "no_trap") == [], "a state nothing leaves is progress, not also no_trap"
@@ -378,17 +377,5 @@ def test_per_state_statuses_mark_failed_only_where_a_finding_is() -> None:
 
 
 def test_a_state_leading_only_into_a_stuck_state_is_reported_once_as_progress() -> None:
-    contradiction = {"and": [{">": [{"var": "amount"}, 400]}, {"<": [{"var": "amount"}, 100]}]}
-    data = changed(
-        confirm={
-            "transitions": [
-                {
-                    "target_state": "paid",
-                    "description": "x",
-                    "conditions": [{"description": "never", "logic": contradiction}],
-                }
-            ]
-        }
-    )
-    report = prove(definition(data))
+    report = prove(definition(never_leaves("confirm", "paid")))
     assert [(f.property, f.state) for f in report.findings] == [("progress", "confirm")]
