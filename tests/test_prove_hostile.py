@@ -27,7 +27,7 @@ from prove_hostile_cases import Case, form_cases, found_yaml, hostile_case, run,
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.lint import prove
 
-EXAMPLES = int(os.environ.get("PROVE_HOSTILE_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("PROVE_HOSTILE_EXAMPLES", "20"))
 #: the prover's bound here: a few seconds per proof at most; a proof that reaches it is not checked
 BOUND = int(os.environ.get("PROVE_HOSTILE_BOUND", "100"))
 #: the largest generated form tried (each declared key multiplies the replies the prover tries per configuration)
