@@ -1,7 +1,7 @@
 """What proving a definition costs: ``llm_fsm.lint.prove`` on the shipped definitions and generated forms.
 
 For each shipped definition (``definitions/*.yaml|json`` and ``definitions/flows/``,
-sub-flows resolved as ``fsm-lint`` resolves them: ``llm_fsm.cli.lint._FlowFiles``)
+sub-flows resolved where the engine looks: ``llm_fsm.loading.flow_resolver``)
 and each generated form (``benchmarks/_prove_defs.py``: 50, 100 and 300 states by
 default), in this process, the two taking turns in each of ``--repeat`` rounds,
 best of the rounds:
@@ -99,12 +99,10 @@ def shipped_name(path: Path) -> str:
 
 
 def file_resolver() -> Resolve:
-    """A fresh copy of fsm-lint's sub-flow resolver (it caches what it loads)."""
-    from llm_fsm.cli.lint import _FlowFiles
-    from llm_fsm.loading import DEFAULT_MAX_BYTES
+    """The library's sub-flow loader (``llm_fsm.loading.flow_resolver``: where the engine and fsm-lint look)."""
+    from llm_fsm.loading import flow_resolver
 
-    resolve: Resolve = _FlowFiles({}, DEFAULT_MAX_BYTES)
-    return resolve
+    return flow_resolver()
 
 
 class Stopped(Exception):

@@ -379,3 +379,38 @@ def test_per_state_statuses_mark_failed_only_where_a_finding_is() -> None:
 def test_a_state_leading_only_into_a_stuck_state_is_reported_once_as_progress() -> None:
     report = prove(definition(never_leaves("confirm", "paid")))
     assert [(f.property, f.state) for f in report.findings] == [("progress", "confirm")]
+
+
+def test_a_definition_without_sub_flows_proves_flows_return_whatever_else_is_unknown() -> None:
+    data = copy.deepcopy(FORM)
+    data["context_keys"]["fee"] = {"type": "integer", "minimum": 0, "maximum": 50}
+    data["states"]["amount"]["transitions"][0]["conditions"] = [
+        {"description": "x", "logic": {">": [{"-": [{"var": "amount"}, {"var": "fee"}]}, 0]}}
+    ]
+    report = prove(definition(data))
+    assert report.status("progress") == "unknown" and report.status("flows_return") == "proved"
+
+
+SELF_CALL = """
+name: Loop
+description: Calls itself
+initial_state: ask
+flows:
+  - {name: again, definition: loop.yaml, mode: call, description: start over inside}
+states:
+  ask:
+    id: ask
+    description: ask
+    purpose: ask
+    transitions: [{target_state: end, description: done}]
+  end: {id: end, description: end, purpose: end, transitions: []}
+"""
+
+
+def test_a_flow_that_calls_itself_fails_flows_return_and_the_search_stops_there(tmp_path: Path) -> None:
+    (tmp_path / "loop.yaml").write_text(SELF_CALL, encoding="utf-8")
+    report = prove(load_fsm_definition(tmp_path / "loop.yaml", cache=None), resolve=flow_resolver())
+    assert report.status("flows_return") == "failed"
+    assert "call themselves" in findings(report, "flows_return")[0].message
+    assert report.explored < 50
+    assert report.status("no_trap") == "unknown"

@@ -42,6 +42,8 @@ class Node:
     move: Move | None = None
     stubs: dict[str, dict[str, Any]] = field(default_factory=dict)
     approximate: bool = False
+    truncated: bool = False
+    """Not explored: its flow stack repeats a flow (flows_return fails there; what lies above is not searched)."""
 
     @property
     def state(self) -> str:
@@ -81,6 +83,7 @@ class Exploration:
     opening_error: str | None = None
     turns: int = 0
     depth_refusals: list[tuple[int, Move]] = field(default_factory=list)
+    truncated: bool = False
 
     def path(self, index: int) -> list[Node]:
         """The nodes from the opening to ``index`` (the opening's node first)."""
@@ -158,7 +161,11 @@ def explore(driver: Driver, max_configurations: int) -> Exploration:
                         found.complete = False
                         continue
                     target = _add(found, driver, outcome.instance, index, variant, outcome.stubs, key)
-                    queue.append(target)
+                    stack = outcome.instance.stack
+                    if len(set(stack)) < len(stack):
+                        found.nodes[target].truncated = found.truncated = True
+                    else:
+                        queue.append(target)
                 edges.append(Edge(target, variant, outcome.verdict, _handed(node.instance, outcome.instance)))
     return found
 

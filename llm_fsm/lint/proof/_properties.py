@@ -123,7 +123,7 @@ class Judge:
     def _progress(self, claims: list[Claim]) -> set[Place]:
         places: dict[Place, list[int]] = {}
         for node in self.nodes:
-            if not node.settled:
+            if not node.settled and not node.truncated:
                 places.setdefault(_place(node), []).append(node.index)
         stuck: set[Place] = set()
         for place, members in places.items():
@@ -163,7 +163,7 @@ class Judge:
 
     def _traps(self, claims: list[Claim], stuck: set[Place]) -> None:
         # a configuration that can reach a state nothing leaves is that state's progress finding, not a trap of its own
-        finishing = self._reach_back(n.index for n in self.nodes if _goal(n) or _place(n) in stuck)
+        finishing = self._reach_back(n.index for n in self.nodes if _goal(n) or n.truncated or _place(n) in stuck)
         covered: set[int] = set()
         for node in self.nodes:
             if node.settled or node.index in finishing or node.stack or _place(node) in stuck:
@@ -188,7 +188,9 @@ class Judge:
         seen: set[tuple[str, str, str]] = set()
         deepest = max((_depth(n) for n in self.nodes), default=0)
         for level in range(1, deepest + 1):
-            back = self._reach_back((n.index for n in self.nodes if _goal(n) or _depth(n) < level), self.returning)
+            back = self._reach_back(
+                (n.index for n in self.nodes if _goal(n) or n.truncated or _depth(n) < level), self.returning
+            )
             for node in self.nodes:
                 if _depth(node) != level or node.settled or node.index in back:
                     continue

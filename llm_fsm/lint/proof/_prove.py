@@ -59,12 +59,16 @@ def _status(name: str, claims: list[Claim], found: Exploration, driver: Driver) 
     mine = [claim for claim in claims if claim.property == name]
     if any(claim.exact for claim in mine):
         return PropertyResult(name, "failed")
+    if name == "flows_return" and not _calls_flows(driver.root):
+        return PropertyResult(name, "proved")  # nothing to return from: no sub-flow is declared
     if found.opening_error is not None:
         return PropertyResult(name, "unknown", f"the conversation cannot open: {found.opening_error}")
     if mine:
         return PropertyResult(name, "unknown", f"{mine[0].message} — but this rests on an approximation")
     if not found.complete:
         return PropertyResult(name, "unknown", f"the bound of {found.bound:,} configurations was reached")
+    if found.truncated and name != "flows_return":
+        return PropertyResult(name, "unknown", "sub-flows call themselves: the checker stops at the first repetition")
     if name == "flows_return" and driver.unresolved:
         flows = ", ".join(sorted(set(driver.unresolved)))
         return PropertyResult(name, "unknown", f"sub-flow(s) {flows} could not be loaded")
@@ -82,6 +86,10 @@ def _status(name: str, claims: list[Claim], found: Exploration, driver: Driver) 
             name, "unknown", f"conditions compute with {', '.join(inexact)}: the checker tried values, it cannot prove"
         )
     return PropertyResult(name, "proved")
+
+
+def _calls_flows(definition: FSMDefinition) -> bool:
+    return bool(definition.flows) or any(state.flows for state in definition.states.values())
 
 
 def _finding(driver: Driver, found: Exploration, claim: Claim, definition: FSMDefinition) -> ProofFinding:
