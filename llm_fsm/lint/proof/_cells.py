@@ -32,7 +32,7 @@ MAX_VALUES = 12
 #: values of a key compared with another key: three give "equal" and "different" with room to change one
 MAX_RELATED = 3
 #: values tried for a key a condition computes with (its cells are its values: each one multiplies the space)
-MAX_INEXACT = 3
+MAX_INEXACT = 2
 _ABSENT = "∅"
 
 
