@@ -79,6 +79,17 @@ def test_walking_folders_for_fsm_lint_does_not_load_the_script_format():
     assert _run(code) == "False"
 
 
+def test_plain_lint_does_not_load_the_prover_or_the_engines_turn():
+    # `fsm-lint` without --prove is the cold start benchmarks/startup.py measures: the prover runs the engine's
+    # turn, so it (and the turn's modules) load only when `prove` is first asked for
+    code = (
+        "import sys, llm_fsm.lint; from llm_fsm.lint import lint_definition; "
+        "print('llm_fsm.lint.proof' in sys.modules, 'llm_fsm.engine._turn' in sys.modules); "
+        "from llm_fsm.lint import prove; print(prove.__module__)"
+    )
+    assert _run(code) == "False False\nllm_fsm.lint.proof._prove"
+
+
 def test_every_error_class_the_library_raises_is_exported_from_the_package():
     """A caller catches what the API raises by importing it from ``llm_fsm``, never from a private module."""
     import inspect

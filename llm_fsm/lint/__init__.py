@@ -5,6 +5,9 @@ The loader refuses a definition only for the findings marked ``blocks_loading``;
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from llm_fsm._lazy import lazy_exports
 from llm_fsm.lint._flows import lint_flows
 from llm_fsm.lint._linter import lint_data, lint_definition, lint_document
 from llm_fsm.lint._rules import (
@@ -15,15 +18,21 @@ from llm_fsm.lint._rules import (
     Rule,
     Severity,
 )
-from llm_fsm.lint.proof import (
-    PROPERTIES,
-    ProofFinding,
-    ProofReport,
-    ProofStep,
-    PropertyResult,
-    prove,
-    write_counterexamples,
-)
+
+if TYPE_CHECKING:
+    from llm_fsm.lint.proof import (
+        PROPERTIES,
+        ProofFinding,
+        ProofReport,
+        ProofStep,
+        PropertyResult,
+        prove,
+        write_counterexamples,
+    )
+
+#: the prover runs the engine's turn, so it is imported when first asked for: plain lint (and a cold
+#: ``fsm-lint``) loads none of the engine's turn modules
+_PROOF = ("PROPERTIES", "ProofFinding", "ProofReport", "ProofStep", "PropertyResult", "prove", "write_counterexamples")
 
 __all__ = [
     "PROPERTIES",
@@ -44,3 +53,5 @@ __all__ = [
     "prove",
     "write_counterexamples",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(_PROOF, "llm_fsm.lint.proof"), globals())
