@@ -243,7 +243,7 @@ class Abstraction:
             return text
         found = self._cells.get((key, text))
         if found is None:
-            found = (isinstance(value, bool), *(_holds(atom, key, value) for atom in self.atoms.get(key, ())))
+            found = self._exact_cell(key, value)
             if len(self._cells) < 65536:
                 self._cells[(key, text)] = found
         return found

@@ -53,20 +53,13 @@ class Move:
         if self.target:
             answer["target_state"] = self.target
         if self.update:
-            answer["context_update"] = _unflatten(self.update)
+            answer["context_update"] = dict(self.update)
         if self.intent != "continue":
             answer["intent"] = self.intent
         if self.flow:
             answer["flow"] = self.flow
         answer["message"] = REPLY
         return answer
-
-
-def _unflatten(update: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for path, value in update:
-        out[path] = value
-    return out
 
 
 @dataclass
@@ -141,7 +134,7 @@ class Driver:
         instance = before.copy_for_turn()
         definition = self.definition(instance.fsm_id)
         policy = KeyPolicy(definition) if definition.context_keys else None
-        changes = apply_update(instance.context.data, _unflatten(move.update), source="application", policy=policy)
+        changes = apply_update(instance.context.data, dict(move.update), source="application", policy=policy)
         refused = [c for c in changes if not c.applied]
         if refused:
             return Outcome(instance, error=f"the application's write was refused: {refused[0].reason}")
@@ -186,7 +179,7 @@ class Driver:
             request = effect.request
             if request.purpose == "turn":
                 response = LLMResponse(
-                    transition=StateTransition(target_state=move.target, context_update=_unflatten(move.update)),
+                    transition=StateTransition(target_state=move.target, context_update=dict(move.update)),
                     message=REPLY,
                     intent=move.intent,  # type: ignore[arg-type]
                     flow=move.flow,

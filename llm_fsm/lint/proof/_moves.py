@@ -25,7 +25,7 @@ from llm_fsm.engine._data import copy_json
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._transitions import evaluate_condition
-from llm_fsm.lint.proof._cells import Abstraction, Value, guard_keys, nested, said, turn_reach, used_by
+from llm_fsm.lint.proof._cells import Abstraction, Value, guard_keys, nested, said, used_by
 from llm_fsm.lint.proof._drive import NEUTRAL, Move
 
 #: the most update combinations written in one configuration before the checker falls back to guard combinations
@@ -38,11 +38,6 @@ MAX_CHAIN_DEPTH = 6
 class Moves:
     moves: tuple[Move, ...]
     approximate: bool
-
-
-def writable(definition: FSMDefinition, abstraction: Abstraction, key: str) -> bool:
-    """Whether the model may write ``key`` at all (the engine drops the rest, so writing them explores nothing)."""
-    return abstraction.model_writes(key)
 
 
 def _said(values: list[tuple[str, Value]]) -> str:
@@ -73,7 +68,7 @@ def updates(definition: FSMDefinition, abstraction: Abstraction, state: State, d
     """
 
     def usable(key: str) -> bool:
-        return bool(abstraction.values.get(key)) and writable(definition, abstraction, key)
+        return bool(abstraction.values.get(key)) and abstraction.model_writes(key)
 
     own = [key for key in dict.fromkeys(used_by(state)) if usable(key)]
 
@@ -240,4 +235,4 @@ def assignments(abstraction: Abstraction, keys: list[str]) -> Iterator[dict[str,
         yield dict(picked)
 
 
-__all__ = ["MAX_UPDATES", "Moves", "assignments", "gate_move", "moves", "turn_reach", "updates", "writable"]
+__all__ = ["MAX_UPDATES", "Moves", "assignments", "gate_move", "moves", "updates"]

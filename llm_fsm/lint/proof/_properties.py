@@ -23,7 +23,7 @@ from llm_fsm.definition._model import FSMDefinition, State, Transition
 from llm_fsm.lint.proof._cells import Abstraction, guard_keys
 from llm_fsm.lint.proof._drive import Driver, Move
 from llm_fsm.lint.proof._explore import CANCELS, Exploration, Node
-from llm_fsm.lint.proof._moves import assignments, gate_move, writable
+from llm_fsm.lint.proof._moves import assignments, gate_move
 
 Place = tuple[tuple[str, ...], str, str]
 
@@ -357,7 +357,7 @@ def gate_keys(definition: FSMDefinition, abstraction: Abstraction, transition: T
         ]
     }
     for key in keys:
-        if key in collected or not writable(definition, abstraction, key):
+        if key in collected or not abstraction.model_writes(key):
             return None
         declaration = abstraction.declaration(key)
         if declaration is not None and declaration.is_grounded:
