@@ -267,6 +267,10 @@ class TurnOutcomeUnknownError(StoreUnavailableError):
         self.message_id = message_id
 
 
+class DefinitionVersionNotFoundError(StoreError):
+    """The store keeps no definition with this version (content hash)."""
+
+
 class ConcurrentUpdateError(StoreError):
     """Another worker saved this conversation first and retries ran out."""
 
@@ -303,7 +307,27 @@ class InvalidCursorError(UsageError):
     """A listing's ``cursor`` that no listing gave (cursors are opaque): garbled, cut short or edited by hand."""
 
 
+# --- audit, replay and migration ---------------------------------------------------
+
+
+class AuditError(FSMError):
+    """A conversation's recorded decisions could not be checked, replayed or moved as asked."""
+
+
+class NotRecomputableError(AuditError):
+    """A turn record does not hold what re-deciding it needs: written before turns recorded their inputs, or an
+    answer the decision asked for is missing from it."""
+
+
+class MigrationError(AuditError):
+    """A conversation cannot be moved to the definition version asked for (it would be stranded there); it stays on
+    its own version, unchanged."""
+
+
 __all__ = [
+    "AuditError",
+    "MigrationError",
+    "NotRecomputableError",
     "ActionError",
     "ActionNotRegisteredError",
     "ConcurrentUpdateError",
@@ -316,6 +340,7 @@ __all__ = [
     "DefinitionChangedError",
     "DefinitionError",
     "DefinitionNotFoundError",
+    "DefinitionVersionNotFoundError",
     "FSMError",
     "InvalidCursorError",
     "FlowError",

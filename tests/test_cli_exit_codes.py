@@ -69,6 +69,10 @@ POLICY = {
     "ConcurrentUpdateError": EXIT_FINDINGS,
     "ActionError": EXIT_FINDINGS,
     "ActionNotRegisteredError": EXIT_UNREADABLE,
+    "AuditError": EXIT_UNREADABLE,  # a record or a version the audit cannot read: unusable input
+    "NotRecomputableError": EXIT_UNREADABLE,
+    "MigrationError": EXIT_FINDINGS,  # conversations the new version would strand: a finding
+    "DefinitionVersionNotFoundError": EXIT_UNREADABLE,
 }
 
 

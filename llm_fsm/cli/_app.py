@@ -42,6 +42,7 @@ from llm_fsm.errors import (
     InvalidTransitionError,
     LLMResponseError,
     LLMScriptExhaustedError,
+    MigrationError,
 )
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE = 0, 1, 2
@@ -73,6 +74,7 @@ RUN_FAILURES: tuple[type[FSMError], ...] = (
     ConcurrentUpdateError,
     BudgetExceededError,  # the conversation spent its budget: the run started and could not go on
     ActionError,  # a backend call a state declares failed with on_error: fail
+    MigrationError,  # a conversation the new version cannot hold: a finding about the definition, not bad input
 )
 
 EXIT_CODE_HELP = """\b

@@ -203,6 +203,9 @@ class FSMInstance(_Data):
         ),
     )
     usage: Usage = Field(default_factory=Usage, description="Model calls, tokens and cost of the conversation so far.")
+    chain_head: str | None = Field(
+        default=None, description="Hash of the newest turn record: the head of the conversation's hash chain."
+    )
     archive_outbox: list[dict[str, Any]] = Field(
         default_factory=list,
         description=(

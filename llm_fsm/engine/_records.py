@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from llm_fsm.engine._data import _Data, clean_json, clean_text, now
 
@@ -347,6 +347,51 @@ class ActionRecord(_Data):
     )
 
 
+class TurnInputs(_Data):
+    """What re-deciding a turn needs, kept with its record (``llm_fsm.audit``): the conversation as the turn found
+    it and every answer the turn was given, in order. With the definition version it ran on, the engine's decision
+    can be computed again, calling no model and no application code.
+
+    Values of sensitive keys are masked here as everywhere in the log; a decision that depended on one is reported
+    as not recomputable rather than as a mismatch.
+    """
+
+    definition: str | None = Field(default=None, description="The version (content hash) of the definition it ran on.")
+    before: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "The conversation before the turn: the hot record less its trail, with transcript entries reduced to "
+            "their role and text (what the decision reads)."
+        ),
+    )
+    tape: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description=(
+            "The answers the turn received, in order: model replies (parsed), hooks' additions, definitions by "
+            "version, the streamed message."
+        ),
+    )
+    actions: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Action results by the action's key and the fingerprint of its inputs (value or error).",
+    )
+    clock: str | None = Field(
+        default=None, description="The application clock's reading (ISO 8601), when EngineConfig.clock was read."
+    )
+    message: str | None = Field(
+        default=None,
+        description="The user's message as the turn read it, when the record's `user_message` masks part of it.",
+    )
+
+
+class Chain(_Data):
+    """A link of the conversation's hash chain (``llm_fsm.audit``): the previous record's hash and this one's, over
+    the record's canonical JSON (everything but ``hash`` itself), so an edited or removed record shows."""
+
+    prev: str | None = None
+    hash: str = ""
+
+
 class TurnRecord(_Data):
     """Everything one turn did, so any decision can be explained afterwards."""
 
@@ -374,6 +419,12 @@ class TurnRecord(_Data):
     reply: str
     started_at: float
     finished_at: float
+    inputs: TurnInputs | None = Field(default=None, description="What re-deciding the turn needs (llm_fsm.audit).")
+    chain: Chain | None = Field(default=None, description="The record's link in the conversation's hash chain.")
+
+    _stored_digest: str | None = PrivateAttr(default=None)
+    """SHA-256 of what the store held for this record (set by the stores' decoder): the audit compares it with the
+    record as parsed, so bytes a parser would drop (a renamed field, an extra one) still count as an edit."""
 
 
 class TraceEvent(_Data):

@@ -26,6 +26,7 @@ from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
 from llm_fsm.engine._messages import UserMessage
 from llm_fsm.engine._turn import TurnOutcome
 from llm_fsm.errors import StateNotFoundError
+from llm_fsm.runtime._audit import AuditAPI
 from llm_fsm.runtime._base import DEFAULT_MAX_CONCURRENT_TURNS, DEFAULT_MAX_INPUT_CHARS
 from llm_fsm.runtime._effects import LoadConversation, SaveConversation, StoreCall
 from llm_fsm.runtime._operations import (
@@ -38,7 +39,6 @@ from llm_fsm.runtime._operations import (
     starting,
     turn,
 )
-from llm_fsm.runtime._operator import OperatorAPI
 from llm_fsm.runtime._performer import Ledger, Performer
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class FSMManager(OperatorAPI):
+class FSMManager(AuditAPI):
     """Starts conversations and processes their messages (the seed's API, plus stores and async)."""
 
     # --- starting ------------------------------------------------------------------

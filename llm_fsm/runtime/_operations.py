@@ -19,11 +19,11 @@ from llm_fsm.engine._context import apply_update
 from llm_fsm.engine._handoff import conversation_ended
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage
-from llm_fsm.engine._operator import human_turn
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import ActionRecord
+from llm_fsm.engine._tape import recorded_human_turn, recorded_turn
 from llm_fsm.engine._transitions import refused_writes
-from llm_fsm.engine._turn import Decided, EngineConfig, LoadDefinition, LoadFlow, TurnOutcome, run_opening, run_turn
+from llm_fsm.engine._turn import Decided, EngineConfig, LoadDefinition, LoadFlow, TurnOutcome, run_opening
 from llm_fsm.engine._values import KeyPolicy
 from llm_fsm.errors import ConcurrentUpdateError, DefinitionError
 from llm_fsm.runtime._actions import ActionRegistry
@@ -181,10 +181,10 @@ class _TurnAttempts:
             raise conversation_ended(instance)
         definition: FSMDefinition = yield LoadActiveDefinition(instance)
         if instance.mode == "human":  # a person has it: record the message, call no model and no hook
-            outcome = human_turn(definition, instance, request.message, self.config, message_id=message_id)
+            outcome = recorded_human_turn(definition, instance, request.message, self.config, message_id=message_id)
             yield Decided(state=outcome.state, verdict="human_mode", ended=False)
         else:
-            outcome = yield from run_turn(
+            outcome = yield from recorded_turn(
                 definition,
                 instance,
                 request.message,

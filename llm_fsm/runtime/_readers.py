@@ -276,7 +276,8 @@ def _turn_record(instance: FSMInstance, turn: int) -> TurnRecord:
     wanted = turn if turn > 0 else count + turn + 1
     for record in records:
         if record.index == wanted:
-            return record
+            # what re-deciding it needs (sensitive values included) is the audit's, not a reader's
+            return record.model_copy(update={"inputs": None}) if record.inputs is not None else record
     named = f"turn {turn}" if turn > 0 else f"turn {turn} (turn {wanted})"
     kept = f"only turns {records[0].index} to {records[-1].index} are" if records else "no turn record is"
     raise TurnNotFoundError(

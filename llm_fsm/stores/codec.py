@@ -15,13 +15,16 @@ and the next save moves them to the log.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
+from llm_fsm.engine._chain import canonical, content_of
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import TurnRecord
 from llm_fsm.errors import (
@@ -49,6 +52,9 @@ class SizeLimits:
     max_record_bytes: int | None = DEFAULT_MAX_RECORD_BYTES
     max_context_bytes: int | None = None
 
+
+_TURN_INDEX = re.compile(r'^\{"index":(\d+)')
+"""A logged record's index, read from its text when the rest cannot be parsed (pydantic writes it first)."""
 
 COLD_FIELDS: set[str] = {"turns", "processed_messages"}
 """Fields of ``FSMInstance`` kept in the turn log, not in the hot record: no turn reads them (a retried message id
@@ -156,11 +162,19 @@ def decode_turn(data: str | bytes | dict[str, Any], *, where: str) -> TurnRecord
     """One logged turn record (JSON text, or already parsed); StoreCorruptedError (naming ``where``) when it cannot
     be decoded."""
     try:
-        if isinstance(data, dict):
-            return TurnRecord.model_validate(data)
-        return TurnRecord.model_validate_json(data)
+        raw = data if isinstance(data, dict) else json.loads(data)
+        record = TurnRecord.model_validate(raw)
     except (ValidationError, ValueError, UnicodeDecodeError) as exc:
-        raise StoreCorruptedError(f"{where}: logged turn record cannot be decoded: {_first_line(exc)}") from exc
+        if isinstance(data, dict):
+            text = f'{{"index":{data.get("index")}'
+        else:
+            text = data if isinstance(data, str) else bytes(data[:200]).decode("utf-8", "replace")
+        turn = _TURN_INDEX.search(text)
+        named = f" (turn {turn.group(1)})" if turn else ""
+        raise StoreCorruptedError(f"{where}: logged turn record{named} cannot be decoded: {_first_line(exc)}") from exc
+    if record.chain is not None:  # a chained record: remember what was stored, for the audit (llm_fsm.audit)
+        record._stored_digest = hashlib.sha256(canonical(content_of(raw))).hexdigest()
+    return record
 
 
 def with_log(instance: FSMInstance, turns: Iterable[TurnRecord], replies: Iterable[tuple[str, str]]) -> FSMInstance:

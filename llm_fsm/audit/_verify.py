@@ -1,0 +1,209 @@
+"""Verifying a conversation: its records are the ones written, in order, and every decision in them is the one the
+engine makes again from the recorded inputs with the recorded definition version.
+
+Two checks per turn record, oldest first, stopping at the first failure (what follows a broken link proves
+nothing):
+
+- **the chain**: the record's hash is the hash of its content (``engine._chain``), what the store held is what was
+  parsed, its ``prev`` is the hash of the record before, and the conversation's head is the last record's hash;
+- **the decision**: ``redecide`` with the recorded version gives the same verdict, chained steps, stored and refused
+  values and action calls (``decision_of``).
+
+Records kept from before turns recorded their inputs are counted, not verified. Records older than the log's
+retention (``EngineConfig.max_turn_records``) are gone; the first kept one's ``prev`` cannot be checked against
+them, and the report says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from llm_fsm.audit._redecide import Resolve, decision_of, differences, redecide
+from llm_fsm.engine._chain import canonical, content_of, record_hash
+from llm_fsm.engine._effects import EngineConfig
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._records import TurnRecord
+from llm_fsm.engine._values import MASK
+from llm_fsm.errors import FSMError, NotRecomputableError
+
+TurnStatus = Literal["verified", "tampered", "mismatch", "not_recorded", "not_recomputable"]
+
+
+@dataclass(frozen=True)
+class TurnCheck:
+    """One turn record, checked."""
+
+    index: int
+    status: TurnStatus
+    details: tuple[str, ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("tampered", "mismatch")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"turn": self.index, "status": self.status, "details": list(self.details)}
+
+
+@dataclass
+class Verification:
+    """A conversation's verification: what was checked and the first failure, if any."""
+
+    conversation_id: str
+    fsm_id: str
+    turns: list[TurnCheck] = field(default_factory=list)
+    first_kept: int | None = None
+    """Index of the oldest record kept (earlier ones were trimmed by retention), None without records."""
+    problem: str | None = None
+    """A failure that is not one turn's check: the chain head, or a record the store could not read."""
+    problem_turn: int | None = None
+    """The turn ``problem`` is about, when it is one turn's record that could not be read."""
+
+    @property
+    def failure(self) -> TurnCheck | None:
+        return next((check for check in self.turns if check.failed), None)
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None and self.failure is None
+
+    def count(self, status: TurnStatus) -> int:
+        return sum(1 for check in self.turns if check.status == status)
+
+    def as_dict(self) -> dict[str, Any]:
+        failure = self.failure
+        return {
+            "conversation_id": self.conversation_id,
+            "fsm_id": self.fsm_id,
+            "ok": self.ok,
+            "checked": len(self.turns),
+            "verified": self.count("verified"),
+            "not_recorded": self.count("not_recorded"),
+            "not_recomputable": self.count("not_recomputable"),
+            "first_kept": self.first_kept,
+            "failure": failure.as_dict() if failure is not None else None,
+            "problem": self.problem,
+            "problem_turn": self.problem_turn,
+        }
+
+
+def verify_instance(
+    instance: FSMInstance,
+    versions: Resolve,
+    *,
+    config: EngineConfig | None = None,
+    key: bytes | None = None,
+) -> Verification:
+    """Check a whole conversation (hot record and turn log, as ``store.load`` gives it)."""
+    report = Verification(instance.conversation_id, instance.root_fsm_id)
+    records = sorted(instance.turns, key=lambda record: record.index)
+    report.first_kept = records[0].index if records else None
+    previous: TurnRecord | None = None
+    kept = (config or EngineConfig()).max_turn_records
+    if records and records[0].index > 1 and len(records) < kept and records[0].chain is not None:
+        # the log keeps up to ``kept`` records: fewer, starting after turn 1, were removed rather than trimmed
+        missing = TurnCheck(1, "tampered", (f"turns 1 to {records[0].index - 1} are missing from the log",))
+        report.turns.append(missing)
+        return report
+    for record in records:
+        check = _chain_check(record, previous, key)
+        if check is None:
+            check = _decision_check(record, versions, config)
+        report.turns.append(check)
+        if check.failed:
+            return report
+        previous = record
+    last = records[-1] if records else None
+    if last is not None and last.chain is not None and instance.chain_head != last.chain.hash:
+        report.problem = (
+            f"the conversation's chain head is {instance.chain_head} but its last record (turn {last.index}) hashes "
+            f"to {last.chain.hash}: a newer record was removed, or the head edited"
+        )
+    elif last is None and instance.chain_head is not None:
+        report.problem = "the conversation names a chain head but its turn log holds no record: the log was emptied"
+    return report
+
+
+def unreadable(conversation_id: str, error: Exception) -> Verification:
+    """The verification of a conversation whose stored record or log the store could not decode: failed, naming
+    the turn when the record's text still says which."""
+    text = str(error)
+    turn = _NAMED_TURN.search(text)
+    return Verification(
+        conversation_id, "", problem=f"unreadable: {text}", problem_turn=int(turn.group(1)) if turn else None
+    )
+
+
+_NAMED_TURN = re.compile(r"\(turn (\d+)\)")
+
+
+def _chain_check(record: TurnRecord, previous: TurnRecord | None, key: bytes | None) -> TurnCheck | None:
+    """The record's place in the chain, or None when it holds (then its decision is checked)."""
+    index = record.index
+    if record.chain is None:
+        if previous is not None and previous.chain is not None:
+            return TurnCheck(index, "tampered", ("the record has no chain link, though the one before it has",))
+        return TurnCheck(index, "not_recorded", ("written before turn records were chained",))
+    expected = record_hash(record, key)
+    if record.chain.hash != expected:
+        return TurnCheck(index, "tampered", ("the record's content does not match its hash: it was edited",))
+    stored = record._stored_digest
+    if stored is not None and stored != hashlib.sha256(canonical(content_of(record))).hexdigest():
+        return TurnCheck(index, "tampered", ("the stored record holds bytes its fields do not: it was edited",))
+    if previous is None:
+        if index == 1 and record.chain.prev is not None:
+            return TurnCheck(index, "tampered", ("the first turn's record names a record before it",))
+        return None
+    if index != previous.index + 1:
+        return TurnCheck(previous.index + 1, "tampered", (f"turn {previous.index + 1} is missing from the log",))
+    if previous.chain is None or record.chain.prev != previous.chain.hash:
+        return TurnCheck(
+            index, "tampered", (f"the record does not follow turn {previous.index}'s: one of them was replaced",)
+        )
+    return None
+
+
+def _decision_check(record: TurnRecord, versions: Resolve, config: EngineConfig | None) -> TurnCheck:
+    index = record.index
+    inputs = record.inputs
+    if inputs is None or not inputs.before or not inputs.definition:
+        return TurnCheck(index, "not_recorded", ("the record holds no inputs (written before turns recorded them)",))
+    try:
+        definition = versions(inputs.definition)
+        again = redecide(record, definition, versions=versions, config=config)
+    except NotRecomputableError as exc:  # the chain holds, so this is how the turn was recorded, not an edit
+        return TurnCheck(index, "not_recomputable", (str(exc),))
+    except FSMError as exc:
+        return TurnCheck(index, "mismatch", (f"cannot be decided again: {type(exc).__name__}: {exc}",))
+    if again.record is None:
+        return TurnCheck(index, "mismatch", (f"deciding it again raised {again.error}",))
+    found = differences(decision_of(record), decision_of(again.record))
+    if not found:
+        return TurnCheck(index, "verified")
+    if _masked(record):
+        return TurnCheck(index, "not_recomputable", ("it read a sensitive value, masked in its inputs", *found))
+    return TurnCheck(index, "mismatch", tuple(found))
+
+
+def _masked(record: TurnRecord) -> bool:
+    """Whether the record's inputs hold a masked value (``EngineConfig.record_sensitive_values=False``)."""
+    return record.inputs is not None and f'"{MASK}"' in canonical(record.inputs.model_dump(mode="json")).decode()
+
+
+def verified_count(reports: Sequence[Verification]) -> dict[str, int]:
+    """Totals over conversations, for a summary line."""
+    return {
+        "conversations": len(reports),
+        "failed": sum(1 for report in reports if not report.ok),
+        "turns": sum(len(report.turns) for report in reports),
+        "verified": sum(report.count("verified") for report in reports),
+        "not_recorded": sum(report.count("not_recorded") for report in reports),
+        "not_recomputable": sum(report.count("not_recomputable") for report in reports),
+    }
+
+
+__all__ = ["TurnCheck", "TurnStatus", "Verification", "unreadable", "verified_count", "verify_instance"]

@@ -1,0 +1,288 @@
+"""Recording what a turn was given, so its decision can be computed again (``llm_fsm.audit``).
+
+The turn is a generator of effects; whatever the runtime answered (a model reply, a hook's additions, a definition,
+an action's result, a streamed message) is all the outside world ever told it. ``recorded_turn`` wraps the turn,
+writes those answers down in order with the conversation as the turn found it, and puts them in the turn record's
+``inputs``. Nothing here changes what the turn does: the wrapper forwards every effect, answer and thrown error.
+
+Sensitive values are masked here as in the rest of the record; the audit reports a decision that depended on one
+as not recomputable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Callable, Generator, Iterable
+from typing import Any
+
+from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.engine._actions import ActionMemo, ActionResult, CallAction, HandOff, _fingerprint
+from llm_fsm.engine._effects import (
+    AwaitMessage,
+    CallHook,
+    CallLLM,
+    Effect,
+    EngineConfig,
+    LoadDefinition,
+    LoadFlow,
+    TurnGenerator,
+    TurnOutcome,
+)
+from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._messages import UserMessage, entry_role, entry_text
+from llm_fsm.engine._operator import human_turn
+from llm_fsm.engine._prompts import PromptBuilder
+from llm_fsm.engine._records import LLMResult, TurnInputs
+from llm_fsm.engine._turn import run_turn
+from llm_fsm.engine._values import MASK
+
+SNAPSHOT_EXCLUDE = frozenset({"turns", "processed_messages", "trace", "archive_outbox", "completed_flows"})
+"""What a turn's decision never reads, left out of its ``before`` snapshot: the log, the trail, the archive."""
+
+
+def recorded_turn(
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    message: str | UserMessage,
+    builder: PromptBuilder,
+    config: EngineConfig,
+    *,
+    message_id: str | None = None,
+    schema_sent: bool = False,
+    action_memo: ActionMemo | None = None,
+) -> TurnGenerator:
+    """``run_turn``, with what it was given kept in its record's ``inputs``."""
+    memo = action_memo if action_memo is not None else ActionMemo()
+    memo.turn_label(message_id)
+    secrets = () if config.record_sensitive_values else _secrets(definition)
+    inputs = TurnInputs(definition=definition.content_hash, before=snapshot(instance, secrets))
+    clock = _ClockReading(config.clock)
+    if config.clock is not None:
+        config = dataclasses.replace(config, clock=clock)
+    tape = Tape(secrets, mask_flows=not config.record_sensitive_values)
+    outcome = yield from tape.record(
+        run_turn(
+            definition,
+            instance,
+            message,
+            builder,
+            config,
+            message_id=message_id,
+            schema_sent=schema_sent,
+            action_memo=memo,
+        )
+    )
+    if outcome.record is not None:
+        inputs.tape = tape.entries
+        inputs.actions = _action_results(memo, instance.conversation_id, tape.secrets)
+        inputs.clock = clock.reading
+        text = message.text if isinstance(message, UserMessage) else message
+        if text != outcome.record.user_message and config.record_sensitive_values:
+            inputs.message = text
+        outcome.record.inputs = inputs
+    return outcome
+
+
+def recorded_human_turn(
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    message: str | UserMessage,
+    config: EngineConfig,
+    *,
+    message_id: str | None = None,
+) -> TurnOutcome:
+    """``human_turn``, with the conversation it found kept in its record (it is given nothing else)."""
+    secrets = () if config.record_sensitive_values else _secrets(definition)
+    inputs = TurnInputs(definition=definition.content_hash, before=snapshot(instance, secrets))
+    outcome = human_turn(definition, instance, message, config, message_id=message_id)
+    if outcome.record is not None:
+        text = message.text if isinstance(message, UserMessage) else message
+        if text != outcome.record.user_message and config.record_sensitive_values:
+            inputs.message = text
+        outcome.record.inputs = inputs
+    return outcome
+
+
+def snapshot(instance: FSMInstance, secrets: Iterable[str] = ()) -> dict[str, Any]:
+    """The conversation as a turn finds it, as data: what the decision reads (the keys in ``secrets`` masked)."""
+    data = instance.model_dump(mode="json", exclude=set(SNAPSHOT_EXCLUDE))
+    conversation = data["context"]["conversation"]
+    conversation["exchanges"] = [
+        {entry_role(entry): entry_text(entry)} for entry in instance.context.conversation.exchanges
+    ]
+    if secrets:
+        data["context"]["data"] = masked(data["context"]["data"], secrets)
+        for frame in data.get("flow_stack") or ():
+            frame["data"] = masked(frame.get("data") or {}, secrets)
+    return data
+
+
+def masked(values: dict[str, Any], secrets: Iterable[str]) -> dict[str, Any]:
+    """``values`` with the sensitive keys' values replaced by the mask (top level, as the engine stores them)."""
+    names = set(secrets)
+    return {key: MASK if key in names and value is not None else value for key, value in values.items()}
+
+
+class Tape:
+    """The answers one turn received, in order, as JSON data."""
+
+    def __init__(self, secrets: Iterable[str] = (), *, mask_flows: bool = False) -> None:
+        self.entries: list[dict[str, Any]] = []
+        self.secrets = set(secrets)
+        self.mask_flows = mask_flows
+
+    def record(self, operation: TurnGenerator) -> Generator[Effect, Any, TurnOutcome]:
+        """Forward ``operation``'s effects and their answers (and errors thrown into it), writing each down."""
+        answer: Any = None
+        thrown: BaseException | None = None
+        while True:
+            try:
+                effect = operation.send(answer) if thrown is None else operation.throw(thrown)
+            except StopIteration as stop:
+                outcome: TurnOutcome = stop.value
+                return outcome
+            thrown = None
+            try:
+                answer = yield effect
+            except GeneratorExit:
+                operation.close()
+                raise
+            except Exception as exc:  # noqa: BLE001 - handed on to the turn, which decides what it means
+                thrown = exc
+                self._write(effect, None, exc)
+                continue
+            self._write(effect, answer, None)
+
+    def _write(self, effect: Effect, answer: Any, error: Exception | None) -> None:
+        try:
+            entry = self._entry(effect, answer)
+        except (ValueError, TypeError, RecursionError) as exc:  # nested past what JSON serialisation takes
+            entry = {"effect": _KINDS.get(type(effect), type(effect).__name__)}
+            if isinstance(effect, CallLLM):
+                entry["purpose"] = effect.request.purpose
+            entry["unrecorded"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        if entry is None:
+            return
+        if error is not None:
+            entry = {key: value for key, value in entry.items() if key in ("effect", "purpose", "name", "reference")}
+            entry["raised"] = {"type": type(error).__name__, "message": str(error)}
+        self.entries.append(entry)
+
+    def _entry(self, effect: Effect, answer: Any) -> dict[str, Any] | None:
+        if isinstance(effect, CallLLM):
+            reply = answer.response.model_dump(mode="json", exclude_none=True) if isinstance(answer, LLMResult) else {}
+            update = (reply.get("transition") or {}).get("context_update")
+            if self.secrets and isinstance(update, dict):
+                reply["transition"]["context_update"] = masked(update, self.secrets)
+            return {"effect": "llm", "purpose": effect.request.purpose, "reply": reply}
+        if isinstance(effect, CallHook):
+            return {"effect": "hook", "name": effect.name, "answer": _jsonable(answer, self.secrets)}
+        if isinstance(effect, LoadDefinition):
+            return {"effect": "definition", "fsm_id": effect.fsm_id, "version": _version(answer)}
+        if isinstance(effect, LoadFlow):
+            reference, definition = answer if isinstance(answer, tuple) else (None, None)
+            if self.mask_flows and isinstance(definition, FSMDefinition):
+                self.secrets |= set(_secrets(definition))
+            return {
+                "effect": "flow",
+                "name": effect.declaration.name,
+                "reference": reference,
+                "version": _version(definition),
+            }
+        if isinstance(effect, AwaitMessage):
+            message = answer.response.message if isinstance(answer, LLMResult) else None
+            return {"effect": "message", "text": message}
+        return None  # Decided is answered with nothing; CallAction's results are kept by key (``_action_results``)
+
+
+_KINDS: dict[type, str] = {
+    CallLLM: "llm",
+    CallHook: "hook",
+    LoadDefinition: "definition",
+    LoadFlow: "flow",
+    AwaitMessage: "message",
+}
+
+
+class _ClockReading:
+    """The application's clock, remembering what it said (the engine reads it at most once a turn)."""
+
+    def __init__(self, clock: Callable[[], dt.datetime] | None) -> None:
+        self.clock = clock
+        self.reading: str | None = None
+
+    def __call__(self) -> dt.datetime:
+        assert self.clock is not None
+        instant = self.clock()
+        self.reading = instant.isoformat()
+        return instant
+
+
+def action_result_data(result: ActionResult, secrets: Iterable[str] = ()) -> dict[str, Any]:
+    """An action's result as JSON data (a ``HandOff`` as ``{"handoff": reason}``)."""
+    if isinstance(result.value, HandOff):
+        return {"handoff": result.value.reason}
+    data: dict[str, Any] = {"value": _jsonable(result.value, set(secrets))}
+    if result.error is not None:
+        data = {"error": result.error, "timed_out": result.timed_out}
+    return data
+
+
+def action_result_of(data: dict[str, Any]) -> ActionResult:
+    """The ``ActionResult`` ``action_result_data`` wrote down."""
+    if "handoff" in data:
+        return ActionResult(value=HandOff(reason=str(data["handoff"])))
+    if "error" in data:
+        return ActionResult(error=str(data["error"]), timed_out=bool(data.get("timed_out")))
+    return ActionResult(value=data.get("value"))
+
+
+def action_memo_key(effect: CallAction, label: str) -> str:
+    """The key ``inputs.actions`` files a call's result under: the action's place and its inputs' fingerprint."""
+    prefix = f"{effect.call.conversation_id}:{label}:"
+    key = effect.call.idempotency_key
+    key = key[len(prefix) :] if key.startswith(prefix) else key
+    return f"{key}:{_fingerprint(effect.arguments)}"
+
+
+def _action_results(memo: ActionMemo, conversation_id: str, secrets: set[str]) -> dict[str, dict[str, Any]]:
+    prefix = f"{conversation_id}:{memo.turn}:"
+    return {
+        (key[len(prefix) :] if key.startswith(prefix) else key): action_result_data(result, secrets)
+        for key, result in memo.results.items()
+    }
+
+
+def _version(definition: Any) -> str | None:
+    return definition.content_hash if isinstance(definition, FSMDefinition) else None
+
+
+def _secrets(definition: FSMDefinition) -> tuple[str, ...]:
+    return tuple(key for key, declaration in (definition.context_keys or {}).items() if declaration.sensitive)
+
+
+def _jsonable(value: Any, secrets: set[str]) -> Any:
+    """``value`` as JSON data (a model dumped, anything else JSON cannot hold as its text); sensitive keys of a
+    mapping masked."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        value = dump(mode="json")
+    data = json.loads(json.dumps(value, default=str, ensure_ascii=False))
+    if secrets and isinstance(data, dict):
+        return masked(data, secrets)
+    return data
+
+
+__all__ = [
+    "SNAPSHOT_EXCLUDE",
+    "Tape",
+    "action_memo_key",
+    "action_result_data",
+    "action_result_of",
+    "masked",
+    "recorded_human_turn",
+    "recorded_turn",
+    "snapshot",
+]
