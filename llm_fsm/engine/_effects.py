@@ -59,6 +59,13 @@ class EngineConfig:
     UTC). Relative dates the user says ("next Friday", "tomorrow") ground a date key against its date, or against
     the same instant's date in the key's declared ``timezone``. None: the turn's start time in UTC. The engine
     reads it once per turn that grounds a value, and does no I/O itself."""
+    record_sensitive_values: bool = True
+    """Turn records keep what re-deciding them needs (``TurnRecord.inputs``), sensitive values included, as the hot
+    record keeps them (``explain`` and the API never show inputs). False masks them there too: the audit then reports
+    a decision that read one as not recomputable."""
+    audit_key: bytes | None = field(default=None, repr=False)
+    """Key of the turn records' hash chain (HMAC-SHA256; ``llm_fsm.audit``). None: plain SHA-256, which shows an
+    edit but not one made together with every later hash; with a key kept apart from the store, it shows both."""
 
 
 # --- effects the drivers perform ---------------------------------------------------
@@ -90,6 +97,9 @@ class LoadDefinition:
     """Load the definition of a flow being resumed; the driver answers an ``FSMDefinition``."""
 
     fsm_id: str
+    version: str | None = None
+    """The version the flow ran on (its frame's ``definition_hash``): a runtime that pins conversations to their
+    versions answers that one."""
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,8 @@ def _complete_finished_flows(
     changes: list[ContextChange] = []
     note = None
     while instance.flow_stack and definition.get_state(instance.current_state).is_terminal:
-        parent: FSMDefinition = yield LoadDefinition(instance.flow_stack[-1].fsm_id)
+        frame = instance.flow_stack[-1]
+        parent: FSMDefinition = yield LoadDefinition(frame.fsm_id, frame.definition_hash)
         finished, outputs = pop_flow(
             instance,
             "completed",

@@ -128,7 +128,7 @@ def _cancel(
         state=state_before,
         resumed=instance.flow_id,
     )
-    parent = yield LoadDefinition(instance.fsm_id)
+    parent = yield LoadDefinition(instance.fsm_id, instance.definition_hash)
     verdict = Verdict(
         kind="flow_cancelled",
         target_state=instance.current_state,
@@ -313,7 +313,7 @@ def _resume(
         return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
     cancelled = resume_flow(instance, index, reason=f"user resumed {name}", max_completed=config.max_completed_flows)
     _trace(instance, config, "resume", flow=instance.flow_id, cancelled=[f.flow_id for f in cancelled])
-    resumed = yield LoadDefinition(instance.fsm_id)
+    resumed = yield LoadDefinition(instance.fsm_id, instance.definition_hash)
     verdict = Verdict(
         kind="flow_resumed",
         target_state=instance.current_state,

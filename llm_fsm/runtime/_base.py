@@ -73,7 +73,7 @@ class RuntimeBase:
         max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
         max_input_chars: int = DEFAULT_MAX_INPUT_CHARS,
         max_save_retries: int = 3,
-        on_definition_change: DefinitionPolicy = "continue",
+        on_definition_change: DefinitionPolicy = "pin",
         hooks: Mapping[str, HookFunction | list[HookFunction]] | None = None,
         config: EngineConfig | None = None,
         definition_recheck_seconds: float = 1.0,

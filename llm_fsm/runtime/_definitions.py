@@ -19,7 +19,10 @@ from llm_fsm.runtime._loading import resolve_flow_reference
 
 logger = logging.getLogger("llm_fsm.runtime")
 
-DefinitionPolicy = Literal["continue", "error"]
+DefinitionPolicy = Literal["pin", "continue", "error"]
+
+MAX_VERSIONS_HELD = 1024
+"""Definition versions a manager keeps parsed in memory (each conversation's own, for pinned conversations)."""
 
 
 class DefinitionSource:
@@ -37,6 +40,27 @@ class DefinitionSource:
         self._policy = policy
         self._cache: dict[str, tuple[FSMDefinition, float]] = {}
         self.given: dict[str, FSMDefinition] = {}
+        self.versions: dict[str, FSMDefinition] = {}
+        """Definitions by version (content hash): every one this manager loaded or read from the store."""
+        self._stored: tuple[object, set[str]] = (None, set())
+
+    def stored_in(self, store: object) -> set[str]:
+        """Versions this manager knows ``store`` keeps (saved or read back), so each is written once per store."""
+        if self._stored[0] is not store:
+            self._stored = (store, set())
+        return self._stored[1]
+
+    def remember(self, definition: FSMDefinition) -> FSMDefinition:
+        """Keep ``definition`` by its version, for the conversations pinned to it."""
+        if definition.content_hash not in self.versions:
+            if len(self.versions) >= MAX_VERSIONS_HELD:
+                self.versions.pop(next(iter(self.versions)))
+            self.versions[definition.content_hash] = definition
+        return definition
+
+    @property
+    def policy(self) -> DefinitionPolicy:
+        return self._policy()
 
     def cached(self, fsm_id: str | FSMDefinition) -> FSMDefinition | None:
         """The definition when no loader call is due (no I/O), else None."""
@@ -65,7 +89,12 @@ class DefinitionSource:
         return resolve_flow_reference(declaration.definition, parent.source)
 
     def checked(self, instance: FSMInstance, definition: FSMDefinition) -> FSMDefinition:
-        """The definition, if the conversation may run on it (see ``FSMManager(on_definition_change=...)``)."""
+        """The definition, if the conversation may run on it (see ``FSMManager(on_definition_change=...)``).
+
+        Under "pin" the performer first looks for the conversation's own version; this is asked only when that
+        version is nowhere to be found (a conversation started before versions were stored), and then the
+        conversation continues on the current definition, as under "continue".
+        """
         if instance.definition_hash and definition.content_hash != instance.definition_hash:
             if self._policy() == "error":
                 raise DefinitionChangedError(

@@ -97,7 +97,8 @@ class OperatorAPI(ReadersAPI):
             ops.check(instance, actor)
             parent = child
             if instance.flow_stack:
-                parent = yield LoadDefinition(instance.flow_stack[-1].fsm_id)
+                frame = instance.flow_stack[-1]
+                parent = yield LoadDefinition(frame.fsm_id, frame.definition_hash)
             ops.pop_flow(child, parent, instance, outputs, actor, reason, self.config)
 
         return change

@@ -17,13 +17,17 @@ from collections.abc import Awaitable, Callable, Generator, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from llm_fsm.audit._versions import definition_of, version_document
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._actions import CallAction
+from llm_fsm.engine._chain import link
 from llm_fsm.engine._hooks import Hooks
+from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import LLMCallRecord, LLMRequest, LLMResponse, LLMResult
 from llm_fsm.engine._turn import AwaitMessage, CallHook, CallLLM, Decided, EngineConfig, LoadDefinition, LoadFlow
 from llm_fsm.errors import (
     ConcurrentUpdateError,
+    DefinitionVersionNotFoundError,
     FSMError,
     LLMConfigurationError,
     LLMResponseError,
@@ -167,6 +171,8 @@ class Performer:
     def _save(self, effect: SaveConversation) -> Handling:
         instance = effect.instance
         instance.bound_trace(self.parts.config.max_trace_events)  # whatever path wrote it, the trail stays bounded
+        link(instance, instance.turns, self.parts.config.audit_key)  # whatever path made them, records are chained
+        yield from self._keep_versions(instance)
         kwargs: dict[str, Any] = {"expected_version": effect.expected_version}
         retention = self.parts.retention() if self.parts.turn_log() else None
         if retention is not None:  # a store written to the older protocol takes no ``retention``
@@ -193,6 +199,20 @@ class Performer:
         self.ledger.saved()
         return version
 
+    def _keep_versions(self, instance: FSMInstance) -> Handling:
+        """Store every definition version the conversation runs on that the store may not have yet, before the
+        conversation itself: a saved conversation can always be loaded with its own version."""
+        store, source = self.parts.store, self.parts.definitions
+        if not hasattr(store, "save_definition_version"):
+            return  # a store of the older protocol keeps no versions: conversations continue on the current file
+        stored = source.stored_in(store)
+        for version in _versions_of(instance):
+            definition = source.versions.get(version)
+            if version in stored or definition is None:
+                continue
+            yield self._store_wait("save_definition_version", version, version_document(definition))
+            stored.add(version)
+
     def _store_call(self, effect: StoreCall) -> Handling:
         return (yield self._store_wait(effect.operation, *effect.args, **effect.kwargs))
 
@@ -203,22 +223,48 @@ class Performer:
     # --- definitions ----------------------------------------------------------------------------------------
 
     def _definition(self, effect: LoadDefinition) -> Handling:
-        return (yield from self._load_definition(effect.fsm_id))
+        definition: FSMDefinition = yield from self._load_definition(effect.fsm_id)
+        pinned = yield from self._pinned(effect.version, definition)
+        return definition if pinned is None else pinned
 
     def _load_definition(self, fsm_id: Any) -> Handling:
         source = self.parts.definitions
         cached = source.cached(fsm_id)
-        if cached is not None:
-            return cached
-        return (yield Blocking(functools.partial(source.load, fsm_id)))  # the loader may read files: the pool
+        if cached is None:
+            cached = yield Blocking(functools.partial(source.load, fsm_id))  # the loader may read files: the pool
+        return source.remember(cached)
 
     def _flow(self, effect: LoadFlow) -> Handling:
         reference = self.parts.definitions.flow_reference(effect.declaration, effect.parent)
         return reference, (yield from self._load_definition(reference))
 
     def _active_definition(self, effect: LoadActiveDefinition) -> Handling:
-        definition: FSMDefinition = yield from self._load_definition(effect.instance.fsm_id)
-        return self.parts.definitions.checked(effect.instance, definition)
+        instance = effect.instance
+        definition: FSMDefinition = yield from self._load_definition(instance.fsm_id)
+        pinned = yield from self._pinned(instance.definition_hash, definition)
+        return self.parts.definitions.checked(instance, definition) if pinned is None else pinned
+
+    def _pinned(self, version: str | None, current: FSMDefinition) -> Handling:
+        """The version a conversation is pinned to (``on_definition_change="pin"``): the current definition when it
+        is that version, else the one the manager holds or the store keeps; None when the policy is another, or
+        the version is nowhere (the caller's policy then decides)."""
+        source = self.parts.definitions
+        if version is None or current.content_hash == version:
+            return current
+        if source.policy != "pin":
+            return None
+        held = source.versions.get(version)
+        if held is not None:
+            return held
+        store = self.parts.store
+        if not hasattr(store, "load_definition_version"):
+            return None
+        try:
+            document = yield self._store_wait("load_definition_version", version)
+        except DefinitionVersionNotFoundError:
+            return None
+        source.stored_in(store).add(version)
+        return source.remember(definition_of(version, document))
 
     # --- the model ------------------------------------------------------------------------------------------
 
@@ -365,6 +411,12 @@ def closing(performer: Performer) -> Iterator[Performer]:
         yield performer
     finally:
         performer.close()
+
+
+def _versions_of(instance: FSMInstance) -> list[str]:
+    """The definition versions a conversation runs on: the active flow's and every paused flow's."""
+    found = [frame.definition_hash for frame in instance.flow_stack] + [instance.definition_hash]
+    return list(dict.fromkeys(version for version in found if version))
 
 
 __all__ = ["Ledger", "Parts", "Performer", "as_result", "model_name"]
