@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,20 @@ def test_a_version_is_stored_once_whatever_the_number_of_saves(
         versions(store).save_definition_version(V1, V1_TEXT)
     versions(store).save_definition_version(V2, V2_TEXT)
     assert copies(store, store_kind, tmp_path) == {V1: 1, V2: 1}
+
+
+def test_workers_saving_one_version_at_once_store_it_once(
+    store: ConversationStore, store_kind: str, tmp_path: Path
+) -> None:
+    texts = [V1_TEXT] * 8
+
+    def save(text: str) -> None:
+        versions(store).save_definition_version(V1, text)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(save, texts))
+    assert copies(store, store_kind, tmp_path) == {V1: 1}
+    assert versions(store).load_definition_version(V1) == V1_TEXT
 
 
 def copies(store: ConversationStore, kind: str, tmp_path: Path) -> dict[str, int]:
