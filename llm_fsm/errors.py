@@ -283,6 +283,14 @@ class StoreCorruptedError(StoreError):
     """A stored record could not be decoded and no backup could replace it."""
 
 
+class DefinitionVersionNotFoundError(StoreError, LookupError):
+    """The store keeps no definition version of this content hash.
+
+    A store error, not a ``DefinitionNotFoundError``: no file was asked for. A conversation pinned to a version
+    its store has lost cannot be re-decided or loaded on its own definition, whatever files are on disk.
+    """
+
+
 class ScriptError(LocatedError):
     """A conversation test script (``*.conv.yaml``) or a recording could not be read or is invalid.
 

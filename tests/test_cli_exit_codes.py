@@ -50,6 +50,7 @@ POLICY = {
     "StoreUnavailableError": EXIT_UNREADABLE,
     "TurnOutcomeUnknownError": EXIT_UNREADABLE,  # a store failure like its parent: the CLI says which
     "StoreCorruptedError": EXIT_UNREADABLE,
+    "DefinitionVersionNotFoundError": EXIT_UNREADABLE,  # a store error: the version asked for is not kept there
     "LLMResponseError": EXIT_FINDINGS,
     "MalformedOutputError": EXIT_FINDINGS,
     "LLMProviderError": EXIT_FINDINGS,

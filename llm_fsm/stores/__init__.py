@@ -35,7 +35,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from llm_fsm.errors import StoreError
 from llm_fsm.stores._paging import ConversationPage
-from llm_fsm.stores.base import AsyncConversationStore, AsyncStoreMixin, ConversationStore, ConversationSummary
+from llm_fsm.stores.base import (
+    AsyncConversationStore,
+    AsyncStoreMixin,
+    ConversationStore,
+    ConversationSummary,
+    DefinitionVersionStore,
+)
 from llm_fsm.stores.codec import (
     DEFAULT_MAX_RECORD_BYTES,
     REDIS_MAX_CONTEXT_BYTES,
@@ -247,6 +253,7 @@ __all__ = [
     "ConversationStore",
     "ConversationSummary",
     "DEFAULT_MAX_RECORD_BYTES",
+    "DefinitionVersionStore",
     "FileStore",
     "MemoryStore",
     "REDIS_MAX_CONTEXT_BYTES",

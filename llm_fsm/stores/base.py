@@ -13,6 +13,10 @@ record* (what the next turn reads) apart from the *turn log* (turn records and
 the replies of processed message ids, which only ``explain``, inspection and a
 retried message read). A turn loads and rewrites the hot record and appends to
 the log, so its cost no longer grows with the explain data kept.
+
+They also implement ``DefinitionVersionStore``: the canonical text of every definition version a
+conversation runs on, kept once by its content hash, so a conversation can be loaded (and its turns
+re-decided) with its own version after the file has changed.
 """
 
 from __future__ import annotations
@@ -193,6 +197,37 @@ class PagedStore(Protocol):
     ) -> ConversationPage: ...
 
 
+@runtime_checkable
+class DefinitionVersionStore(Protocol):
+    """A store that keeps definition versions, content-addressed: one copy per version, whatever the number of
+    conversations on it.
+
+    ``version`` is ``FSMDefinition.content_hash`` (8 to 64 lowercase hex digits, else ValueError) and names its
+    ``document``, the definition's canonical JSON text: the caller guarantees it, so a version already stored is
+    never rewritten. Versions outlive the conversations on them (``delete`` and ``expire`` keep them: another
+    conversation may run on the same version). StoreUnavailableError when the backend cannot be reached.
+    """
+
+    def save_definition_version(self, version: str, document: str) -> None:
+        """Keep ``document`` as ``version``; a no-op when the version is stored already. RecordTooLargeError over
+        the store's record cap (nothing written)."""
+
+    def load_definition_version(self, version: str) -> str:
+        """The document stored as ``version``; DefinitionVersionNotFoundError when the store has none."""
+
+    def definition_versions(self) -> list[str]:
+        """Every stored version, sorted."""
+
+    async def asave_definition_version(self, version: str, document: str) -> None:
+        """``save_definition_version``, awaited."""
+
+    async def aload_definition_version(self, version: str) -> str:
+        """``load_definition_version``, awaited."""
+
+    async def adefinition_versions(self) -> list[str]:
+        """``definition_versions``, awaited."""
+
+
 class AsyncStoreMixin:
     """Async twins of the sync methods, run on the library's I/O pool so the event loop never blocks on I/O.
 
@@ -260,6 +295,17 @@ class AsyncStoreMixin:
     async def aexpire(self, *, older_than: float) -> int:
         return await run_blocking(self.expire, older_than=older_than)  # type: ignore[attr-defined]
 
+    async def asave_definition_version(self, version: str, document: str) -> None:
+        await run_blocking(self.save_definition_version, version, document)  # type: ignore[attr-defined]
+
+    async def aload_definition_version(self, version: str) -> str:
+        document: str = await run_blocking(self.load_definition_version, version)  # type: ignore[attr-defined]
+        return document
+
+    async def adefinition_versions(self) -> list[str]:
+        found: list[str] = await run_blocking(self.definition_versions)  # type: ignore[attr-defined]
+        return found
+
 
 def close_in_loop(loop: asyncio.AbstractEventLoop, closing: Any) -> None:
     """Run the coroutine ``closing`` (an asyncio client's close) in ``loop``, however that loop stands now.
@@ -287,6 +333,7 @@ __all__ = [
     "AsyncStoreMixin",
     "ConversationStore",
     "ConversationSummary",
+    "DefinitionVersionStore",
     "PagedStore",
     "Retention",
     "TurnLogStore",

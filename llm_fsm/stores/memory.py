@@ -8,6 +8,7 @@ record cap (which needs the record serialised to measure it) is off unless asked
 Like the durable stores it keeps the hot record apart from the turn log (turn
 records, processed message ids with their replies), trimmed to the save's
 ``Retention``, so a conversation keeps the same explain data on every store.
+Definition versions are kept in a dict of their own, which ``delete`` and ``expire`` leave alone.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import TurnRecord
 from llm_fsm.errors import ConcurrentUpdateError
 from llm_fsm.stores._paging import ConversationPage, ScanPaging
+from llm_fsm.stores._versions import checked_document, checked_version, version_not_found
 from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
 from llm_fsm.stores.codec import (
     SizeLimits,
@@ -52,6 +54,7 @@ class MemoryStore(ScanPaging, AsyncStoreMixin):
     def __init__(self, *, max_record_bytes: int | None = None, max_context_bytes: int | None = None) -> None:
         self._limits = SizeLimits(max_record_bytes=max_record_bytes, max_context_bytes=max_context_bytes)
         self._entries: dict[str, _Entry] = {}
+        self._definitions: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -163,6 +166,22 @@ class MemoryStore(ScanPaging, AsyncStoreMixin):
             live = [copy_json(m) for m in entry.record.context.conversation.exchanges]
         return archived + live
 
+    def save_definition_version(self, version: str, document: str) -> None:
+        checked_document(version, document, self._limits)
+        with self._lock:
+            self._definitions.setdefault(version, document)
+
+    def load_definition_version(self, version: str) -> str:
+        with self._lock:
+            document = self._definitions.get(checked_version(version))
+        if document is None:
+            raise version_not_found(version)
+        return document
+
+    def definition_versions(self) -> builtins.list[str]:
+        with self._lock:
+            return sorted(self._definitions)
+
     # No I/O happens here (a dict behind a lock held for microseconds), so the async twins run inline:
     # a thread hop would cost more than the operation and stall the loop's pool under load.
 
@@ -212,6 +231,15 @@ class MemoryStore(ScanPaging, AsyncStoreMixin):
 
     async def aexpire(self, *, older_than: float) -> int:
         return self.expire(older_than=older_than)
+
+    async def asave_definition_version(self, version: str, document: str) -> None:
+        self.save_definition_version(version, document)
+
+    async def aload_definition_version(self, version: str) -> str:
+        return self.load_definition_version(version)
+
+    async def adefinition_versions(self) -> builtins.list[str]:
+        return self.definition_versions()
 
     def close(self) -> None:
         """Nothing to release; the records live as long as the object."""

@@ -10,6 +10,7 @@ Archived transcript messages, turn records (``turns``, keyed by turn index) and
 processed message ids with their replies (``replies``) live in their own tables
 and are written in the same transaction as the record, so a save archives and
 logs exactly once or not at all, and trims the logs to its ``Retention``.
+Definition versions (``definition_versions``: content hash → canonical JSON) belong to no conversation.
 
 One connection per store object, shared by its threads under a lock
 (``check_same_thread=False``); a child process that inherits the object opens
@@ -37,6 +38,7 @@ from llm_fsm.errors import (
     StoreUnavailableError,
 )
 from llm_fsm.stores._paging import ConversationPage, check_limit, cut, page_filter
+from llm_fsm.stores._versions import checked_document, checked_version, version_not_found
 from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
 from llm_fsm.stores.codec import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -56,7 +58,7 @@ from llm_fsm.stores.codec import (
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """1: conversations and archive; 2: the turn log (turns, replies). Opening a version-1 file adds the tables; its
 records, which hold their turns, move them to the log on their next save. 3: fewer pages written per turn: ``turns``
 is a rowid table (a turn record of about 1 KB spilled to an overflow page in a WITHOUT ROWID table, whose rows are
@@ -65,7 +67,8 @@ out ``updated_at`` (every save rewrote it). Opening a version-2 file copies its 
 from an index: listings are ordered by ``(updated_at, conversation_id)``, served by ``conversations_by_recency``
 (everyone's, and ``expire``; it replaces ``conversations_by_age``) and ``conversations_by_user`` (a user's, in every
 room or one: a room's page walks its user's entries), so a page costs its own rows whatever the table holds. A save
-rewrites two index entries (``updated_at`` changes) where it rewrote one. Opening an older file builds them."""
+rewrites two index entries (``updated_at`` changes) where it rewrote one. Opening an older file builds them. 5: the
+``definition_versions`` table (a version's text, once); opening an older file adds it, empty."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -103,6 +106,10 @@ CREATE TABLE IF NOT EXISTS replies (
     PRIMARY KEY (conversation_id, message_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS replies_by_seq ON replies (conversation_id, seq);
+CREATE TABLE IF NOT EXISTS definition_versions (
+    version TEXT PRIMARY KEY,
+    document TEXT NOT NULL
+);
 """
 
 _LOGS = ("archive", "turns", "replies")
@@ -368,6 +375,29 @@ class SQLiteStore(AsyncStoreMixin):
             ).fetchall()
         live = decode(row[0], where=where).context.conversation.exchanges
         return [decode_message(m, where=where) for (m,) in archived] + [dict(m) for m in live]
+
+    def save_definition_version(self, version: str, document: str) -> None:
+        checked_document(version, document, self._limits)
+        with self._read() as conn:  # a version stored already takes no write lock
+            if conn.execute("SELECT 1 FROM definition_versions WHERE version = ?", (version,)).fetchone():
+                return
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO definition_versions (version, document) VALUES (?, ?)", (version, document)
+            )
+
+    def load_definition_version(self, version: str) -> str:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT document FROM definition_versions WHERE version = ?", (checked_version(version),)
+            ).fetchone()
+        if row is None:
+            raise version_not_found(version)
+        return str(row[0])
+
+    def definition_versions(self) -> builtins.list[str]:
+        with self._read() as conn:
+            return [v for (v,) in conn.execute("SELECT version FROM definition_versions ORDER BY version")]
 
     def close(self) -> None:
         with self._lock:

@@ -120,7 +120,14 @@ def test_the_tables_are_created_on_first_use_with_their_layout_version(store: Po
     store.list()
     assert sql(store, "SELECT version FROM {s}.schema_version") == [(SCHEMA_VERSION,)]
     tables = sql(store, "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename", store.schema)
-    assert [t for (t,) in tables] == ["archive", "conversations", "replies", "schema_version", "turns"]
+    assert [t for (t,) in tables] == [
+        "archive",
+        "conversations",
+        "definition_versions",
+        "replies",
+        "schema_version",
+        "turns",
+    ]
 
 
 def test_a_database_of_a_newer_layout_is_refused_before_anything_is_written(postgres_url: str) -> None:

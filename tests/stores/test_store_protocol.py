@@ -12,6 +12,7 @@ import inspect
 import pytest
 
 from llm_fsm.stores import AsyncConversationStore, ConversationStore
+from llm_fsm.stores.base import DefinitionVersionStore
 from llm_fsm.stores.files import FileStore
 from llm_fsm.stores.memory import MemoryStore
 from llm_fsm.stores.postgres import PostgresStore
@@ -54,6 +55,15 @@ def test_a_store_has_every_async_twin_with_the_protocols_signature(store_class: 
         method = getattr(store_class, name, None)
         assert method is not None, f"{store_class.__name__} has no {name}()"
         assert inspect.iscoroutinefunction(method), f"{store_class.__name__}.{name} must be a coroutine function"
+        assert shape(inspect.signature(method)) == shape(expected), f"{store_class.__name__}.{name}"
+
+
+@pytest.mark.parametrize("store_class", STORE_CLASSES, ids=lambda c: c.__name__)
+def test_a_store_keeps_definition_versions_with_the_protocols_signatures(store_class: type) -> None:
+    for name, expected in protocol_methods(DefinitionVersionStore).items():
+        method = getattr(store_class, name, None)
+        assert method is not None, f"{store_class.__name__} has no {name}()"
+        assert inspect.iscoroutinefunction(method) == name.startswith("a"), f"{store_class.__name__}.{name}"
         assert shape(inspect.signature(method)) == shape(expected), f"{store_class.__name__}.{name}"
 
 

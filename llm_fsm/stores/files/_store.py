@@ -36,11 +36,12 @@ from llm_fsm.stores.files._archive import DEFAULT_ARCHIVE_PART_SIZE, _Archive, _
 from llm_fsm.stores.files._durable import _unlink
 from llm_fsm.stores.files._log import _find_reply, _kept, _log_entries, _read_log, _TurnLog
 from llm_fsm.stores.files._paths import _Paths, segment, unsegment
+from llm_fsm.stores.files._versions import _DefinitionVersions
 
 logger = logging.getLogger("llm_fsm.stores.files")  # the name it had as one module: logging configs name it
 
 
-class FileStore(_Archive, _TurnLog, AsyncStoreMixin):
+class FileStore(_Archive, _TurnLog, _DefinitionVersions, AsyncStoreMixin):
     """Conversations as JSON files under one directory."""
 
     def __init__(

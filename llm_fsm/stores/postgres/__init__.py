@@ -9,6 +9,8 @@ Layout (every table in one PostgreSQL schema, ``llm_fsm`` by default, created on
     archive         transcript messages archived beyond the stored window, by (conversation, seq)
     turns           the turn log: turn records by (conversation, index), trimmed to the save's retention
     replies         processed message ids with their reply, by (conversation, message id), with a seq
+    definition_versions  a definition version's canonical JSON by content hash, written once
+                    (``INSERT ... ON CONFLICT DO NOTHING``); no conversation owns it, so none takes it along
 
 The log tables reference ``conversations`` with ``ON DELETE CASCADE``, so deleting or expiring a
 conversation takes its archive and log with it and a conversation created again starts empty.

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import ConcurrentUpdateError, StoreError
 from llm_fsm.stores._paging import ConversationPage, check_limit, cut, page_filter
+from llm_fsm.stores._versions import version_not_found
 from llm_fsm.stores.base import ConversationSummary, Retention
 from llm_fsm.stores.codec import (
     SizeLimits,
@@ -226,6 +227,20 @@ class _Operations:
         where = self._where(conversation_id)
         live = decode(record, where=where).context.conversation.exchanges
         return [decode_message(m, where=f"{where} archive") for m in archived] + [dict(m) for m in live]
+
+    def _save_definition_version(self, version: str, document: str) -> _Ops[None]:
+        """Checked by the caller (before any I/O); ON CONFLICT DO NOTHING keeps a stored version's text."""
+        yield _Sql(self._q["save_version"], {"version": version, "document": escape_nul(document)})
+
+    def _load_definition_version(self, version: str) -> _Ops[str]:
+        result = yield _Sql(self._q["load_version"], {"version": version})
+        if not result.rows:
+            raise version_not_found(version)
+        return unescape_nul(str(result.rows[0][0]))
+
+    def _definition_versions(self) -> _Ops[builtins.list[str]]:
+        result = yield _Sql(self._q["versions"])
+        return sorted(str(version) for (version,) in result.rows)  # the server's collation may order otherwise
 
     def _ping(self) -> _Ops[int]:
         result = yield _Sql("SELECT 1")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The table layout this code reads and writes; a database whose ``schema_version`` is higher is refused.
 
 2: listings page through indexes on ``(updated_at, conversation_id)``: ``conversations_by_recency`` (everyone's,
 and ``expire``; it replaces ``conversations_by_age``), ``conversations_by_user`` (a user's, every room) and
 ``conversations_by_pair`` (a room's; it replaces ``conversations_by_owner``), so a page costs its own rows whatever
-the table holds. A database of version 1 gets them when a store first opens it."""
+the table holds. A database of version 1 gets them when a store first opens it.
+
+3: ``definition_versions``, a definition version's canonical JSON by content hash, written once and belonging to no
+conversation (no reference to ``conversations``: deleting a conversation keeps it). An older database gets the table,
+empty, when a store first opens it."""
 
 _CREATE = """
 CREATE TABLE IF NOT EXISTS {s}.conversations (
@@ -50,7 +54,11 @@ CREATE TABLE IF NOT EXISTS {s}.replies (
     reply text NOT NULL,
     PRIMARY KEY (conversation_id, message_id)
 );
-CREATE INDEX IF NOT EXISTS replies_by_seq ON {s}.replies (conversation_id, seq)
+CREATE INDEX IF NOT EXISTS replies_by_seq ON {s}.replies (conversation_id, seq);
+CREATE TABLE IF NOT EXISTS {s}.definition_versions (
+    version text PRIMARY KEY,
+    document text NOT NULL
+)
 """
 
 _OWNER = "c.user_id IS NOT DISTINCT FROM %(user)s AND c.room_id IS NOT DISTINCT FROM %(room)s"
@@ -145,4 +153,8 @@ _QUERIES = {
     "list": f"SELECT {_SUMMARY_COLUMNS} FROM {{s}}.conversations c"
     f" WHERE c.user_id %(user_test)s AND c.room_id %(room_test)s AND {_ALIVE} ORDER BY updated_at DESC",
     "expire": "DELETE FROM {s}.conversations WHERE updated_at < %(cutoff)s OR expires_at <= now()",
+    "save_version": "INSERT INTO {s}.definition_versions (version, document) VALUES (%(version)s, %(document)s)"
+    " ON CONFLICT (version) DO NOTHING",
+    "load_version": "SELECT document FROM {s}.definition_versions WHERE version = %(version)s",
+    "versions": "SELECT version FROM {s}.definition_versions",
 }

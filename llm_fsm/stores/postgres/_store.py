@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import StoreError, StoreUnavailableError
 from llm_fsm.stores._paging import ConversationPage
+from llm_fsm.stores._versions import checked_document, checked_version
 from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention, close_in_loop
 from llm_fsm.stores.codec import DEFAULT_MAX_RECORD_BYTES, SizeLimits
 from llm_fsm.stores.postgres._loop_pool import _LoopPool
@@ -133,6 +134,17 @@ class PostgresStore(_Operations, AsyncStoreMixin):
     ) -> builtins.list[dict[str, Any]]:
         return self._run(lambda: self._transcript(conversation_id, user_id, room_id))
 
+    def save_definition_version(self, version: str, document: str) -> None:
+        checked_document(version, document, self._limits)
+        self._run(lambda: self._save_definition_version(version, document))
+
+    def load_definition_version(self, version: str) -> str:
+        checked_version(version)
+        return self._run(lambda: self._load_definition_version(version))
+
+    def definition_versions(self) -> builtins.list[str]:
+        return self._run(self._definition_versions)
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -197,6 +209,17 @@ class PostgresStore(_Operations, AsyncStoreMixin):
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> builtins.list[dict[str, Any]]:
         return await self._arun(lambda: self._transcript(conversation_id, user_id, room_id))
+
+    async def asave_definition_version(self, version: str, document: str) -> None:
+        checked_document(version, document, self._limits)
+        await self._arun(lambda: self._save_definition_version(version, document))
+
+    async def aload_definition_version(self, version: str) -> str:
+        checked_version(version)
+        return await self._arun(lambda: self._load_definition_version(version))
+
+    async def adefinition_versions(self) -> builtins.list[str]:
+        return await self._arun(self._definition_versions)
 
     def ping(self) -> bool:
         """Whether the server answers now (no exception; for health checks)."""

@@ -14,6 +14,8 @@ user, room and conversation ids escaped by ``key_part`` so no id can contain
     P:U:%rooms         zset  "R:C" of the user's conversations in every room, scored by updated_at (a user's listing)
     P:%all             zset  "U:R:C" of every conversation scored by updated_at (everyone's listing, expire)
     P:%expiry          zset  "U:R:C" of every conversation with a TTL, scored by when its record expires
+    P:%version:V       str   definition version V's canonical JSON, set once (SET NX), never expiring
+    P:%versions        set   every version V stored (``definition_versions``)
 
 The owner is part of every key, so a request for another user or room reads
 another key and finds nothing. A save is one Lua script: compare the stored

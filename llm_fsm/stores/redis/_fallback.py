@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from llm_fsm.engine._instance import FSMInstance
-from llm_fsm.errors import ConversationNotFoundError, StoreUnavailableError
+from llm_fsm.errors import ConversationNotFoundError, DefinitionVersionNotFoundError, StoreUnavailableError
 from llm_fsm.stores._paging import ConversationPage, encode_cursor, sort_key
 from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
 from llm_fsm.stores.memory import MemoryStore
@@ -31,7 +31,8 @@ class FallbackStore(AsyncStoreMixin):
     loaded while Redis is down: that raises StoreUnavailableError rather than
     pretending the conversation does not exist. Every switch to memory is logged
     as a warning. The async twins follow the same rules on Redis's asyncio path
-    (the memory store needs no I/O).
+    (the memory store needs no I/O). Definition versions follow the conversations: one saved while Redis
+    is down is kept in memory, and a version is looked up in memory first.
     """
 
     def __init__(self, primary: RedisStore, fallback: MemoryStore | None = None) -> None:
@@ -224,6 +225,55 @@ class FallbackStore(AsyncStoreMixin):
         if self.fallback.contains(conversation_id):
             return self.fallback.transcript(conversation_id, user_id=user_id, room_id=room_id)
         return await self._aredis(lambda: self.primary.atranscript(conversation_id, user_id=user_id, room_id=room_id))
+
+    def save_definition_version(self, version: str, document: str) -> None:
+        try:
+            self._redis(lambda: self.primary.save_definition_version(version, document))
+        except StoreUnavailableError:
+            self._warn(f"keeping definition version {version} in process memory")
+            self.fallback.save_definition_version(version, document)
+
+    def load_definition_version(self, version: str) -> str:
+        held = self._held_version(version)
+        if held is not None:
+            return held
+        return self._redis(lambda: self.primary.load_definition_version(version))
+
+    def definition_versions(self) -> builtins.list[str]:
+        try:
+            remote = self._redis(self.primary.definition_versions)
+        except StoreUnavailableError:
+            self._warn("listing only definition versions held in process memory")
+            remote = []
+        return sorted({*self.fallback.definition_versions(), *remote})
+
+    async def asave_definition_version(self, version: str, document: str) -> None:
+        try:
+            await self._aredis(lambda: self.primary.asave_definition_version(version, document))
+        except StoreUnavailableError:
+            self._warn(f"keeping definition version {version} in process memory")
+            self.fallback.save_definition_version(version, document)
+
+    async def aload_definition_version(self, version: str) -> str:
+        held = self._held_version(version)
+        if held is not None:
+            return held
+        return await self._aredis(lambda: self.primary.aload_definition_version(version))
+
+    async def adefinition_versions(self) -> builtins.list[str]:
+        try:
+            remote: builtins.list[str] = await self._aredis(self.primary.adefinition_versions)
+        except StoreUnavailableError:
+            self._warn("listing only definition versions held in process memory")
+            remote = []
+        return sorted({*self.fallback.definition_versions(), *remote})
+
+    def _held_version(self, version: str) -> str | None:
+        """The version's text when this process kept it in memory (saved while Redis was down)."""
+        try:
+            return self.fallback.load_definition_version(version)
+        except DefinitionVersionNotFoundError:
+            return None
 
     def _adopt(self, instance: FSMInstance, expected_version: int, retention: Retention | None = None) -> int:
         """Keep a turn of a Redis conversation in memory at the version it would have had.

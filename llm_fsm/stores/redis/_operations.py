@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeVar
 
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import ConcurrentUpdateError, StoreUnavailableError
+from llm_fsm.stores._versions import checked_document, checked_version, version_not_found
 from llm_fsm.stores.base import ConversationSummary, Retention
 from llm_fsm.stores.codec import (
     SizeLimits,
@@ -268,6 +269,26 @@ class _Operations:
             room_member(conversation_id, room_id),
         ]
         return bool((yield _Script("delete", self._all_keys(conversation_id, user_id, room_id), args)))
+
+    def _save_definition_version(self, version: str, document: str) -> _Ops[None]:
+        """SET NX: a version stored already keeps its text; indexed in the same MULTI, so listed once written."""
+        checked_document(version, document, self._limits)
+        set_nx = _Command("set", self._version_key(version), document, None, None, True)  # name, value, ex, px, nx
+        yield _Pipeline((set_nx, _Command("sadd", f"{self.prefix}:%versions", version)), transaction=True)
+
+    def _load_definition_version(self, version: str) -> _Ops[str]:
+        document = yield _Command("get", self._version_key(checked_version(version)))
+        if document is None:
+            raise version_not_found(version)
+        return _text(document)
+
+    def _definition_versions(self) -> _Ops[builtins.list[str]]:
+        members = yield _Command("smembers", f"{self.prefix}:%versions")
+        return sorted(_text(m) for m in members)
+
+    def _version_key(self, version: str) -> str:
+        """``P:%version:V``: no escaped id starts with ``%`` and a letter, so no conversation's key is one."""
+        return f"{self.prefix}:%version:{version}"
 
     def _prune(self, gone: builtins.list[tuple[str, str | None, str | None]]) -> _Ops[None]:
         """Drop index entries whose record expired by TTL, so the indexes do not grow forever.

@@ -134,6 +134,15 @@ class RedisStore(_Paging, AsyncStoreMixin):
     ) -> builtins.list[dict[str, Any]]:
         return self._run(self._transcript(conversation_id, user_id, room_id))
 
+    def save_definition_version(self, version: str, document: str) -> None:
+        self._run(self._save_definition_version(version, document))
+
+    def load_definition_version(self, version: str) -> str:
+        return self._run(self._load_definition_version(version))
+
+    def definition_versions(self) -> builtins.list[str]:
+        return self._run(self._definition_versions())
+
     def close(self) -> None:
         try:
             self._client.close()
@@ -194,6 +203,15 @@ class RedisStore(_Paging, AsyncStoreMixin):
         self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None
     ) -> builtins.list[dict[str, Any]]:
         return await self._arun(self._transcript(conversation_id, user_id, room_id))
+
+    async def asave_definition_version(self, version: str, document: str) -> None:
+        await self._arun(self._save_definition_version(version, document))
+
+    async def aload_definition_version(self, version: str) -> str:
+        return await self._arun(self._load_definition_version(version))
+
+    async def adefinition_versions(self) -> builtins.list[str]:
+        return await self._arun(self._definition_versions())
 
     def ping(self) -> bool:
         """Whether Redis answers now (no exception; for health checks)."""
