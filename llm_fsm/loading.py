@@ -28,7 +28,6 @@ from llm_fsm.runtime._loading import (
 )
 
 
-
 def load_migrations(path: PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Migrations:
     """A standalone migrations file (``--migrations FILE``): the block at its top level or under ``migrations:``.
 

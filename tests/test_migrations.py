@@ -28,7 +28,12 @@ BASE: dict[str, Any] = {
     "description": "d",
     "initial_state": "a",
     "states": {
-        "a": {"id": "a", "description": "d", "purpose": "p", "transitions": [{"target_state": "b", "description": "t"}]},
+        "a": {
+            "id": "a",
+            "description": "d",
+            "purpose": "p",
+            "transitions": [{"target_state": "b", "description": "t"}],
+        },
         "b": {"id": "b", "description": "d", "purpose": "p", "transitions": []},
     },
 }
