@@ -13,12 +13,15 @@ definition's unknown fields: a misspelt ``state:`` would otherwise migrate nothi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llm_fsm.definition._documents import ParsedDocument, format_path
 from llm_fsm.errors import DefinitionError
+
+if TYPE_CHECKING:
+    from llm_fsm.definition._model import FSMDefinition
 
 
 class Migrations(BaseModel):
@@ -52,6 +55,14 @@ class Migrations(BaseModel):
     @property
     def empty(self) -> bool:
         return not (self.states or self.keys or self.defaults or self.flows)
+
+
+def flow_names(definition: FSMDefinition) -> set[str]:
+    """Every sub-flow name a definition declares, at the top level or in any state: what a renamed flow may be
+    renamed to, and what a paused sub-flow's name must still be (its output mapping travels with its frame, so
+    the state it was declared in does not matter)."""
+    names = {flow.name for flow in definition.flows or ()}
+    return names | {flow.name for state in definition.states.values() for flow in state.flows or ()}
 
 
 def migrations_from_document(doc: ParsedDocument) -> Migrations:
@@ -91,4 +102,4 @@ def _located(exc: ValidationError, doc: ParsedDocument, prefix: tuple[str, ...])
     return DefinitionError(message.rsplit(" (line", 1)[0], file=doc.file, path=path, line=first_line, problems=problems)
 
 
-__all__ = ["Migrations", "migrations_from_document"]
+__all__ = ["Migrations", "flow_names", "migrations_from_document"]

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from llm_fsm.definition._migrations import Migrations
+from llm_fsm.definition._migrations import Migrations, flow_names
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._actions import action_key
 from llm_fsm.engine._context import _MISSING, _delete_path, _set_path, get_path
@@ -173,7 +173,7 @@ def stranded(
     for index, frame in enumerate(frames):
         where = ROOT if index == 0 else frame.flow_name
         definition = _definition_of(index, frame, new, flows)
-        if index and parent is not None and frame.flow_name not in _declared_flows(parent):
+        if index and parent is not None and frame.flow_name not in flow_names(parent):
             problems.append(
                 MigrationProblem(
                     "flow",
@@ -250,13 +250,6 @@ def _block_of(index: int, definition: FSMDefinition | None, new: FSMDefinition, 
     if index == 0:
         return given or new.migrations or _NONE
     return (definition.migrations if definition is not None else None) or _NONE
-
-
-def _declared_flows(definition: FSMDefinition) -> set[str]:
-    """Every sub-flow name the definition declares, at the top level or in any state (a paused frame needs the
-    name, not the declaration: its output mapping travels with it)."""
-    names = {flow.name for flow in definition.flows or ()}
-    return names | {flow.name for state in definition.states.values() for flow in state.flows or ()}
 
 
 def _rename_flow(
