@@ -386,3 +386,79 @@ def test_a_conversation_migrated_without_problems_is_one_the_new_version_holds(
     for key, declaration in (new.context_keys or {}).items():
         if key in instance.context.data:
             assert check(declaration, instance.context.data[key]) is None, (key, instance.context.data[key])
+
+
+SUB_OLD_STATES = ["c0", "c1", "c2"]
+SUB_NEW_STATES = ["d0", "c2"]
+
+
+def mostly_complete(old: list[str], new: list[str]) -> st.SearchStrategy[dict[str, str]]:
+    """A state map that maps every old state, then perhaps forgets some."""
+    complete = st.fixed_dictionaries({sid: st.sampled_from(new) for sid in old})
+    return st.tuples(complete, st.sets(st.sampled_from(old), max_size=2)).map(
+        lambda drawn: {k: v for k, v in drawn[0].items() if k not in drawn[1]}
+    )
+
+
+@st.composite
+def stacked_scenarios(draw: st.DrawFn) -> tuple[FSMInstance, FSMDefinition, dict[str, FSMDefinition]]:
+    """A root paused in an old state, running an old sub-flow ``sub`` that the new root may rename."""
+    renamed = draw(st.sampled_from(["sub", "sub2"]))
+    declared = draw(st.sampled_from([renamed, renamed, renamed, "other"]))
+    new = definition(
+        "p",
+        {sid: state(sid) for sid in NEW_STATES},
+        keys=DECLARED,
+        flows=[{"name": declared, "definition": "sub.yaml", "description": "s"}],
+        migrations={
+            "states": draw(mostly_complete(OLD_STATES, NEW_STATES)),
+            "flows": {"sub": renamed} if renamed != "sub" else {},
+        },
+    )
+    child = definition(
+        "child",
+        {sid: state(sid) for sid in SUB_NEW_STATES},
+        keys={"k_int": {"type": "integer"}},
+        migrations={"states": draw(mostly_complete(SUB_OLD_STATES, SUB_NEW_STATES))},
+    )
+    given = draw(st.sampled_from([{renamed: child}, {renamed: child}, {"sub": child}, {}]))
+    root = FlowFrame(
+        flow_id="root",
+        flow_name="p",
+        fsm_id="p",
+        current_state=draw(st.sampled_from(OLD_STATES + NEW_STATES)),
+        data=draw(st.dictionaries(st.sampled_from(list(DECLARED)), VALUES, max_size=3)),
+        mode="root",
+    )
+    instance = FSMInstance(
+        fsm_id="sub.yaml",
+        current_state=draw(st.sampled_from(SUB_OLD_STATES + SUB_NEW_STATES)),
+        context=FSMContext(data=draw(st.dictionaries(st.just("k_int"), st.one_of(st.integers(), VALUES), max_size=1))),
+        flow_id="sub_1",
+        flow_name="sub",
+        flow_mode="call",
+        flow_stack=[root],
+    )
+    return instance, new, given
+
+
+@given(stacked_scenarios())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_every_frame_of_a_stack_migrated_without_problems_is_declared_in_its_new_version(
+    scenario: tuple[FSMInstance, FSMDefinition, dict[str, FSMDefinition]],
+) -> None:
+    before, new, flows = scenario
+    stored = copy.deepcopy(before.model_dump())
+    result = migrate(before, new, flows=flows)
+    assert before.model_dump() == stored
+    if result.problems:
+        return
+    instance = result.instance
+    root, child = instance.flow_stack[0], flows[instance.flow_name or ""]
+    assert root.current_state in new.states and root.definition_hash == new.content_hash
+    assert instance.current_state in child.states and instance.definition_hash == child.content_hash
+    assert instance.flow_name in {flow.name for flow in new.flows or ()}
+    for frame_data, declared in ((root.data, new), (instance.context.data, child)):
+        for key, declaration in (declared.context_keys or {}).items():
+            if key in frame_data:
+                assert check(declaration, frame_data[key]) is None, (key, frame_data[key])
