@@ -462,3 +462,9 @@ def test_every_frame_of_a_stack_migrated_without_problems_is_declared_in_its_new
         for key, declaration in (declared.context_keys or {}).items():
             if key in frame_data:
                 assert check(declaration, frame_data[key]) is None, (key, frame_data[key])
+
+
+def test_an_empty_block_given_migrates_nothing_the_definition_s_block_would() -> None:
+    result = migrate(conversation("ask_name"), NEW, Migrations())
+    assert result.instance.current_state == "ask_name"
+    assert [p.kind for p in result.problems] == ["state"]

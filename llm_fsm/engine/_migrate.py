@@ -248,7 +248,7 @@ def _definition_of(
 
 def _block_of(index: int, definition: FSMDefinition | None, new: FSMDefinition, given: Migrations | None) -> Migrations:
     if index == 0:
-        return given or new.migrations or _NONE
+        return given if given is not None else new.migrations or _NONE
     return (definition.migrations if definition is not None else None) or _NONE
 
 
