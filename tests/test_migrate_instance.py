@@ -9,6 +9,7 @@ sub-flows it started.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -19,6 +20,9 @@ from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._instance import FlowFrame, FSMContext, FSMInstance, Handoff
 from llm_fsm.engine._migrate import MigrationProblem, MigrationResult, migrate, stranded
 from llm_fsm.engine._values import check
+from llm_fsm.llm.fakes import ScriptedLLM
+from llm_fsm.loading import load_fsm_definition, read_document
+from llm_fsm.manager import FSMManager
 
 
 def state(sid: str, *targets: str, **extra: Any) -> dict[str, Any]:
@@ -468,3 +472,53 @@ def test_an_empty_block_given_migrates_nothing_the_definition_s_block_would() ->
     result = migrate(conversation("ask_name"), NEW, Migrations())
     assert result.instance.current_state == "ask_name"
     assert [p.kind for p in result.problems] == ["state"]
+
+
+# --- a conversation the engine ran --------------------------------------------------------------
+
+BOOKING = Path(__file__).resolve().parents[1] / "definitions" / "flight_booking.yaml"
+
+
+def _in_check_booking() -> FSMInstance:
+    """flight_booking paused in collect_origin, running its check_booking sub-flow, as the engine left it."""
+    replies = [
+        {"intent": "continue", "transition": {"target_state": "", "context_update": {}}, "message": "From where?"},
+        {"intent": "start_flow", "flow": "check_booking", "transition": {"target_state": ""}, "message": "Sure."},
+        {"intent": "continue", "transition": {"target_state": "", "context_update": {}}, "message": "Reference?"},
+    ]
+    fsm = FSMManager(llm_interface=ScriptedLLM(replies))
+    cid, _ = fsm.start_conversation(str(BOOKING))
+    fsm.process_message(cid, "Can I check my booking first?")
+    instance = fsm.get_instance(cid)
+    assert instance.stack == ["check_booking"] and instance.flow_stack[0].current_state == "collect_origin"
+    return instance
+
+
+def test_a_running_conversation_migrated_onto_its_own_version_is_unchanged() -> None:
+    instance = _in_check_booking()
+    root = load_fsm_definition(BOOKING)
+    child = load_fsm_definition(BOOKING.parent / "flows" / "check_booking.yaml")
+    result = migrate(instance, root, flows={"check_booking": child})
+    assert result.problems == () and result.changes == ()
+    assert result.instance.model_dump() == instance.model_dump()
+
+
+def test_a_running_conversation_follows_renames_of_both_versions() -> None:
+    instance = _in_check_booking()
+    root_data = read_document(BOOKING).data
+    root_data["flows"][0]["name"] = "booking_status"
+    root_data["states"]["origin"] = {**root_data["states"].pop("collect_origin"), "id": "origin"}
+    root_data["initial_state"] = "origin"
+    for state_data in root_data["states"].values():
+        for transition in state_data.get("transitions") or ():
+            if transition["target_state"] == "collect_origin":
+                transition["target_state"] = "origin"
+    root_data["migrations"] = {"states": {"collect_origin": "origin"}, "flows": {"check_booking": "booking_status"}}
+    root = FSMDefinition.model_validate(root_data)
+    child = load_fsm_definition(BOOKING.parent / "flows" / "check_booking.yaml")
+    result = migrate(instance, root, flows={"booking_status": child})
+    assert result.problems == ()
+    assert result.instance.stack == ["booking_status"]
+    assert result.instance.flow_stack[0].current_state == "origin"
+    assert result.instance.flow_stack[0].definition_hash == root.content_hash
+    assert result.instance.current_state == instance.current_state == "ask_reference"
