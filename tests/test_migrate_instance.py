@@ -59,6 +59,13 @@ def definition(
 
 OLD_KEYS = {"name": {}, "email": {"format": "email"}, "age": {"type": "integer"}}
 
+BLOCK: dict[str, Any] = {
+    "states": {"ask_name": "collect_name", "ask_email": "contact", "ask_phone": "contact"},
+    "keys": {"name": "full_name", "addr.city": "city"},
+    "defaults": {"tier": "basic"},
+    "flows": {"verify": "verify_identity"},
+}
+
 NEW = definition(
     "signup",
     {
@@ -76,12 +83,7 @@ NEW = definition(
         "tier": {"enum": ["basic", "gold"]},
         "city": {},
     },
-    migrations={
-        "states": {"ask_name": "collect_name", "ask_email": "contact", "ask_phone": "contact"},
-        "keys": {"name": "full_name", "addr.city": "city"},
-        "defaults": {"tier": "basic"},
-        "flows": {"verify": "verify_identity"},
-    },
+    migrations=BLOCK,
 )
 
 VERIFY = definition(
@@ -267,9 +269,7 @@ def test_the_migrations_given_replace_the_definition_s_own_block() -> None:
 def test_a_collected_action_that_ran_in_a_renamed_state_is_remembered_under_its_new_id() -> None:
     action = {"call": "lookup", "inputs": {"who": "full_name"}}
     old_key, new_key = "root/ask_name#0:lookup", "root/collect_name#0:lookup"
-    new = definition(
-        "s", {"collect_name": state("collect_name", actions=[action])}, migrations=NEW.migrations.model_dump()
-    )
+    new = definition("s", {"collect_name": state("collect_name", actions=[action])}, migrations=BLOCK)
     result = migrate(conversation("ask_name", action_runs={old_key: "f1"}), new)
     assert result.instance.action_runs == {new_key: "f1"}
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 
 from llm_fsm.cli.schema import SCHEMA_PATH
