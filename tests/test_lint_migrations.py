@@ -233,3 +233,15 @@ def test_fsm_lint_previous_that_does_not_load_is_a_usage_error(tmp_path: Path) -
     result = CliRunner().invoke(fsm_lint, [str(new), "--previous", str(tmp_path / "absent.json")])
     assert result.exit_code == 2
     assert "absent.json" in result.output
+
+
+def test_a_migrations_file_is_judged_at_its_own_paths() -> None:
+    from llm_fsm.definition._migrations import Migrations
+
+    new = FSMDefinition.model_validate(new_version())
+    block = Migrations(states={"ask_name": "nowhere"}, defaults={"tier": "platinum"})
+    findings = lint_migrations(new, migrations=block, file="moves.yaml")
+    assert [(d.code, d.path, d.file) for d in findings] == [("FSM046", "$.states.ask_name", "moves.yaml")]
+    declared = FSMDefinition.model_validate(new_version(context_keys=DECLARED))
+    (invalid,) = [d for d in lint_migrations(declared, migrations=block) if d.code == "FSM048"]
+    assert invalid.path == "$.defaults.tier"
