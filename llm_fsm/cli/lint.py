@@ -219,6 +219,13 @@ def _unreadable_hint(message: str) -> str | None:
     return None
 
 
+def _previous_version(path: str, max_bytes: int | None) -> Any:
+    """``--previous``: the version a migrations block moves conversations from, loaded as the engine would."""
+    from llm_fsm.loading import DEFAULT_MAX_BYTES, definition_from_document, read_document
+
+    return definition_from_document(read_document(path, max_bytes=max_bytes or DEFAULT_MAX_BYTES))
+
+
 def format_text(diagnostic: Any) -> str:
     where = diagnostic.file or "<data>"
     if diagnostic.line:
@@ -256,9 +263,21 @@ def _lint_command_body(
     max_bytes: int | None,
     actions: str | None = None,
     proving: ProveOptions = ProveOptions(),
+    previous: str | None = None,
 ) -> int:
     from llm_fsm.cli._prove import as_json, echo_text, prove_roots
     from llm_fsm.lint._rules import Severity
+
+    old = None
+    if previous is not None:
+        if len(paths) != 1 or Path(paths[0]).is_dir():
+            _fail("--previous compares one definition file with its previous version: give exactly one PATH")
+            return EXIT_UNREADABLE
+        try:
+            old = _previous_version(previous, max_bytes)
+        except DefinitionError as exc:
+            _fail(f"--previous: {exc}")
+            return EXIT_UNREADABLE
 
     functions = None
     if actions is not None:
@@ -268,20 +287,26 @@ def _lint_command_body(
             _fail(str(exc))
             return EXIT_UNREADABLE
     skipped: list[str] = []
-    roots: list[tuple[str, Any]] | None = [] if proving.enabled else None
+    roots: list[tuple[str, Any]] | None = [] if proving.enabled or old is not None else None
     diagnostics, checked, unreadable = lint_paths(
         paths, max_bytes=max_bytes, skipped=skipped, actions=functions, roots=roots
     )
     proved = []
-    if roots:
+    if roots is not None:
         _, flow_files = roots.pop()
-        proved = prove_roots(
-            roots,
-            flow_files,
-            diagnostics,
-            max_configurations=proving.max_configurations,
-            counterexamples=proving.counterexamples,
-        )
+        if old is not None:
+            from llm_fsm.lint._checks_migrations import lint_migrations
+
+            for _, root in roots:
+                diagnostics.extend(lint_migrations(root, old, line_for=flow_files.line_for))
+        if proving.enabled:
+            proved = prove_roots(
+                roots,
+                flow_files,
+                diagnostics,
+                max_configurations=proving.max_configurations,
+                counterexamples=proving.counterexamples,
+            )
     notes = recordings_note(skipped)
     if not checked:  # only empty directories: almost certainly a wrong path
         for note in notes:
@@ -347,6 +372,7 @@ _LINT_HELP = """Check FSM definition files: schema, graph, conditions.
         {prog} --strict --format json booking.yaml
         {prog} --actions myapp.actions:registry definitions/
         {prog} --prove --counterexamples out/ booking.yaml
+        {prog} --previous booking.v1.yaml booking.yaml
 """
 
 
@@ -389,6 +415,14 @@ def _lint_options(func: Any) -> Any:
         "and the functions must take the declared inputs.",
     )(func)
     func = click.option(
+        "--previous",
+        metavar="OLD",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="The previous version of the one definition given: its migrations block must rename states, keys and "
+        "flows OLD has, and every state of OLD must be kept or mapped (FSM051, FSM052).",
+    )(func)
+    func = click.option(
         "--max-bytes",
         type=click.IntRange(min=1),
         default=None,
@@ -411,9 +445,10 @@ def lint_command(
     prove: bool,
     counterexamples: str | None,
     max_configurations: int,
+    previous: str | None,
 ) -> None:
     proving = ProveOptions(prove or counterexamples is not None, counterexamples, max_configurations)
-    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving))
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving, previous))
 
 
 @click.command(
@@ -434,9 +469,10 @@ def fsm_lint(
     prove: bool,
     counterexamples: str | None,
     max_configurations: int,
+    previous: str | None,
 ) -> None:
     proving = ProveOptions(prove or counterexamples is not None, counterexamples, max_configurations)
-    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving))
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving, previous))
 
 
 def lint_main(argv: Sequence[str] | None = None) -> None:

@@ -16,6 +16,7 @@ from llm_fsm.definition._graph import (
     graph_from_definition,
     graph_from_document,
 )
+from llm_fsm.definition._migrations import Migrations, migrations_from_document
 from llm_fsm.definition._model import (
     SCHEMA_ID,
     SUPPORTED_VERSIONS,
@@ -35,6 +36,7 @@ __all__ = [
     "FSMDefinition",
     "FlowDeclaration",
     "Graph",
+    "Migrations",
     "Node",
     "ParsedDocument",
     "Path",
@@ -47,6 +49,7 @@ __all__ = [
     "format_path",
     "graph_from_definition",
     "graph_from_document",
+    "migrations_from_document",
     "parse_text",
     "render_schema",
 ]

@@ -30,6 +30,7 @@ from pydantic import (
 
 from llm_fsm.definition._actions import ActionDeclaration
 from llm_fsm.definition._keys import KeyDeclaration
+from llm_fsm.definition._migrations import Migrations
 from llm_fsm.errors import StateNotFoundError
 from llm_fsm.logic._guards import Guard, compile_guard
 
@@ -303,6 +304,13 @@ class FSMDefinition(_Model):
     max_consecutive_digressions: JsonInt = Field(
         default=3, ge=0, description="Side questions answered in a row before the assistant steers back."
     )
+    migrations: Migrations | None = Field(
+        default=None,
+        description=(
+            "How conversations stored on the previous version move onto this one: states renamed or merged, keys "
+            "renamed, defaults for keys they lack, sub-flows renamed (llm-fsm migrate; fsm-lint --previous)."
+        ),
+    )
 
     _source: str | None = PrivateAttr(default=None)
 
@@ -330,7 +338,11 @@ class FSMDefinition(_Model):
         Cached on first use (definitions are not edited in place after loading; a
         changed file is loaded as a new object).
         """
-        canonical = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+        # without a migrations block the field is left out: the hash stays what it was before the field existed,
+        # so conversations pinned to such a version do not all look changed
+        exclude = {"migrations"} if self.migrations is None else None
+        dumped = self.model_dump(mode="json", by_alias=True, exclude=exclude)
+        canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     @property
@@ -371,6 +383,7 @@ __all__ = [
     "Confirmation",
     "KeyDeclaration",
     "DEFAULT_PRIORITY",
+    "Migrations",
     "FlowDeclaration",
     "FSMDefinition",
     "SCHEMA_ID",

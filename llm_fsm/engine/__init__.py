@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from llm_fsm.engine._hooks import HOOK_NAMES, HookEvent, HookFunction, Hooks
     from llm_fsm.engine._instance import Conversation, FlowFrame, FSMContext, FSMInstance
+    from llm_fsm.engine._migrate import MigrationChange, MigrationProblem, MigrationResult, migrate, stranded
     from llm_fsm.engine._prompts import PromptBuilder
     from llm_fsm.engine._records import (
         ConditionResult,
@@ -84,6 +85,9 @@ _EXPORTS: dict[str, str] = {
     "LLMResult": "llm_fsm.engine._records",
     "LoadDefinition": "llm_fsm.engine._turn",
     "LoadFlow": "llm_fsm.engine._turn",
+    "MigrationChange": "llm_fsm.engine._migrate",
+    "MigrationProblem": "llm_fsm.engine._migrate",
+    "MigrationResult": "llm_fsm.engine._migrate",
     "PromptBuilder": "llm_fsm.engine._prompts",
     "StateTransition": "llm_fsm.engine._records",
     "TraceEvent": "llm_fsm.engine._records",
@@ -99,10 +103,12 @@ _EXPORTS: dict[str, str] = {
     "get_path": "llm_fsm.engine._context",
     "has_value": "llm_fsm.engine._context",
     "is_empty": "llm_fsm.engine._context",
+    "migrate": "llm_fsm.engine._migrate",
     "missing_keys": "llm_fsm.engine._context",
     "response_json_schema": "llm_fsm.engine._reply_schema",
     "run_opening": "llm_fsm.engine._turn",
     "run_turn": "llm_fsm.engine._turn",
+    "stranded": "llm_fsm.engine._migrate",
     "validate_transition": "llm_fsm.engine._transitions",
 }
 
@@ -134,6 +140,9 @@ __all__ = [
     "LLMResult",
     "LoadDefinition",
     "LoadFlow",
+    "MigrationChange",
+    "MigrationProblem",
+    "MigrationResult",
     "PromptBuilder",
     "StateTransition",
     "TraceEvent",
@@ -149,10 +158,12 @@ __all__ = [
     "get_path",
     "has_value",
     "is_empty",
+    "migrate",
     "missing_keys",
     "response_json_schema",
     "run_opening",
     "run_turn",
+    "stranded",
     "validate_transition",
 ]
 

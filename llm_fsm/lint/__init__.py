@@ -1,4 +1,5 @@
-"""Diagnostics with stable codes: one document's schema, graph and conditions, and sub-flows across files.
+"""Diagnostics with stable codes: one document's schema, graph and conditions, sub-flows across files, and a
+migrations block against the previous version.
 
 The loader refuses a definition only for the findings marked ``blocks_loading``; the rest are fsm-lint's business.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from llm_fsm._lazy import lazy_exports
+from llm_fsm.lint._checks_migrations import lint_migrations
 from llm_fsm.lint._flows import lint_flows
 from llm_fsm.lint._linter import lint_data, lint_definition, lint_document
 from llm_fsm.lint._rules import (
@@ -50,6 +52,7 @@ __all__ = [
     "lint_definition",
     "lint_document",
     "lint_flows",
+    "lint_migrations",
     "prove",
     "write_counterexamples",
 ]

@@ -17,6 +17,7 @@ from llm_fsm.lint import (
     _checks_graph,
     _checks_keys,
     _checks_logic,
+    _checks_migrations,
 )
 from llm_fsm.lint._rules import Diagnostic, LintResult
 from llm_fsm.lint._run import LintRun
@@ -49,6 +50,7 @@ CHECKS: tuple[Callable[[LintRun], None], ...] = (
     _checks_actions.outputs_not_collected,
     _checks_actions.never_run,
     _checks_actions.registered,
+    _checks_migrations.migrations,
 )
 """Every check, in the order findings depend on (the schema check builds the model later checks read).
 

@@ -276,6 +276,49 @@ RULES: dict[str, Rule] = {
             "fsm-lint --prove: a sub-flow call that cannot return to its caller with its declared outputs, or flows "
             "that call themselves (property flows_return).",
         ),
+        Rule(
+            "FSM046",
+            "migration-unknown-state",
+            _E,
+            "migrations.states maps an old state to a state this definition does not declare.",
+        ),
+        Rule(
+            "FSM047",
+            "migration-undeclared-key",
+            _W,
+            "Keys are declared, and migrations.keys renames to (or migrations.defaults gives) a key that is not.",
+        ),
+        Rule(
+            "FSM048",
+            "migration-default-invalid",
+            _E,
+            "A default of migrations.defaults breaks its key's declaration.",
+        ),
+        Rule(
+            "FSM049",
+            "migration-unknown-flow",
+            _E,
+            "migrations.flows renames a sub-flow to a name this definition does not declare.",
+        ),
+        Rule(
+            "FSM050",
+            "migration-key-conflict",
+            _E,
+            "migrations.keys renames two old keys to the same key.",
+        ),
+        Rule(
+            "FSM051",
+            "migration-source-unknown",
+            _E,
+            "With the previous version: migrations renames a state, key or flow the previous version does not have.",
+        ),
+        Rule(
+            "FSM052",
+            "migration-stranded-state",
+            _W,
+            "With the previous version: a state of it this version neither keeps nor maps; conversations in it would"
+            " be stranded.",
+        ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }
