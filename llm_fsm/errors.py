@@ -267,10 +267,6 @@ class TurnOutcomeUnknownError(StoreUnavailableError):
         self.message_id = message_id
 
 
-class DefinitionVersionNotFoundError(StoreError):
-    """The store keeps no definition with this version (content hash)."""
-
-
 class ConcurrentUpdateError(StoreError):
     """Another worker saved this conversation first and retries ran out."""
 

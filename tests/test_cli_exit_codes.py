@@ -73,7 +73,6 @@ POLICY = {
     "AuditError": EXIT_UNREADABLE,  # a record or a version the audit cannot read: unusable input
     "NotRecomputableError": EXIT_UNREADABLE,
     "MigrationError": EXIT_FINDINGS,  # conversations the new version would strand: a finding
-    "DefinitionVersionNotFoundError": EXIT_UNREADABLE,
 }
 
 
