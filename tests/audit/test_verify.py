@@ -127,3 +127,29 @@ def test_any_flipped_byte_of_a_stored_record_fails_verify_at_that_turn(
     # a flip in the index's digits, or one that adds a digit to them, makes the record claim another turn
     in_index = content.startswith(b'{"index":') and position <= len(b'{"index":') + len(str(idx))
     assert where == idx or in_index, report.as_dict()
+
+
+def test_averify_gives_what_verify_gives(loan_conversation: Callable[..., Any]) -> None:
+    import asyncio
+
+    fsm, cid = loan_conversation()
+    assert asyncio.run(fsm.averify(cid)).as_dict() == fsm.verify(cid).as_dict()
+
+
+def test_turns_taken_by_the_async_driver_verify(loan_definition: Any) -> None:
+    import asyncio
+
+    from llm_fsm import FSMManager
+
+    from .conftest import loan_model
+
+    fsm = FSMManager(fsm_loader=lambda _: loan_definition, llm_interface=loan_model())
+
+    async def run() -> str:
+        cid, _ = await fsm.astart_conversation("loan")
+        for message, _reply in LOAN_TURNS:
+            await fsm.aprocess_message(cid, message)
+        return cid
+
+    cid = asyncio.run(run())
+    assert [check.status for check in fsm.verify(cid).turns] == ["verified"] * len(LOAN_TURNS)
