@@ -153,3 +153,17 @@ def test_turns_taken_by_the_async_driver_verify(loan_definition: Any) -> None:
 
     cid = asyncio.run(run())
     assert [check.status for check in fsm.verify(cid).turns] == ["verified"] * len(LOAN_TURNS)
+
+
+def test_an_edited_live_record_fails_verify(loan_conversation: Callable[..., Any]) -> None:
+    fsm, cid = loan_conversation(turns=3)
+    fsm.store._entries[cid].record.context.data["monthly_income"] = 60000  # edited in the hot record
+    report = fsm.verify(cid)
+    assert not report.ok and "context" in report.problem
+
+
+def test_a_change_recorded_since_the_last_turn_is_not_an_edit(loan_conversation: Callable[..., Any]) -> None:
+    fsm, cid = loan_conversation(turns=3)
+    fsm.set_context(cid, {"monthly_income": 6500}, actor="desk/sam", reason="payslip checked")
+    fsm.force_state(cid, "collect_income", "asked again", actor="desk/sam")
+    assert fsm.verify(cid).ok
