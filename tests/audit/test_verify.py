@@ -167,3 +167,8 @@ def test_a_change_recorded_since_the_last_turn_is_not_an_edit(loan_conversation:
     fsm.set_context(cid, {"monthly_income": 6500}, actor="desk/sam", reason="payslip checked")
     fsm.force_state(cid, "collect_income", "asked again", actor="desk/sam")
     assert fsm.verify(cid).ok
+
+
+def test_masked_inputs_do_not_make_the_live_record_look_edited(loan_conversation: Callable[..., Any]) -> None:
+    fsm, cid = loan_conversation(turns=2, config=EngineConfig(record_sensitive_values=False))
+    assert fsm.verify(cid).ok
