@@ -16,14 +16,13 @@ them, and the report says so.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llm_fsm.audit._redecide import Resolve, decision_of, differences, flow_name, redecide
-from llm_fsm.engine._chain import canonical, content_of, record_hash
+from llm_fsm.engine._chain import canonical, record_hash
 from llm_fsm.engine._effects import EngineConfig
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import TurnRecord
@@ -180,12 +179,8 @@ def _chain_check(record: TurnRecord, previous: TurnRecord | None, key: bytes | N
         if previous is not None and previous.chain is not None:
             return TurnCheck(index, "tampered", ("the record has no chain link, though the one before it has",))
         return TurnCheck(index, "not_recorded", ("written before turn records were chained",))
-    expected = record_hash(record, key)
-    if record.chain.hash != expected:
+    if record.chain.hash != record_hash(record, key):
         return TurnCheck(index, "tampered", ("the record's content does not match its hash: it was edited",))
-    stored = record._stored_digest
-    if stored is not None and stored != hashlib.sha256(canonical(content_of(record))).hexdigest():
-        return TurnCheck(index, "tampered", ("the stored record holds bytes its fields do not: it was edited",))
     if previous is None:
         if index == 1 and record.chain.prev is not None:
             return TurnCheck(index, "tampered", ("the first turn's record names a record before it",))

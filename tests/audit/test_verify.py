@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -172,3 +173,47 @@ def test_a_change_recorded_since_the_last_turn_is_not_an_edit(loan_conversation:
 def test_masked_inputs_do_not_make_the_live_record_look_edited(loan_conversation: Callable[..., Any]) -> None:
     fsm, cid = loan_conversation(turns=2, config=EngineConfig(record_sensitive_values=False))
     assert fsm.verify(cid).ok
+
+
+def test_a_record_written_before_a_field_existed_still_verifies(
+    loan_conversation: Callable[..., Any], tmp_path: Path
+) -> None:
+    # the hash covers the stored bytes, so a release that adds a field to the record (filled with its default when
+    # an old record is read) does not make the records written before it look edited
+    from llm_fsm.engine._chain import digest, stored_payload
+
+    path = tmp_path / "store.db"
+    fsm, cid = loan_conversation(store=f"sqlite:///{path}", turns=1)
+    ((idx, text),) = _stored(path, cid)
+    old = text.decode().replace(',"message":null', "")  # as a version without TurnInputs.message wrote it
+    assert old != text.decode()
+    stored = stored_payload(old)
+    assert stored is not None
+    old_hash = fsm.get_instance(cid).chain_head
+    new_hash = digest(stored)
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE turns SET record = ? WHERE conversation_id = ? AND idx = ?",
+            (old.replace(old_hash, new_hash), cid, idx),
+        )
+        conn.execute("UPDATE conversations SET record = replace(record, ?, ?)", (old_hash, new_hash))
+    assert fsm.verify(cid).ok
+
+
+@pytest.mark.parametrize("turns", [3, 60])  # 60: past the retention of 50, so the files store compacts its log
+def test_conversations_in_the_files_store_verify(loan_definition: Any, tmp_path: Path, turns: int) -> None:
+    from llm_fsm import FSMManager
+    from llm_fsm.testing import FunctionLLM
+
+    def answer(request: Any) -> dict[str, Any]:
+        return {"transition": {"target_state": "", "context_update": {}}, "message": "Shall we begin?"}
+
+    fsm = FSMManager(
+        fsm_loader=lambda _: loan_definition, llm_interface=FunctionLLM(answer), store=f"file://{tmp_path}"
+    )
+    cid, _ = fsm.start_conversation("loan")
+    for i in range(turns):
+        fsm.process_message(cid, f"hmm {i}")
+    report = fsm.verify(cid)
+    assert report.ok, report.as_dict()
+    assert report.count("verified") == min(turns, 50)
