@@ -65,13 +65,13 @@ class DefinitionSource:
     def cached(self, fsm_id: str | FSMDefinition) -> FSMDefinition | None:
         """The definition when no loader call is due (no I/O), else None."""
         if isinstance(fsm_id, FSMDefinition):
-            return fsm_id
+            return self.remember(fsm_id)
         given = self.given.get(fsm_id)
         if given is not None:
-            return given
+            return self.remember(given)
         cached = self._cache.get(fsm_id)
         if cached is not None and time.monotonic() - cached[1] < self.recheck_seconds:
-            return cached[0]
+            return cached[0]  # remembered when it was loaded
         return None
 
     def load(self, fsm_id: str | FSMDefinition) -> FSMDefinition:
@@ -80,7 +80,7 @@ class DefinitionSource:
         if cached is not None:
             return cached
         assert isinstance(fsm_id, str)  # an FSMDefinition is always "cached"
-        definition = self.loader(fsm_id)
+        definition = self.remember(self.loader(fsm_id))
         self._cache[fsm_id] = (definition, time.monotonic())
         return definition
 

@@ -141,11 +141,16 @@ class Performer:
             return WAITS if self.parts.hooks.get(effect.name) else None
         if kind is LoadDefinition:
             cached = self.parts.definitions.cached(effect.fsm_id)
-            return WAITS if cached is None else cached
+            if cached is None or (effect.version is not None and cached.content_hash != effect.version):
+                return WAITS  # another version is asked for: the handler finds it (held, or the store's)
+            return cached
         if kind is LoadActiveDefinition:
             instance = effect.instance
             cached = self.parts.definitions.cached(instance.fsm_id)
-            return WAITS if cached is None else self.parts.definitions.checked(instance, cached)
+            pinned = instance.definition_hash and self.parts.definitions.policy == "pin"
+            if cached is None or (pinned and cached.content_hash != instance.definition_hash):
+                return WAITS  # pinned to another version than the file's now: the handler finds it
+            return self.parts.definitions.checked(instance, cached)
         return WAITS
 
     # --- the store ----------------------------------------------------------------------------------------

@@ -63,3 +63,25 @@ def test_a_pinned_conversation_verifies_after_its_file_changed(tmp_path: Path) -
     later = FSMManager(llm_interface=loan_model(2), store=url)
     report = later.verify(cid)
     assert report.ok and [c.status for c in report.turns] == ["verified"]
+
+
+def test_a_definition_given_as_an_object_has_its_version_stored(tmp_path: Path) -> None:
+    _, first, _ = _files(tmp_path)
+    fsm = FSMManager(llm_interface=loan_model(0), store=f"sqlite:///{tmp_path}/c.db")
+    fsm.start_conversation(first)
+    assert fsm.store.definition_versions() == [first.content_hash]
+
+
+def test_a_pinned_conversation_runs_on_its_version_while_the_loader_caches_the_new_file(tmp_path: Path) -> None:
+    # the manager's cache holds the new file's definition: a turn of a conversation pinned to the old version must
+    # still get the old one (the cache answers without a wait only for the version asked for)
+    v1, first, _ = _files(tmp_path)
+    url = f"sqlite:///{tmp_path}/c.db"
+    fsm = FSMManager(llm_interface=loan_model(2), store=url, definition_recheck_seconds=3600)
+    cid, _ = fsm.start_conversation(str(v1))
+    v1.write_text(v1.read_text().replace("Asking for income", "Asking about income"))
+    fsm.definitions._cache.clear()
+    other, _ = fsm.start_conversation(str(v1))  # caches the new file
+    assert fsm.get_instance(other).definition_hash != first.content_hash
+    fsm.process_message(cid, "Yes, let's do it.")
+    assert fsm.get_instance(cid).turns[-1].inputs.definition == first.content_hash
