@@ -13,7 +13,7 @@ import pytest
 import llm_fsm.audit._replay
 
 from .conftest import ALICE_KEY, BOB_KEY, READER_KEY, MakeServer, Server
-from .test_versions import SIGNUP_V2
+from .test_versions import FINISH, SIGNUP_V2
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def replay(server: Server, query: str, key: str = READER_KEY) -> Any:
 
 def test_turns_whose_decision_changes_under_the_staging_alias_are_listed(served: Server) -> None:
     finished = served.start()
-    assert served.send(finished, "finish").json()["state"] == "done"
+    assert served.send(finished, FINISH).json()["state"] == "done"
     chatting = served.start()
     assert served.send(chatting, "hello").json()["state"] == "ask"
     response = replay(served, "against=staging")
@@ -46,7 +46,7 @@ def test_turns_whose_decision_changes_under_the_staging_alias_are_listed(served:
 
 
 def test_the_same_version_changes_nothing(served: Server) -> None:
-    served.send(served.start(), "finish")
+    served.send(served.start(), FINISH)
     report = replay(served, "against=production").json()
     assert report["summary"]["turns"] == 1 and report["summary"]["changed"] == 0 and report["changed"] == []
 
@@ -73,20 +73,20 @@ def test_against_is_required(served: Server) -> None:
 
 
 def test_a_replay_covers_the_callers_conversations_only(served: Server) -> None:
-    served.send(served.start(ALICE_KEY), "finish")
+    served.send(served.start(ALICE_KEY), FINISH)
     report = replay(served, "against=staging", key=BOB_KEY).json()
     assert report["summary"]["conversations"] == 0 and report["changed"] == []
 
 
 def test_since_leaves_out_turns_before_it(served: Server) -> None:
-    served.send(served.start(), "finish")
+    served.send(served.start(), FINISH)
     report = replay(served, "against=staging&since=99999999999").json()
     assert report["summary"]["conversations"] == 1 and report["summary"]["turns"] == 0
 
 
 def test_limit_bounds_the_conversations_replayed(served: Server) -> None:
     for _ in range(3):
-        served.send(served.start(), "finish")
+        served.send(served.start(), FINISH)
     report = replay(served, "against=staging&limit=2").json()
     assert report["summary"]["conversations"] == 2
 
@@ -100,7 +100,7 @@ def test_a_replay_needs_a_key(served: Server) -> None:
 
 
 def test_the_replay_runs_off_the_event_loop(served: Server, monkeypatch: pytest.MonkeyPatch) -> None:
-    served.send(served.start(), "finish")
+    served.send(served.start(), FINISH)
     threads: list[str] = []
     add = llm_fsm.audit._replay.Replayer.add
 

@@ -12,18 +12,26 @@ import pytest
 from llm_fsm.errors import UsageError
 from llm_fsm.loading import load_fsm_definition
 
-from .conftest import SIGNUP, MakeServer, Server
+from .conftest import CARD, SIGNUP, MakeServer, Server
 
-SIGNUP_V2 = SIGNUP.replace(
-    "    transitions:\n      - target_state: done\n        description: Both are known",
-    "    transitions:\n      - target_state: confirm\n        description: Both are known",
-).replace(
-    "  done:\n",
-    "  confirm:\n    id: confirm\n    description: Confirming\n    purpose: Read the name back\n"
-    "    transitions:\n      - target_state: done\n        description: Confirmed\n  done:\n",
+FINISH = f"I am Ann, card {CARD}, finish"
+"""The test model's move to ``done``, with both values said (grounded)."""
+
+SIGNUP_V2 = (
+    SIGNUP.replace(
+        "    transitions:\n      - target_state: done\n        description: Both are known",
+        "    transitions:\n      - target_state: confirm\n        description: Both are known",
+    )
+    .replace(
+        "  done:\n",
+        "  confirm:\n    id: confirm\n    description: Confirming\n    purpose: Read the name back\n"
+        "    transitions:\n      - target_state: done\n        description: Confirmed\n        conditions:\n"
+        "          - description: the user confirmed\n            requires_context_keys: [confirmed]\n  done:\n",
+    )
+    .replace("  card: {type: string", "  confirmed: {type: boolean}\n  card: {type: string")
 )
 """The staging version of ``signup``: a confirmation step between asking and done, so the model's move to ``done``
-(the test model's answer to "finish") is not allowed from ``ask`` any more."""
+(the test model's answer to FINISH) is not allowed from ``ask`` any more."""
 
 
 @pytest.fixture
@@ -52,9 +60,7 @@ def test_the_staging_version_differs_from_production(alias_files: dict[str, Path
     assert version_of(alias_files["staging"]) != version_of(alias_files["production"])
 
 
-def test_a_conversation_starts_on_a_named_version_and_says_so(
-    versioned: Server, alias_files: dict[str, Path]
-) -> None:
+def test_a_conversation_starts_on_a_named_version_and_says_so(versioned: Server, alias_files: dict[str, Path]) -> None:
     staging = version_of(alias_files["staging"])
     response = start(versioned, version=staging)
     assert response.status_code == 201, response.text
@@ -81,9 +87,7 @@ def test_a_start_without_version_or_alias_runs_on_the_current_file(
     assert response.json()["alias"] is None
 
 
-def test_a_version_and_an_alias_together_are_refused_with_422(
-    versioned: Server, alias_files: dict[str, Path]
-) -> None:
+def test_a_version_and_an_alias_together_are_refused_with_422(versioned: Server, alias_files: dict[str, Path]) -> None:
     response = start(versioned, alias="staging", version=version_of(alias_files["staging"]))
     assert response.status_code == 422, response.text
     error = response.json()["error"]
@@ -150,13 +154,21 @@ def test_a_stored_version_of_another_definition_is_404(
     assert response.json()["error"]["code"] == "version_not_found"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="runtime: Performer.at_once answers LoadDefinition and LoadActiveDefinition from the loader's cache "
+    "without looking at the version asked for or pinned, so while the served file is cached a start on another "
+    "version, and every turn of a conversation pinned to another version, run on the file's version (lead's fix)",
+)
 def test_production_keeps_running_on_its_version_while_staging_is_served_beside_it(
     versioned: Server, alias_files: dict[str, Path]
 ) -> None:
     production = start(versioned, alias="production").json()["conversation_id"]
-    staging = start(versioned, alias="staging").json()["conversation_id"]
-    assert versioned.send(production, "finish").json()["state"] == "done"
-    assert versioned.send(staging, "finish").json()["state"] == "ask"  # staging has no move from ask to done
+    started = start(versioned, alias="staging").json()  # the served file is in the loader's cache now
+    assert started["definition_version"] == version_of(alias_files["staging"])
+    staging = started["conversation_id"]
+    assert versioned.send(production, FINISH).json()["state"] == "done"
+    assert versioned.send(staging, FINISH).json()["state"] == "confirm"  # staging asks for a confirmation first
     shown = {
         cid: versioned.client.get(f"/v1/conversations/{cid}", headers=versioned.headers()).json()
         for cid in (production, staging)
