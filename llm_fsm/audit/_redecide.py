@@ -56,6 +56,8 @@ class Redecided:
     error: str | None = None
     unrecorded: list[str] = field(default_factory=list)
     """Answers the decision needed that production never gave (a candidate's new action call, ...)."""
+    after: FSMInstance | None = None
+    """The conversation as the turn, decided again, left it."""
 
 
 def instance_before(record: TurnRecord) -> FSMInstance:
@@ -91,7 +93,7 @@ def redecide(
     message = record.inputs.message if record.inputs.message is not None else record.user_message
     if record.verdict.kind == "human_mode":
         outcome = human_turn(definition, before, message, engine_config, message_id=record.message_id)
-        return Redecided(outcome.record)
+        return Redecided(outcome.record, after=before)
     answers = _Answers(record, versions, flows, parents)
     turn = run_turn(
         definition,
@@ -106,7 +108,7 @@ def redecide(
         outcome = answers.drive(turn)
     except FSMError as exc:
         return Redecided(None, error=f"{type(exc).__name__}: {exc}", unrecorded=answers.unrecorded)
-    return Redecided(outcome.record, unrecorded=answers.unrecorded)
+    return Redecided(outcome.record, unrecorded=answers.unrecorded, after=before)
 
 
 class _Answers:

@@ -95,11 +95,12 @@ class AuditAPI(OperatorAPI):
             self.definitions.remember(known)
         return migrating(definition, migrations, flows, self.config.max_trace_events)
 
-    def versions_for(self, instance: FSMInstance) -> Versions:
+    def versions_for(self, instance: FSMInstance, into: Versions | None = None) -> Versions:
         """Definitions by version for ``instance``: those this manager holds, the current ones of its flows when
-        the loader finds them, then the store's version table."""
+        the loader finds them, then the store's version table. ``into``: add to these (a walk over many
+        conversations reads each version once)."""
         read = getattr(self.store, "load_definition_version", None)
-        versions = Versions(read, *self.definitions.versions.values())
+        versions = into if into is not None else Versions(read, *self.definitions.versions.values())
         for fsm_id in {instance.fsm_id, *(frame.fsm_id for frame in instance.flow_stack)}:
             try:
                 versions.add(self.definitions.load(fsm_id))

@@ -127,3 +127,48 @@ def test_any_flipped_byte_of_a_stored_record_fails_verify_at_that_turn(
     # a flip in the index's digits, or one that adds a digit to them, makes the record claim another turn
     in_index = content.startswith(b'{"index":') and position <= len(b'{"index":') + len(str(idx))
     assert where == idx or in_index, report.as_dict()
+
+
+def test_averify_gives_what_verify_gives(loan_conversation: Callable[..., Any]) -> None:
+    import asyncio
+
+    fsm, cid = loan_conversation()
+    assert asyncio.run(fsm.averify(cid)).as_dict() == fsm.verify(cid).as_dict()
+
+
+def test_turns_taken_by_the_async_driver_verify(loan_definition: Any) -> None:
+    import asyncio
+
+    from llm_fsm import FSMManager
+
+    from .conftest import loan_model
+
+    fsm = FSMManager(fsm_loader=lambda _: loan_definition, llm_interface=loan_model())
+
+    async def run() -> str:
+        cid, _ = await fsm.astart_conversation("loan")
+        for message, _reply in LOAN_TURNS:
+            await fsm.aprocess_message(cid, message)
+        return cid
+
+    cid = asyncio.run(run())
+    assert [check.status for check in fsm.verify(cid).turns] == ["verified"] * len(LOAN_TURNS)
+
+
+def test_an_edited_live_record_fails_verify(loan_conversation: Callable[..., Any]) -> None:
+    fsm, cid = loan_conversation(turns=3)
+    fsm.store._entries[cid].record.context.data["monthly_income"] = 60000  # edited in the hot record
+    report = fsm.verify(cid)
+    assert not report.ok and "context" in report.problem
+
+
+def test_a_change_recorded_since_the_last_turn_is_not_an_edit(loan_conversation: Callable[..., Any]) -> None:
+    fsm, cid = loan_conversation(turns=3)
+    fsm.set_context(cid, {"monthly_income": 6500}, actor="desk/sam", reason="payslip checked")
+    fsm.force_state(cid, "collect_income", "asked again", actor="desk/sam")
+    assert fsm.verify(cid).ok
+
+
+def test_masked_inputs_do_not_make_the_live_record_look_edited(loan_conversation: Callable[..., Any]) -> None:
+    fsm, cid = loan_conversation(turns=2, config=EngineConfig(record_sensitive_values=False))
+    assert fsm.verify(cid).ok
