@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from llm_fsm._threads import run_blocking
 from llm_fsm.audit._replay import DEFAULT_MAX_DETAILS, Replayer
+from llm_fsm.audit._versions import Versions
 from llm_fsm.audit._walk import PAGE, conversations
 from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
 from llm_fsm.server._deps import Manager, Reader, Registry, alias_for, served
@@ -116,9 +117,10 @@ def _flows(candidate: FSMDefinition) -> dict[str, FSMDefinition]:
 def _replay(
     manager: Any, candidate: FSMDefinition, name: str, tenant: str, since: float | None, limit: int
 ) -> dict[str, Any]:
-    replayer = Replayer(candidate, versions=lambda version: candidate, flows=_flows(candidate), since=since)
+    versions = Versions(getattr(manager.store, "load_definition_version", None))  # each version read once
+    replayer = Replayer(candidate, versions=versions, flows=_flows(candidate), since=since)
     for count, (_, instance) in enumerate(conversations(_Tenant(manager.store, tenant), name=name), start=1):
-        replayer.versions = manager.versions_for(instance)  # the versions each recorded turn ran on
+        manager.versions_for(instance, versions)  # and the definitions its flows have now
         replayer.add(instance)
         if count >= limit:
             break

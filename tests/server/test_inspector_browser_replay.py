@@ -57,7 +57,9 @@ def test_the_replay_panel_lists_the_turn_whose_decision_changes_under_an_alias(p
     page.find_element(By.CSS_SELECTOR, "#replay-section summary").click()  # the panel starts folded
     Select(page.find_element(By.ID, "replay-alias")).select_by_value("staging")
     page.find_element(By.ID, "replay-run").click()
-    row = wait_for(page, lambda d: d.find_elements(By.CSS_SELECTOR, f'.replay-changed tr[data-conversation="{cid}"]'), "the row")
+    row = wait_for(
+        page, lambda d: d.find_elements(By.CSS_SELECTOR, f'.replay-changed tr[data-conversation="{cid}"]'), "the row"
+    )
     assert row[0].get_attribute("data-turn") == "1"
     assert row[0].find_element(By.CSS_SELECTOR, "a").get_attribute("href").endswith(f"#/c/{cid}/t/1")
     assert row[0].find_elements(By.CSS_SELECTOR, ".replay-differences li")
