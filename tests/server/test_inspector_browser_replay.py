@@ -37,9 +37,17 @@ def base_fixture(tmp_path: Path) -> Iterator[str]:
     (tmp_path / "defs" / "signup.yaml").write_text(SIGNUP, encoding="utf-8")
     (tmp_path / "defs" / "plain.yaml").write_text(SIGNUP.replace("name: Signup", "name: Plain"), encoding="utf-8")
     (tmp_path / "staging.yaml").write_text(SIGNUP_V2, encoding="utf-8")
+    renamed = SIGNUP.replace("initial_state: ask", "initial_state: asking").replace(
+        "  ask:\n    id: ask", "  asking:\n    id: asking"
+    )
+    (tmp_path / "renamed.yaml").write_text(renamed, encoding="utf-8")
     store = open_store(f"sqlite:///{tmp_path}/conversations.db")
     manager = FSMManager(llm_interface=FunctionLLM(Model()), store=store)
-    aliases = {"staging": tmp_path / "staging.yaml", HOSTILE: tmp_path / "defs" / "signup.yaml"}
+    aliases = {
+        "staging": tmp_path / "staging.yaml",
+        "renamed": tmp_path / "renamed.yaml",
+        HOSTILE: tmp_path / "defs" / "signup.yaml",
+    }
     app = create_app(manager, [tmp_path / "defs"], aliases=aliases, keys=KeyRing(), anonymous_tenant="local")
     with uvicorn_serving(app) as origin:
         yield f"{origin}/"
@@ -65,6 +73,20 @@ def test_the_replay_panel_lists_the_turn_whose_decision_changes_under_an_alias(p
     assert row[0].find_elements(By.CSS_SELECTOR, ".replay-differences li")
     summary = page.find_element(By.CSS_SELECTOR, ".replay-summary")
     assert summary.get_attribute("data-changed") == "1" and "1 changed" in summary.text
+
+
+def test_a_conversation_in_a_state_the_alias_lacks_is_listed_as_stranded(page: WebDriver, base: str) -> None:
+    started = httpx.post(f"{base}v1/conversations", json={"definition": "signup"})
+    cid = started.json()["conversation_id"]
+    page.get(f"{base}#/d/signup")
+    wait_for(page, lambda d: d.find_elements(By.ID, "replay-run"), "the replay button")
+    page.find_element(By.CSS_SELECTOR, "#replay-section summary").click()
+    Select(page.find_element(By.ID, "replay-alias")).select_by_value("renamed")
+    page.find_element(By.ID, "replay-run").click()
+    item = wait_for(
+        page, lambda d: d.find_elements(By.CSS_SELECTOR, f'.replay-stranded li[data-conversation="{cid}"]'), "it"
+    )
+    assert item[0].text.startswith(f"{cid} in ask: ")
 
 
 def test_an_alias_name_is_shown_as_typed_never_as_markup(page: WebDriver, base: str) -> None:

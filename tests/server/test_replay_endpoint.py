@@ -12,7 +12,7 @@ import pytest
 
 import llm_fsm.audit._replay
 
-from .conftest import ALICE_KEY, BOB_KEY, READER_KEY, MakeServer, Server
+from .conftest import ALICE_KEY, BOB_KEY, READER_KEY, SIGNUP, MakeServer, Server
 from .test_versions import FINISH, SIGNUP_V2
 
 
@@ -111,3 +111,22 @@ def test_the_replay_runs_off_the_event_loop(served: Server, monkeypatch: pytest.
     monkeypatch.setattr(llm_fsm.audit._replay.Replayer, "add", recorded)
     assert replay(served, "against=staging").status_code == 200
     assert threads and all(name.startswith("llm_fsm-io") for name in threads)  # the library's pool, not the loop
+
+
+def test_an_in_flight_conversation_in_a_state_the_alias_lacks_is_listed_as_stranded(
+    make_server: MakeServer, definitions: Path, tmp_path: Path
+) -> None:
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text(
+        SIGNUP.replace("initial_state: ask", "initial_state: asking").replace(
+            "  ask:\n    id: ask", "  asking:\n    id: asking"
+        ),
+        encoding="utf-8",
+    )
+    server = make_server(aliases={"renamed": renamed})
+    waiting = server.start()
+    report = replay(server, "against=renamed").json()
+    assert report["summary"]["in_flight"] == 1 and report["summary"]["stranded"] == 1
+    [stranded] = report["stranded"]
+    assert stranded["conversation_id"] == waiting and stranded["state"] == "ask"
+    assert [(p["kind"], p["name"]) for p in stranded["problems"]] == [("state", "ask")]
