@@ -100,10 +100,14 @@ def base_url(host: str, sock: socket.socket) -> str:
     return f"http://[{address}]:{port}" if ":" in address else f"http://{address}:{port}"
 
 
-def summary(definitions: Sequence[str], store_url: str, model: str, base: str) -> list[str]:
-    """What is served, from where, by which model, and where to look: one line each, before serving."""
+def summary(
+    definitions: Sequence[str], store_url: str, model: str, base: str, aliases: Sequence[str] = ()
+) -> list[str]:
+    """What is served (and which versions aliases name), from where, by which model, and where to look: one line
+    each, before serving."""
     return [
         f"definitions: {', '.join(definitions)}",
+        *([f"aliases: {', '.join(aliases)}"] if aliases else []),
         f"store: {store_url}",
         f"model: {model}",
         f"inspector: {base}/",

@@ -50,6 +50,8 @@ class ServeSettings:
     rate_burst: int | None = None
     actions: str | None = None
     """``module:name`` of the ActionRegistry the definitions' actions call (imported in every worker)."""
+    aliases: dict[str, str] = field(default_factory=dict)
+    """``--alias NAME=FILE``: alias → absolute path of the version it names (read by every worker at its start)."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -94,6 +96,7 @@ def build_app(settings: ServeSettings) -> Any:
     return create_app(
         manager,
         settings.definitions,
+        aliases=settings.aliases,
         keys=keys,
         anonymous_tenant=ANONYMOUS_TENANT if settings.anonymous else None,
         cors_origins=settings.cors_origins,
@@ -101,6 +104,19 @@ def build_app(settings: ServeSettings) -> Any:
         rate_limit_per_minute=settings.rate_limit,
         rate_limit_burst=settings.rate_burst,
     )
+
+
+def parse_aliases(values: tuple[str, ...]) -> dict[str, str]:
+    """``--alias NAME=FILE`` values as alias → absolute path (workers may start in another folder)."""
+    aliases: dict[str, str] = {}
+    for value in values:
+        name, equals, path = value.partition("=")
+        if not equals or not name.strip() or not path.strip():
+            raise UsageError(f"--alias NAME=FILE, not {value!r} (e.g. --alias staging=defs/loan_v2.yaml)")
+        if name.strip() in aliases:
+            raise UsageError(f"--alias {name.strip()!r} is given twice")
+        aliases[name.strip()] = os.path.abspath(path) if os.path.exists(path) else path
+    return aliases
 
 
 def _unregistered_actions(app: Any) -> str:
@@ -207,6 +223,14 @@ def _server_modules() -> Any:
     metavar="KEY",
     help="Print the SHA-256 of KEY for a keys file and exit ('-': read it from stdin, out of the shell history).",
 )
+@click.option(
+    "--alias",
+    "aliases",
+    multiple=True,
+    metavar="NAME=FILE",
+    help="Serve FILE's version beside the served definition of the same name, as NAME (repeatable): "
+    'POST /v1/conversations takes {"alias": NAME}; the inspector replays against it.',
+)
 @actions_option
 def serve_command(
     definitions: tuple[str, ...],
@@ -223,6 +247,7 @@ def serve_command(
     forwarded_allow_ips: str | None,
     no_key_check: bool,
     key_to_hash: str | None,
+    aliases: tuple[str, ...],
     actions: str | None,
 ) -> None:
     """Serve DEFINITIONS (files or folders) over HTTP: JSON under /v1, OpenAPI at /docs.
@@ -237,6 +262,7 @@ def serve_command(
       llm-fsm serve definitions/ --model gpt-4o-mini --store sqlite:///conversations.db --keys keys.yaml
       llm-fsm serve definitions/ --model gpt-4o-mini --store redis://localhost:6379/0 \\
           --host 0.0.0.0 --workers 4 --keys keys.yaml
+      llm-fsm serve defs/loan.yaml --alias staging=staging/loan.yaml --alias production=defs/loan.yaml
     """
     if key_to_hash is not None:
         from llm_fsm.server._keys import hash_key
@@ -270,6 +296,7 @@ def serve_command(
         max_body_bytes=max_body_bytes,
         rate_limit=rate_limit,
         actions=_absolute_actions(actions),
+        aliases=parse_aliases(aliases),
     )
     app = build_app(settings)  # every check now, in this process: a mistake exits 2 before anything listens
     model_name = model or os.environ.get(MODEL_ENV) or ""  # build_app refused an unset one
@@ -289,7 +316,9 @@ def serve_command(
     from llm_fsm.stores import default_store_url, redact_url
 
     served = list(app.state.registry.by_id)
-    for line in summary(served, redact_url(store_url or default_store_url()), model_name, base_url(host, sock)):
+    named = [f"{a.name} ({a.definition_id} {a.version})" for a in app.state.registry.aliases.values()]
+    lines = summary(served, redact_url(store_url or default_store_url()), model_name, base_url(host, sock), named)
+    for line in lines:
         click.echo(line)
     server_options = {
         "log_level": log_level,

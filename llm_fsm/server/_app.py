@@ -20,7 +20,17 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from llm_fsm.errors import FSMError, UsageError
-from llm_fsm.server import _api_docs, _conversations, _definitions_api, _health, _inspector, _operators, _proof
+from llm_fsm.server import (
+    _api_docs,
+    _conversations,
+    _definitions_api,
+    _health,
+    _inspector,
+    _operators,
+    _proof,
+    _replay,
+    _versions,
+)
 from llm_fsm.server._bodies import JsonBodyMiddleware, malformed
 from llm_fsm.server._definitions import DefinitionRegistry, DefinitionSource
 from llm_fsm.server._deps import MAX_CONVERSATION_ID_LENGTH, Access, Caller
@@ -42,6 +52,7 @@ def create_app(
     manager: ManagerProtocol,
     definitions: Iterable[DefinitionSource] | Mapping[str, DefinitionSource],
     *,
+    aliases: Mapping[str, DefinitionSource] | None = None,
     keys: KeyRing | None = None,
     anonymous_tenant: str | None = None,
     cors_origins: Iterable[str] = (),
@@ -56,7 +67,10 @@ def create_app(
     any ASGI server. ``keys`` (default: ``$LLM_FSM_API_KEYS``) say who may call; with no key
     configured, every request acts as ``anonymous_tenant``, which must then be given explicitly
     (``llm-fsm serve`` does so only on a loopback host). ``cors_origins`` is empty by default: no
-    browser on another origin may call. The rate limit is per key and per process.
+    browser on another origin may call. The rate limit is per key and per process. ``aliases`` (``{name: file or
+    FSMDefinition}``) name versions served beside the files: each belongs to the served definition whose ``name``
+    it has, is read now and held by its content hash (``POST /v1/conversations`` takes ``alias``; the inspector
+    replays recorded turns against one).
     """
     keyring = keys if keys is not None else KeyRing.from_env()
     if not keyring and anonymous_tenant is None:
@@ -66,6 +80,8 @@ def create_app(
     if max_body_bytes < 1:
         raise UsageError(f"max_body_bytes must be at least 1, not {max_body_bytes}")
     registry = DefinitionRegistry.from_sources(definitions)
+    for alias in registry.add_aliases(aliases or {}):
+        _versions.hold(manager, alias.definition)
     limiter = RateLimiter(rate_limit_per_minute, rate_limit_burst) if rate_limit_per_minute > 0 else None
     runner = TurnRunner()
 
@@ -107,6 +123,7 @@ def create_app(
     app.include_router(_operators.router)  # docs/operations.md: write right; each answers the conversation after
     app.include_router(_inspector.router)  # the web inspector: its page at / (docs/server.md), /v1/me, lint
     app.include_router(_proof.router)  # GET /v1/definitions/{id}/prove, the inspector's lint panel's proof
+    app.include_router(_replay.router)  # GET /v1/definitions/{id}/replay?against=ALIAS, the inspector's replay view
     _inspector.mount_static(app)
     app.include_router(_api_docs.router)  # /docs and /redoc, their scripts vendored in the inspector's static/vendor
     app.include_router(_health.router)

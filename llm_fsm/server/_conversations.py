@@ -34,6 +34,7 @@ from llm_fsm.server._models import (
 )
 from llm_fsm.server._protocol import ManagerProtocol
 from llm_fsm.server._turns import stream_response, turn_result, with_metadata
+from llm_fsm.server._versions import chosen_version
 
 router = APIRouter(prefix="/v1", tags=["conversations"], responses=ERRORS)
 
@@ -65,6 +66,7 @@ async def conversation_detail(
             )
             for m in history
         ],
+        definition_version=instance.definition_hash or None,
     )
 
 
@@ -72,13 +74,15 @@ async def conversation_detail(
 async def start_conversation(
     body: StartConversation, caller: Writer, manager: Manager, registry: Registry, turns: Turns
 ) -> Started:
-    """Start a conversation of a served definition; returns its id and the assistant's opening."""
+    """Start a conversation of a served definition, on its current version, a `version` or an `alias`; returns its
+    id, the assistant's opening and the version it runs on (and stays on)."""
     definition = served(registry, body.definition)
+    version, alias = await chosen_version(manager, registry, definition, body.version, body.alias)
 
     async def start() -> Started:
         # a definition served as an object is passed as one: the manager takes an FSMDefinition as well as a path
         conversation_id, opening = await manager.astart_conversation(
-            definition.location, body.context, user_id=caller.tenant
+            definition.location, body.context, user_id=caller.tenant, version=version
         )
         instance = await manager.aget_instance(conversation_id, user_id=caller.tenant)
         return Started(
@@ -87,6 +91,8 @@ async def start_conversation(
             opening=opening,
             state=instance.current_state,
             ended=instance.ended,
+            definition_version=instance.definition_hash or None,
+            alias=alias,
         )
 
     return await turns.run(start())

@@ -5,6 +5,10 @@ A client names a definition by its id (a file's stem, or a key of the mapping gi
 read a file it was not told to serve. Conversations store the definition's absolute path
 (or, for a definition given as an object, its name), as ``llm-fsm chat`` does, so every
 worker and a later ``llm-fsm chat --resume`` find it again.
+
+Aliases (``create_app(aliases=...)``, ``llm-fsm serve --alias NAME=FILE``) name a fixed version of a served
+definition: the one whose ``name`` the alias's file has. Each is read once, at start, and kept by its content
+hash, so ``staging`` and ``production`` are served side by side whatever the served file says later.
 """
 
 from __future__ import annotations
@@ -39,10 +43,24 @@ class ServedDefinition:
         return await run_blocking(load_fsm_definition, self.location)
 
 
+@dataclass(frozen=True)
+class Alias:
+    """A name for one version of a served definition (its content hash), read once at start."""
+
+    name: str
+    definition_id: str
+    definition: FSMDefinition
+
+    @property
+    def version(self) -> str:
+        return self.definition.content_hash
+
+
 class DefinitionRegistry:
-    """Ids → definitions, and back from what a conversation stores to the id clients know."""
+    """Ids → definitions, and back from what a conversation stores to the id clients know; aliases → versions."""
 
     def __init__(self, served: Iterable[ServedDefinition]) -> None:
+        self.aliases: dict[str, Alias] = {}
         self.by_id: dict[str, ServedDefinition] = {}
         for item in served:
             if item.id in self.by_id:
@@ -66,6 +84,34 @@ class DefinitionRegistry:
             if name.lower().endswith(suffix):
                 return name[: -len(suffix)]
         return name
+
+    def aliases_of(self, definition_id: str) -> list[Alias]:
+        """The aliases of one served definition, in the order they were given."""
+        return [alias for alias in self.aliases.values() if alias.definition_id == definition_id]
+
+    def add_aliases(self, aliases: Mapping[str, DefinitionSource]) -> list[Alias]:
+        """Load each alias's definition now and file it under the served definition of the same ``name``.
+
+        A broken file, a name no served definition (or more than one) has, or an alias named twice stops the
+        server at start (UsageError), as a broken served definition does.
+        """
+        names: dict[str, list[str]] = {}
+        for item in self.by_id.values():
+            location = item.location
+            definition = location if isinstance(location, FSMDefinition) else load_fsm_definition(location)
+            names.setdefault(definition.name, []).append(item.id)
+        added = []
+        for name, source in aliases.items():
+            if not name or "/" in name or name in self.aliases:
+                raise UsageError(f"an alias is a non-empty name without '/', given once, not {name!r}")
+            definition = _loaded(source)
+            owners = names.get(definition.name, [])
+            if len(owners) != 1:
+                which = "no served definition" if not owners else f"several served definitions ({', '.join(owners)})"
+                raise UsageError(f"alias {name!r}: {which} is named {definition.name!r}, the name its definition has")
+            self.aliases[name] = Alias(name, owners[0], definition)
+            added.append(self.aliases[name])
+        return added
 
     @classmethod
     def from_sources(cls, sources: Iterable[DefinitionSource] | Mapping[str, DefinitionSource]) -> DefinitionRegistry:
@@ -95,6 +141,15 @@ class DefinitionRegistry:
         return cls(served)
 
 
+def _loaded(source: DefinitionSource) -> FSMDefinition:
+    if isinstance(source, FSMDefinition):
+        return source
+    try:
+        return load_fsm_definition(os.fspath(resolve_definition_path(source)))
+    except DefinitionNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _is_definition_file(path: Path) -> bool:
     name = path.name.lower()
     return name.endswith(SUFFIXES) and not name.endswith(_SKIP) and not is_recording_file(path)
@@ -121,4 +176,4 @@ def _served(definition_id: str, source: DefinitionSource) -> ServedDefinition:
     return ServedDefinition(definition_id, location, location)
 
 
-__all__ = ["DefinitionRegistry", "DefinitionSource", "ServedDefinition"]
+__all__ = ["Alias", "DefinitionRegistry", "DefinitionSource", "ServedDefinition"]

@@ -17,8 +17,8 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from llm_fsm.errors import ConversationNotFoundError, DefinitionNotFoundError
-from llm_fsm.server._definitions import DefinitionRegistry, ServedDefinition
-from llm_fsm.server._errors import CONTROL_CHARACTERS, ApiError, unknown_definition
+from llm_fsm.server._definitions import Alias, DefinitionRegistry, ServedDefinition
+from llm_fsm.server._errors import CONTROL_CHARACTERS, ApiError, safe_id, unknown_definition
 from llm_fsm.server._keys import KeyRing
 from llm_fsm.server._limits import RateLimiter
 from llm_fsm.server._protocol import ManagerProtocol
@@ -155,6 +155,16 @@ def served(registry: DefinitionRegistry, definition_id: str) -> ServedDefinition
         raise unknown_definition(definition_id, registry.by_id) from None
 
 
+def alias_for(registry: DefinitionRegistry, definition_id: str, name: str) -> Alias:
+    """The alias ``name`` of the served definition ``definition_id``, or a 404 that lists the ones it has."""
+    alias = registry.aliases.get(name)
+    if alias is None or alias.definition_id != definition_id:
+        known = ", ".join(a.name for a in registry.aliases_of(definition_id)) or "none"
+        message = f"definition '{safe_id(definition_id)}' has no alias '{safe_id(name)}' (its aliases: {known})"
+        raise ApiError(404, "alias_not_found", message)
+    return alias
+
+
 __all__ = [
     "MAX_CONVERSATION_ID_LENGTH",
     "Access",
@@ -165,6 +175,7 @@ __all__ = [
     "Registry",
     "Turns",
     "Writer",
+    "alias_for",
     "check_id",
     "served",
 ]

@@ -31,6 +31,19 @@ class StartConversation(_Request):
     context: dict[str, Any] | None = Field(
         default=None, description="Initial context data, written as the application (declared keys are checked)."
     )
+    version: str | None = Field(
+        default=None,
+        pattern="^[0-9a-f]{8,64}$",
+        description="Start on this version of the definition (its content hash: one the server holds or the store "
+        "keeps; 404 `version_not_found` else). Not with `alias`.",
+    )
+    alias: Name | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="Start on the version this alias names (`llm-fsm serve --alias`); 404 `alias_not_found` when the "
+        "definition has none of this name. Not with `version`.",
+    )
 
 
 class Started(BaseModel):
@@ -39,6 +52,10 @@ class Started(BaseModel):
     opening: str = Field(description="The assistant's first message.")
     state: str
     ended: bool
+    definition_version: str | None = Field(
+        default=None, description="The version (content hash) of the definition the conversation runs on, pinned."
+    )
+    alias: str | None = Field(default=None, description="The alias it was started on, if any.")
 
 
 class SendMessage(_Request):
@@ -110,6 +127,9 @@ class ConversationDetail(BaseModel):
     updated_at: float
     context: dict[str, Any] = Field(description="Context data; values of keys declared sensitive are masked.")
     history: list[HistoryMessage]
+    definition_version: str | None = Field(
+        default=None, description="The version (content hash) of the definition the conversation runs on."
+    )
 
 
 class _Operator(_Request):
@@ -173,12 +193,23 @@ class ConversationList(BaseModel):
     )
 
 
+class DefinitionVersionOut(BaseModel):
+    version: str = Field(description="Content hash; `POST /v1/conversations` takes it as `version`.")
+    current: bool = Field(description="The version of the served file now: what a start without version runs on.")
+    aliases: list[str] = Field(description="The aliases that name this version.")
+
+
 class DefinitionItem(BaseModel):
     id: str
     name: str
     description: str
     initial_state: str
     states: list[str]
+    version: str = Field(default="", description="The current version's content hash.")
+    versions: list[DefinitionVersionOut] = Field(
+        default_factory=list, description="The versions the server holds: the current one, then the aliases'."
+    )
+    aliases: dict[str, str] = Field(default_factory=dict, description="Alias → the version it names.")
 
 
 class DefinitionList(BaseModel):
@@ -238,6 +269,7 @@ __all__ = [
     "ConversationList",
     "DefinitionItem",
     "DefinitionList",
+    "DefinitionVersionOut",
     "ErrorOut",
     "ForceState",
     "HandOff",

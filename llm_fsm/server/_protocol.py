@@ -43,6 +43,7 @@ class ManagerProtocol(Protocol):
         initial_context: Mapping[str, Any] | None = None,
         *,
         user_id: str | None = None,
+        version: str | None = None,
     ) -> tuple[str, str]: ...
 
     async def aprocess_turn(

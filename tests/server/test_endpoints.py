@@ -150,7 +150,12 @@ def test_listing_definitions_shows_each_served_one_by_id(server: Server) -> None
         "description": "Collect a name and a card number",
         "initial_state": "ask",
         "states": ["ask", "done"],
+        # the version served now, the only one held without aliases (tests/server/test_versions.py)
+        "version": item["version"],
+        "versions": [{"version": item["version"], "current": True, "aliases": []}],
+        "aliases": {},
     }
+    assert len(item["version"]) == 16
 
 
 def test_a_definitions_graph_is_mermaid_by_default(server: Server) -> None:

@@ -378,3 +378,42 @@ def test_serve_prints_what_it_serves_before_serving(
         f"API docs: {base}/docs",
         f"listening on {base} (Ctrl+C stops)",
     ], lines
+
+
+# --- --alias NAME=FILE: versions served side by side (docs/server.md, "Several versions at once") -------------
+
+
+def test_an_alias_without_a_file_exits_2(definitions: Path, replies: str) -> None:
+    result = invoke("serve", str(definitions), "--model", replies, "--store", "memory://", "--alias", "staging")
+    assert result.exit_code == 2 and "--alias NAME=FILE" in result.output
+
+
+def test_an_alias_no_served_definition_is_named_like_exits_2_before_listening(
+    definitions: Path, replies: str, tmp_path: Path
+) -> None:
+    stray = tmp_path / "stray.yaml"
+    stray.write_text((definitions / "signup.yaml").read_text().replace("name: Signup", "name: Stray"))
+    result = invoke(
+        "serve", str(definitions), "--model", replies, "--store", "memory://", "--alias", f"staging={stray}"
+    )
+    assert result.exit_code == 2 and "alias 'staging'" in result.output and "'Stray'" in result.output
+
+
+def test_aliases_reach_the_app_every_worker_builds(
+    definitions: Path, replies: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llm_fsm.cli.serve import ServeSettings, build_app
+
+    staging = tmp_path / "staging.yaml"
+    staging.write_text((definitions / "signup.yaml").read_text().replace("Asking", "Asking again"))
+    monkeypatch.chdir(tmp_path)  # the settings hold absolute paths: a worker started elsewhere reads the same file
+    settings = ServeSettings(
+        definitions=[str(definitions)],
+        store="memory://",
+        model=replies,
+        anonymous=True,
+        aliases={"staging": str(staging)},
+    )
+    app = build_app(ServeSettings.from_json(settings.to_json()))
+    alias = app.state.registry.aliases["staging"]
+    assert alias.definition_id == "signup" and alias.definition.states["ask"].description == "Asking again"

@@ -8,6 +8,7 @@ import { append, clear, el, show, time } from "./dom.js";
 import { draw, fitDiagram, initMermaid, pathFromTrace } from "./diagram.js";
 import { renderTurn, scrolling } from "./explain.js";
 import { proveWhenOpen } from "./proof.js";
+import { showReplay } from "./replay.js";
 import { conversationHash, definitionHash, parseRoute } from "./route.js";
 
 const $ = (id) => document.getElementById(id);
@@ -164,7 +165,7 @@ function closeConversation(title = "No conversation selected") {
   page.path = [];
   markSelected();
   $("chat-title").textContent = title;
-  for (const id of ["messages", "explain", "turn-picker", "trace", "diagram", "lint"]) clear($(id));
+  for (const id of ["messages", "explain", "turn-picker", "trace", "diagram", "lint", "replay"]) clear($(id));
   for (const id of ["context", "path", "chat-state", "chat-error"]) $(id).textContent = "";
   updateSendForm();
 }
@@ -172,6 +173,7 @@ function closeConversation(title = "No conversation selected") {
 async function viewDefinition(definitionId) {
   closeConversation(`Definition ${definitionId}`);
   $("lint-section").open = true;
+  showReplay($("replay"), page.definitions.get(definitionId));
   try {
     await Promise.all([draw($("diagram"), await graph(definitionId)), showLint(definitionId)]);
   } catch (error) {
