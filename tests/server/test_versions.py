@@ -154,12 +154,6 @@ def test_a_stored_version_of_another_definition_is_404(
     assert response.json()["error"]["code"] == "version_not_found"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime: Performer.at_once answers LoadDefinition and LoadActiveDefinition from the loader's cache "
-    "without looking at the version asked for or pinned, so while the served file is cached a start on another "
-    "version, and every turn of a conversation pinned to another version, run on the file's version (lead's fix)",
-)
 def test_production_keeps_running_on_its_version_while_staging_is_served_beside_it(
     versioned: Server, alias_files: dict[str, Path]
 ) -> None:
