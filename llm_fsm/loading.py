@@ -25,6 +25,7 @@ from llm_fsm.runtime._loading import (
     read_document,
     resolve_definition_path,
     resolve_flow_reference,
+    sub_flows,
 )
 
 
@@ -58,4 +59,5 @@ __all__ = [
     "read_document",
     "resolve_definition_path",
     "resolve_flow_reference",
+    "sub_flows",
 ]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_fsm.audit._redecide import Resolve, decision_of, differences, instance_before, redecide
-from llm_fsm.definition._migrations import Migrations
+from llm_fsm.definition._migrations import Migrations, flow_declarations
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._effects import EngineConfig
 from llm_fsm.engine._instance import FSMInstance
@@ -230,7 +230,7 @@ class Replayer:
         found = self.flows.get(name)
         if found is None:
             raise NotRecomputableError(f"the candidate's sub-flow {name!r} was not given to the replay")
-        declared = next((d for d in _declarations(parent) if d.name == name), None)
+        declared = next((d for d in flow_declarations(parent) if d.name == name), None)
         return (declared.definition if declared is not None else name), found
 
     def _parent(self, fsm_id: str, root_id: str) -> FSMDefinition | None:
@@ -257,14 +257,6 @@ class Replayer:
         out["proposal"] = states.get(proposal, proposal) if proposal else proposal
         out["values"] = [{**value, "key": keys.get(value["key"], value["key"])} for value in decision["values"]]
         return out
-
-
-def _declarations(definition: FSMDefinition) -> list[Any]:
-    """Every sub-flow a definition declares, definition-wide and per state."""
-    found = list(definition.flows or [])
-    for state in definition.states.values():
-        found += list(state.flows or [])
-    return found
 
 
 def _root_id(record: TurnRecord) -> str:

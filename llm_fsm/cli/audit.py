@@ -318,20 +318,17 @@ def _manager(store: str | None) -> FSMManager:
 
 def _candidate(path: str, migrations_path: str | None) -> tuple[FSMDefinition, Migrations | None, dict[str, Any]]:
     """The candidate, the migrations to apply (its own block unless a file is given) and its sub-flows by name."""
-    from llm_fsm.loading import flow_resolver, load_fsm_definition, load_migrations
+    from llm_fsm.loading import load_fsm_definition, load_migrations, sub_flows
 
     candidate = load_fsm_definition(Path(path))
     migrations = load_migrations(migrations_path) if migrations_path is not None else candidate.migrations
-    resolve = flow_resolver()
-    flows: dict[str, Any] = {}
-    pending = [candidate]
-    while pending:
-        parent = pending.pop()
-        declared = list(parent.flows or []) + [d for s in parent.states.values() for d in s.flows or []]
-        for declaration in declared:
-            if declaration.name not in flows:
-                flows[declaration.name] = resolve(declaration, parent)
-                pending.append(flows[declaration.name])
+    flows, missing = sub_flows(candidate)
+    if missing:
+        click.echo(
+            f"warning: sub-flow(s) {', '.join(missing)} of {path} cannot be loaded; turns that need them are "
+            "reported as not recomputable",
+            err=True,
+        )
     return candidate, migrations, flows
 
 

@@ -21,7 +21,7 @@ from llm_fsm.definition._documents import ParsedDocument, format_path
 from llm_fsm.errors import DefinitionError
 
 if TYPE_CHECKING:
-    from llm_fsm.definition._model import FSMDefinition
+    from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
 
 
 class Migrations(BaseModel):
@@ -57,12 +57,16 @@ class Migrations(BaseModel):
         return not (self.states or self.keys or self.defaults or self.flows)
 
 
+def flow_declarations(definition: FSMDefinition) -> list[FlowDeclaration]:
+    """Every sub-flow a definition declares, at the top level, then in each state."""
+    return [*(definition.flows or ()), *(flow for state in definition.states.values() for flow in state.flows or ())]
+
+
 def flow_names(definition: FSMDefinition) -> set[str]:
     """Every sub-flow name a definition declares, at the top level or in any state: what a renamed flow may be
     renamed to, and what a paused sub-flow's name must still be (its output mapping travels with its frame, so
     the state it was declared in does not matter)."""
-    names = {flow.name for flow in definition.flows or ()}
-    return names | {flow.name for state in definition.states.values() for flow in state.flows or ()}
+    return {flow.name for flow in flow_declarations(definition)}
 
 
 def migrations_from_document(doc: ParsedDocument) -> Migrations:
@@ -102,4 +106,4 @@ def _located(exc: ValidationError, doc: ParsedDocument, prefix: tuple[str, ...])
     return DefinitionError(message.rsplit(" (line", 1)[0], file=doc.file, path=path, line=first_line, problems=problems)
 
 
-__all__ = ["Migrations", "flow_names", "migrations_from_document"]
+__all__ = ["Migrations", "flow_declarations", "flow_names", "migrations_from_document"]

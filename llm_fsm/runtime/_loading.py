@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_fsm.definition._documents import ParsedDocument, parse_text
+from llm_fsm.definition._migrations import flow_declarations
 from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
 from llm_fsm.errors import DefinitionError, DefinitionNotFoundError, LocatedError
 from llm_fsm.lint._linter import lint_document
@@ -265,7 +266,31 @@ def flow_resolver(
     return resolve
 
 
+def sub_flows(
+    definition: FSMDefinition, *, resolve: Callable[[FlowDeclaration, FSMDefinition], FSMDefinition] | None = None
+) -> tuple[dict[str, FSMDefinition], list[str]]:
+    """Every sub-flow ``definition`` calls, at any depth, by declared name, loaded where a conversation would find
+    them; and the names of those that could not be loaded (a replay reports the turns needing them)."""
+    load = resolve or flow_resolver()
+    found: dict[str, FSMDefinition] = {}
+    missing: list[str] = []
+    waiting = [definition]
+    while waiting:
+        parent = waiting.pop()
+        for declaration in flow_declarations(parent):
+            if declaration.name in found or declaration.name in missing:
+                continue
+            try:
+                found[declaration.name] = load(declaration, parent)
+            except DefinitionError:
+                missing.append(declaration.name)
+                continue
+            waiting.append(found[declaration.name])
+    return found, missing
+
+
 __all__ = [
+    "sub_flows",
     "DEFAULT_MAX_BYTES",
     "DEFINITIONS_ENV",
     "flow_resolver",

@@ -10,7 +10,6 @@ the event loop, and ``limit`` bounds the conversations it reads.
 (No ``from __future__ import annotations``: FastAPI reads the route signatures' types at run time.)
 """
 
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -20,7 +19,7 @@ from llm_fsm._threads import run_blocking
 from llm_fsm.audit._replay import DEFAULT_MAX_DETAILS, Replayer
 from llm_fsm.audit._versions import Versions
 from llm_fsm.audit._walk import PAGE, conversations
-from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
+from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.server._deps import Manager, Reader, Registry, alias_for, served
 from llm_fsm.server._errors import ApiError
 from llm_fsm.server._models import DEFINITION_NOT_FOUND, ErrorOut
@@ -87,31 +86,12 @@ class _Tenant:
         return self.store.load(conversation_id, user_id=user_id, room_id=room_id)
 
 
-def _declarations(definition: FSMDefinition) -> Iterator[FlowDeclaration]:
-    yield from definition.flows or []
-    for state in definition.states.values():
-        yield from state.flows or []
-
-
 def _flows(candidate: FSMDefinition) -> dict[str, FSMDefinition]:
     """The candidate's sub-flows by name, loaded where a conversation would find them; one not found is left out
     (the replay then says the turns needing it are not recomputable)."""
-    from llm_fsm.loading import flow_resolver
+    from llm_fsm.loading import sub_flows
 
-    resolve = flow_resolver()
-    found: dict[str, FSMDefinition] = {}
-    waiting = [candidate]
-    while waiting:
-        parent = waiting.pop()
-        for declaration in _declarations(parent):
-            if declaration.name in found:
-                continue
-            try:
-                found[declaration.name] = resolve(declaration, parent)
-            except Exception:  # noqa: BLE001 - a missing or broken sub-flow: reported by the replay itself
-                continue
-            waiting.append(found[declaration.name])
-    return found
+    return sub_flows(candidate)[0]
 
 
 def _replay(
