@@ -14,9 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-from pydantic import ConfigDict, SerializationInfo, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core.core_schema import CoreSchema
 
 from llm_fsm.engine._context import _MISSING, get_path
 from llm_fsm.engine._data import _Data, now
@@ -45,32 +55,39 @@ class Origin(_Data):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    by: OriginBy
-    message: str | None = None
-    """The transcript entry id (``m3``, or the message_id it came with) of the message holding the words."""
-    start: int | None = None
-    """Where the words start in that message's text (characters)."""
-    end: int | None = None
-    """Where they end (exclusive)."""
-    source: Literal["user", "assistant"] | None = None
-    """user, or assistant for an offer the user accepted (for words; left out of the JSON when it is user)."""
-    rule: str | None = None
-    """What accepted it: the grounding kind (date, time, number, phone, words, dontcare), repair (the model's words
-    read in the declared form), or the extractor's fill / repair."""
-    turn: int | None = None
-    """The turn that set it (0: the conversation's opening); None for a write between turns."""
-    at: float | None = None
-    """When, for a write between turns (an operator's, the application's, a migration's)."""
-    call: str | None = None
-    """For an action: the call name of the action whose result it is."""
-    hook: str | None = None
-    """For the application: initial_context, update_context, or the hook that returned it."""
-    actor: str | None = None
-    """For an operator: who set it."""
-    flow: str | None = None
-    """For a flow hand-over: the name of the flow that handed it over."""
-    key: str | None = None
-    """For a migration's rename: the key the value had before."""
+    by: OriginBy = Field(description="Who wrote the value.")
+    message: str | None = Field(
+        default=None,
+        description="The transcript entry id (m3, or the message_id it came with) of the message holding the words.",
+    )
+    start: int | None = Field(default=None, description="Where the words start in that message's text (characters).")
+    end: int | None = Field(default=None, description="Where they end (exclusive).")
+    source: Literal["user", "assistant"] | None = Field(
+        default=None,
+        description="user, or assistant for an offer the user accepted (for words; JSON leaves out user).",
+    )
+    rule: str | None = Field(
+        default=None,
+        description=(
+            "How the words were read: the grounding kind (date, time, number, phone, words, dontcare), repair (the "
+            "model's words read in the declared form), or the extractor's fill or repair."
+        ),
+    )
+    turn: int | None = Field(
+        default=None,
+        description="The turn that set it (0: the conversation's opening); None for a write between turns.",
+    )
+    at: float | None = Field(
+        default=None, description="When, for a write between turns (an operator's, the application's, a migration's)."
+    )
+    call: str | None = Field(default=None, description="For an action: the call name of the action whose result it is.")
+    hook: str | None = Field(
+        default=None, description="For the application: initial_context, update_context, or the hook that returned it."
+    )
+    actor: str | None = Field(default=None, description="For an operator: who set it.")
+    flow: str | None = Field(
+        default=None, description="For a flow hand-over: the name of the flow that handed it over."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -88,6 +105,11 @@ class Origin(_Data):
             for name, value in dumped.items()
             if value is not None and not (name == "source" and value == "user")
         }
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        # the fields, not the compact serialiser's dict: API documents show what an origin may hold
+        return handler(cast("CoreSchema", {k: v for k, v in schema.items() if k != "serialization"}))
 
     @property
     def has_span(self) -> bool:
