@@ -251,6 +251,15 @@ def test_a_sub_flows_output_is_the_flows_and_the_parents_values_keep_theirs() ->
     assert set(provenance) == {"origin", "last_checked_booking"}
 
 
+def test_a_sub_flows_output_an_operator_handed_back_is_the_flows_between_turns() -> None:
+    manager, cid = flights(say("ok", intent="start_flow", flow="check_booking"), say("Reference?"))
+    manager.process_message(cid, "check my booking")
+    manager.pop_flow(cid, {"booking_ref": "BK-9"}, actor="alice")
+    origin = manager.get_instance(cid).provenance["last_checked_booking"]
+    assert (origin.by, origin.flow, origin.turn) == ("flow", "check_booking", None)
+    assert origin.at is not None
+
+
 def test_a_migration_moves_an_origin_with_its_renamed_key_and_its_defaults_are_the_migrations() -> None:
     chat = Chat()
     chat.say("I am Ada", {"name": "Ada"})

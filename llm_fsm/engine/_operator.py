@@ -29,7 +29,7 @@ from llm_fsm.engine._flows import push_flow as _push
 from llm_fsm.engine._handoff import conversation_ended, hand_off, hand_off_declared
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage, timestamp
-from llm_fsm.engine._provenance import between_turns, note
+from llm_fsm.engine._provenance import between_turns, note, settle_between_turns
 from llm_fsm.engine._records import ContextChange, TurnRecord, Verdict
 from llm_fsm.engine._turn import _prune_transcript, _redact
 from llm_fsm.errors import (
@@ -162,6 +162,7 @@ def push_flow(
         inputs=[c.key for c in handed + given if c.applied],
     )
     _enter(child, instance, config, instance.current_state, actor)
+    settle_between_turns(instance)
     return handed + given
 
 
@@ -215,6 +216,7 @@ def pop_flow(
     )
     instance.pending_cancel = False
     instance.updated_at = now()
+    settle_between_turns(instance)
     return handed
 
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from llm_fsm.engine._instance import FSMInstance
     from llm_fsm.engine._values import KeyPolicy
 
-OriginBy = Literal["model", "extractor", "application", "action", "operator", "flow", "migration", "default"]
+OriginBy = Literal["model", "extractor", "application", "action", "operator", "flow", "migration"]
 
 _READ = ("model", "extractor")
 """Origins read from someone's words."""
@@ -236,6 +236,15 @@ def settle_opening(instance: FSMInstance) -> None:
             instance.provenance[key] = origin.model_copy(update={"turn": 0})
 
 
+def settle_between_turns(instance: FSMInstance) -> None:
+    """What an operator's change wrote through the turn's own paths (a sub-flow's hand-over) was set by no turn:
+    stamped with the time instead."""
+    running, stamp = in_turn(instance), round(now(), 3)
+    for key, origin in list(instance.provenance.items()):
+        if origin.turn == running:
+            instance.provenance[key] = origin.model_copy(update={"turn": None, "at": stamp})
+
+
 # --- flows ---------------------------------------------------------------------------------------------
 
 
@@ -298,5 +307,6 @@ __all__ = [
     "pause",
     "prune",
     "resume",
+    "settle_between_turns",
     "settle_opening",
 ]

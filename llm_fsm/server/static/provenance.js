@@ -17,7 +17,6 @@ export function originText(origin) {
     operator: `operator ${origin.actor ?? ""}`.trim(),
     flow: `flow ${origin.flow ?? ""}`.trim(),
     migration: "a migration",
-    default: "a default",
   }[origin.by] ?? origin.by;
   const rule = origin.by === "model" && origin.rule ? ` · read as ${origin.rule}` : "";
   return `${by}${rule} · ${when}`;
