@@ -70,12 +70,14 @@ class Chat:
     def __init__(self, form: FSMDefinition = FORM, opening: str = "Hello, what can I book for you?", **kw: Any):
         self.update: dict[str, Any] = {}
         self.reply = "ok"
+        self.intent = "continue"
         initial = kw.pop("initial", None)
 
         def model(request: LLMRequest) -> dict[str, Any]:
             written = self.update if request.purpose == "turn" else {}
             message = opening if request.purpose == "opening" else self.reply
-            return {"transition": {"target_state": "", "context_update": written}, "message": message}
+            reply = {"transition": {"target_state": "", "context_update": written}, "message": message}
+            return {**reply, "intent": self.intent if request.purpose == "turn" else "continue"}
 
         self.manager = FSMManager(
             fsm_loader=lambda _id: form,
@@ -211,6 +213,16 @@ def test_a_removed_key_loses_its_origin() -> None:
     chat.say("I am Ada", {"name": "Ada"})
     chat.manager.update_context(chat.cid, {"name": None})
     assert "name" not in chat.manager.get_instance(chat.cid).provenance
+
+
+def test_a_restart_clears_the_origins_of_what_it_cleared_and_keeps_the_applications() -> None:
+    keys = {"name": {}, "tier": {"writable_by": "application"}}
+    restarting = FSMDefinition.model_validate({**definition(keys, ["name"]).model_dump(), "on_cancel": "restart"})
+    chat = Chat(restarting, initial={"tier": "gold"})
+    chat.say("I am Ada", {"name": "Ada"})
+    chat.intent = "cancel"
+    chat.say("cancel that")
+    assert set(chat.manager.get_instance(chat.cid).provenance) == {"tier"}
 
 
 def test_a_sensitive_value_keeps_its_origin_and_the_origin_holds_no_value() -> None:
