@@ -18,7 +18,7 @@ def test_each_python_example_prints_the_text_shown_after_it(monkeypatch: pytest.
     monkeypatch.chdir(REPO)  # the examples name definitions/ relative to the repository
     scope: dict[str, object] = {"__name__": "docs_example"}
     examples = [(code, BLOCKS[i + 1][1]) for i, (lang, code) in enumerate(BLOCKS) if lang == "python"]
-    assert len(examples) == 3
+    assert len(examples) == 4
     for code, shown in examples:
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):

@@ -229,3 +229,17 @@ def test_with_a_streaming_interface_tokens_follow_the_models_pieces() -> None:
     stream = events(manager, cid, "hi")
     tokens = [e.data["text"] for e in stream if e.event == "token"]
     assert "".join(tokens) == "One two three." and len(tokens) >= 4
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"target_state": "b", "context_update": {"x": 1}, "message": LONG},  # kept: the message streamed after
+        {"target_state": "b", "context_update": {}, "message": "Moving on to b!"},  # refused: written again
+    ],
+)
+def test_a_streamed_turn_decides_again_the_same_way_from_its_record(reply: dict[str, Any]) -> None:
+    manager, cid = started(reply, "I still need x.")
+    events(manager, cid, "x is 1")
+    report = manager.verify(cid)
+    assert report.ok and [check.status for check in report.turns] == ["verified"], report.as_dict()

@@ -56,6 +56,8 @@ class Redecided:
     error: str | None = None
     unrecorded: list[str] = field(default_factory=list)
     """Answers the decision needed that production never gave (a candidate's new action call, ...)."""
+    after: FSMInstance | None = None
+    """The conversation as the turn, decided again, left it."""
 
 
 def instance_before(record: TurnRecord) -> FSMInstance:
@@ -73,11 +75,13 @@ def redecide(
     config: EngineConfig | None = None,
     instance: FSMInstance | None = None,
     flows: FlowLookup | None = None,
+    parents: Callable[[str], FSMDefinition | None] | None = None,
 ) -> Redecided:
     """Run the recorded turn again on ``definition`` (its own version for an audit, a candidate for a replay).
 
     ``instance``: the conversation to run it on (default: the recorded one; a replay passes it migrated).
-    ``flows``: how a candidate finds its sub-flows (default: the recorded versions).
+    ``flows``: how a candidate finds its sub-flows (default: the recorded versions); ``parents``: a candidate's
+    definition of a flow being resumed, by its id (None: the recorded version).
     """
     if record.inputs is None:
         raise NotRecomputableError(f"turn {record.index} has no recorded inputs (written before turns recorded them)")
@@ -89,8 +93,8 @@ def redecide(
     message = record.inputs.message if record.inputs.message is not None else record.user_message
     if record.verdict.kind == "human_mode":
         outcome = human_turn(definition, before, message, engine_config, message_id=record.message_id)
-        return Redecided(outcome.record)
-    answers = _Answers(record, versions, flows)
+        return Redecided(outcome.record, after=before)
+    answers = _Answers(record, versions, flows, parents)
     turn = run_turn(
         definition,
         before,
@@ -104,14 +108,21 @@ def redecide(
         outcome = answers.drive(turn)
     except FSMError as exc:
         return Redecided(None, error=f"{type(exc).__name__}: {exc}", unrecorded=answers.unrecorded)
-    return Redecided(outcome.record, unrecorded=answers.unrecorded)
+    return Redecided(outcome.record, unrecorded=answers.unrecorded, after=before)
 
 
 class _Answers:
     """The tape, read back: each effect of the turn answered with what the recorded turn was given."""
 
-    def __init__(self, record: TurnRecord, versions: Resolve, flows: FlowLookup | None) -> None:
+    def __init__(
+        self,
+        record: TurnRecord,
+        versions: Resolve,
+        flows: FlowLookup | None,
+        parents: Callable[[str], FSMDefinition | None] | None = None,
+    ) -> None:
         assert record.inputs is not None
+        self.parents = parents
         self.inputs = record.inputs
         self.record = record
         self.versions = versions
@@ -148,6 +159,10 @@ class _Answers:
         if isinstance(effect, LoadFlow):
             return self._flow(effect)
         if isinstance(effect, LoadDefinition):
+            own = self.parents(effect.fsm_id) if self.parents is not None else None
+            if own is not None:
+                self._next("definition", fsm_id=effect.fsm_id)  # consumed, as the recorded turn did
+                return own
             entry = self._next("definition", fsm_id=effect.fsm_id)
             if entry is None or not entry.get("version"):
                 raise NotRecomputableError(f"turn {self.record.index}: definition {effect.fsm_id!r} was not recorded")

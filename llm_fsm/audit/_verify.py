@@ -16,14 +16,13 @@ them, and the report says so.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from llm_fsm.audit._redecide import Resolve, decision_of, differences, redecide
-from llm_fsm.engine._chain import canonical, content_of, record_hash
+from llm_fsm.audit._redecide import Resolve, decision_of, differences, flow_name, redecide
+from llm_fsm.engine._chain import canonical, record_hash
 from llm_fsm.engine._effects import EngineConfig
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import TurnRecord
@@ -109,10 +108,11 @@ def verify_instance(
         missing = TurnCheck(1, "tampered", (f"turns 1 to {records[0].index - 1} are missing from the log",))
         report.turns.append(missing)
         return report
+    after: FSMInstance | None = None
     for record in records:
         check = _chain_check(record, previous, key)
         if check is None:
-            check = _decision_check(record, versions, config)
+            check, after = _decision_check(record, versions, config)
         report.turns.append(check)
         if check.failed:
             return report
@@ -125,7 +125,38 @@ def verify_instance(
         )
     elif last is None and instance.chain_head is not None:
         report.problem = "the conversation names a chain head but its turn log holds no record: the log was emptied"
+    elif last is not None and after is not None and report.turns[-1].status == "verified" and not _masked(last):
+        report.problem = _live_state_check(instance, last, after)
     return report
+
+
+def _live_state_check(instance: FSMInstance, last: TurnRecord, after: FSMInstance) -> str | None:
+    """The live conversation is where its last turn left it, unless a change recorded in its trail since explains
+    otherwise (an operator, the application, a migration): an edit of the hot record shows here."""
+    since = [event.event for event in instance.trace if event.timestamp > last.finished_at]
+    if since:
+        return None  # changed since by something other than a turn: the trail says what
+    found = [
+        name
+        for name, live, left in (
+            ("state", instance.current_state, after.current_state),
+            ("status", instance.status, after.status),
+            ("context", instance.context.data, after.context.data),
+            ("flow", flow_name(instance.flow_id), flow_name(after.flow_id)),
+            ("stack", _frames(instance), _frames(after)),
+        )
+        if live != left
+    ]
+    if not found:
+        return None
+    return (
+        f"the live conversation's {', '.join(found)} differ from what its last turn (turn {last.index}) left, and "
+        "nothing recorded since changed it: the conversation's record was edited"
+    )
+
+
+def _frames(instance: FSMInstance) -> list[tuple[str, str, Any]]:
+    return [(frame.flow_name, frame.current_state, frame.data) for frame in instance.flow_stack]
 
 
 def unreadable(conversation_id: str, error: Exception) -> Verification:
@@ -148,12 +179,8 @@ def _chain_check(record: TurnRecord, previous: TurnRecord | None, key: bytes | N
         if previous is not None and previous.chain is not None:
             return TurnCheck(index, "tampered", ("the record has no chain link, though the one before it has",))
         return TurnCheck(index, "not_recorded", ("written before turn records were chained",))
-    expected = record_hash(record, key)
-    if record.chain.hash != expected:
+    if record.chain.hash != record_hash(record, key):
         return TurnCheck(index, "tampered", ("the record's content does not match its hash: it was edited",))
-    stored = record._stored_digest
-    if stored is not None and stored != hashlib.sha256(canonical(content_of(record))).hexdigest():
-        return TurnCheck(index, "tampered", ("the stored record holds bytes its fields do not: it was edited",))
     if previous is None:
         if index == 1 and record.chain.prev is not None:
             return TurnCheck(index, "tampered", ("the first turn's record names a record before it",))
@@ -167,26 +194,31 @@ def _chain_check(record: TurnRecord, previous: TurnRecord | None, key: bytes | N
     return None
 
 
-def _decision_check(record: TurnRecord, versions: Resolve, config: EngineConfig | None) -> TurnCheck:
+def _decision_check(
+    record: TurnRecord, versions: Resolve, config: EngineConfig | None
+) -> tuple[TurnCheck, FSMInstance | None]:
+    """The turn decided again, and the conversation as that left it (None when it could not be decided)."""
     index = record.index
     inputs = record.inputs
     if inputs is None or not inputs.before or not inputs.definition:
-        return TurnCheck(index, "not_recorded", ("the record holds no inputs (written before turns recorded them)",))
+        return TurnCheck(
+            index, "not_recorded", ("the record holds no inputs (written before turns recorded them)",)
+        ), None
     try:
         definition = versions(inputs.definition)
         again = redecide(record, definition, versions=versions, config=config)
     except NotRecomputableError as exc:  # the chain holds, so this is how the turn was recorded, not an edit
-        return TurnCheck(index, "not_recomputable", (str(exc),))
+        return TurnCheck(index, "not_recomputable", (str(exc),)), None
     except FSMError as exc:
-        return TurnCheck(index, "mismatch", (f"cannot be decided again: {type(exc).__name__}: {exc}",))
+        return TurnCheck(index, "mismatch", (f"cannot be decided again: {type(exc).__name__}: {exc}",)), None
     if again.record is None:
-        return TurnCheck(index, "mismatch", (f"deciding it again raised {again.error}",))
+        return TurnCheck(index, "mismatch", (f"deciding it again raised {again.error}",)), None
     found = differences(decision_of(record), decision_of(again.record))
     if not found:
-        return TurnCheck(index, "verified")
+        return TurnCheck(index, "verified"), again.after
     if _masked(record):
-        return TurnCheck(index, "not_recomputable", ("it read a sensitive value, masked in its inputs", *found))
-    return TurnCheck(index, "mismatch", tuple(found))
+        return TurnCheck(index, "not_recomputable", ("it read a sensitive value, masked in its inputs", *found)), None
+    return TurnCheck(index, "mismatch", tuple(found)), None
 
 
 def _masked(record: TurnRecord) -> bool:

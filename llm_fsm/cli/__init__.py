@@ -21,6 +21,9 @@ for _name, _module, _attribute in (
     ("local", "llm_fsm.cli.local", "local_group"),
     ("init", "llm_fsm.cli.init", "init_command"),
     ("serve", "llm_fsm.cli.serve", "serve_command"),
+    ("audit", "llm_fsm.cli.audit", "audit_group"),
+    ("replay", "llm_fsm.cli.audit", "replay_command"),
+    ("migrate", "llm_fsm.cli.audit", "migrate_command"),
 ):
     main.add_lazy_command(_name, _module, _attribute)
 

@@ -101,6 +101,9 @@ class LoadDefinition:
     version: str | None = None
     """The version the flow ran on (its frame's ``definition_hash``): a runtime that pins conversations to their
     versions answers that one."""
+    exact: bool = False
+    """``version`` is required whatever the policy (a conversation started on a named version): the runtime answers
+    that version or raises ``DefinitionVersionNotFoundError``."""
 
 
 @dataclass(frozen=True)

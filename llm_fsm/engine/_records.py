@@ -428,9 +428,9 @@ class TurnRecord(_Data):
     inputs: TurnInputs | None = Field(default=None, description="What re-deciding the turn needs (llm_fsm.audit).")
     chain: Chain | None = Field(default=None, description="The record's link in the conversation's hash chain.")
 
-    _stored_digest: str | None = PrivateAttr(default=None)
-    """SHA-256 of what the store held for this record (set by the stores' decoder): the audit compares it with the
-    record as parsed, so bytes a parser would drop (a renamed field, an extra one) still count as an edit."""
+    _payload_digest: str | None = PrivateAttr(default=None)
+    """SHA-256 of the bytes the store held for this record, its chain hash emptied (set by the stores' decoder,
+    ``engine._chain.stored_payload``): what its chain hash covers, byte for byte."""
 
 
 class TraceEvent(_Data):

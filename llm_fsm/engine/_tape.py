@@ -266,6 +266,8 @@ def _secrets(definition: FSMDefinition) -> tuple[str, ...]:
 def _jsonable(value: Any, secrets: set[str]) -> Any:
     """``value`` as JSON data (a model dumped, anything else JSON cannot hold as its text); sensitive keys of a
     mapping masked."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value  # most hooks answer nothing: no round trip for them
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         value = dump(mode="json")

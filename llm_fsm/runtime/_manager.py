@@ -85,14 +85,16 @@ class FSMManager(AuditAPI, ProvenanceAPI):
         *,
         user_id: str | None = None,
         room_id: str | None = None,
+        version: str | None = None,
     ) -> tuple[str, str]:
         """Create a conversation and return ``(conversation_id, opening message)``.
 
         ``fsm_id`` is an id or path for the loader, or an ``FSMDefinition``: this manager then keeps
         it under its name for the conversation's later turns (another process needs a loader that
-        finds that name).
+        finds that name). ``version``: start on that version of the definition (its content hash) rather than the
+        loader's current one: one this manager holds or the store keeps, else ``DefinitionVersionNotFoundError``.
         """
-        return self._run(starting(self._opening(user_id, room_id), fsm_id, initial_context))
+        return self._run(starting(self._opening(user_id, room_id), fsm_id, initial_context, version))
 
     async def astart_conversation(
         self,
@@ -101,9 +103,10 @@ class FSMManager(AuditAPI, ProvenanceAPI):
         *,
         user_id: str | None = None,
         room_id: str | None = None,
+        version: str | None = None,
     ) -> tuple[str, str]:
         async with self._turn_slot():  # the opening is a model call and a turn's worth of work
-            return await self._arun(starting(self._opening(user_id, room_id), fsm_id, initial_context))
+            return await self._arun(starting(self._opening(user_id, room_id), fsm_id, initial_context, version))
 
     # --- turns ---------------------------------------------------------------------
 

@@ -120,8 +120,10 @@ class Opening:
     given: dict[str, FSMDefinition]
 
 
-def starting(opening: Opening, fsm_id: Any, initial_context: Mapping[str, Any] | None) -> Operation[tuple[str, str]]:
-    definition: FSMDefinition = yield LoadDefinition(fsm_id)
+def starting(
+    opening: Opening, fsm_id: Any, initial_context: Mapping[str, Any] | None, version: str | None = None
+) -> Operation[tuple[str, str]]:
+    definition: FSMDefinition = yield LoadDefinition(fsm_id, version, exact=version is not None)
     if isinstance(fsm_id, FSMDefinition):
         opening.given[definition.name] = definition
     yield from checking_actions(opening.actions, definition)

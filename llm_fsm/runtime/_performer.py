@@ -224,7 +224,7 @@ class Performer:
 
     def _definition(self, effect: LoadDefinition) -> Handling:
         definition: FSMDefinition = yield from self._load_definition(effect.fsm_id)
-        pinned = yield from self._pinned(effect.version, definition)
+        pinned = yield from self._pinned(effect.version, definition, exact=effect.exact)
         return definition if pinned is None else pinned
 
     def _load_definition(self, fsm_id: Any) -> Handling:
@@ -244,24 +244,29 @@ class Performer:
         pinned = yield from self._pinned(instance.definition_hash, definition)
         return self.parts.definitions.checked(instance, definition) if pinned is None else pinned
 
-    def _pinned(self, version: str | None, current: FSMDefinition) -> Handling:
+    def _pinned(self, version: str | None, current: FSMDefinition, *, exact: bool = False) -> Handling:
         """The version a conversation is pinned to (``on_definition_change="pin"``): the current definition when it
         is that version, else the one the manager holds or the store keeps; None when the policy is another, or
-        the version is nowhere (the caller's policy then decides)."""
+        the version is nowhere (the caller's policy then decides). ``exact``: the version is required whatever
+        the policy (DefinitionVersionNotFoundError when nowhere)."""
         source = self.parts.definitions
         if version is None or current.content_hash == version:
             return current
-        if source.policy != "pin":
+        if source.policy != "pin" and not exact:
             return None
         held = source.versions.get(version)
         if held is not None:
             return held
         store = self.parts.store
         if not hasattr(store, "load_definition_version"):
+            if exact:
+                raise DefinitionVersionNotFoundError(f"definition version {version}: the store keeps no versions")
             return None
         try:
             document = yield self._store_wait("load_definition_version", version)
         except DefinitionVersionNotFoundError:
+            if exact:
+                raise
             return None
         source.stored_in(store).add(version)
         return source.remember(definition_of(version, document))

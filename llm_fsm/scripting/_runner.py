@@ -143,8 +143,21 @@ def run_conversation(
         stop = isinstance(result.turns[-1].error, _StopMarker)
     final = manager.get_instance(conversation_id)
     result.final_state, result.ended = final.current_state, final.ended
+    result.failures += _audit(manager, conversation_id)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _audit(manager: Any, conversation_id: str) -> list[str]:
+    """Every turn the script ran decides again the same way from its record (``FSMManager.verify``): a turn whose
+    decision depends on something the record does not keep is a bug of the engine's recording, shown here."""
+    report = manager.verify(conversation_id)
+    if report.ok:
+        return []
+    failure = report.failure
+    if failure is None:
+        return [f"the audit found the conversation's records inconsistent: {report.problem}"]
+    return [f"turn {failure.index} does not decide again the same way from its record: {'; '.join(failure.details)}"]
 
 
 class _StopMarker(str):

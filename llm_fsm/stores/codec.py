@@ -15,7 +15,6 @@ and the next save moves them to the log.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable
@@ -24,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from llm_fsm.engine._chain import canonical, content_of
+from llm_fsm.engine._chain import digest, stored_payload
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import TurnRecord
 from llm_fsm.errors import (
@@ -172,8 +171,9 @@ def decode_turn(data: str | bytes | dict[str, Any], *, where: str) -> TurnRecord
         turn = _TURN_INDEX.search(text)
         named = f" (turn {turn.group(1)})" if turn else ""
         raise StoreCorruptedError(f"{where}: logged turn record{named} cannot be decoded: {_first_line(exc)}") from exc
-    if record.chain is not None:  # a chained record: remember what was stored, for the audit (llm_fsm.audit)
-        record._stored_digest = hashlib.sha256(canonical(content_of(raw))).hexdigest()
+    if record.chain is not None and not isinstance(data, dict):  # for the audit: the bytes its chain hash covers
+        stored = stored_payload(data)
+        record._payload_digest = digest(stored if stored is not None else b"")
     return record
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -127,3 +128,92 @@ def test_any_flipped_byte_of_a_stored_record_fails_verify_at_that_turn(
     # a flip in the index's digits, or one that adds a digit to them, makes the record claim another turn
     in_index = content.startswith(b'{"index":') and position <= len(b'{"index":') + len(str(idx))
     assert where == idx or in_index, report.as_dict()
+
+
+def test_averify_gives_what_verify_gives(loan_conversation: Callable[..., Any]) -> None:
+    import asyncio
+
+    fsm, cid = loan_conversation()
+    assert asyncio.run(fsm.averify(cid)).as_dict() == fsm.verify(cid).as_dict()
+
+
+def test_turns_taken_by_the_async_driver_verify(loan_definition: Any) -> None:
+    import asyncio
+
+    from llm_fsm import FSMManager
+
+    from .conftest import loan_model
+
+    fsm = FSMManager(fsm_loader=lambda _: loan_definition, llm_interface=loan_model())
+
+    async def run() -> str:
+        cid, _ = await fsm.astart_conversation("loan")
+        for message, _reply in LOAN_TURNS:
+            await fsm.aprocess_message(cid, message)
+        return cid
+
+    cid = asyncio.run(run())
+    assert [check.status for check in fsm.verify(cid).turns] == ["verified"] * len(LOAN_TURNS)
+
+
+def test_an_edited_live_record_fails_verify(loan_conversation: Callable[..., Any]) -> None:
+    fsm, cid = loan_conversation(turns=3)
+    fsm.store._entries[cid].record.context.data["monthly_income"] = 60000  # edited in the hot record
+    report = fsm.verify(cid)
+    assert not report.ok and "context" in report.problem
+
+
+def test_a_change_recorded_since_the_last_turn_is_not_an_edit(loan_conversation: Callable[..., Any]) -> None:
+    fsm, cid = loan_conversation(turns=3)
+    fsm.set_context(cid, {"monthly_income": 6500}, actor="desk/sam", reason="payslip checked")
+    fsm.force_state(cid, "collect_income", "asked again", actor="desk/sam")
+    assert fsm.verify(cid).ok
+
+
+def test_masked_inputs_do_not_make_the_live_record_look_edited(loan_conversation: Callable[..., Any]) -> None:
+    fsm, cid = loan_conversation(turns=2, config=EngineConfig(record_sensitive_values=False))
+    assert fsm.verify(cid).ok
+
+
+def test_a_record_written_before_a_field_existed_still_verifies(
+    loan_conversation: Callable[..., Any], tmp_path: Path
+) -> None:
+    # the hash covers the stored bytes, so a release that adds a field to the record (filled with its default when
+    # an old record is read) does not make the records written before it look edited
+    from llm_fsm.engine._chain import digest, stored_payload
+
+    path = tmp_path / "store.db"
+    fsm, cid = loan_conversation(store=f"sqlite:///{path}", turns=1)
+    ((idx, text),) = _stored(path, cid)
+    old = text.decode().replace(',"message":null', "")  # as a version without TurnInputs.message wrote it
+    assert old != text.decode()
+    stored = stored_payload(old)
+    assert stored is not None
+    old_hash = fsm.get_instance(cid).chain_head
+    new_hash = digest(stored)
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE turns SET record = ? WHERE conversation_id = ? AND idx = ?",
+            (old.replace(old_hash, new_hash), cid, idx),
+        )
+        conn.execute("UPDATE conversations SET record = replace(record, ?, ?)", (old_hash, new_hash))
+    assert fsm.verify(cid).ok
+
+
+@pytest.mark.parametrize("turns", [3, 60])  # 60: past the retention of 50, so the files store compacts its log
+def test_conversations_in_the_files_store_verify(loan_definition: Any, tmp_path: Path, turns: int) -> None:
+    from llm_fsm import FSMManager
+    from llm_fsm.testing import FunctionLLM
+
+    def answer(request: Any) -> dict[str, Any]:
+        return {"transition": {"target_state": "", "context_update": {}}, "message": "Shall we begin?"}
+
+    fsm = FSMManager(
+        fsm_loader=lambda _: loan_definition, llm_interface=FunctionLLM(answer), store=f"file://{tmp_path}"
+    )
+    cid, _ = fsm.start_conversation("loan")
+    for i in range(turns):
+        fsm.process_message(cid, f"hmm {i}")
+    report = fsm.verify(cid)
+    assert report.ok, report.as_dict()
+    assert report.count("verified") == min(turns, 50)

@@ -133,7 +133,8 @@ def test_an_edited_definition_continues_by_default(tmp_path):
     assert lenient.process_message(cid, "Ann") == "Bye"
 
 
-def test_a_definition_that_no_longer_has_the_current_state_is_an_error_whatever_the_policy(tmp_path):
+@pytest.mark.parametrize("policy", ["continue", "error"])
+def test_a_definition_that_no_longer_has_the_current_state_is_an_error_unless_pinned(tmp_path, policy):
     definition = _copy_definition(tmp_path)
     url = f"sqlite:///{tmp_path}/c.db"
     cid, _ = FSMManager(llm_interface=ScriptedLLM([reply("greeting", "Hi")]), store=url).start_conversation(
@@ -141,7 +142,20 @@ def test_a_definition_that_no_longer_has_the_current_state_is_an_error_whatever_
     )
     definition.write_text(definition.read_text().replace("greeting", "hello"))
     with pytest.raises(DefinitionChangedError):
-        FSMManager(llm_interface=ScriptedLLM([]), store=url).process_message(cid, "Ann")
+        FSMManager(llm_interface=ScriptedLLM([]), store=url, on_definition_change=policy).process_message(cid, "Ann")
+
+
+def test_a_pinned_conversation_runs_on_its_own_version_when_the_file_loses_its_state(tmp_path):
+    # on_definition_change="pin", the default: the store kept the version the conversation started on
+    definition = _copy_definition(tmp_path)
+    url = f"sqlite:///{tmp_path}/c.db"
+    cid, _ = FSMManager(llm_interface=ScriptedLLM([reply("greeting", "Hi")]), store=url).start_conversation(
+        str(definition)
+    )
+    definition.write_text(definition.read_text().replace("greeting", "hello"))
+    later = FSMManager(llm_interface=ScriptedLLM([reply("farewell", "Bye", name="Ann")]), store=url)
+    assert later.process_message(cid, "Ann") == "Bye"
+    assert later.get_current_state(cid) == "farewell"
 
 
 def test_one_user_can_never_load_another_users_conversation(tmp_path):

@@ -96,7 +96,12 @@ def _json(value: str) -> str:
 
 
 def _line(entry: dict[str, Any]) -> str:
-    """A log entry as its line again, its key first (what ``_TURN_LINE`` and ``_REPLY_LINE`` look for)."""
+    """A log entry as its line again, its key first (what ``_TURN_LINE`` and ``_REPLY_LINE`` look for); a turn's
+    record exactly as it was read (``RECORD_TEXT``)."""
+    text = entry.get(RECORD_TEXT)
+    if isinstance(text, str):
+        head = {key: value for key, value in entry.items() if key not in ("record", RECORD_TEXT)}
+        return json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1] + f',"record":{text}}}\n'
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
@@ -125,7 +130,24 @@ def _log_entry(line: bytes) -> dict[str, Any] | None:
         return None
     turn = isinstance(entry.get("turn_index"), int) and isinstance(entry.get("record"), dict)
     reply = isinstance(entry.get("message_id"), str) and isinstance(entry.get("reply"), str)
+    if turn:
+        text = _record_text(line)
+        if text is not None:
+            entry[RECORD_TEXT] = text
     return entry if turn or reply else None
+
+
+RECORD_TEXT = "_record_text"
+"""Where a turn entry keeps its record's text as the line holds it, byte for byte: the record's hash chain covers its
+stored bytes (``engine._chain``), so the record is decoded from, and rewritten as, exactly these."""
+
+
+def _record_text(line: bytes) -> str | None:
+    """The record's text in a turn line, which ``FileStore._log`` writes last, as ``"record":<text>}``."""
+    at = line.find(b',"record":')
+    if at < 0 or not line.endswith(b"}"):
+        return None
+    return line[at + len(b',"record":') : -1].decode("utf-8", "replace")
 
 
 def _last_entry_of(raw: bytes) -> dict[str, Any] | None:

@@ -34,7 +34,7 @@ from llm_fsm.stores.codec import (
 )
 from llm_fsm.stores.files._archive import DEFAULT_ARCHIVE_PART_SIZE, _Archive, _entries, _existing_parts
 from llm_fsm.stores.files._durable import _unlink
-from llm_fsm.stores.files._log import _find_reply, _kept, _log_entries, _read_log, _TurnLog
+from llm_fsm.stores.files._log import RECORD_TEXT, _find_reply, _kept, _log_entries, _read_log, _TurnLog
 from llm_fsm.stores.files._paths import _Paths, segment, unsegment
 from llm_fsm.stores.files._versions import _DefinitionVersions
 
@@ -79,7 +79,7 @@ class FileStore(_Archive, _TurnLog, _DefinitionVersions, AsyncStoreMixin):
         where = str(paths.log)
         return with_log(
             instance,
-            [decode_turn(e["record"], where=where) for e in _kept(turns)],
+            [decode_turn(e.get(RECORD_TEXT, e["record"]), where=where) for e in _kept(turns)],
             [(str(e["message_id"]), str(e["reply"])) for e in _kept(replies)],
         )
 
