@@ -424,3 +424,34 @@ def test_explaining_a_turn_the_conversation_never_had_says_how_many_it_has(scrip
     assert result.exit_code == 2
     assert f"conversation {cid} has only 1 turn: there is no turn 9" in result.output
     assert "not kept" not in result.output
+
+
+def _named_ann(scripted, store):
+    scripted(reply("greeting", "Hi! Your name?"), reply("farewell", "Bye!", name="Ann"))
+    first = run("chat", GREETING, "--model", "x", "--store", store, input="My name is Ann, hi\n")
+    return first.output.split("conversation ")[1].split()[0]
+
+
+def test_explain_provenance_says_where_each_value_came_from_and_quotes_the_words(scripted, store):
+    cid = _named_ann(scripted, store)
+    result = run("explain", cid, "--store", store, "--provenance")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == 'name = "Ann"  ← the model, read as words, turn 1'
+    assert lines[1] == "    m2 (user): My name is «Ann», hi"
+
+
+def test_explain_provenance_as_json_gives_the_origin_and_the_quote_of_the_key_asked(scripted, store):
+    cid = _named_ann(scripted, store)
+    shown = json.loads(
+        run("explain", cid, "--store", store, "--provenance", "--key", "name", "--format", "json").output
+    )
+    assert shown["name"]["origin"] == {
+        "by": "model",
+        "message": "m2",
+        "start": 11,
+        "end": 14,
+        "rule": "words",
+        "turn": 1,
+    }
+    assert shown["name"]["quote"]["inside"] == "Ann"

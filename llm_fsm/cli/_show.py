@@ -4,7 +4,7 @@ record, the audit trail, and the table of stored conversations."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from llm_fsm.engine._records import ConditionResult, ContextChange, LLMCallRecord, TurnRecord
@@ -181,6 +181,35 @@ def conversation_lines(
         "  ".join(str(value).ljust(width) for value, width in zip(row[:-1], widths, strict=True)) + "  " + str(row[-1])
         for row in [header, *rows]
     ]
+
+
+def provenance_lines(values: Mapping[str, Any]) -> list[str]:
+    """Each value and where it came from; a value read from words quotes their message with the words in «»."""
+    lines: list[str] = []
+    for key, found in values.items():
+        lines.append(f"{key} = {_value(found.value)}  ← {origin_text(found.origin)}")
+        quote = found.quote
+        if quote is not None:
+            lines.append(f"    {quote.message} ({quote.role}): {quote.before}«{quote.inside}»{quote.after}")
+    return lines
+
+
+def origin_text(origin: Any) -> str:
+    """Who wrote a value, and when, in words (``engine._provenance.Origin``)."""
+    if origin is None:
+        return "unknown (stored before origins were kept)"
+    when = "at the opening" if origin.turn == 0 else f"turn {origin.turn}" if origin.turn else "between turns"
+    by = {
+        "model": "the model" + (", from an offer the user accepted" if origin.source == "assistant" else ""),
+        "extractor": f"the extractors ({origin.rule})",
+        "application": f"the application ({origin.hook})",
+        "action": f"action {origin.call}",
+        "operator": f"operator {origin.actor}",
+        "flow": f"flow {origin.flow}",
+        "migration": "a migration",
+    }.get(origin.by, origin.by)
+    read = f", read as {origin.rule}" if origin.by == "model" and origin.rule else ""
+    return f"{by}{read}, {when}"
 
 
 def _cost(usage: Any) -> str:

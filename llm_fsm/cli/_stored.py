@@ -7,7 +7,7 @@ import json
 import click
 
 from llm_fsm.cli._app import GuardedCommand
-from llm_fsm.cli._show import conversation_lines, explain_lines, explain_text, trace_lines
+from llm_fsm.cli._show import conversation_lines, explain_lines, explain_text, provenance_lines, trace_lines
 from llm_fsm.cli._store_options import Owner, _looking_up, _owner_options, _store_option, _store_url
 
 
@@ -17,25 +17,51 @@ from llm_fsm.cli._store_options import Owner, _looking_up, _owner_options, _stor
 @_store_option
 @_owner_options
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--provenance",
+    "provenance",
+    is_flag=True,
+    help="Instead of a turn: where each stored value came from, the words it was read from quoted.",
+)
+@click.option("--key", default=None, help="With --provenance: this key (and the paths under it) only.")
 def explain_command(
-    conversation_id: str, turn: int, store: str | None, user_id: str | None, room_id: str | None, output_format: str
+    conversation_id: str,
+    turn: int,
+    store: str | None,
+    user_id: str | None,
+    room_id: str | None,
+    output_format: str,
+    provenance: bool,
+    key: str | None,
 ) -> None:
     """Show why the engine decided what it did in one turn of a stored conversation.
 
     The message, what the model proposed and wrote (each value stored or refused, and why), each transition
     considered with its conditions, the verdict, the actions, the model calls and the reply; --format json
-    prints the whole record.
+    prints the whole record. --provenance shows instead where each value came from: the model (and the words
+    of the user's it read, quoted with the words in «»), an action, an operator, a hook, a sub-flow, a migration.
 
     \b
     Example:
       llm-fsm explain 6f1c2a3e-… --turn 3
       llm-fsm explain 6f1c2a3e-… --format json --user alice --room support
+      llm-fsm explain 6f1c2a3e-… --provenance --key income
     """
     from llm_fsm.manager import FSMManager
     from llm_fsm.stores import open_store
 
     owner = Owner(user_id, room_id)
     manager = FSMManager(store=open_store(_store_url(store)))
+    if provenance:
+        with _looking_up(conversation_id, owner):
+            values = manager.provenance(conversation_id, key, **owner.kwargs)
+        if output_format == "json":
+            shown = {path: value.model_dump(mode="json") for path, value in values.items()}
+            click.echo(json.dumps(shown, indent=2, ensure_ascii=False))
+            return
+        for line in provenance_lines(values) or ["no value stored"]:
+            click.echo(line)
+        return
     with _looking_up(conversation_id, owner):
         record = manager.explain(conversation_id, turn, **owner.kwargs)
     if output_format == "json":

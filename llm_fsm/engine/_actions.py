@@ -24,6 +24,7 @@ from llm_fsm.definition._model import FSMDefinition, State
 from llm_fsm.engine._context import _MISSING, apply_update, get_path, has_value
 from llm_fsm.engine._data import copy_json
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._provenance import Origin, in_turn, note
 from llm_fsm.engine._records import ActionOutcome, ActionRecord, ContextChange, Verdict
 from llm_fsm.engine._values import MASK, KeyPolicy, _mask_path
 from llm_fsm.errors import ActionError, ContextError
@@ -193,6 +194,7 @@ def _write_outputs(
     except ContextError as exc:
         return f"an output was refused: {exc}"
     instance.context.data = data
+    note(instance, changes, Origin(by="action", call=action.call, turn=in_turn(instance)))
     return changes, additions
 
 

@@ -313,6 +313,9 @@ def _grounded_by(policy: KeyPolicy | None, path: str, masked: bool) -> GroundedB
     witness = policy.witnesses.get(path) if policy is not None else None
     if witness is None:
         return None
+    grounding = policy.grounding if policy is not None else None
+    if grounding is not None:
+        witness = grounding.located(witness)  # the words' message and span, for the record only
     found = GroundedBy(**dataclasses.asdict(witness))
     return found.model_copy(update={"expression": MASK}) if masked else found
 

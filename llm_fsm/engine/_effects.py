@@ -21,6 +21,7 @@ from llm_fsm.engine._data import (
 )
 from llm_fsm.engine._hooks import HookEvent, make_event
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._provenance import Origin, in_turn, note
 from llm_fsm.engine._records import (
     ContextChange,
     LLMRequest,
@@ -189,6 +190,7 @@ def _apply_application(
     )
     if changes:
         _trace(instance, config, "context_update", source=f"application:{hook}", keys=[c.key for c in changes])
+        note(instance, changes, Origin(by="application", hook=hook, turn=in_turn(instance)))
     return changes
 
 

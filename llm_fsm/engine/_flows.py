@@ -20,6 +20,7 @@ from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
 from llm_fsm.engine._context import _MISSING, apply_update, get_path, is_empty
 from llm_fsm.engine._data import DEFAULT_MAX_COMPLETED_FLOWS, now
 from llm_fsm.engine._instance import FlowFrame, FSMInstance, new_flow_id
+from llm_fsm.engine._provenance import Origin, in_turn, leave, note, pause, resume
 from llm_fsm.engine._records import ContextChange
 from llm_fsm.engine._values import MASK, KeyPolicy
 from llm_fsm.errors import FlowError
@@ -97,8 +98,10 @@ def push_flow(
     if declaration.mode == "call":
         parent.paused_at = now()
         instance.flow_stack.append(parent)
+        pause(instance, parent.flow_id)
     else:
         _archive(instance, parent, max_completed)
+        leave(instance)
     data: dict[str, Any] = {}
     changes = _handed_over(data, inputs, policy)
     _activate(
@@ -115,6 +118,7 @@ def push_flow(
             output_mapping=dict(declaration.outputs or {}),
         ),
     )
+    note(instance, changes, Origin(by="flow", flow=parent.flow_name, turn=in_turn(instance)))
     return changes
 
 
@@ -157,7 +161,10 @@ def pop_flow(
     parent.status = "active"
     parent.paused_at = None
     _activate(instance, parent)
+    leave(instance)
+    resume(instance, parent.flow_id)
     changes = _handed_over(instance.context.data, outputs, policy) if outputs else []
+    note(instance, changes, Origin(by="flow", flow=finished.flow_name, turn=in_turn(instance)))
     return finished, changes
 
 

@@ -18,6 +18,7 @@ from llm_fsm.engine._data import (
     now,
 )
 from llm_fsm.engine._messages import entry_images, entry_role, entry_text, make_entry
+from llm_fsm.engine._provenance import Origin
 from llm_fsm.engine._records import TraceEvent, TurnRecord, Usage
 
 # --- the seed's runtime models ---------------------------------------------------
@@ -206,6 +207,13 @@ class FSMInstance(_Data):
     chain_head: str | None = Field(
         default=None, description="Hash of the newest turn record: the head of the conversation's hash chain."
     )
+    provenance: dict[str, Origin] = Field(
+        default_factory=dict,
+        description=(
+            "Key path → where its current value came from (engine._provenance): who wrote it, and for words the "
+            "message and span that say it. Paused flows' origins wait under '<flow id>/<path>'."
+        ),
+    )
     archive_outbox: list[dict[str, Any]] = Field(
         default_factory=list,
         description=(
@@ -263,6 +271,7 @@ class FSMInstance(_Data):
             trace=list(self.trace),
             processed_messages=dict(self.processed_messages),
             action_runs=dict(self.action_runs),
+            provenance=dict(self.provenance),
             flow_stack=[_replace(f, data=copy_json(f.data)) for f in self.flow_stack],
             completed_flows=list(self.completed_flows),
             flow_output_mapping=dict(self.flow_output_mapping),

@@ -63,4 +63,62 @@ class _Texts:
         return not digits or any(digits in run for run in self.digit_runs)
 
 
-__all__ = ["MAX_OFFER_WORDS", "TOKEN_CACHE_SIZE"]
+def _matches(token: str, word: str) -> bool:
+    """``token`` of a text stands for ``word`` of a value as ``_Texts.has_word`` reads it (singular or plural)."""
+    return token == word or (word.endswith("s") and token == word[:-1]) or token in (word + "s", word + "es")
+
+
+def span_of(text: str, spelling: str) -> tuple[int, int] | None:
+    """The smallest span of ``text`` holding every word of ``spelling`` and its digits run together, as the
+    lexical rule found them; None when the text does not hold them all.
+
+    The rule reads words anywhere in a message, so a value grounded by words spread over it ("the green ... house")
+    is shown by the span covering them: provenance highlights what the user said, not a guess at one phrase.
+    """
+    wanted = _words(spelling)
+    words = sorted({w for w in wanted if not w.isdigit()})
+    digits = "".join(w for w in wanted if w.isdigit())
+    tokens = [(m.start(), m.end(), unicodedata.normalize("NFKC", m.group()).casefold()) for m in _WORD.finditer(text)]
+    fixed: tuple[int, int] | None = None
+    if digits:
+        fixed = _digit_span(tokens, digits)
+        if fixed is None:
+            return None
+    places = [[(s, e) for s, e, token in tokens if _matches(token, word)] for word in words]
+    if not all(places):
+        return None
+    starts = sorted({s for group in places for s, _ in group} | ({fixed[0]} if fixed else set()))
+    best: tuple[int, int] | None = None
+    for left in starts:
+        if fixed is not None and fixed[0] < left:
+            break
+        chosen = [next(((s, e) for s, e in group if s >= left), None) for group in places]
+        if any(c is None for c in chosen):
+            break
+        ends = [e for c in chosen if c is not None for e in (c[1],)] + ([fixed[1]] if fixed else [])
+        span = (left, max(ends))
+        if best is None or span[1] - span[0] < best[1] - best[0]:
+            best = span
+    return best
+
+
+def _digit_span(tokens: list[tuple[int, int, str]], digits: str) -> tuple[int, int] | None:
+    """Where ``digits`` lie in the text's digit runs taken together: from the run holding its first digit to the
+    run holding its last."""
+    runs = [(s, e, token) for s, e, token in tokens if token.isdigit()]
+    joined = "".join(token for _, _, token in runs)
+    at = joined.find(digits)
+    if at < 0:
+        return None
+    offset, first, last = 0, None, None
+    for s, _e, token in runs:
+        if first is None and at < offset + len(token):
+            first = s + (at - offset)
+        if at + len(digits) <= offset + len(token):
+            last = s + (at + len(digits) - offset)
+            break
+        offset += len(token)
+    return None if first is None or last is None else (first, last)
+
+
+__all__ = ["MAX_OFFER_WORDS", "TOKEN_CACHE_SIZE", "span_of"]

@@ -38,6 +38,7 @@ from llm_fsm.engine._context import _MISSING, _delete_path, _set_path, get_path
 from llm_fsm.engine._data import _replace, copy_json
 from llm_fsm.engine._flows import _active_frame
 from llm_fsm.engine._instance import FlowFrame, FSMInstance
+from llm_fsm.engine._provenance import Origins
 from llm_fsm.engine._values import MASK, KeyPolicy, Refusal
 
 ChangeKind = Literal["state", "key", "default", "value", "flow", "definition", "action_run", "handoff"]
@@ -116,6 +117,7 @@ def migrate(
     changes: list[MigrationChange] = []
     frames = [*result.flow_stack, _active_frame(result, "active", None)]
     blocks: list[Migrations] = []
+    origins = Origins(result.provenance, len(frames))
     for index, frame in enumerate(frames):
         parent = blocks[-1] if blocks else None
         _rename_flow(frame, parent, new, changes)
@@ -123,14 +125,14 @@ def migrate(
         definition = _definition_of(index, frame, new, flows)
         block = _block_of(index, definition, new, migrations)
         _map_state(frame, block, where, changes)
-        _rename_keys(frame.data, block.keys, where, changes)
+        origins.rename(index, frame, _rename_keys(frame.data, block.keys, where, changes))
         if parent is not None:  # parent key <- this flow's key: each side renamed by its own flow's block
             frame.output_mapping = {
                 parent.keys.get(mine, mine): block.keys.get(theirs, theirs)
                 for mine, theirs in frame.output_mapping.items()
             }
         if definition is not None:
-            _fill_defaults(frame.data, block.defaults, definition, where, changes)
+            origins.set(index, frame, _fill_defaults(frame.data, block.defaults, definition, where, changes))
             _normalise_values(frame.data, definition, where, changes)
             if frame.definition_hash != definition.content_hash:
                 changes.append(
@@ -275,8 +277,11 @@ def _map_state(frame: FlowFrame, block: Migrations, where: str, changes: list[Mi
         frame.current_state = target
 
 
-def _rename_keys(data: dict[str, Any], keys: Mapping[str, str], where: str, changes: list[MigrationChange]) -> None:
-    """Every renamed key at once: all values are taken out first, so keys renamed onto each other swap."""
+def _rename_keys(
+    data: dict[str, Any], keys: Mapping[str, str], where: str, changes: list[MigrationChange]
+) -> list[tuple[str, str]]:
+    """Every renamed key at once: all values are taken out first, so keys renamed onto each other swap. Returns the
+    (old, new) pairs whose value moved."""
     moving = [
         (old, new, value) for old, new in keys.items() if old != new and (value := _take(data, old)) is not _MISSING
     ]
@@ -284,6 +289,7 @@ def _rename_keys(data: dict[str, Any], keys: Mapping[str, str], where: str, chan
         replaced = _set(data, new, value) is not _MISSING
         message = f"{_who(where)}'s key {old!r} is now {new!r}" + (", replacing the value it had" if replaced else "")
         changes.append(MigrationChange("key", where, new, old, new, message))
+    return [(old, new) for old, new, _ in moving]
 
 
 def _take(data: dict[str, Any], path: str) -> Any:
@@ -325,19 +331,22 @@ def _fill_defaults(
     definition: FSMDefinition,
     where: str,
     changes: list[MigrationChange],
-) -> None:
+) -> list[str]:
     """Set each default the frame lacks, as the application's write would store it; a refused one is left to
-    ``stranded`` to report."""
+    ``stranded`` to report. Returns the keys set."""
     policy = KeyPolicy(definition)
+    done: list[str] = []
     for key, value in defaults.items():
         if value is None or get_path(data, key) is not _MISSING:
             continue
         stored, refusal = policy.vet(key, copy_json(value), model=False)
         if refusal is None:
             _set(data, key, stored)
+            done.append(key)
             shown = _shown(definition, key, stored)
             message = f"{_who(where)} lacked {key!r}; set to its default {shown!r}"
             changes.append(MigrationChange("default", where, key, None, shown, message))
+    return done
 
 
 def _normalise_values(

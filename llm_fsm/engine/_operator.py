@@ -29,6 +29,7 @@ from llm_fsm.engine._flows import push_flow as _push
 from llm_fsm.engine._handoff import conversation_ended, hand_off, hand_off_declared
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage, timestamp
+from llm_fsm.engine._provenance import between_turns, note, settle_between_turns
 from llm_fsm.engine._records import ContextChange, TurnRecord, Verdict
 from llm_fsm.engine._turn import _prune_transcript, _redact
 from llm_fsm.errors import (
@@ -147,7 +148,7 @@ def push_flow(
         )
     except FlowError as exc:
         raise OperatorFlowError(str(exc)) from exc
-    given = _application_write(child, instance, inputs or {}, config)
+    given = _application_write(child, instance, inputs or {}, config, actor)
     _trace(
         instance,
         config,
@@ -161,6 +162,7 @@ def push_flow(
         inputs=[c.key for c in handed + given if c.applied],
     )
     _enter(child, instance, config, instance.current_state, actor)
+    settle_between_turns(instance)
     return handed + given
 
 
@@ -185,7 +187,7 @@ def pop_flow(
         raise OperatorFlowError(f"conversation {instance.conversation_id} runs its root flow; there is nothing to pop")
     if outputs is not None and not isinstance(outputs, Mapping):
         raise OperatorError(f"outputs must be a mapping of the sub-flow's keys, not {type(outputs).__name__}")
-    _application_write(child, instance, outputs or {}, config)
+    _application_write(child, instance, outputs or {}, config, actor)
     policy = _policy(parent)
     if policy is not None:
         for key, value in map_keys(instance.context.data, instance.flow_output_mapping).items():
@@ -214,21 +216,25 @@ def pop_flow(
     )
     instance.pending_cancel = False
     instance.updated_at = now()
+    settle_between_turns(instance)
     return handed
 
 
 def _application_write(
-    definition: FSMDefinition, instance: FSMInstance, updates: Mapping[str, Any], config: EngineConfig
+    definition: FSMDefinition, instance: FSMInstance, updates: Mapping[str, Any], config: EngineConfig, actor: str
 ) -> list[ContextChange]:
+    """An operator's write, under the application's rules; its values' origin names the operator."""
     if not updates:
         return []
-    return apply_update(
+    changes = apply_update(
         instance.context.data,
         updates,
         source="application",
         max_bytes=config.max_context_bytes,
         policy=_policy(definition),
     )
+    note(instance, changes, between_turns("operator", actor=actor))
+    return changes
 
 
 def set_context(
@@ -247,7 +253,7 @@ def set_context(
     check(instance, actor)
     if not isinstance(updates, Mapping):
         raise OperatorError(f"updates must be a mapping of keys to values, not {type(updates).__name__}")
-    changes = _application_write(definition, instance, updates, config)
+    changes = _application_write(definition, instance, updates, config, actor)
     _trace(instance, config, "operator_set_context", actor=actor, reason=reason, keys=[c.key for c in changes])
     instance.updated_at = now()
     return changes

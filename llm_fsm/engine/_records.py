@@ -184,7 +184,13 @@ class GroundedBy(_Data):
     )
     source: str = Field(description="user, or assistant for an offer the user accepted.")
     messages_back: int = Field(description="Which message of its source: 0 the newest (this turn's, for the user).")
-    start: int | None = Field(default=None, description="Where the expression starts in that message (typed only).")
+    start: int | None = Field(
+        default=None,
+        description=(
+            "Where the expression starts in that message; for words, the smallest span holding them all (None when "
+            "no one message holds them all)."
+        ),
+    )
     end: int | None = Field(default=None, description="Where it ends (exclusive).")
 
 

@@ -38,6 +38,7 @@ from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage
 from llm_fsm.engine._moves import _scope, arrive_or_redirect
 from llm_fsm.engine._prompts import OPENING_MESSAGE, PromptBuilder
+from llm_fsm.engine._provenance import prune, settle_opening
 from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult
 from llm_fsm.engine._turn_phases import _apply, _ask, _decide, _hand_off_for_actions, _prepare, _understand
 from llm_fsm.engine._turn_reply import _end, _record, _reply
@@ -114,6 +115,8 @@ def _opened(
     if state.is_terminal:
         instance.status = "ended"
         _trace(instance, config, "end", state=state.id, reason="initial state is terminal")
+    settle_opening(instance)
+    prune(instance)
     instance.updated_at = now()
     return TurnOutcome(
         reply=reply,

@@ -34,6 +34,7 @@ from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage, entry_role, entry_text, timestamp
 from llm_fsm.engine._moves import _chain, _complete_finished_flows, _move, _scope, _took_guarded, arrive_or_redirect
 from llm_fsm.engine._prompts import PromptBuilder
+from llm_fsm.engine._provenance import note_model
 from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult, Verdict
 from llm_fsm.engine._routes import (
     _cancel,
@@ -209,6 +210,8 @@ def _understand(turn: _Turn, result: LLMResult) -> Generator[Effect, Any, _Under
     model_changes = apply_update(data, update, source="model", protected=protected, max_bytes=max_bytes, policy=policy)
     if extractor is not None and policy is not None:
         model_changes += fill(extractor, policy, data, model_changes, protected=protected, max_bytes=max_bytes)
+    # the id this turn's message gets when _record appends it: nothing else is appended to the transcript before
+    note_model(instance, model_changes, turn.message_id or instance.context.conversation.next_id(), policy)
     model_changes += unchangeable
     turn.changes += model_changes
     if model_changes:

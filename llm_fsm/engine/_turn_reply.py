@@ -24,6 +24,7 @@ from llm_fsm.engine._effects import (
     _trace,
 )
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._provenance import prune
 from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult, TurnRecord
 from llm_fsm.engine._routes import _Decision
 from llm_fsm.engine._turn_phases import _Applied, _Turn, _Understood
@@ -159,6 +160,7 @@ def _record(turn: _Turn, understood: _Understood, decision: _Decision, applied: 
     _prune_transcript(instance, config)
 
     instance.turn_count += 1
+    prune(instance)
     shown_message, shown_reply = _redact((turn.definition, applied.active), instance.context.data, user.text, reply)
     record = TurnRecord(
         index=instance.turn_count,

@@ -29,6 +29,7 @@ A refused value is never stored; the caller records the ``Refusal``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import math
@@ -46,7 +47,7 @@ from llm_fsm.definition._spoken import in_window, unordered
 from llm_fsm.definition._spoken import iso_date as _date
 from llm_fsm.definition._spoken import iso_time as _time
 from llm_fsm.definition._spoken import missing_dated_day as _missing_day
-from llm_fsm.engine._lexical import MAX_OFFER_WORDS, _Texts, _words
+from llm_fsm.engine._lexical import MAX_OFFER_WORDS, _Texts, _words, span_of
 from llm_fsm.engine._witness import Source, Witness, _search, typed_kind, typed_witness
 from llm_fsm.engine._worded import Reworded, or_list, reword
 
@@ -390,6 +391,19 @@ class Grounding:
             # "cafe" for Café, or a misspelling with `fuzzy`: a mention of the value and of no other
             return _search(self._texts, "user", value, functools.partial(sole_mentions, declaration), "words")
         return None
+
+    def located(self, witness: Witness) -> Witness:
+        """A lexical witness with the message that holds all its words and their smallest span in it (the newest
+        such message of its source): the rule reads words across messages, so none may hold them all, and then the
+        witness is returned as it was. Only for the record (provenance, explain): grounding itself never needs it."""
+        if witness.kind != "words" or witness.start is not None or not witness.expression:
+            return witness
+        texts = self._texts if witness.source == "user" else self._offer_texts
+        for back, text in enumerate(reversed(texts)):
+            span = span_of(text, witness.expression)
+            if span is not None:
+                return dataclasses.replace(witness, messages_back=back, start=span[0], end=span[1])
+        return witness
 
     def _supports_text(self, text: str) -> Source | None:
         words = _words(text)

@@ -40,6 +40,7 @@ from llm_fsm.runtime._operations import (
     turn,
 )
 from llm_fsm.runtime._performer import Ledger, Performer
+from llm_fsm.runtime._provenance import ProvenanceAPI
 
 if TYPE_CHECKING:
     from llm_fsm.runtime._stream import StreamEvent
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class FSMManager(AuditAPI):
+class FSMManager(AuditAPI, ProvenanceAPI):
     """Starts conversations and processes their messages (the seed's API, plus stores and async)."""
 
     # --- starting ------------------------------------------------------------------

@@ -20,6 +20,7 @@ from llm_fsm.engine._handoff import conversation_ended
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage
 from llm_fsm.engine._prompts import PromptBuilder
+from llm_fsm.engine._provenance import between_turns, note
 from llm_fsm.engine._records import ActionRecord
 from llm_fsm.engine._tape import recorded_human_turn, recorded_turn
 from llm_fsm.engine._transitions import refused_writes
@@ -286,6 +287,7 @@ def context_update(updates: Mapping[str, Any], config: EngineConfig) -> Change:
         changes = apply_update(
             instance.context.data, updates, source="application", max_bytes=config.max_context_bytes, policy=policy
         )
+        note(instance, changes, between_turns("application", hook="update_context"))
         instance.add_trace(
             "context_update", {"source": "application", "keys": [c.key for c in changes]}, config.max_trace_events
         )

@@ -1,4 +1,5 @@
-"""``/v1/conversations``: start, send a message (JSON or server-sent events), read, list, explain, trace, delete.
+"""``/v1/conversations``: start, send a message (JSON or server-sent events), read, list, explain, trace, provenance,
+delete.
 
 Everything goes through the manager's async API, so no request blocks the event loop, turns on
 one conversation are serialised and a repeated ``message_id`` is answered once. The tenant of
@@ -16,6 +17,7 @@ from fastapi import APIRouter, Query, Request, Response
 from llm_fsm.engine import TraceEvent, TurnRecord
 from llm_fsm.engine._values import masked
 from llm_fsm.errors import ConversationNotFoundError
+from llm_fsm.runtime._provenance import ValueOrigin
 from llm_fsm.server._definitions import DefinitionRegistry
 from llm_fsm.server._deps import Manager, Reader, Registry, Turns, Writer, check_id, served
 from llm_fsm.server._models import (
@@ -218,6 +220,24 @@ async def trace(conversation_id: str, caller: Reader, manager: Manager, registry
         else e
         for e in events
     ]
+
+
+@router.get(
+    "/conversations/{conversation_id}/provenance",
+    response_model=dict[str, ValueOrigin],
+    responses=NOT_FOUND,
+)
+async def provenance(
+    conversation_id: str,
+    caller: Reader,
+    manager: Manager,
+    key: Annotated[str | None, Query(max_length=256, description="One key (and the paths under it) only.")] = None,
+) -> dict[str, ValueOrigin]:
+    """Where each value of the conversation came from, by key path: who wrote it and, for a value read from what was
+    said, the message and the words (`quote`: before / inside / after, to highlight `inside`). Sensitive values and
+    their words are masked."""
+    check_id(conversation_id)
+    return await manager.aprovenance(conversation_id, key, user_id=caller.tenant)
 
 
 __all__ = ["conversation_detail", "router"]

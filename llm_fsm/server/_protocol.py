@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from llm_fsm.definition import FSMDefinition
 from llm_fsm.engine import FSMInstance, TraceEvent, TurnOutcome, TurnRecord
+from llm_fsm.runtime._provenance import ValueOrigin
 from llm_fsm.stores import ConversationPage
 
 Message = str | list[dict[str, Any]]
@@ -85,6 +86,10 @@ class ManagerProtocol(Protocol):
     async def aexplain(self, conversation_id: str, turn: int = -1, *, user_id: str | None = None) -> TurnRecord: ...
 
     async def aget_trace(self, conversation_id: str, *, user_id: str | None = None) -> list[TraceEvent]: ...
+
+    async def aprovenance(
+        self, conversation_id: str, key: str | None = None, *, user_id: str | None = None
+    ) -> dict[str, ValueOrigin]: ...
 
     # --- operators (docs/operations.md) -----------------------------------------------------
 

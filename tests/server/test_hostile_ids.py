@@ -18,6 +18,7 @@ BODIES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("POST", "/messages"): {"message": "hi"},
     ("GET", "/turns/{turn}"): None,
     ("GET", "/trace"): None,
+    ("GET", "/provenance"): None,
     ("POST", "/state"): {"state": "ask"},
     ("POST", "/flows"): {"flow": "sub"},
     ("POST", "/flows/pop"): {},

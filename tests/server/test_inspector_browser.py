@@ -572,3 +572,19 @@ def test_the_page_address_names_any_conversation_id_and_turn_and_reads_them_back
         {},
         {},
     ]
+
+
+def test_where_a_value_came_from_shows_the_users_words_marked(page: WebDriver, served: Served) -> None:
+    enter_key(page, served, WRITER_KEY)
+    page.find_element(By.CSS_SELECTOR, "#definitions .start-conversation").click()
+    wait_for(page, lambda d: "Hello! What is your name?" in assistant_texts(d), "the opening")
+    send(page, XSS)
+    wait_for(page, lambda d: len(assistant_texts(d)) == 2 and not visible(d, ".streaming"), "the second reply")
+    send(page, "I am Ann")
+    wait_for(page, lambda d: assistant_texts(d)[-1] == LONG_REPLY and not visible(d, ".streaming"), "the whole reply")
+    page.find_element(By.CSS_SELECTOR, "#provenance-section summary").click()
+    row = wait_for(page, lambda d: visible(d, "#provenance tr[data-key='name']"), "the name's origin")
+    assert row.get_attribute("data-by") == "model"
+    assert row.find_element(By.CSS_SELECTOR, "mark").text == "Ann"
+    assert row.find_element(By.CSS_SELECTOR, ".quote").text == "I am Ann"
+    assert page.find_elements(By.CSS_SELECTOR, "#provenance img") == []

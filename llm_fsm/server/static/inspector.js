@@ -8,6 +8,7 @@ import { append, clear, el, show, time } from "./dom.js";
 import { draw, fitDiagram, initMermaid, pathFromTrace } from "./diagram.js";
 import { renderTurn, scrolling } from "./explain.js";
 import { proveWhenOpen } from "./proof.js";
+import { renderProvenance } from "./provenance.js";
 import { showReplay } from "./replay.js";
 import { conversationHash, definitionHash, parseRoute } from "./route.js";
 
@@ -165,7 +166,9 @@ function closeConversation(title = "No conversation selected") {
   page.path = [];
   markSelected();
   $("chat-title").textContent = title;
-  for (const id of ["messages", "explain", "turn-picker", "trace", "diagram", "lint", "replay"]) clear($(id));
+  for (const id of ["messages", "explain", "turn-picker", "trace", "diagram", "lint", "replay", "provenance"]) {
+    clear($(id));
+  }
   for (const id of ["context", "path", "chat-state", "chat-error"]) $(id).textContent = "";
   updateSendForm();
 }
@@ -322,13 +325,18 @@ function renderTrace(events) {
 async function refreshConversation(conversationId) {
   const ticket = page.navigation;
   const base = `v1/conversations/${segment(conversationId)}`;
-  const [detail, trace] = await Promise.all([getJSON(base), getJSON(`${base}/trace`)]);
+  const [detail, trace, origins] = await Promise.all([
+    getJSON(base),
+    getJSON(`${base}/trace`),
+    getJSON(`${base}/provenance`),
+  ]);
   if (ticket !== page.navigation) return false;
   page.conversation = detail; // from here on, only another conversation opened replaces it
   page.path = pathFromTrace(trace);
   $("chat-title").textContent = `${detail.definition} · ${detail.conversation_id}`;
   $("chat-state").textContent = detail.ended ? `${detail.state} (${detail.status})` : detail.state;
   $("context").textContent = JSON.stringify(detail.context, null, 2);
+  clear($("provenance")).append(renderProvenance(origins));
   renderTrace(trace);
   const picker = clear($("turn-picker"));
   for (let index = 1; index <= detail.turn_count; index += 1) {
