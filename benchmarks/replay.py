@@ -124,7 +124,8 @@ class Fleet:
 
         self.url = url
         self.definition = str(definition)
-        self.manager = FSMManager(llm_interface=FunctionLLM(answer), store=url)
+        self.llm = FunctionLLM(answer)
+        self.manager = FSMManager(llm_interface=self.llm, store=url)
         self.turns = 0
         self.seconds = 0.0
         """Time inside ``process_message``: the live turns (starting a conversation is not counted)."""
@@ -140,6 +141,7 @@ class Fleet:
                 self.manager.process_message(cid, message)
                 self.seconds += time.perf_counter() - started
             self.turns += depth
+            self.llm.requests.clear()  # the fake keeps every request it is sent: a heap that grows slows the GC
 
     def reset(self) -> None:
         """A fresh memory store (the memory run's conversations are not kept: only its turns are timed)."""
