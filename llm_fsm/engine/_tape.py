@@ -38,8 +38,11 @@ from llm_fsm.engine._records import LLMResult, TurnInputs
 from llm_fsm.engine._turn import run_turn
 from llm_fsm.engine._values import MASK
 
-SNAPSHOT_EXCLUDE = frozenset({"turns", "processed_messages", "trace", "archive_outbox", "completed_flows"})
-"""What a turn's decision never reads, left out of its ``before`` snapshot: the log, the trail, the archive."""
+SNAPSHOT_EXCLUDE = frozenset(
+    {"turns", "processed_messages", "trace", "archive_outbox", "completed_flows", "provenance"}
+)
+"""What a turn's decision never reads, left out of its ``before`` snapshot: the log, the trail, the archive, and
+where each value came from (the hot record has it; every record repeating it cost the log 8.5 %)."""
 
 
 def recorded_turn(
