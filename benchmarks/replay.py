@@ -10,7 +10,9 @@ Printed:
 
 - **live turns/s** (the baseline): ``process_message`` on the SQLite store being built, model call (0 ms) and
   store load + save included; beside it the same turns on ``memory://`` (no store write), the two alternating a
-  chunk at a time in ABBA order so a machine that gets busier slows both alike;
+  chunk at a time in ABBA order so a machine that gets busier slows both alike; and live turns on ``memory://``
+  again just before verify and just after replay (about 2% of the store's turns each), since those run minutes
+  after the build, perhaps under another load;
 - **verify**: ``llm-fsm audit verify --store …`` (the CLI, in process: the store walked a conversation at a time,
   each read from SQLite, its chain checked and each turn decided again): turns/s, ratio to live turns/s (both
   figures: with and without the live store write), peak memory;
@@ -245,13 +247,24 @@ def run_cli(argv: list[str]) -> dict[str, Any]:
     return result
 
 
-def audit(url: str, candidate: Path, turns: int) -> dict[str, Any]:
-    """Verify and replay the store (``turns`` recorded turns), each in its own process."""
+def live_probe(definition: Path, conversations: int) -> float:
+    """Live turns/s on ``memory://`` right now: run just before verify and just after replay, so the two have a
+    baseline taken under the same load as they were (the build's is taken minutes earlier)."""
+    fleet = Fleet("memory://", definition)
+    fleet.run(0, conversations)
+    return fleet.turns / fleet.seconds
+
+
+def audit(url: str, definition: Path, candidate: Path, turns: int) -> dict[str, Any]:
+    """Verify and replay the store (``turns`` recorded turns), each in its own process, between two live probes."""
+    probe = max(20, turns // 175)  # about 2% of the store's turns
+    before = live_probe(definition, probe)
     verify = run_cli(["audit", "verify", "--store", url, "--quiet"])
     replay = run_cli(["replay", "--store", url, "--definition", str(candidate), "--quiet"])
+    after = live_probe(definition, probe)
     for figures in (verify, replay):
         figures["turns_per_s"] = turns / figures["seconds"]
-    return {"turns": turns, "verify": verify, "replay": replay}
+    return {"turns": turns, "verify": verify, "replay": replay, "live_memory_around": (before + after) / 2}
 
 
 def swapped(source: Path, target: Path) -> Path:
@@ -322,12 +335,17 @@ def report(figures: dict[str, Any]) -> list[str]:
         f"{live_memory:,.0f} on memory:// (no store write)",
     ]
     full = figures["audits"][-1]
+    around = full["live_memory_around"]
+    lines.append(
+        f"live turns/s on memory:// just before verify and after replay (the same load as theirs): {around:,.0f}"
+    )
     for name in ("verify", "replay"):
         run = full[name]
         tps = run["turns_per_s"]
         lines.append(
             f"{name}: {tps:,.0f} turns/s = {tps / live:.2f}x live on SQLite, {tps / live_memory:.2f}x live on "
-            f"memory://; peak RSS growth {run['growth_kb'] / 1024:.1f} MB"
+            f"memory://, {tps / around:.2f}x live on memory:// around it; "
+            f"peak RSS growth {run['growth_kb'] / 1024:.1f} MB"
         )
         lines.append(f"  exit {run['code']}: {run['summary']}")
     lines.append("bounded memory (peak RSS growth over the RSS after imports, VmHWM, a fresh process per run):")
@@ -372,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         audits = []
         for target in (turns // 10, turns):
             conversations = build(sqlite, memory, target, conversations, max(5, turns // CHUNK_SHARE))
-            audits.append(audit(url, candidate, sqlite.turns))
+            audits.append(audit(url, definition, candidate, sqlite.turns))
         figures = {
             "turns": sqlite.turns,
             "conversations": conversations,
