@@ -216,7 +216,10 @@ class _Answers:
         if data is None:
             self.unrecorded.append(f"action {effect.call.name} in {effect.call.state} ({effect.call.when})")
             return ActionResult(error="replay: production never called this action with these inputs")
-        return action_result_of(data)
+        result = action_result_of(data)
+        if result is None:
+            raise NotRecomputableError(f"turn {self.record.index}: action {effect.call.name}'s result was not recorded")
+        return result
 
     def _flow(self, effect: LoadFlow) -> tuple[str, FSMDefinition]:
         if self.flows is not None:
