@@ -106,6 +106,8 @@ def redecide(
     )
     try:
         outcome = answers.drive(turn)
+    except NotRecomputableError:
+        raise  # the record cannot say: not the turn's own failure
     except FSMError as exc:
         return Redecided(None, error=f"{type(exc).__name__}: {exc}", unrecorded=answers.unrecorded)
     return Redecided(outcome.record, unrecorded=answers.unrecorded, after=before)
