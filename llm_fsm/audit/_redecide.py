@@ -106,6 +106,8 @@ def redecide(
     )
     try:
         outcome = answers.drive(turn)
+    except NotRecomputableError:
+        raise  # the record cannot say: not the turn's own failure
     except FSMError as exc:
         return Redecided(None, error=f"{type(exc).__name__}: {exc}", unrecorded=answers.unrecorded)
     return Redecided(outcome.record, unrecorded=answers.unrecorded, after=before)
@@ -216,7 +218,10 @@ class _Answers:
         if data is None:
             self.unrecorded.append(f"action {effect.call.name} in {effect.call.state} ({effect.call.when})")
             return ActionResult(error="replay: production never called this action with these inputs")
-        return action_result_of(data)
+        result = action_result_of(data)
+        if result is None:
+            raise NotRecomputableError(f"turn {self.record.index}: action {effect.call.name}'s result was not recorded")
+        return result
 
     def _flow(self, effect: LoadFlow) -> tuple[str, FSMDefinition]:
         if self.flows is not None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._actions import ActionMemo, ActionResult, CallAction, HandOff, _fingerprint
+from llm_fsm.engine._data import MAX_VALUE_DEPTH
 from llm_fsm.engine._effects import (
     AwaitMessage,
     CallHook,
@@ -161,7 +162,9 @@ class Tape:
     def _write(self, effect: Effect, answer: Any, error: Exception | None) -> None:
         try:
             entry = self._entry(effect, answer)
-        except (ValueError, TypeError, RecursionError) as exc:  # nested past what JSON serialisation takes
+            if entry is not None and deeper_than(entry, MAX_RECORDED_DEPTH):
+                raise ValueError(f"nested deeper than {MAX_RECORDED_DEPTH} levels")
+        except (ValueError, TypeError, RecursionError) as exc:  # the record must stay serialisable whatever came
             entry = {"effect": _KINDS.get(type(effect), type(effect).__name__)}
             if isinstance(effect, CallLLM):
                 entry["purpose"] = effect.request.purpose
@@ -200,6 +203,29 @@ class Tape:
         return None  # Decided is answered with nothing; CallAction's results are kept by key (``_action_results``)
 
 
+MAX_RECORDED_DEPTH = 2 * MAX_VALUE_DEPTH
+"""Nesting of an answer the tape writes down: the engine refuses context values deeper than ``MAX_VALUE_DEPTH``,
+but a model, a hook or an action may answer deeper, and the record that holds the answer (some ten levels more)
+must stay under what JSON encoders take (about 250)."""
+
+
+def deeper_than(value: Any, limit: int) -> bool:
+    """Whether JSON-shaped ``value`` nests deeper than ``limit`` levels (without recursing: any depth is safe)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 _KINDS: dict[type, str] = {
     CallLLM: "llm",
     CallHook: "hook",
@@ -224,17 +250,25 @@ class _ClockReading:
 
 
 def action_result_data(result: ActionResult, secrets: Iterable[str] = ()) -> dict[str, Any]:
-    """An action's result as JSON data (a ``HandOff`` as ``{"handoff": reason}``)."""
+    """An action's result as JSON data (a ``HandOff`` as ``{"handoff": reason}``; a value the record could not
+    hold as ``{"unrecorded": why}``, which makes the turn not recomputable rather than the record unsavable)."""
     if isinstance(result.value, HandOff):
         return {"handoff": result.value.reason}
-    data: dict[str, Any] = {"value": _jsonable(result.value, set(secrets))}
     if result.error is not None:
-        data = {"error": result.error, "timed_out": result.timed_out}
-    return data
+        return {"error": result.error, "timed_out": result.timed_out}
+    try:
+        value = _jsonable(result.value, set(secrets))
+    except (ValueError, TypeError, RecursionError) as exc:
+        return {"unrecorded": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    if deeper_than(value, MAX_RECORDED_DEPTH):
+        return {"unrecorded": f"nested deeper than {MAX_RECORDED_DEPTH} levels"}
+    return {"value": value}
 
 
-def action_result_of(data: dict[str, Any]) -> ActionResult:
-    """The ``ActionResult`` ``action_result_data`` wrote down."""
+def action_result_of(data: dict[str, Any]) -> ActionResult | None:
+    """The ``ActionResult`` ``action_result_data`` wrote down; None for one it could not hold."""
+    if "unrecorded" in data:
+        return None
     if "handoff" in data:
         return ActionResult(value=HandOff(reason=str(data["handoff"])))
     if "error" in data:

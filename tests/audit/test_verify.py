@@ -217,3 +217,21 @@ def test_conversations_in_the_files_store_verify(loan_definition: Any, tmp_path:
     report = fsm.verify(cid)
     assert report.ok, report.as_dict()
     assert report.count("verified") == min(turns, 50)
+
+
+def test_an_answer_nested_too_deep_to_record_leaves_the_turn_saved_and_not_recomputable(loan_definition: Any) -> None:
+    from llm_fsm import FSMManager
+    from llm_fsm.testing import FunctionLLM
+
+    deep: Any = "x"
+    for _ in range(200):
+        deep = {"v": deep}
+
+    def answer(request: Any) -> dict[str, Any]:
+        return {"transition": {"target_state": "", "context_update": {"monthly_income": deep}}, "message": "Hm?"}
+
+    fsm = FSMManager(fsm_loader=lambda _: loan_definition, llm_interface=FunctionLLM(answer))
+    cid, _ = fsm.start_conversation("loan")
+    fsm.process_message(cid, "here is my income")
+    report = fsm.verify(cid)
+    assert report.ok and [c.status for c in report.turns] == ["not_recomputable"]
