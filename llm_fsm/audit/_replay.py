@@ -88,6 +88,8 @@ class ReplayReport:
     changed_count: int = 0
     not_recorded: int = 0
     not_recomputable: int = 0
+    unreadable: int = 0
+    """Conversations the store could not decode (an edited or damaged record: ``llm-fsm audit verify`` says)."""
     stranded_count: int = 0
     changed: list[TurnChange] = field(default_factory=list)
     stranded: list[StrandedConversation] = field(default_factory=list)
@@ -122,6 +124,7 @@ class ReplayReport:
             "changed_ratio": round(self.changed_ratio, 6),
             "not_recorded": self.not_recorded,
             "not_recomputable": self.not_recomputable,
+            "unreadable": self.unreadable,
             "stranded": self.stranded_count,
         }
 
@@ -177,6 +180,10 @@ class Replayer:
                         instance.conversation_id, instance.current_state, tuple(instance.stack), moved.problems
                     )
                 )
+
+    def unreadable(self, summary: Any, error: Exception) -> None:
+        """Count a conversation the store could not decode (the walk's ``unreadable``)."""
+        self.report.unreadable += 1
 
     def _turn(self, conversation_id: str, record: TurnRecord) -> None:
         report = self.report

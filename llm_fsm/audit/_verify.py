@@ -17,7 +17,6 @@ them, and the report says so.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -226,16 +225,28 @@ def _masked(record: TurnRecord) -> bool:
     return record.inputs is not None and f'"{MASK}"' in canonical(record.inputs.model_dump(mode="json")).decode()
 
 
-def verified_count(reports: Sequence[Verification]) -> dict[str, int]:
-    """Totals over conversations, for a summary line."""
-    return {
-        "conversations": len(reports),
-        "failed": sum(1 for report in reports if not report.ok),
-        "turns": sum(len(report.turns) for report in reports),
-        "verified": sum(report.count("verified") for report in reports),
-        "not_recorded": sum(report.count("not_recorded") for report in reports),
-        "not_recomputable": sum(report.count("not_recomputable") for report in reports),
-    }
+@dataclass
+class VerifyTotals:
+    """Counts over the conversations verified so far: what a walk over a whole store keeps, instead of every
+    conversation's report."""
+
+    conversations: int = 0
+    failed: int = 0
+    turns: int = 0
+    verified: int = 0
+    not_recorded: int = 0
+    not_recomputable: int = 0
+
+    def add(self, report: Verification) -> None:
+        self.conversations += 1
+        self.failed += 0 if report.ok else 1
+        self.turns += len(report.turns)
+        self.verified += report.count("verified")
+        self.not_recorded += report.count("not_recorded")
+        self.not_recomputable += report.count("not_recomputable")
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(vars(self))
 
 
-__all__ = ["TurnCheck", "TurnStatus", "Verification", "unreadable", "verified_count", "verify_instance"]
+__all__ = ["TurnCheck", "TurnStatus", "Verification", "VerifyTotals", "unreadable", "verify_instance"]

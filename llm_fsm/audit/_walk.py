@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_fsm.engine._instance import FSMInstance
-from llm_fsm.errors import ConversationNotFoundError
+from llm_fsm.errors import ConversationNotFoundError, StoreCorruptedError
 
 PAGE = 200
 """Conversations listed per page while walking a store."""
@@ -50,14 +50,21 @@ def conversations(
     name: str | None = None,
     fsm_id: str | None = None,
     ids: list[str] | None = None,
+    unreadable: Callable[[Any, StoreCorruptedError], None] | None = None,
 ) -> Iterator[tuple[Any, FSMInstance]]:
     """(summary, whole conversation) for every conversation of ``store`` whose root definition is ``name`` (or whose
     root id is ``fsm_id``), or exactly the ``ids`` given; newest first. A conversation deleted while the walk runs
-    is skipped."""
+    is skipped. One the store cannot decode is handed to ``unreadable`` and the walk goes on (without it, the
+    error ends the walk)."""
     for summary in _summaries(store, ids):
         try:
             instance = store.load(summary.conversation_id, user_id=summary.user_id, room_id=summary.room_id)
         except ConversationNotFoundError:
+            continue
+        except StoreCorruptedError as exc:
+            if unreadable is None:
+                raise
+            unreadable(summary, exc)
             continue
         if ids is None and name is not None and root_name(instance) != name and instance.root_fsm_id != fsm_id:
             continue

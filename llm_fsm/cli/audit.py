@@ -55,53 +55,52 @@ def verify_command(
 
     Exits 1 at the first conversation whose record was edited or whose decision comes out differently, naming
     it and the turn; 0 when every conversation checked verifies. With no ids, every conversation of the store.
-    A key for the chain (EngineConfig.audit_key) is read from $LLM_FSM_AUDIT_KEY.
+    Text prints a line per conversation as it is checked; JSON lists the failed conversations and those named,
+    with totals. A key for the chain (EngineConfig.audit_key) is read from $LLM_FSM_AUDIT_KEY.
 
     \b
     Example:
       llm-fsm audit verify --store sqlite:///conversations.db
       llm-fsm audit verify 6f1c2a3e-… --format json
     """
-    from llm_fsm.audit._verify import Verification, verified_count, verify_instance
+    from llm_fsm.audit._verify import Verification, VerifyTotals, unreadable, verify_instance
     from llm_fsm.audit._walk import Progress, conversations
-    from llm_fsm.errors import StoreCorruptedError
 
     manager = _manager(store)
     progress = Progress(None if quiet else _progress("verify"))
-    reports: list[Verification] = []
-    versions = None
-    walk = conversations(manager.store, ids=list(conversation_ids) or None)
-    while True:
-        try:
-            _, instance = next(walk)
-        except StopIteration:
-            break
-        except StoreCorruptedError as exc:  # a record the store cannot decode: that is a failed verification
-            from llm_fsm.audit._verify import unreadable
+    totals = VerifyTotals()
+    listed: list[dict[str, Any]] = []  # JSON: the failed conversations and those named, never the whole store
+    named = set(conversation_ids)
 
-            reports.append(unreadable("?", exc))
-            if not keep_going:
-                break
-            continue
-        versions = manager.versions_for(instance, versions)
-        report = verify_instance(instance, versions, config=manager.config, key=manager.config.audit_key)
-        reports.append(report)
-        progress.tick(instance)
-        if not report.ok and not keep_going:
-            break
-    totals = verified_count(reports)
-    if output_format == "json":
-        payload = {"summary": totals, "conversations": [r.as_dict() for r in reports]}
-        click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
-    else:
-        for report in reports:
+    def done(report: Verification) -> None:
+        totals.add(report)
+        if output_format == "text":
             click.echo(_verification_line(report))
+        elif not report.ok or report.conversation_id in named:
+            listed.append(report.as_dict())
+
+    def undecodable(summary: Any, error: Exception) -> None:  # a record the store cannot decode: a failed check
+        report = unreadable(summary.conversation_id, error)
+        report.fsm_id = summary.fsm_id
+        done(report)
+
+    versions = None
+    for _, instance in conversations(manager.store, ids=list(conversation_ids) or None, unreadable=undecodable):
+        if totals.failed and not keep_going:
+            break
+        versions = manager.versions_for(instance, versions)
+        done(verify_instance(instance, versions, config=manager.config, key=manager.config.audit_key))
+        progress.tick(instance)
+    summary = totals.as_dict()
+    if output_format == "json":
+        click.echo(json.dumps({"summary": summary, "conversations": listed}, indent=2, ensure_ascii=False))
+    else:
         click.echo(
-            f"{totals['conversations']} conversation(s), {totals['turns']} turn record(s): {totals['verified']} "
-            f"verified, {totals['not_recorded']} from before recording, {totals['not_recomputable']} not "
-            f"recomputable, {totals['failed']} conversation(s) failed"
+            f"{totals.conversations} conversation(s), {totals.turns} turn record(s): {totals.verified} verified, "
+            f"{totals.not_recorded} from before recording, {totals.not_recomputable} not recomputable, "
+            f"{totals.failed} conversation(s) failed"
         )
-    if totals["failed"]:
+    if totals.failed:
         raise SystemExit(EXIT_FINDINGS)
 
 
@@ -185,7 +184,8 @@ def replay_command(
     progress = Progress(None if quiet else _progress("replay"))
     versions = Versions(getattr(manager.store, "load_definition_version", None))
     replayer = Replayer(candidate, versions=versions, migrations=migrations, flows=flows, since=cutoff)
-    for _, instance in conversations(manager.store, name=candidate.name, fsm_id=fsm_id):
+    walk = conversations(manager.store, name=candidate.name, fsm_id=fsm_id, unreadable=replayer.unreadable)
+    for _, instance in walk:
         manager.versions_for(instance, versions)
         replayer.add(instance)
         report = replayer.report
@@ -207,7 +207,8 @@ def _replay_lines(report: ReplayReport, path: str, reasons: list[str]) -> list[s
         f"replay of {path} ({report.definition}, version {report.version}): {summary['conversations']} "
         f"conversation(s), {summary['in_flight']} in flight; {summary['turns']} recorded turn(s) decided again",
         f"  {summary['changed']} decision(s) change ({report.changed_ratio:.2%}); {summary['unchanged']} unchanged; "
-        f"{summary['not_recorded']} from before recording; {summary['not_recomputable']} not recomputable",
+        f"{summary['not_recorded']} from before recording; {summary['not_recomputable']} not recomputable; "
+        f"{summary['unreadable']} conversation(s) unreadable",
     ]
     for change in report.changed:
         lines.append(f"  changed: conversation {change.conversation_id}, turn {change.turn}")
@@ -244,7 +245,8 @@ def migrate_command(
     compare-and-set (a turn in progress finishes first) and recorded in its trail.
 
     A conversation the new version cannot hold stays on its own version, unchanged, and is listed; exit 1 then,
-    0 when every conversation moved or already ran on it.
+    0 when every conversation moved or already ran on it. Text prints a line per conversation as it goes; JSON
+    lists those that did not move (stranded, skipped), with totals.
 
     \b
     Example:
@@ -258,8 +260,30 @@ def migrate_command(
     candidate, migrations, flows = _candidate(definition_path, migrations_path)
     manager = _manager(store)
     progress = Progress(None if quiet else _progress("migrate"))
-    outcomes: list[dict[str, Any]] = []
-    for summary, instance in conversations(manager.store, name=candidate.name, fsm_id=fsm_id):
+    counts = dict.fromkeys(_OUTCOMES, 0)
+    listed: list[dict[str, Any]] = []  # JSON: the conversations that did not move, never the whole store
+
+    def done(outcome: dict[str, Any]) -> None:
+        counts[outcome["outcome"]] += 1
+        if output_format == "text" and outcome["outcome"] != "unchanged":
+            problems = "; ".join(p["message"] for p in outcome.get("problems", []))
+            click.echo(f"{outcome['outcome']}: {outcome['conversation_id']} in {outcome['state']} {problems}".rstrip())
+        elif output_format == "json" and outcome["outcome"] in ("stranded", "skipped"):
+            listed.append(outcome)
+
+    def undecodable(summary: Any, error: Exception) -> None:
+        message = f"{type(error).__name__}: {error}"
+        done(
+            {
+                "conversation_id": summary.conversation_id,
+                "state": summary.current_state,
+                "outcome": "skipped",
+                "problems": [{"message": message}],
+            }
+        )
+
+    walk = conversations(manager.store, name=candidate.name, fsm_id=fsm_id, unreadable=undecodable)
+    for summary, instance in walk:
         progress.tick(instance)
         if instance.ended:
             continue
@@ -271,31 +295,24 @@ def migrate_command(
         elif not result.changes:
             outcome["outcome"] = "unchanged"
         elif dry_run:
-            outcome |= {"outcome": "would_move", "changes": [c.to_dict() for c in result.changes]}
+            outcome["outcome"] = "would_move"
         else:
             try:
-                moved = manager.migrate(
+                manager.migrate(
                     cid, candidate, migrations=migrations, flows=flows, user_id=summary.user_id, room_id=summary.room_id
                 )
-                outcome |= {"outcome": "moved", "changes": [c.to_dict() for c in moved.changes]}
+                outcome["outcome"] = "moved"
             except MigrationError as exc:  # it changed under us into something the new version cannot hold
                 outcome |= {"outcome": "stranded", "problems": [{"message": str(exc)}]}
             except (ConversationNotFoundError, ConcurrentUpdateError) as exc:
                 outcome |= {"outcome": "skipped", "problems": [{"message": f"{type(exc).__name__}: {exc}"}]}
-        outcomes.append(outcome)
-    counts = {kind: sum(1 for o in outcomes if o["outcome"] == kind) for kind in _OUTCOMES}
+        done(outcome)
     if output_format == "json":
         payload = {"definition": candidate.name, "version": candidate.content_hash, "dry_run": dry_run}
-        click.echo(json.dumps({**payload, "summary": counts, "conversations": outcomes}, indent=2, ensure_ascii=False))
+        click.echo(json.dumps({**payload, "summary": counts, "conversations": listed}, indent=2, ensure_ascii=False))
     else:
-        for outcome in outcomes:
-            if outcome["outcome"] != "unchanged":
-                problems = "; ".join(p["message"] for p in outcome.get("problems", []))
-                click.echo(
-                    f"{outcome['outcome']}: {outcome['conversation_id']} in {outcome['state']} {problems}".rstrip()
-                )
-        done = ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in counts.items())
-        click.echo(f"{candidate.name} version {candidate.content_hash}{' (dry run)' if dry_run else ''}: {done}")
+        moves = ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in counts.items())
+        click.echo(f"{candidate.name} version {candidate.content_hash}{' (dry run)' if dry_run else ''}: {moves}")
     if counts["stranded"]:
         raise SystemExit(EXIT_FINDINGS)
 

@@ -99,7 +99,8 @@ def _replay(
 ) -> dict[str, Any]:
     versions = Versions(getattr(manager.store, "load_definition_version", None))  # each version read once
     replayer = Replayer(candidate, versions=versions, flows=_flows(candidate), since=since)
-    for count, (_, instance) in enumerate(conversations(_Tenant(manager.store, tenant), name=name), start=1):
+    walk = conversations(_Tenant(manager.store, tenant), name=name, unreadable=replayer.unreadable)
+    for count, (_, instance) in enumerate(walk, start=1):
         manager.versions_for(instance, versions)  # and the definitions its flows have now
         replayer.add(instance)
         if count >= limit:

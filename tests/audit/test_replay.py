@@ -220,3 +220,29 @@ def test_verify_passes_over_the_whole_store_and_fails_on_an_edited_record(tmp_pa
     report = json.loads(failed.output)
     failure = next(c for c in report["conversations"] if not c["ok"])
     assert failure["conversation_id"] == ids[0] and failure["failure"]["turn"] == 2
+
+
+def test_verify_keeps_going_past_a_record_the_store_cannot_decode(tmp_path: Path) -> None:
+    import sqlite3
+
+    url, _, ids = _production(tmp_path, [2, 2, 2])
+    with sqlite3.connect(tmp_path / "prod.db") as conn:
+        conn.execute("UPDATE turns SET record = 'not json' WHERE conversation_id = ? AND idx = 1", (ids[1],))
+    result = _cli("audit", "verify", "--store", url, "--keep-going", "--format", "json")
+    report = json.loads(result.output)
+    assert result.exit_code == 1
+    assert report["summary"]["conversations"] == 3 and report["summary"]["failed"] == 1
+    assert [c["conversation_id"] for c in report["conversations"]] == [ids[1]]
+
+
+def test_migrate_and_replay_skip_a_conversation_the_store_cannot_decode(tmp_path: Path) -> None:
+    import sqlite3
+
+    url, definition, ids = _production(tmp_path, [2, 2])
+    with sqlite3.connect(tmp_path / "prod.db") as conn:
+        conn.execute("UPDATE turns SET record = 'not json' WHERE conversation_id = ? AND idx = 1", (ids[0],))
+    replay = _cli("replay", "--store", url, "--definition", str(definition), "--format", "json")
+    assert json.loads(replay.output)["summary"]["unreadable"] == 1
+    migrate = _cli("migrate", "--store", url, "--definition", str(definition), "--format", "json")
+    skipped = json.loads(migrate.output)["conversations"]
+    assert [c["conversation_id"] for c in skipped] == [ids[0]] and skipped[0]["outcome"] == "skipped"
