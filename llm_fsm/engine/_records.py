@@ -358,8 +358,9 @@ class TurnInputs(_Data):
     it and every answer the turn was given, in order. With the definition version it ran on, the engine's decision
     can be computed again, calling no model and no application code.
 
-    Values of sensitive keys are masked here as everywhere in the log; a decision that depended on one is reported
-    as not recomputable rather than as a mismatch.
+    Sensitive values are kept here as the hot record keeps them (``explain`` strips inputs), unless
+    ``EngineConfig.record_sensitive_values`` is False: masked, a decision that read one is reported as not
+    recomputable rather than as a mismatch.
     """
 
     definition: str | None = Field(default=None, description="The version (content hash) of the definition it ran on.")

@@ -5,8 +5,9 @@ an action's result, a streamed message) is all the outside world ever told it. `
 writes those answers down in order with the conversation as the turn found it, and puts them in the turn record's
 ``inputs``. Nothing here changes what the turn does: the wrapper forwards every effect, answer and thrown error.
 
-Sensitive values are masked here as in the rest of the record; the audit reports a decision that depended on one
-as not recomputable.
+Sensitive values are kept, as the hot record keeps them: a decision that read one cannot be recomputed from a mask
+(``explain`` and the API never show inputs). ``EngineConfig(record_sensitive_values=False)`` masks them here too,
+and the audit then reports a decision that depended on one as not recomputable.
 """
 
 from __future__ import annotations
