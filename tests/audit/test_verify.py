@@ -235,3 +235,11 @@ def test_an_answer_nested_too_deep_to_record_leaves_the_turn_saved_and_not_recom
     fsm.process_message(cid, "here is my income")
     report = fsm.verify(cid)
     assert report.ok and [c.status for c in report.turns] == ["not_recomputable"]
+
+
+def test_the_audit_package_exports_what_it_documents() -> None:
+    import llm_fsm.audit as audit
+
+    assert sorted(audit.__all__) == sorted(audit._EXPORTS)
+    for name in audit.__all__:
+        assert getattr(audit, name) is not None
