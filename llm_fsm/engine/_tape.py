@@ -33,7 +33,7 @@ from llm_fsm.engine._effects import (
     TurnOutcome,
 )
 from llm_fsm.engine._instance import FSMInstance
-from llm_fsm.engine._messages import UserMessage, entry_role, entry_text
+from llm_fsm.engine._messages import UserMessage, entry_role
 from llm_fsm.engine._operator import human_turn
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import LLMResult, TurnInputs
@@ -112,16 +112,24 @@ def recorded_human_turn(
 
 def snapshot(instance: FSMInstance, secrets: Iterable[str] = ()) -> dict[str, Any]:
     """The conversation as a turn finds it, as data: what the decision reads (the keys in ``secrets`` masked)."""
-    data = instance.model_dump(mode="json", exclude=set(SNAPSHOT_EXCLUDE))
-    conversation = data["context"]["conversation"]
-    conversation["exchanges"] = [
-        {entry_role(entry): entry_text(entry)} for entry in instance.context.conversation.exchanges
-    ]
+    data = instance.model_dump(mode="json", exclude=_DUMP_EXCLUDE)
+    exchanges = []
+    for entry in instance.context.conversation.exchanges:
+        role = entry_role(entry)
+        text = entry.get(role, "")
+        exchanges.append({role: text if isinstance(text, str) else str(text)})
+    data["context"]["conversation"]["exchanges"] = exchanges
     if secrets:
         data["context"]["data"] = masked(data["context"]["data"], secrets)
         for frame in data.get("flow_stack") or ():
             frame["data"] = masked(frame.get("data") or {}, secrets)
     return data
+
+
+_DUMP_EXCLUDE: dict[str, Any] = {
+    **dict.fromkeys(SNAPSHOT_EXCLUDE, True),
+    "context": {"conversation": {"exchanges": True}},  # reduced to role and text below, not dumped whole
+}
 
 
 def masked(values: dict[str, Any], secrets: Iterable[str]) -> dict[str, Any]:
