@@ -39,6 +39,7 @@ from llm_fsm.engine._messages import UserMessage
 from llm_fsm.engine._moves import _scope, arrive_or_redirect
 from llm_fsm.engine._prompts import OPENING_MESSAGE, PromptBuilder
 from llm_fsm.engine._provenance import prune, settle_opening
+from llm_fsm.engine._wording import approved
 from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult
 from llm_fsm.engine._turn_phases import _apply, _ask, _decide, _hand_off_for_actions, _prepare, _understand
 from llm_fsm.engine._turn_reply import _end, _record, _reply
@@ -94,6 +95,9 @@ def _greet(
     )
     result: LLMResult = yield CallLLM(request)
     reply = result.response.message
+    wording = approved(definition, state, instance.context.data)
+    if wording is not None and wording.text is not None and (wording.mode == "strict" or wording.text not in reply):
+        reply = wording.text  # the opening is not rewritten: a guided opening lacking the text says the text
     instance.usage.add(LLMCallRecord.of("opening", result))
     instance.context.conversation.add_assistant_message(reply)
     return reply
