@@ -93,9 +93,7 @@ def run(
     *turns: dict[str, Any],
     others: list[str] | None = None,
     user: str = "I am Ann, the total is 42.5",
-) -> tuple[
-    FSMManager, str, Model, list[str]
-]:
+) -> tuple[FSMManager, str, Model, list[str]]:
     model = Model(list(turns), others)
     fsm = FSMManager(llm_interface=FunctionLLM(model))
     cid, _ = fsm.start_conversation(FSMDefinition.model_validate(definition))
@@ -143,7 +141,9 @@ def test_an_unset_key_falls_back_to_the_models_reply_and_traces_why() -> None:
 
 def test_a_sensitive_key_is_never_filled_unless_revealed() -> None:
     definition = booking(say="Card {card} will be charged.")
-    _, _, _, replies = run(definition, move("Shall I charge it?", "confirm", total=1, card="4111111111111111"), user=CARD_SAID)
+    _, _, _, replies = run(
+        definition, move("Shall I charge it?", "confirm", total=1, card="4111111111111111"), user=CARD_SAID
+    )
     assert replies == ["Shall I charge it?"]
 
 
@@ -233,7 +233,7 @@ def test_lint_reports_a_key_no_state_collects_and_nothing_provides() -> None:
 # --- property --------------------------------------------------------------------------
 
 names = st.sampled_from(["a", "b", "c"])
-texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1).filter(lambda t: t.strip() != "")
+texts = st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1).filter(lambda t: t.strip() != "")
 values = st.one_of(texts, st.sampled_from(["{a}", "{b:>3}", "<script>x</script>", "}}{{", "{0}"]), st.integers())
 literals = st.text(alphabet=st.sampled_from(list("xyz .!")), max_size=5)
 

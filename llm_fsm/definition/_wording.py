@@ -9,22 +9,42 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+def _text_only(schema: dict[str, Any]) -> None:
+    # absent, never null: "exactly one of text and response" is then the same rule for the schema and the model
+    schema.pop("anyOf", None)
+    schema.pop("default", None)
+    schema["type"] = "string"
 
 
 class Say(BaseModel):
     """The long form of ``say:``: the text (or a ``responses`` id), how strictly it is said, which secrets it may
     show."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True, validate_default=False)
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+        validate_default=False,
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["text"], "not": {"required": ["response"]}},
+                {"required": ["response"], "not": {"required": ["text"]}},
+            ]
+        },
+    )
 
     text: str | None = Field(
         default=None,
         description="The approved text, with {key} placeholders (Python format fields; {{ and }} are literal braces).",
+        json_schema_extra=_text_only,
     )
-    response: str | None = Field(default=None, description="Id of a text in the definition's `responses` table.")
+    response: str | None = Field(
+        default=None, description="Id of a text in the definition's `responses` table.", json_schema_extra=_text_only
+    )
     mode: Literal["strict", "guided"] = Field(
         default="strict",
         description=(
@@ -37,10 +57,17 @@ class Say(BaseModel):
         description="Sensitive keys this text may show; any other sensitive key is never filled in.",
     )
 
-    @model_validator(mode="after")
-    def _one_source(self) -> Say:
-        if (self.text is None) == (self.response is None):
+    @model_validator(mode="before")
+    @classmethod
+    def _one_source(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ("text" in data) == ("response" in data):
             raise ValueError("say needs exactly one of text or response")
+        return data
+
+    @model_validator(mode="after")
+    def _not_null(self) -> Say:
+        if self.text is None and self.response is None:
+            raise ValueError("say's text or response must be a string")
         return self
 
 

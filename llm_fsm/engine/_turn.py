@@ -39,13 +39,13 @@ from llm_fsm.engine._messages import UserMessage
 from llm_fsm.engine._moves import _scope, arrive_or_redirect
 from llm_fsm.engine._prompts import OPENING_MESSAGE, PromptBuilder
 from llm_fsm.engine._provenance import prune, settle_opening
-from llm_fsm.engine._wording import approved
 from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult
 from llm_fsm.engine._turn_phases import _apply, _ask, _decide, _hand_off_for_actions, _prepare, _understand
 from llm_fsm.engine._turn_reply import _end, _record, _reply
 from llm_fsm.engine._turn_reply import _prune_transcript as _prune_transcript  # imported from here by ``_operator``
 from llm_fsm.engine._turn_reply import _redact as _redact
 from llm_fsm.engine._turn_request import _request
+from llm_fsm.engine._wording import approved
 
 # --- the opening -----------------------------------------------------------------------
 
