@@ -14,11 +14,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
-def _text_only(schema: dict[str, Any]) -> None:
-    # absent, never null: "exactly one of text and response" is then the same rule for the schema and the model
-    schema.pop("anyOf", None)
-    schema.pop("default", None)
-    schema["type"] = "string"
+def _given(name: str) -> dict[str, Any]:
+    """JSON Schema for "field ``name`` is a string" (null counts as absent: a dumped definition has it)."""
+    return {"required": [name], "properties": {name: {"type": "string"}}}
 
 
 class Say(BaseModel):
@@ -31,8 +29,8 @@ class Say(BaseModel):
         validate_default=False,
         json_schema_extra={
             "oneOf": [
-                {"required": ["text"], "not": {"required": ["response"]}},
-                {"required": ["response"], "not": {"required": ["text"]}},
+                {**_given("text"), "not": _given("response")},
+                {**_given("response"), "not": _given("text")},
             ]
         },
     )
@@ -40,11 +38,8 @@ class Say(BaseModel):
     text: str | None = Field(
         default=None,
         description="The approved text, with {key} placeholders (Python format fields; {{ and }} are literal braces).",
-        json_schema_extra=_text_only,
     )
-    response: str | None = Field(
-        default=None, description="Id of a text in the definition's `responses` table.", json_schema_extra=_text_only
-    )
+    response: str | None = Field(default=None, description="Id of a text in the definition's `responses` table.")
     mode: Literal["strict", "guided"] = Field(
         default="strict",
         description=(
@@ -57,17 +52,10 @@ class Say(BaseModel):
         description="Sensitive keys this text may show; any other sensitive key is never filled in.",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _one_source(cls, data: Any) -> Any:
-        if isinstance(data, dict) and ("text" in data) == ("response" in data):
-            raise ValueError("say needs exactly one of text or response")
-        return data
-
     @model_validator(mode="after")
-    def _not_null(self) -> Say:
-        if self.text is None and self.response is None:
-            raise ValueError("say's text or response must be a string")
+    def _one_source(self) -> Say:
+        if (self.text is None) == (self.response is None):
+            raise ValueError("say needs exactly one of text or response")
         return self
 
 
