@@ -4,6 +4,7 @@ leaves "None" or a bare ``{total}`` in a reply."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import string
 from collections import deque
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._wording import fill
 from llm_fsm.lint import lint_data
-from llm_fsm.llm.fakes import FunctionLLM
+from llm_fsm.llm.fakes import FunctionLLM, ScriptedLLM
 from llm_fsm.manager import FSMManager
 
 CARD_SAID = "total 1, card 4111111111111111"
@@ -257,3 +258,27 @@ def test_strict_rendering_equals_str_format_and_leaves_no_unfilled_field(templat
     # what the template wrote itself (its literals) holds no field: every brace in the reply came from a value
     literal_only = "".join(piece for piece, _, _, _ in string.Formatter().parse(template))
     assert "{" not in literal_only and "}" not in literal_only
+
+
+# --- streaming and recording -----------------------------------------------------------
+
+
+def test_a_streamed_strict_turn_streams_only_the_approved_text() -> None:
+    definition = FSMDefinition.model_validate(BOOKING)
+    # the decision comes first, so the message would otherwise stream as it arrives
+    turn = {"transition": {"target_state": "confirm", "context_update": {"total": 42.5}}, "message": "UNAPPROVED " * 20}
+    fsm = FSMManager(fsm_loader=lambda _id: definition, llm_interface=ScriptedLLM(["Hi", turn]))
+    cid, _ = fsm.start_conversation("booking")
+
+    async def collect() -> list[Any]:
+        return [event async for event in fsm.astream_message(cid, "the total is 42.5")]
+
+    stream = asyncio.run(collect())
+    shown = "".join(e.data["text"] for e in stream if e.event == "token")
+    assert shown == "Your total is 42.50 EUR. Shall I book it?"
+
+
+def test_a_conversation_with_a_guided_rewrite_verifies() -> None:
+    definition = booking(say={"response": "readback", "mode": "guided"})
+    fsm, cid, _, _ = run(definition, move("Booking?", "confirm", total=42.5), others=["hi", "still no"])
+    assert fsm.verify(cid).ok

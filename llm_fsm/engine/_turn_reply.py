@@ -52,8 +52,9 @@ def _reply(turn: _Turn, understood: _Understood, applied: _Applied) -> Generator
         verdict=applied.verdict.kind,
         ended=instance.status != "active" or applied.state.is_terminal,
     )
-    if not regenerating and result.message_pending:
+    if not regenerating and not strict and result.message_pending:
         # the streamed call's rest: its message, and its usage and price, known only at the end of the stream
+        # (under a strict text the model's message is dropped unread, as for a regenerated reply: never shown)
         whole: LLMResult = yield AwaitMessage()
         turn.calls[0] = LLMCallRecord.of("turn", whole)
         reply = whole.response.message
