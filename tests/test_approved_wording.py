@@ -65,9 +65,11 @@ class Model:
         self.turns = deque(turns)
         self.others = deque(others or [])
         self.purposes: list[str] = []
+        self.prompts: list[str] = []
 
     def __call__(self, request: Any) -> dict[str, Any]:
         self.purposes.append(request.purpose)
+        self.prompts.append(request.system_prompt)
         if request.purpose == "turn" and self.turns:
             return self.turns.popleft()
         message = self.others.popleft() if self.others else f"{request.purpose} reply"
@@ -282,3 +284,12 @@ def test_a_conversation_with_a_guided_rewrite_verifies() -> None:
     definition = booking(say={"response": "readback", "mode": "guided"})
     fsm, cid, _, _ = run(definition, move("Booking?", "confirm", total=42.5), others=["hi", "still no"])
     assert fsm.verify(cid).ok
+
+
+def test_a_guided_states_prompt_tells_the_model_the_filled_text() -> None:
+    definition = booking(say={"response": "readback", "mode": "guided"})
+    definition["initial_state"] = "confirm"
+    model = Model([])
+    fsm = FSMManager(llm_interface=FunctionLLM(model))
+    fsm.start_conversation(FSMDefinition.model_validate(definition), initial_context={"total": 3})
+    assert model.prompts and "Your total is 3.00 EUR. Shall I book it?" in model.prompts[0]
