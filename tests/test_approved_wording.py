@@ -293,3 +293,16 @@ def test_a_guided_states_prompt_tells_the_model_the_filled_text() -> None:
     fsm = FSMManager(llm_interface=FunctionLLM(model))
     fsm.start_conversation(FSMDefinition.model_validate(definition), initial_context={"total": 3})
     assert model.prompts and "Your total is 3.00 EUR. Shall I book it?" in model.prompts[0]
+
+
+def test_a_side_question_in_a_strict_state_is_answered_not_replaced() -> None:
+    side = {"intent": "digression", "transition": {"target_state": "", "context_update": {}}, "message": "At 9."}
+    _, _, _, replies = run(BOOKING, move("ok", "confirm", total=42.5), side)
+    assert replies[1] == "At 9."
+
+
+def test_a_cancel_confirmation_question_in_a_strict_state_is_not_replaced() -> None:
+    cancel = {"intent": "cancel", "transition": {"target_state": "", "context_update": {}}, "message": "Bye"}
+    fsm, cid, _, replies = run(BOOKING, move("ok", "confirm", total=42.5), cancel, others=["hi", "Really cancel?"])
+    assert fsm.get_trace(cid)[-1].event == "cancel_pending"
+    assert replies[1] == "Really cancel?"

@@ -34,6 +34,12 @@ from llm_fsm.engine._wording import Wording, approved
 
 # --- reply -----------------------------------------------------------------------------
 
+UNWORDED = frozenset(
+    {"digression", "cancel_pending", "conversation_cancelled", "conversation_restarted", "handed_off", "human_mode"}
+)
+"""Verdicts whose reply is not the state's: a side question answered, a cancel asked or done, a person called.
+The state's approved text (``say``) is not said on them."""
+
 
 def _reply(turn: _Turn, understood: _Understood, applied: _Applied) -> Generator[Effect, Any, str]:
     """Tell the driver what was decided, then settle the reply. The model wrote its reply for its own proposal; when
@@ -43,7 +49,9 @@ def _reply(turn: _Turn, understood: _Understood, applied: _Applied) -> Generator
     instance, result = turn.instance, understood.result
     reply = result.response.message
     note = _note(turn, understood, applied.note)
-    wording = approved(applied.active, applied.state, instance.context.data)
+    wording = (
+        None if applied.verdict.kind in UNWORDED else approved(applied.active, applied.state, instance.context.data)
+    )
     strict = wording is not None and wording.mode == "strict" and wording.text is not None
     # a strict text replaces the reply whatever it says: writing it again would be a call for nothing
     regenerating = note is not None and instance.status == "active" and not strict
