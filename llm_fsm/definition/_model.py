@@ -31,6 +31,7 @@ from pydantic import (
 from llm_fsm.definition._actions import ActionDeclaration
 from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._migrations import Migrations
+from llm_fsm.definition._wording import Say
 from llm_fsm.errors import StateNotFoundError
 from llm_fsm.logic._guards import Guard, compile_guard
 
@@ -226,6 +227,15 @@ class State(_Model):
         ),
     )
 
+    say: str | Say | None = Field(
+        default=None,
+        description=(
+            "Approved wording: the text the assistant says in this state, with {key} placeholders from the context "
+            "(or {response: id}, mode: strict|guided, reveal: [sensitive keys]). Strict by default: the reply is "
+            "exactly the filled text."
+        ),
+    )
+
     @field_validator("transitions", mode="before")
     @classmethod
     def _null_transitions(cls, value: Any) -> Any:
@@ -303,6 +313,10 @@ class FSMDefinition(_Model):
     )
     max_consecutive_digressions: JsonInt = Field(
         default=3, ge=0, description="Side questions answered in a row before the assistant steers back."
+    )
+    responses: dict[str, str] | None = Field(
+        default=None,
+        description="Reusable approved texts by id, said by a state's `say: {response: id}`.",
     )
     migrations: Migrations | None = Field(
         default=None,

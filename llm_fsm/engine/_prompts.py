@@ -30,6 +30,7 @@ from llm_fsm.engine._reply_schema import (
     PLACEHOLDER_STATE,
     PLACEHOLDER_VALUE,
 )
+from llm_fsm.engine._wording import approved
 
 OPENING_MESSAGE = "(The conversation has just started. Greet the user and begin with the current purpose.)"
 
@@ -195,6 +196,7 @@ class PromptBuilder:
                 shown = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
             shown = {_read_back_label(k, definition): (None if v is _MISSING else v) for k, v in shown.items()}
             sections.append(_section("confirmation", escape_json(shown)))
+        sections.append(_approved_section(definition, state, instance))
         visible_context = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
         sections += [
             _section("current_context", escape_json(visible_context) if visible_context else None),
@@ -255,6 +257,17 @@ class PromptBuilder:
             helps = _CANCEL_PENDING_HELP if instance.pending_cancel else _INTENT_HELP
             sections.append(_section("intents", "\n".join(helps.get(i, _INTENT_HELP[i]) for i in intents)))
         return "\n".join(s for s in sections if s)
+
+
+def _approved_section(definition: FSMDefinition | None, state: State, instance: FSMInstance) -> str | None:
+    """A guided state's approved text, filled: told up front, the model includes it and no rewrite is needed.
+    (A strict text replaces the reply whatever the model writes: nothing to tell.)"""
+    if definition is None or state.say is None:
+        return None
+    wording = approved(definition, state, instance.context.data)
+    if wording is None or wording.mode != "guided" or wording.text is None:
+        return None
+    return _section("approved_text", escape_text(f"Your reply must include this text exactly: {wording.text}"))
 
 
 def _keys_to_collect(keys: list[str], definition: FSMDefinition | None, *, schema_sent: bool = False) -> str:

@@ -45,6 +45,7 @@ from llm_fsm.engine._turn_reply import _end, _record, _reply
 from llm_fsm.engine._turn_reply import _prune_transcript as _prune_transcript  # imported from here by ``_operator``
 from llm_fsm.engine._turn_reply import _redact as _redact
 from llm_fsm.engine._turn_request import _request
+from llm_fsm.engine._wording import approved
 
 # --- the opening -----------------------------------------------------------------------
 
@@ -94,6 +95,9 @@ def _greet(
     )
     result: LLMResult = yield CallLLM(request)
     reply = result.response.message
+    wording = approved(definition, state, instance.context.data)
+    if wording is not None and wording.text is not None and (wording.mode == "strict" or wording.text not in reply):
+        reply = wording.text  # the opening is not rewritten: a guided opening lacking the text says the text
     instance.usage.add(LLMCallRecord.of("opening", result))
     instance.context.conversation.add_assistant_message(reply)
     return reply

@@ -30,47 +30,86 @@ from llm_fsm.engine._routes import _Decision
 from llm_fsm.engine._turn_phases import _Applied, _Turn, _Understood
 from llm_fsm.engine._turn_request import _request
 from llm_fsm.engine._values import MASK, REASK_RULES
+from llm_fsm.engine._wording import Wording, approved
 
 # --- reply -----------------------------------------------------------------------------
+
+UNWORDED = frozenset(
+    {"digression", "cancel_pending", "conversation_cancelled", "conversation_restarted", "handed_off", "human_mode"}
+)
+"""Verdicts whose reply is not the state's: a side question answered, a cancel asked or done, a person called.
+The state's approved text (``say``) is not said on them."""
 
 
 def _reply(turn: _Turn, understood: _Understood, applied: _Applied) -> Generator[Effect, Any, str]:
     """Tell the driver what was decided, then settle the reply. The model wrote its reply for its own proposal; when
     the engine decided otherwise (or values were refused, or actions returned results) the reply is written again
     for the state actually reached, so the user never reads a reply meant for another state. Otherwise a reply
-    still streaming is awaited."""
+    still streaming is awaited. Last, the approved wording of the state reached (``say``) replaces or checks it."""
     instance, result = turn.instance, understood.result
     reply = result.response.message
     note = _note(turn, understood, applied.note)
-    regenerating = note is not None and instance.status == "active"
+    wording = (
+        None if applied.verdict.kind in UNWORDED else approved(applied.active, applied.state, instance.context.data)
+    )
+    strict = wording is not None and wording.mode == "strict" and wording.text is not None
+    # a strict text replaces the reply whatever it says: writing it again would be a call for nothing
+    regenerating = note is not None and instance.status == "active" and not strict
     yield Decided(
         state=instance.current_state,
         verdict=applied.verdict.kind,
         ended=instance.status != "active" or applied.state.is_terminal,
     )
-    if not regenerating and result.message_pending:
+    if not regenerating and not strict and result.message_pending:
         # the streamed call's rest: its message, and its usage and price, known only at the end of the stream
+        # (under a strict text the model's message is dropped unread, as for a regenerated reply: never shown)
         whole: LLMResult = yield AwaitMessage()
         turn.calls[0] = LLMCallRecord.of("turn", whole)
         reply = whole.response.message
     if regenerating:
-        regenerated: LLMResult = yield CallLLM(
-            _request(
-                turn.builder,
-                applied.active,
-                instance,
-                applied.state,
-                turn.message,
-                "regenerate",
-                note=note,
-                allow_moves=False,
-                schema_sent=turn.schema_sent,
-                user_content=turn.user.model_content,
-            )
-        )
-        turn.calls.append(LLMCallRecord.of("regenerate", regenerated))
-        reply = regenerated.response.message
+        reply = yield from _regenerate(turn, applied, note)
+    if wording is not None:
+        reply = yield from _worded(turn, applied, wording, reply, note)
     return reply
+
+
+def _worded(
+    turn: _Turn, applied: _Applied, wording: Wording, reply: str, note: str | None
+) -> Generator[Effect, Any, str]:
+    """The reply under approved wording: strict says the text; guided keeps a reply that includes it verbatim, asks
+    once for a rewrite that does, then says the text. A text that could not be filled leaves the reply as it is."""
+    if wording.text is None:
+        _trace(turn.instance, turn.config, "say_fallback", state=applied.state.id, reason=wording.reason)
+        return reply
+    if wording.mode == "strict" or wording.text in reply:
+        return wording.text if wording.mode == "strict" else reply
+    if turn.instance.status == "active":
+        told = f"Your reply must include this text exactly, word for word: {wording.text}"
+        reply = yield from _regenerate(turn, applied, told if note is None else f"{note}\n{told}")
+        if wording.text in reply:
+            return reply
+    _trace(turn.instance, turn.config, "say_fallback", state=applied.state.id, reason="guided reply lacked the text")
+    return wording.text
+
+
+def _regenerate(turn: _Turn, applied: _Applied, note: str | None) -> Generator[Effect, Any, str]:
+    """The reply written again for the state reached, told ``note``; it may not move."""
+    regenerated: LLMResult = yield CallLLM(
+        _request(
+            turn.builder,
+            applied.active,
+            turn.instance,
+            applied.state,
+            turn.message,
+            "regenerate",
+            note=note,
+            allow_moves=False,
+            schema_sent=turn.schema_sent,
+            user_content=turn.user.model_content,
+        )
+    )
+    turn.calls.append(LLMCallRecord.of("regenerate", regenerated))
+    return regenerated.response.message
 
 
 def _note(turn: _Turn, understood: _Understood, note: str | None) -> str | None:

@@ -18,6 +18,7 @@ from llm_fsm.lint import (
     _checks_keys,
     _checks_logic,
     _checks_migrations,
+    _checks_wording,
 )
 from llm_fsm.lint._rules import Diagnostic, LintResult
 from llm_fsm.lint._run import LintRun
@@ -51,6 +52,7 @@ CHECKS: tuple[Callable[[LintRun], None], ...] = (
     _checks_actions.never_run,
     _checks_actions.registered,
     _checks_migrations.migrations,
+    _checks_wording.wording,
 )
 """Every check, in the order findings depend on (the schema check builds the model later checks read).
 

@@ -319,6 +319,32 @@ RULES: dict[str, Rule] = {
             "With the previous version: a state of it this version neither keeps nor maps; conversations in it would"
             " be stranded.",
         ),
+        Rule(
+            "FSM053",
+            "say-invalid-placeholder",
+            _E,
+            "A say text is malformed (an unmatched brace, a conversion, an indexed field) or a placeholder's format "
+            "spec is invalid: the text could never be said.",
+        ),
+        Rule("FSM054", "say-unknown-response", _E, "A say names a response id the responses table does not have."),
+        Rule(
+            "FSM055",
+            "say-undeclared-key",
+            _W,
+            "Keys are declared, and a say placeholder names a key that is not: the text falls back every time.",
+        ),
+        Rule(
+            "FSM056",
+            "say-sensitive-key",
+            _E,
+            "A say placeholder names a sensitive key not listed in its reveal: the engine never fills it in.",
+        ),
+        Rule(
+            "FSM057",
+            "say-key-never-set",
+            _W,
+            "A say placeholder names a key no state collects and neither the application nor an action provides.",
+        ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }
