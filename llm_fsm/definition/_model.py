@@ -352,9 +352,13 @@ class FSMDefinition(_Model):
         Cached on first use (definitions are not edited in place after loading; a
         changed file is loaded as a new object).
         """
-        # without a migrations block the field is left out: the hash stays what it was before the field existed,
-        # so conversations pinned to such a version do not all look changed
-        exclude = {"migrations"} if self.migrations is None else None
+        # fields added since versions were pinned are left out while unset (no migrations block, no approved
+        # wording): the hash stays what it was before they existed, so conversations pinned to such a version do
+        # not all look changed
+        exclude: dict[str, Any] = {name: True for name in ("migrations", "responses") if getattr(self, name) is None}
+        quiet = {state_id: {"say": True} for state_id, state in self.states.items() if state.say is None}
+        if quiet:
+            exclude["states"] = quiet
         dumped = self.model_dump(mode="json", by_alias=True, exclude=exclude)
         canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

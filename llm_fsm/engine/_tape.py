@@ -20,7 +20,7 @@ from typing import Any
 
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._actions import ActionMemo, ActionResult, CallAction, HandOff, _fingerprint
-from llm_fsm.engine._data import MAX_VALUE_DEPTH
+from llm_fsm.engine._data import MAX_VALUE_DEPTH, has_lone_surrogate
 from llm_fsm.engine._effects import (
     AwaitMessage,
     CallHook,
@@ -171,8 +171,9 @@ class Tape:
     def _write(self, effect: Effect, answer: Any, error: Exception | None) -> None:
         try:
             entry = self._entry(effect, answer)
-            if entry is not None and deeper_than(entry, MAX_RECORDED_DEPTH):
-                raise ValueError(f"nested deeper than {MAX_RECORDED_DEPTH} levels")
+            why = unrecordable(entry) if entry is not None else None
+            if why is not None:
+                raise ValueError(why)
         except (ValueError, TypeError, RecursionError) as exc:  # the record must stay serialisable whatever came
             entry = {"effect": _KINDS.get(type(effect), type(effect).__name__)}
             if isinstance(effect, CallLLM):
@@ -218,21 +219,28 @@ but a model, a hook or an action may answer deeper, and the record that holds th
 must stay under what JSON encoders take (about 250)."""
 
 
-def deeper_than(value: Any, limit: int) -> bool:
-    """Whether JSON-shaped ``value`` nests deeper than ``limit`` levels (without recursing: any depth is safe)."""
+def unrecordable(value: Any, limit: int = 0) -> str | None:
+    """Why JSON-shaped ``value`` cannot be kept in a record, else None: it nests deeper than ``limit`` levels
+    (default ``MAX_RECORDED_DEPTH``), or holds text that is not valid Unicode (a lone surrogate a model wrote,
+    which the engine refuses as a value but no store can encode). Walked without recursion: any depth is safe."""
+    limit = limit or MAX_RECORDED_DEPTH
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
+        if isinstance(item, str):
+            if has_lone_surrogate(item):
+                return "text that is not valid Unicode"
+            continue
         if isinstance(item, dict):
-            children: Iterable[Any] = item.values()
+            children: list[Any] = [*item.keys(), *item.values()]
         elif isinstance(item, list):
             children = item
         else:
             continue
         if depth >= limit:
-            return True
+            return f"nested deeper than {limit} levels"
         stack.extend((child, depth + 1) for child in children)
-    return False
+    return None
 
 
 _KINDS: dict[type, str] = {
@@ -269,8 +277,9 @@ def action_result_data(result: ActionResult, secrets: Iterable[str] = ()) -> dic
         value = _jsonable(result.value, set(secrets))
     except (ValueError, TypeError, RecursionError) as exc:
         return {"unrecorded": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    if deeper_than(value, MAX_RECORDED_DEPTH):
-        return {"unrecorded": f"nested deeper than {MAX_RECORDED_DEPTH} levels"}
+    why = unrecordable(value)
+    if why is not None:
+        return {"unrecorded": why}
     return {"value": value}
 
 

@@ -243,3 +243,19 @@ def test_the_audit_package_exports_what_it_documents() -> None:
     assert sorted(audit.__all__) == sorted(audit._EXPORTS)
     for name in audit.__all__:
         assert getattr(audit, name) is not None
+
+
+def test_a_reply_with_text_that_is_not_valid_unicode_leaves_the_turn_saved_and_not_recomputable(
+    loan_definition: Any,
+) -> None:
+    from llm_fsm import FSMManager
+    from llm_fsm.testing import FunctionLLM
+
+    def answer(request: Any) -> dict[str, Any]:
+        return {"transition": {"target_state": "", "context_update": {"employment_status": "\ud800"}}, "message": "?"}
+
+    fsm = FSMManager(fsm_loader=lambda _: loan_definition, llm_interface=FunctionLLM(answer))
+    cid, _ = fsm.start_conversation("loan")
+    fsm.process_message(cid, "hello")
+    report = fsm.verify(cid)
+    assert report.ok and [c.status for c in report.turns] == ["not_recomputable"]
