@@ -241,10 +241,9 @@ class Replayer:
         return (declared.definition if declared is not None else name), found
 
     def _parent(self, fsm_id: str, root_id: str) -> FSMDefinition | None:
-        """The candidate's definition of a flow being resumed: the candidate itself for the root."""
-        if fsm_id == root_id:
-            return self.candidate
-        return next((d for d in self.flows.values() if d.name == fsm_id), None)
+        """The candidate's definition of a flow being resumed: the candidate itself for the root; a sub-flow's
+        parent keeps its recorded version (the tape's)."""
+        return self.candidate if fsm_id == root_id else None
 
     def _renamed(self, decision: dict[str, Any], record: TurnRecord) -> dict[str, Any]:
         """The recorded decision in the candidate's names (its migrations' renamed states and keys), so a rename

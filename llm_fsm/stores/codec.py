@@ -161,8 +161,8 @@ def decode_turn(data: str | bytes | dict[str, Any], *, where: str) -> TurnRecord
     """One logged turn record (JSON text, or already parsed); StoreCorruptedError (naming ``where``) when it cannot
     be decoded."""
     try:
-        raw = data if isinstance(data, dict) else json.loads(data)
-        record = TurnRecord.model_validate(raw)
+        # the text is parsed once, by pydantic; the chain's digest below reads the same bytes, not a parse of them
+        record = TurnRecord.model_validate(data) if isinstance(data, dict) else TurnRecord.model_validate_json(data)
     except (ValidationError, ValueError, UnicodeDecodeError) as exc:
         if isinstance(data, dict):
             text = f'{{"index":{data.get("index")}'
