@@ -7,6 +7,7 @@ holds, and a line of progress goes to stderr every two seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -46,9 +47,21 @@ def audit_group() -> None:
 @_store_option
 @_format_option
 @click.option("--keep-going", is_flag=True, help="Check every conversation (default: stop at the first that fails).")
+@click.option(
+    "--max-turn-records",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The turn records the conversations were saved keeping (EngineConfig.max_turn_records, default 50): a log "
+    "holding fewer, starting after turn 1, had records removed rather than trimmed.",
+)
 @_quiet_option
 def verify_command(
-    conversation_ids: tuple[str, ...], store: str | None, output_format: str, keep_going: bool, quiet: bool
+    conversation_ids: tuple[str, ...],
+    store: str | None,
+    output_format: str,
+    keep_going: bool,
+    max_turn_records: int | None,
+    quiet: bool,
 ) -> None:
     """Check the hash chain of conversations' turn records and decide every recorded turn again, with the
     definition version it ran on and the answers it was given (no model, no action is called).
@@ -66,7 +79,7 @@ def verify_command(
     from llm_fsm.audit._verify import Verification, VerifyTotals, unreadable, verify_instance
     from llm_fsm.audit._walk import Progress, conversations
 
-    manager = _manager(store)
+    manager = _manager(store, max_turn_records)
     progress = Progress(None if quiet else _progress("verify"))
     totals = VerifyTotals()
     listed: list[dict[str, Any]] = []  # JSON: the failed conversations and those named, never the whole store
@@ -323,13 +336,15 @@ _OUTCOMES = ("moved", "would_move", "unchanged", "stranded", "skipped")
 # --- shared --------------------------------------------------------------------------------------------------------
 
 
-def _manager(store: str | None) -> FSMManager:
+def _manager(store: str | None, max_turn_records: int | None = None) -> FSMManager:
     from llm_fsm.engine import EngineConfig
     from llm_fsm.manager import FSMManager
     from llm_fsm.stores import open_store
 
     key = os.environ.get(AUDIT_KEY_ENV)
     config = EngineConfig(audit_key=key.encode() if key else None)
+    if max_turn_records is not None:
+        config = dataclasses.replace(config, max_turn_records=max_turn_records)
     return FSMManager(store=open_store(_store_url(store)), config=config)
 
 

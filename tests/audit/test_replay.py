@@ -246,3 +246,19 @@ def test_migrate_and_replay_skip_a_conversation_the_store_cannot_decode(tmp_path
     migrate = _cli("migrate", "--store", url, "--definition", str(definition), "--format", "json")
     skipped = json.loads(migrate.output)["conversations"]
     assert [c["conversation_id"] for c in skipped] == [ids[0]] and skipped[0]["outcome"] == "skipped"
+
+
+def test_verify_takes_the_retention_the_conversations_were_saved_with(tmp_path: Path) -> None:
+    # saved keeping 2 records, a 4-turn conversation's log starts at turn 3: trimmed, not removed, once verify knows
+    from llm_fsm.engine import EngineConfig
+
+    definition = tmp_path / "loan.yaml"
+    definition.write_text((DEFINITIONS / "loan_prequalification.yaml").read_text())
+    url = f"sqlite:///{tmp_path}/kept.db"
+    fsm = FSMManager(llm_interface=_model(APPLICANTS[0], 4), store=url, config=EngineConfig(max_turn_records=2))
+    cid, _ = fsm.start_conversation(str(definition))
+    for message in MESSAGES:
+        fsm.process_message(cid, message.format(income=6000, debts=1500, status="full time", years=6))
+    assert _cli("audit", "verify", "--store", url).exit_code == 1  # 2 records from turn 3 look like removals
+    kept = _cli("audit", "verify", "--store", url, "--max-turn-records", "2")
+    assert kept.exit_code == 0, kept.output
