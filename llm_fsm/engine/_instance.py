@@ -133,6 +133,21 @@ class Handoff(_Data):
     from_state: str = Field(description="The state the conversation was in when it was handed off.")
 
 
+class ArmedTimer(_Data):
+    """A timer of the current state that has not fired yet (a state's ``after`` entry, armed by the engine).
+
+    The instance is the truth: a store indexes ``FSMInstance.timers`` by due time on every save, atomically with
+    the compare-and-set, and a worker fires a claimed timer only if the conversation it loads still arms it. The
+    save that records the firing drops it, so a timer fires once however many workers claimed it.
+    """
+
+    id: str = Field(
+        description="Unique per arming: the flow, state, entry index and the turn that armed it, so re-entering a "
+        "state arms new ids and a claim made for an earlier visit never matches."
+    )
+    due_at: float = Field(description="Epoch seconds (the engine's clock) at which the timer is due.")
+
+
 # --- the instance -----------------------------------------------------------------
 
 
@@ -213,6 +228,10 @@ class FSMInstance(_Data):
             "Key path → where its current value came from (engine._provenance): who wrote it, and for words the "
             "message and span that say it. Paused flows' origins wait under '<flow id>/<path>'."
         ),
+    )
+    timers: list[ArmedTimer] = Field(
+        default_factory=list,
+        description="Timers armed in the current state, not fired yet; stores index them by due time (TimerStore).",
     )
     archive_outbox: list[dict[str, Any]] = Field(
         default_factory=list,

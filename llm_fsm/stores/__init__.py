@@ -41,6 +41,8 @@ from llm_fsm.stores.base import (
     ConversationStore,
     ConversationSummary,
     DefinitionVersionStore,
+    DueTimer,
+    TimerStore,
 )
 from llm_fsm.stores.codec import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -254,11 +256,13 @@ __all__ = [
     "ConversationSummary",
     "DEFAULT_MAX_RECORD_BYTES",
     "DefinitionVersionStore",
+    "DueTimer",
     "FileStore",
     "MemoryStore",
     "REDIS_MAX_CONTEXT_BYTES",
     "REDIS_MAX_RECORD_BYTES",
     "SQLiteStore",
+    "TimerStore",
     "default_sqlite_path",
     "default_store_url",
     "open_store",

@@ -228,6 +228,51 @@ class DefinitionVersionStore(Protocol):
         """``definition_versions``, awaited."""
 
 
+@dataclass(frozen=True)
+class DueTimer:
+    """A timer a worker has claimed: which conversation, which armed timer, and the claim that lets it release it."""
+
+    conversation_id: str
+    timer_id: str
+    """``ArmedTimer.id``."""
+    due_at: float
+    token: str
+    """This claim's id: ``release_timer`` removes the entry only while it still holds this claim."""
+
+
+@runtime_checkable
+class TimerStore(Protocol):
+    """A store that indexes the conversations' armed timers by due time, so workers find due ones without a scan.
+
+    The index mirrors ``FSMInstance.timers``: every ``save`` makes the conversation's entries exactly the
+    instance's armed timers (an entry kept with the same id and due time keeps its claim), atomically with the
+    compare-and-set; ``delete`` and ``expire`` remove a conversation's entries. A claim is a lease: an entry claimed
+    by a worker that died is claimable again once the lease has run out. Exactly-once firing does not rest on the
+    claim but on the conversation's compare-and-set (the save that records a firing drops the timer), so two
+    workers that claimed the same timer can never both record it. StoreUnavailableError when the backend cannot
+    be reached.
+    """
+
+    def claim_due_timers(self, *, now: float, limit: int, lease: float) -> list[DueTimer]:
+        """Claim up to ``limit`` entries due at ``now`` (``due_at <= now``) that no unexpired claim holds, earliest
+        first; each claim holds until ``now + lease``. Concurrent callers never get the same unexpired claim."""
+
+    def release_timer(self, timer: DueTimer) -> None:
+        """Drop the entry ``timer`` claimed, if it still holds that claim (fired, stale, or its conversation gone)."""
+
+    def timer_count(self) -> int:
+        """Entries in the index, claimed or not (operations and benchmarks)."""
+
+    async def aclaim_due_timers(self, *, now: float, limit: int, lease: float) -> list[DueTimer]:
+        """``claim_due_timers``, awaited."""
+
+    async def arelease_timer(self, timer: DueTimer) -> None:
+        """``release_timer``, awaited."""
+
+    async def atimer_count(self) -> int:
+        """``timer_count``, awaited."""
+
+
 class AsyncStoreMixin:
     """Async twins of the sync methods, run on the library's I/O pool so the event loop never blocks on I/O.
 
@@ -306,6 +351,17 @@ class AsyncStoreMixin:
         found: list[str] = await run_blocking(self.definition_versions)  # type: ignore[attr-defined]
         return found
 
+    async def aclaim_due_timers(self, *, now: float, limit: int, lease: float) -> list[DueTimer]:
+        claimed: list[DueTimer] = await run_blocking(self.claim_due_timers, now=now, limit=limit, lease=lease)  # type: ignore[attr-defined]
+        return claimed
+
+    async def arelease_timer(self, timer: DueTimer) -> None:
+        await run_blocking(self.release_timer, timer)  # type: ignore[attr-defined]
+
+    async def atimer_count(self) -> int:
+        count: int = await run_blocking(self.timer_count)  # type: ignore[attr-defined]
+        return count
+
 
 def close_in_loop(loop: asyncio.AbstractEventLoop, closing: Any) -> None:
     """Run the coroutine ``closing`` (an asyncio client's close) in ``loop``, however that loop stands now.
@@ -334,7 +390,9 @@ __all__ = [
     "ConversationStore",
     "ConversationSummary",
     "DefinitionVersionStore",
+    "DueTimer",
     "PagedStore",
     "Retention",
+    "TimerStore",
     "TurnLogStore",
 ]
