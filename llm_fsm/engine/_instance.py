@@ -231,6 +231,7 @@ class FSMInstance(_Data):
     )
     timers: list[ArmedTimer] = Field(
         default_factory=list,
+        exclude_if=lambda timers: not timers,  # the hot record every turn rewrites carries nothing for no timers
         description="Timers armed in the current state, not fired yet; stores index them by due time (TimerStore).",
     )
     archive_outbox: list[dict[str, Any]] = Field(

@@ -8,7 +8,9 @@ record cap (which needs the record serialised to measure it) is off unless asked
 Like the durable stores it keeps the hot record apart from the turn log (turn
 records, processed message ids with their replies), trimmed to the save's
 ``Retention``, so a conversation keeps the same explain data on every store.
-Definition versions are kept in a dict of their own, which ``delete`` and ``expire`` leave alone.
+Definition versions are kept in a dict of their own, which ``delete`` and ``expire`` leave alone. Armed timers are
+mirrored into an index of their own on every save (``TimerStore``), which a claim scans: process memory holds few
+enough conversations that a scan beats keeping a heap in step.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import builtins
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +28,7 @@ from llm_fsm.engine._records import TurnRecord
 from llm_fsm.errors import ConcurrentUpdateError
 from llm_fsm.stores._paging import ConversationPage, ScanPaging
 from llm_fsm.stores._versions import checked_document, checked_version, version_not_found
-from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, DueTimer, Retention
 from llm_fsm.stores.codec import (
     SizeLimits,
     check_limits,
@@ -48,6 +51,15 @@ class _Entry:
     replies: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class _Timer:
+    """An index entry: the timer's due time and, while a worker holds it, its claim."""
+
+    due_at: float
+    token: str | None = None
+    claimed_until: float = 0.0
+
+
 class MemoryStore(ScanPaging, AsyncStoreMixin):
     """A dict behind a lock; same compare-and-set and isolation rules as every other store."""
 
@@ -55,6 +67,8 @@ class MemoryStore(ScanPaging, AsyncStoreMixin):
         self._limits = SizeLimits(max_record_bytes=max_record_bytes, max_context_bytes=max_context_bytes)
         self._entries: dict[str, _Entry] = {}
         self._definitions: dict[str, str] = {}
+        self._timers: dict[str, dict[str, _Timer]] = {}
+        """Conversation id → its armed timers by id (a save touches only its own conversation's)."""
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -130,6 +144,7 @@ class MemoryStore(ScanPaging, AsyncStoreMixin):
                 copy_json(m) for m in instance.archive_outbox
             )  # appends only: what a load copies stays valid
             self._entries[cid] = entry
+            self._index_timers(cid, {timer.id: timer.due_at for timer in stored.timers})
         instance.version = version
         instance.archive_outbox = []
         return version
@@ -140,6 +155,7 @@ class MemoryStore(ScanPaging, AsyncStoreMixin):
             if entry is None or not _owner_is(entry.summary, user_id, room_id):
                 return False
             del self._entries[conversation_id]
+            self._index_timers(conversation_id, {})
             return True
 
     def list(self, *, user_id: str | None = None, room_id: str | None = None) -> list[ConversationSummary]:
@@ -154,6 +170,7 @@ class MemoryStore(ScanPaging, AsyncStoreMixin):
             old = [cid for cid, e in self._entries.items() if e.summary.updated_at < cutoff]
             for cid in old:
                 del self._entries[cid]
+                self._index_timers(cid, {})
         return len(old)
 
     def transcript(
@@ -181,6 +198,45 @@ class MemoryStore(ScanPaging, AsyncStoreMixin):
     def definition_versions(self) -> builtins.list[str]:
         with self._lock:
             return sorted(self._definitions)
+
+    def claim_due_timers(self, *, now: float, limit: int, lease: float) -> builtins.list[DueTimer]:
+        with self._lock:
+            due = sorted(
+                (entry.due_at, cid, timer_id)
+                for cid, timers in self._timers.items()
+                for timer_id, entry in timers.items()
+                if entry.due_at <= now and (entry.token is None or entry.claimed_until <= now)
+            )[: max(limit, 0)]
+            claimed = []
+            for due_at, cid, timer_id in due:
+                entry = self._timers[cid][timer_id]
+                entry.token, entry.claimed_until = uuid.uuid4().hex, now + lease
+                claimed.append(DueTimer(cid, timer_id, due_at, entry.token))
+        return claimed
+
+    def release_timer(self, timer: DueTimer) -> None:
+        with self._lock:
+            timers = self._timers.get(timer.conversation_id, {})
+            entry = timers.get(timer.timer_id)
+            if entry is not None and entry.token == timer.token:
+                del timers[timer.timer_id]
+                if not timers:
+                    del self._timers[timer.conversation_id]
+
+    def timer_count(self) -> int:
+        with self._lock:
+            return sum(len(timers) for timers in self._timers.values())
+
+    def _index_timers(self, conversation_id: str, armed: dict[str, float]) -> None:
+        """Make the conversation's index entries exactly ``armed`` (id → due time); one kept as it was keeps its
+        claim. Called with the lock held."""
+        old = self._timers.pop(conversation_id, {})
+        kept = {
+            timer_id: old[timer_id] if timer_id in old and old[timer_id].due_at == due_at else _Timer(due_at)
+            for timer_id, due_at in armed.items()
+        }
+        if kept:
+            self._timers[conversation_id] = kept
 
     # No I/O happens here (a dict behind a lock held for microseconds), so the async twins run inline:
     # a thread hop would cost more than the operation and stall the loop's pool under load.
@@ -240,6 +296,15 @@ class MemoryStore(ScanPaging, AsyncStoreMixin):
 
     async def adefinition_versions(self) -> builtins.list[str]:
         return self.definition_versions()
+
+    async def aclaim_due_timers(self, *, now: float, limit: int, lease: float) -> builtins.list[DueTimer]:
+        return self.claim_due_timers(now=now, limit=limit, lease=lease)
+
+    async def arelease_timer(self, timer: DueTimer) -> None:
+        self.release_timer(timer)
+
+    async def atimer_count(self) -> int:
+        return self.timer_count()
 
     def close(self) -> None:
         """Nothing to release; the records live as long as the object."""
