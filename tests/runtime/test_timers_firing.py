@@ -255,3 +255,31 @@ def test_a_conversation_with_timer_turns_verifies(runner: str) -> None:
     verification = manager.verify(cid, user_id=USER)
     assert verification.ok, verification
     assert [check.status for check in verification.turns] == ["verified"] * 4
+
+
+def test_a_fired_timer_is_a_turn_span_with_its_intent_and_model_call(runner: str) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from llm_fsm.telemetry import Telemetry
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry = Telemetry(provider, MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    clock = Clock()
+    manager, cid = started(clock, telemetry=telemetry)
+    exporter.clear()
+    clock.advance(5 * MINUTE)
+    run_timers(runner, manager)
+    (turn,) = [span for span in exporter.get_finished_spans() if span.name == "llm_fsm.turn"]
+    assert turn.attributes is not None and turn.attributes["llm_fsm.conversation.id"] == cid
+    (decision,) = [event for event in turn.events if event.name == "llm_fsm.decision"]
+    assert decision.attributes is not None and decision.attributes["llm_fsm.intent"] == "timer"
+    calls = [
+        span for span in exporter.get_finished_spans() if span.parent and span.parent.span_id == turn.context.span_id
+    ]
+    assert calls, "the nudge's model call is a child of the timer's turn span"
