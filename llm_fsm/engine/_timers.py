@@ -118,7 +118,7 @@ def disarm(instance: FSMInstance) -> None:
 
 
 def _armed(instance: FSMInstance, index: int, entry: TimerEntry, at: float) -> ArmedTimer:
-    return ArmedTimer(id=timer_id(instance, index), due_at=round(at + entry.seconds, 3))
+    return ArmedTimer(id=timer_id(instance, index), due_at=at + entry.seconds)
 
 
 __all__ = ["TimerRef", "disarm", "entry_of", "instant", "parse_timer_id", "settle", "timer_id"]
