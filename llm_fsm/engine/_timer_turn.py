@@ -42,6 +42,7 @@ from llm_fsm.engine._turn_phases import _check_budget, _hand_off_for_actions
 from llm_fsm.engine._turn_reply import _prune_transcript, _redact
 from llm_fsm.engine._turn_request import _request
 from llm_fsm.engine._wording import approved, fill, template_of
+from llm_fsm.errors import BudgetExceededError
 
 TIMER_MESSAGE = "(No message from the user: {waited} passed without one. Write to the user as instructed.)"
 """What the model reads as the user's message in a timer's call: nobody wrote, time passed."""
@@ -89,6 +90,8 @@ def run_timer(
         active = yield from _go(definition, instance, builder, config, fired, index, entry.go, schema_sent)
     else:
         active = yield from _act(definition, instance, config, fired)
+        if fired.verdict.moved:
+            fired.reply = yield from _arrived(active, instance, builder, fired, schema_sent)
     entered = instance.current_state != state.id or instance.flow_id != flow_before or fired.verdict.moved
     if active.get_state(instance.current_state).is_terminal and instance.status == "active" and not instance.flow_stack:
         instance.status = "ended"
@@ -166,7 +169,11 @@ def _nudge(
     instructions: str,
     schema_sent: bool,
 ) -> Generator[Effect, Any, str]:
-    _check_budget(instance, config)  # a conversation that spent its budget writes no nudge
+    try:
+        _check_budget(instance, config)
+    except BudgetExceededError as exc:  # a conversation that spent its budget writes no nudge; the timer is spent
+        _trace(instance, config, "timer_skipped", state=fired.state.id, reason=str(exc))
+        return ""
     return (yield from _ask(definition, instance, builder, fired, fired.state, instructions, schema_sent))
 
 
@@ -203,18 +210,24 @@ def _go(
     fired.verdict, changes, _ = yield from _move(definition, instance, config, proposed, "", fired.scope)
     fired.changes += changes
     active = yield from _settle_move(definition, instance, config, fired)
+    fired.reply = yield from _arrived(active, instance, builder, fired, schema_sent)
+    return active
+
+
+def _arrived(
+    active: FSMDefinition, instance: FSMInstance, builder: PromptBuilder, fired: _Fired, schema_sent: bool
+) -> Generator[Effect, Any, str]:
+    """What the user is told of a move a timer made: the state reached's approved text, else a message the model
+    writes for it (in a handoff state too: the person takes over after it, as after a user's turn)."""
     reached = active.get_state(instance.current_state)
     wording = approved(active, reached, instance.context.data)
     if wording is not None and wording.text is not None and wording.mode == "strict":
-        fired.reply = wording.text
-    else:  # (said in a handoff state too: the person takes over after it, as after a user's turn)
-        note = (
-            f"The conversation has just moved to this state: {fired.entry.in_} passed without a message. Tell the user."
-        )
-        fired.reply = yield from _ask(active, instance, builder, fired, reached, note, schema_sent)
-        if wording is not None and wording.text is not None and wording.text not in fired.reply:
-            fired.reply = wording.text  # guided: the text is said when the message lacks it (no second call)
-    return active
+        return wording.text
+    note = f"The conversation has just moved to this state: {fired.entry.in_} passed without a message. Tell the user."
+    reply = yield from _ask(active, instance, builder, fired, reached, note, schema_sent)
+    if wording is not None and wording.text is not None and wording.text not in reply:
+        return wording.text  # guided: the text is said when the message lacks it (no second call)
+    return reply
 
 
 def _act(
@@ -233,8 +246,10 @@ def _act(
         )
         fired.changes += moved
     elif run.handoff is None and any(change.applied for change in run.changes):
-        fired.chained, chained = yield from _chain(definition, instance, config, "", fired.scope)
+        steps, chained = yield from _chain(definition, instance, config, "", fired.scope)
         fired.changes += chained
+        if steps:  # the first step is the timer's move (a record's chained steps follow its verdict's)
+            fired.verdict, fired.chained = steps[0], steps[1:]
     return (yield from _settle_move(definition, instance, config, fired))
 
 

@@ -283,3 +283,17 @@ def test_a_fired_timer_is_a_turn_span_with_its_intent_and_model_call(runner: str
         span for span in exporter.get_finished_spans() if span.parent and span.parent.span_id == turn.context.span_id
     ]
     assert calls, "the nudge's model call is a child of the timer's turn span"
+
+
+def test_a_conversation_past_its_budget_writes_no_nudge_and_the_timer_is_spent(runner: str) -> None:
+    from llm_fsm import EngineConfig
+
+    clock = Clock()
+    manager = timed_manager(clock)
+    manager.config = EngineConfig(clock=clock, max_conversation_tokens=1)  # the opening spent it
+    cid, _ = manager.start_conversation("hold", user_id=USER)
+    clock.advance(5 * MINUTE)
+    report = run_timers(runner, manager)
+    assert [(f.outcome, f.reply) for f in report.fired] == [("fired", "")]
+    assert any(event.event == "timer_skipped" for event in manager.get_trace(cid, user_id=USER))
+    assert run_timers(runner, manager).claimed == 0
