@@ -297,3 +297,16 @@ def test_a_conversation_past_its_budget_writes_no_nudge_and_the_timer_is_spent(r
     assert [(f.outcome, f.reply) for f in report.fired] == [("fired", "")]
     assert any(event.event == "timer_skipped" for event in manager.get_trace(cid, user_id=USER))
     assert run_timers(runner, manager).claimed == 0
+
+
+def test_explain_says_which_timer_fired_instead_of_a_user_message(runner: str) -> None:
+    from llm_fsm.cli._show import explain_lines
+
+    clock = Clock()
+    manager, cid = started(clock)
+    clock.advance(15 * MINUTE)
+    timer_id = run_timers(runner, manager).fired[-1].timer_id
+    lines = explain_lines(manager.explain(cid, user_id=USER), cid)
+    assert f"timer: {timer_id} fired, no message from the user" in lines
+    assert not any(line.startswith("user:") for line in lines)
+    assert any(line.startswith("verdict: [held → expired] timer:") for line in lines)
