@@ -105,3 +105,23 @@ def test_llm_fsm_test_runs_scripts_with_waits(folder: Path) -> None:
     result = CliRunner().invoke(main, ["test", str(folder)])
     assert result.exit_code == 0, result.output
     assert "1 conversation: 1 passed" in result.output
+
+
+def test_a_timers_action_counts_for_action_coverage_when_a_wait_fires_it(folder: Path) -> None:
+    from llm_fsm.scripting._coverage import DefinitionCoverage
+
+    document = json.loads(json.dumps(HOLD))
+    document["states"]["held"]["after"] = [{"in": "15m", "action": "release"}]
+    (folder / "hold.json").write_text(json.dumps(document), encoding="utf-8")
+    script = """\
+    definition: hold.json
+    actions: {release: {}}
+    turns:
+      - wait: 15m
+        expect: {timers: 1, called: {release: {}}}
+    """
+    result = run(write(folder, script))
+    assert result.passed, [t.failures for t in result.turns]
+    coverage = DefinitionCoverage.of(result.definition, file="hold.json")
+    coverage.add(result.records, initial_state="held")
+    assert [(site.call, site.calls) for site in coverage.actions] == [("release", 1)]
