@@ -68,10 +68,9 @@ def entry_of(definition: FSMDefinition, instance: FSMInstance, armed: str) -> tu
     if ref is None or ref.flow_id != instance.flow_id or ref.state != instance.current_state:
         return None
     state = definition.states.get(ref.state)
-    entries = (state.after or []) if state is not None else []
-    if ref.index >= len(entries):
+    if state is None or ref.index >= len(state.after or ()):
         return None
-    return state, ref.index, entries[ref.index]  # type: ignore[return-value]
+    return state, ref.index, (state.after or [])[ref.index]
 
 
 def settle(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from llm_fsm import FSMManager
 from llm_fsm.engine._timers import parse_timer_id
 
 from .drivers import Driver, instance_of
@@ -15,9 +16,9 @@ from .timed import Clock, timed_manager
 MINUTE = 60.0
 
 
-def armed(manager: object, cid: str, clock: Clock) -> list[tuple[int, float]]:
+def armed(manager: FSMManager, cid: str, clock: Clock) -> list[tuple[int, float]]:
     """(entry, seconds from now until due) of each armed timer, by entry."""
-    timers = instance_of(manager, cid).timers  # type: ignore[arg-type]
+    timers = instance_of(manager, cid).timers
     found = []
     for timer in timers:
         ref = parse_timer_id(timer.id)

@@ -4,6 +4,7 @@ performer like a turn (recorded, counted, audited), never for a conversation tha
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -310,3 +311,35 @@ def test_explain_says_which_timer_fired_instead_of_a_user_message(runner: str) -
     assert f"timer: {timer_id} fired, no message from the user" in lines
     assert not any(line.startswith("user:") for line in lines)
     assert any(line.startswith("verdict: [held → expired] timer:") for line in lines)
+
+
+def test_after_the_nudge_the_other_timers_stay_armed_and_the_nudge_waits_for_the_next_message(runner: str) -> None:
+    clock = Clock()
+    manager, cid = started(clock)
+    first = {timer.id for timer in instance_of(manager, cid).timers}
+    clock.advance(5 * MINUTE)
+    (nudge,) = run_timers(runner, manager).fired
+    assert {timer.id for timer in instance_of(manager, cid).timers} == first - {nudge.timer_id}
+    clock.advance(4 * MINUTE)  # still silent at 9 minutes: the nudge does not come again
+    assert run_timers(runner, manager).claimed == 0
+    manager.process_message(cid, "still deciding", user_id=USER)
+    clock.advance(MINUTE)  # 10 minutes: the hold's reminder, timed from entering, is not moved by the message
+    assert [f.reply for f in run_timers(runner, manager).fired] == ["Your table is held for 5 more minutes."]
+    clock.advance(4 * MINUTE)  # 5 minutes after the message: the nudge again
+    assert [f.reply for f in run_timers(runner, manager).fired] == ["timer reply"]
+
+
+def test_a_timer_move_into_a_state_with_timers_arms_them(runner: str) -> None:
+    from llm_fsm.definition import FSMDefinition
+
+    from .timed import HOLD
+
+    document: dict[str, Any] = json.loads(json.dumps(HOLD))
+    document["states"]["held"]["after"] = [{"in": "15m", "go": "expired"}]
+    document["states"]["expired"]["after"] = [{"in": "1h", "say": "Still there? Just say the word."}]
+    clock = Clock()
+    manager, cid = started(clock, definition=FSMDefinition.model_validate(document))
+    clock.advance(15 * MINUTE)
+    run_timers(runner, manager)
+    (armed,) = instance_of(manager, cid).timers
+    assert armed.id.startswith("root/expired/0@") and armed.due_at == clock.epoch + 3600
