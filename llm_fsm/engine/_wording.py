@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from llm_fsm.definition._languages import pick
 from llm_fsm.definition._model import FSMDefinition, State
 from llm_fsm.definition._wording import Say, parse
 from llm_fsm.engine._context import _MISSING, get_path, is_empty
@@ -28,22 +29,23 @@ class Wording:
 def say_of(state: State) -> Say | None:
     """The state's ``say`` in its long form."""
     say = state.say
-    return Say(text=say) if isinstance(say, str) else say
+    return say if say is None or isinstance(say, Say) else Say(text=say)
 
 
-def template_of(definition: FSMDefinition, say: Say) -> str | None:
-    """The text a ``say`` names: its own, or its ``responses`` entry (None: an unknown id)."""
-    if say.text is not None:
-        return say.text
-    return (definition.responses or {}).get(say.response or "")
+def template_of(definition: FSMDefinition, say: Say, language: str | None = None) -> str | None:
+    """The text a ``say`` names, in ``language``: its own, or its ``responses`` entry (None: an unknown id)."""
+    text = say.text if say.text is not None else (definition.responses or {}).get(say.response or "")
+    return pick(text, language, definition.language)
 
 
-def approved(definition: FSMDefinition, state: State, data: Mapping[str, Any]) -> Wording | None:
-    """The filled approved text of ``state`` (None when it has none)."""
+def approved(
+    definition: FSMDefinition, state: State, data: Mapping[str, Any], language: str | None = None
+) -> Wording | None:
+    """The filled approved text of ``state`` in ``language`` (None when it has none)."""
     say = say_of(state)
     if say is None:
         return None
-    template = template_of(definition, say)
+    template = template_of(definition, say, language)
     if template is None:
         return Wording(say.mode, None, f"unknown response id {say.response!r}")
     text, reason = fill(definition, template, data, set(say.reveal or ()))

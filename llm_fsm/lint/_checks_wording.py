@@ -23,7 +23,7 @@ def wording(run: LintRun) -> None:
         return
     set_somewhere = KeyCover(_set_keys(definition))
     for state_id, state in definition.states.items():
-        say = Say(text=state.say) if isinstance(state.say, str) else state.say
+        say = state.say if state.say is None or isinstance(state.say, Say) else Say(text=state.say)
         if say is None:
             continue
         where = ("states", state_id, "say")
@@ -39,7 +39,8 @@ def wording(run: LintRun) -> None:
                     f"add it to responses (known ids: {known})",
                 )
                 continue
-        _check_text(run, definition, state_id, state, say, text, set_somewhere)
+        for one in text.values() if isinstance(text, dict) else (text,):  # every language's text is said somewhere
+            _check_text(run, definition, state_id, state, say, one, set_somewhere)
 
 
 def _check_text(
