@@ -27,6 +27,9 @@ TAG_PATTERN = r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$"
 
 _TAG = re.compile(TAG_PATTERN)
 
+SHIPPED_LANGUAGES = ("en", "de")
+"""The languages the library's own sentences are written in (``engine._languages.SENTENCES``)."""
+
 LanguageTag = Annotated[str, StringConstraints(pattern=TAG_PATTERN)]
 
 _PER_LANGUAGE_SCHEMA: dict[str, Any] = {
@@ -139,6 +142,7 @@ def _arms(annotation: Any) -> tuple[Any, ...]:
 __all__ = [
     "LanguageTag",
     "PerLanguage",
+    "SHIPPED_LANGUAGES",
     "TAG_PATTERN",
     "Text",
     "UserText",
