@@ -376,7 +376,7 @@ def test_lint_names_the_transition_in_its_finding() -> None:
 
 # --- property ----------------------------------------------------------------------------------------------------
 
-replies = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=40)
+replies = st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=40).filter(str.strip)
 dates = st.one_of(st.none(), st.sampled_from(["2027-05-03", "{seats}", "None", "}{", "<b>x</b>"]))
 seat_counts = st.one_of(st.none(), st.integers(1, 9))
 
@@ -387,7 +387,7 @@ def test_a_strict_text_said_is_exactly_the_filled_text(
     message: str, target: str, date: str | None, seats: int | None
 ) -> None:
     update = {k: v for k, v in (("date", date), ("seats", seats)) if v is not None}
-    _, _, _, said = run(TRIP, move(message, target, **update), others=["hi", "rewritten"])
+    _, _, _, said = run(TRIP, move(message, target, **update), others=["hi", "rewritten"], user="hello")
     reply = said[0]
     if update.keys() == {"date", "seats"}:
         assert reply == f"Booked {seats} seats on {date}."
