@@ -397,3 +397,12 @@ def test_a_strict_text_said_is_exactly_the_filled_text(
         assert reply in (message, "rewritten")
     if reply != message:
         assert "None" not in reply.replace(str(date), "") and "{" not in reply.replace(str(date), "")
+
+
+def test_lint_reports_a_state_say_key_not_required_on_every_way_into_the_state() -> None:
+    # done is reached only by the booking, which requires date and seats; helpdesk by a way that requires neither
+    definition = copy.deepcopy(TRIP)
+    definition["states"]["done"]["say"] = "Thanks, {seats} seats and {date}."
+    assert "FSM067" not in codes(definition)
+    definition["states"]["helpdesk"]["say"] = "Help with {date}."
+    assert "FSM067" in codes(definition)

@@ -98,7 +98,7 @@ def turn_wording(
     if before is not None and steps:
         last = steps[-1]
         if last.kind == "stay_rejected" and state.id == before.id and refused_target:
-            refused = refusal_for(before, refused_target)
+            refused = refusal_for(definition, before.id, refused_target)
             if refused is not None:
                 return worded(definition, refused.refusal, data, {"refusal": f"{before.id} -> {refused.target_state}"})
         arrival = arrived_by(definition, before.id, steps)
@@ -121,11 +121,11 @@ def refused_target(state: State, route: str, proposal: str | None) -> str | None
     return proposal
 
 
-def refusal_for(state: State, target: str) -> Transition | None:
-    """The transition of ``state`` to ``target`` whose refusal is said: the first with one, best priority first
+def refusal_for(definition: FSMDefinition, state_id: str, target: str) -> Transition | None:
+    """The transition of ``state_id`` to ``target`` whose refusal is said: the first with one, best priority first
     (ties: declared first), as the engine would have chosen among them."""
-    candidates = sorted((t for t in state.transitions if t.target_state == target), key=lambda t: t.priority)
-    return next((t for t in candidates if t.refusal is not None), None)
+    to_target = (t for t in _transitions(definition, state_id) if t.target_state == target)
+    return next((t for t in sorted(to_target, key=lambda t: t.priority) if t.refusal is not None), None)
 
 
 def arrived_by(definition: FSMDefinition, state_before: str, steps: Sequence[Verdict]) -> Transition | None:
@@ -135,9 +135,15 @@ def arrived_by(definition: FSMDefinition, state_before: str, steps: Sequence[Ver
     if last.kind not in _TAKEN or last.transition_index is None:
         return None
     source = steps[-2].target_state if len(steps) > 1 else state_before
-    transitions = definition.states[source].transitions if source in definition.states else []
+    transitions = _transitions(definition, source)
     index = last.transition_index
     return transitions[index] if 0 <= index < len(transitions) else None
+
+
+def _transitions(definition: FSMDefinition, state_id: str) -> list[Transition]:
+    """The transitions a verdict's ``transition_index`` counts in (the one place to follow if that list grows)."""
+    state = definition.states.get(state_id)
+    return state.transitions if state is not None else []
 
 
 def fill(
