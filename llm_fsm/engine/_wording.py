@@ -55,7 +55,7 @@ def say_of(state: State) -> Say | None:
 
 def template_of(definition: FSMDefinition, say: Say) -> str | None:
     """The text a ``say`` names: its own, or its ``responses`` entry (None: an unknown id). Every text the engine
-    says (a state's, a transition's, a refusal) is picked here, and only here."""
+    says (a state's, a transition's, a refusal) is picked here, and only here; fsm-lint checks what it picks."""
     if say.text is not None:
         return say.text
     return (definition.responses or {}).get(say.response or "")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from llm_fsm.definition._documents import Path
 from llm_fsm.definition._model import FSMDefinition, State, Transition
 from llm_fsm.definition._wording import Say, parse, spec_error
+from llm_fsm.engine._wording import long_form, template_of
 from llm_fsm.lint._always_set import always_set, required_by
 from llm_fsm.lint._run import LintRun
 from llm_fsm.lint._support import KeyCover
@@ -39,18 +40,16 @@ def wording(run: LintRun) -> None:
         return
     set_somewhere = KeyCover(_set_keys(definition))
     for text in _texts(definition):
-        template = text.say.text
+        template = template_of(definition, text.say)  # the engine's own pick: what is checked is what is said
         if template is None:
-            template = (definition.responses or {}).get(text.say.response or "")
-            if template is None:
-                known = ", ".join(sorted(definition.responses or {})) or "none"
-                run.add(
-                    "say-unknown-response",
-                    text.where,
-                    f"{text.speaker} says response {text.say.response!r}, which the responses table does not have",
-                    f"add it to responses (known ids: {known})",
-                )
-                continue
+            known = ", ".join(sorted(definition.responses or {})) or "none"
+            run.add(
+                "say-unknown-response",
+                text.where,
+                f"{text.speaker} says response {text.say.response!r}, which the responses table does not have",
+                f"add it to responses (known ids: {known})",
+            )
+            continue
         _check_text(run, definition, text, template, set_somewhere)
     for state_id, state in definition.states.items():
         for index, transition in enumerate(state.transitions):
@@ -63,22 +62,20 @@ def _texts(definition: FSMDefinition) -> Iterator[_Text]:
     keys = always_set(definition)
     for state_id, state in definition.states.items():
         here = keys.get(state_id)
-        if state.say is not None:
-            cover = None if here is None else KeyCover(here)
-            yield _Text(("states", state_id, "say"), f"state {state_id!r}", _long(state.say), cover)
+        if (say := long_form(state.say)) is not None:
+            yield _Text(("states", state_id, "say"), f"state {state_id!r}", say, _cover(here))
         for index, transition in enumerate(state.transitions):
             name = f"{state_id} -> {transition.target_state}"
             where = ("states", state_id, "transitions", index)
-            if transition.say is not None:
-                cover = None if here is None else KeyCover(here | required_by(transition))
-                yield _Text((*where, "say"), f"transition {name!r}", _long(transition.say), cover)
-            if transition.refusal is not None:
-                cover = None if here is None else KeyCover(here)
-                yield _Text((*where, "refusal"), f"the refusal of {name!r}", _long(transition.refusal), cover)
+            if (say := long_form(transition.say)) is not None:
+                extra = required_by(transition)
+                yield _Text((*where, "say"), f"transition {name!r}", say, _cover(here, extra))
+            if (say := long_form(transition.refusal)) is not None:
+                yield _Text((*where, "refusal"), f"the refusal of {name!r}", say, _cover(here))
 
 
-def _long(say: str | Say) -> Say:
-    return Say(text=say) if isinstance(say, str) else say
+def _cover(keys: frozenset[str] | None, extra: frozenset[str] = frozenset()) -> KeyCover | None:
+    return None if keys is None else KeyCover(keys | extra)
 
 
 def _check_text(run: LintRun, definition: FSMDefinition, text: _Text, template: str, set_somewhere: KeyCover) -> None:
