@@ -406,3 +406,11 @@ def test_lint_reports_a_state_say_key_not_required_on_every_way_into_the_state()
     assert "FSM067" not in codes(definition)
     definition["states"]["helpdesk"]["say"] = "Help with {date}."
     assert "FSM067" in codes(definition)
+
+
+def test_a_conversation_with_a_guided_refusal_and_a_transition_text_verifies() -> None:
+    definition = trip(refusal={"text": NEED_DATE, "mode": "guided"})
+    turns = (move("Booked!", "done", seats=2), move("ok", "done", date="2027-05-03", seats=2))
+    fsm, cid, _, replies = run(definition, *turns, others=["hi", "Which day?"])
+    assert replies == [NEED_DATE, "Booked 2 seats on 2027-05-03."]
+    assert fsm.verify(cid).ok
