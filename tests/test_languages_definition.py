@@ -191,6 +191,10 @@ def _hash_before_languages(definition: FSMDefinition) -> str:
     for state in dumped["states"].values():
         if state["say"] is None:
             del state["say"]
+        for transition in state["transitions"]:  # approved wording on transitions: left out while unset too
+            for name in ("say", "refusal"):
+                if transition[name] is None:
+                    del transition[name]
     canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -107,3 +107,10 @@ def test_when_lint_is_clean_every_declared_language_has_its_own_non_empty_text(
             chosen = pick(found.text, language, definition.language)
             assert chosen and chosen.strip()
             assert isinstance(found.text, str) or chosen == found.text[language]
+
+
+def test_a_transitions_texts_missing_a_language_are_reported() -> None:
+    document = bilingual()
+    document["states"]["ask"]["transitions"][0]["refusal"] = {"en": "First your email, please."}
+    found = [d for d in lint_data(document).diagnostics if d.code == "FSM070"]
+    assert [d.path for d in found] == ["$.states.ask.transitions[0].refusal"]

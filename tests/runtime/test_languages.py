@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from llm_fsm.definition import FSMDefinition
 from llm_fsm.errors import UnknownLanguageError
 
 from .drivers import Driver, data_of, instance_of
@@ -113,3 +114,48 @@ def test_the_read_back_names_keys_and_asks_what_to_change_in_german(driver: Driv
     driver.send(manager, cid, "Nein")
     note = model.requests[-1].system_prompt
     assert "They may change: Zustelltag. For example: 'Was möchten Sie ändern?'" in note
+
+
+# --- texts on transitions and refusals are per language too ----------------------------------------
+
+SIGNUP = FSMDefinition.model_validate(
+    {
+        "name": "signup_de",
+        "description": "Asks for a name.",
+        "initial_state": "ask",
+        "languages": ["en", "de"],
+        "context_keys": {"name": {"type": "string"}},
+        "states": {
+            "ask": {
+                "id": "ask",
+                "description": "Asking",
+                "purpose": "Ask for the name",
+                "required_context_keys": ["name"],
+                "transitions": [
+                    {
+                        "target_state": "done",
+                        "description": "The name is known",
+                        "conditions": [{"description": "named", "requires_context_keys": ["name"]}],
+                        "say": {"en": "Thank you, {name}!", "de": "Danke, {name}!"},
+                        "refusal": {"en": "I need your name first.", "de": "Ich brauche zuerst Ihren Namen."},
+                    }
+                ],
+            },
+            "done": {"id": "done", "description": "Done", "purpose": "Say goodbye", "transitions": []},
+        },
+    }
+)
+
+
+def test_a_refusal_is_said_in_the_conversations_language(driver: Driver) -> None:
+    model = Metered(Model(reply("ok", "done")))
+    manager = manager_for(model, definition=SIGNUP)
+    cid, _ = driver.start(manager, "signup_de", language="de")
+    assert driver.send(manager, cid, "Weiter!").reply == "Ich brauche zuerst Ihren Namen."
+
+
+def test_a_transitions_text_is_said_in_the_conversations_language(driver: Driver) -> None:
+    model = Metered(Model(reply("ok", "done", name="Ada")))
+    manager = manager_for(model, definition=SIGNUP)
+    cid, _ = driver.start(manager, "signup_de", language="de")
+    assert driver.send(manager, cid, "Ich heiße Ada").reply == "Danke, Ada!"
