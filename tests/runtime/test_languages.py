@@ -11,7 +11,7 @@ from llm_fsm.definition import FSMDefinition
 from llm_fsm.errors import UnknownLanguageError
 
 from .drivers import Driver, data_of, instance_of
-from .models import Metered, Model, manager_for, reply
+from .models import SUPPORT, Metered, Model, manager_for, reply
 
 PARCEL = str(Path(__file__).resolve().parents[2] / "definitions" / "parcel_redelivery.yaml")
 NUMBER = "JJ123456789DE"
@@ -159,3 +159,11 @@ def test_a_transitions_text_is_said_in_the_conversations_language(driver: Driver
     manager = manager_for(model, definition=SIGNUP)
     cid, _ = driver.start(manager, "signup_de", language="de")
     assert driver.send(manager, cid, "Ich heiße Ada").reply == "Danke, Ada!"
+
+
+def test_a_definition_without_languages_takes_no_language(driver: Driver) -> None:
+    model = Metered(Model())
+    manager = manager_for(model)
+    with pytest.raises(UnknownLanguageError):
+        driver.start(manager, SUPPORT, language="en")
+    assert model.calls() == 0
