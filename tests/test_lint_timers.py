@@ -78,3 +78,11 @@ def test_a_nudge_due_after_the_move_out_of_the_state_is_fsm066() -> None:
 def test_an_inactivity_nudge_is_not_shadowed_by_a_move_timed_from_entering() -> None:
     after = [{"in": "15m", "go": "expired"}, {"in": "20m", "since": "last_message", "say": "Still there?"}]
     assert codes(after) == []
+
+
+def test_a_timers_text_missing_a_declared_language_is_fsm070_as_any_text() -> None:
+    document = copy.deepcopy(BASE)
+    document["languages"] = ["en", "de"]
+    document["states"]["held"]["after"] = [{"in": "10m", "say": {"en": "Your table is held."}}]
+    found = [(d.code, d.path) for d in lint_data(document).diagnostics]
+    assert ("FSM070", "$.states.held.after[0].say") in found

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from llm_fsm.definition._actions import ActionDeclaration
+from llm_fsm.definition._languages import Text
 from llm_fsm.definition._wording import Say
 
 DURATION_PATTERN = r"^\s*([0-9]+(\.[0-9]+)?\s*(s|m|h|d)\s*)+$"
@@ -91,9 +92,11 @@ class TimerEntry(BaseModel):
             "one (an inactivity nudge)."
         ),
     )
-    say: str | Say | None = Field(
+    say: Text | Say | None = Field(
         default=None,
-        description="A fixed text the assistant says (placeholders and responses as in a state's say).",
+        description=(
+            "A fixed text the assistant says (placeholders, responses and a text per language as in a state's say)."
+        ),
     )
     instructions: str | None = Field(
         default=None, description="What the model should write to the user (a nudge): the model writes the message."

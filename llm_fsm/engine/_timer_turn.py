@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Generator
 from typing import Any
 
+from llm_fsm.definition._languages import Text
 from llm_fsm.definition._model import FSMDefinition, State
 from llm_fsm.definition._timers import TimerEntry
 from llm_fsm.definition._wording import Say
@@ -41,7 +42,7 @@ from llm_fsm.engine._transitions import _why_not, evaluate_transition
 from llm_fsm.engine._turn_phases import _check_budget, _hand_off_for_actions
 from llm_fsm.engine._turn_reply import _prune_transcript, _redact
 from llm_fsm.engine._turn_request import _request
-from llm_fsm.engine._wording import approved, fill, template_of
+from llm_fsm.engine._wording import approved, worded
 from llm_fsm.errors import BudgetExceededError
 
 TIMER_MESSAGE = "(No message from the user: {waited} passed without one. Write to the user as instructed.)"
@@ -118,19 +119,14 @@ class _Fired:
         self.verdict = Verdict(kind="stay", target_state=state.id, reason=f"timer: after {entry.in_}, {entry.effect}")
 
 
-def _said(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state: State, say: str | Say) -> str:
-    """The entry's fixed text filled from the context; nothing is said when it cannot be (and the trace says why):
-    no model wrote anything to fall back on."""
-    long = Say(text=say) if isinstance(say, str) else say
-    template = template_of(definition, long)
-    if template is None:
-        _trace(instance, config, "say_fallback", state=state.id, reason=f"unknown response id {long.response!r}")
+def _said(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state: State, say: Text | Say) -> str:
+    """The entry's fixed text in the conversation's language, filled from the context; nothing is said when it cannot
+    be (and the trace says why): no model wrote anything to fall back on."""
+    wording = worded(definition, say, instance.context.data, language=instance.language)
+    if wording is None or wording.text is None:
+        _trace(instance, config, "say_fallback", state=state.id, reason=wording.reason if wording else None)
         return ""
-    text, reason = fill(definition, template, instance.context.data, set(long.reveal or ()))
-    if text is None:
-        _trace(instance, config, "say_fallback", state=state.id, reason=reason)
-        return ""
-    return text
+    return wording.text
 
 
 def _ask(
@@ -220,7 +216,7 @@ def _arrived(
     """What the user is told of a move a timer made: the state reached's approved text, else a message the model
     writes for it (in a handoff state too: the person takes over after it, as after a user's turn)."""
     reached = active.get_state(instance.current_state)
-    wording = approved(active, reached, instance.context.data)
+    wording = approved(active, reached, instance.context.data, language=instance.language)
     if wording is not None and wording.text is not None and wording.mode == "strict":
         return wording.text
     note = f"The conversation has just moved to this state: {fired.entry.in_} passed without a message. Tell the user."

@@ -24,13 +24,15 @@ from llm_fsm.engine._effects import (
     _trace,
 )
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._languages import conversation_language, follow_language, invalid_message
+from llm_fsm.engine._languages import label as language_label
 from llm_fsm.engine._provenance import prune
 from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult, TurnRecord
 from llm_fsm.engine._routes import _Decision
 from llm_fsm.engine._turn_phases import _Applied, _Turn, _Understood
 from llm_fsm.engine._turn_request import _request
 from llm_fsm.engine._values import MASK, REASK_RULES
-from llm_fsm.engine._wording import Wording, approved
+from llm_fsm.engine._wording import Wording, refused_target, turn_wording
 
 # --- reply -----------------------------------------------------------------------------
 
@@ -49,12 +51,13 @@ def _reply(turn: _Turn, understood: _Understood, applied: _Applied) -> Generator
     instance, result = turn.instance, understood.result
     reply = result.response.message
     note = _note(turn, understood, applied.note)
-    wording = (
-        None if applied.verdict.kind in UNWORDED else approved(applied.active, applied.state, instance.context.data)
-    )
+    wording = None if applied.verdict.kind in UNWORDED else _wording(turn, understood, applied)
     strict = wording is not None and wording.mode == "strict" and wording.text is not None
     # a strict text replaces the reply whatever it says: writing it again would be a call for nothing
     regenerating = note is not None and instance.status == "active" and not strict
+    told = _told(wording)
+    if regenerating and told is not None:
+        note = f"{note}\n{told}"  # a transition's or refusal's guided text: asked for in the rewrite made anyway
     yield Decided(
         state=instance.current_state,
         verdict=applied.verdict.kind,
@@ -69,26 +72,51 @@ def _reply(turn: _Turn, understood: _Understood, applied: _Applied) -> Generator
     if regenerating:
         reply = yield from _regenerate(turn, applied, note)
     if wording is not None:
-        reply = yield from _worded(turn, applied, wording, reply, note)
+        reply = yield from _worded(turn, applied, wording, reply, note, rewritten=regenerating and told is not None)
     return reply
 
 
+def _wording(turn: _Turn, understood: _Understood, applied: _Applied) -> Wording | None:
+    """The approved text of the turn (engine._wording decides which: a refusal, a transition's, the state's)."""
+    instance = turn.instance
+    same_flow = applied.active is turn.definition and instance.flow_id == turn.flow_before
+    return turn_wording(
+        applied.active,
+        applied.state,
+        instance.context.data,
+        before=turn.state if same_flow else None,
+        steps=[applied.verdict, *applied.chained],
+        refused_target=refused_target(turn.state, understood.route, understood.proposal),
+        language=conversation_language(applied.active, turn.instance),
+    )
+
+
+def _told(wording: Wording | None) -> str | None:
+    """The instruction a guided text not of the state gives a rewrite (a guided state's prompt has its own)."""
+    if wording is None or wording.mode != "guided" or wording.text is None or wording.own:
+        return None
+    return f"Your reply must include this text exactly, word for word: {wording.text}"
+
+
 def _worded(
-    turn: _Turn, applied: _Applied, wording: Wording, reply: str, note: str | None
+    turn: _Turn, applied: _Applied, wording: Wording, reply: str, note: str | None, *, rewritten: bool
 ) -> Generator[Effect, Any, str]:
     """The reply under approved wording: strict says the text; guided keeps a reply that includes it verbatim, asks
-    once for a rewrite that does, then says the text. A text that could not be filled leaves the reply as it is."""
+    once for a rewrite that does (unless the reply is already that rewrite), then says the text. A text that could
+    not be filled leaves the reply as it is."""
+    instance, config = turn.instance, turn.config
     if wording.text is None:
-        _trace(turn.instance, turn.config, "say_fallback", state=applied.state.id, reason=wording.reason)
+        _trace(instance, config, "say_fallback", state=applied.state.id, reason=wording.reason, **wording.origin)
         return reply
     if wording.mode == "strict" or wording.text in reply:
         return wording.text if wording.mode == "strict" else reply
-    if turn.instance.status == "active":
+    if instance.status == "active" and not rewritten:
         told = f"Your reply must include this text exactly, word for word: {wording.text}"
         reply = yield from _regenerate(turn, applied, told if note is None else f"{note}\n{told}")
         if wording.text in reply:
             return reply
-    _trace(turn.instance, turn.config, "say_fallback", state=applied.state.id, reason="guided reply lacked the text")
+    reason = "guided reply lacked the text"
+    _trace(instance, config, "say_fallback", state=applied.state.id, reason=reason, **wording.origin)
     return wording.text
 
 
@@ -118,7 +146,7 @@ def _note(turn: _Turn, understood: _Understood, note: str | None) -> str | None:
     if note is None:
         note = _results_note(turn.scope)
     refused = [c for c in understood.model_changes if not c.applied and c.rule in REASK_RULES]
-    reask = _reask_note(turn.definition, refused)
+    reask = _reask_note(turn.definition, turn.instance, refused)
     if reask is not None:
         note = reask if note is None else f"{note}\n{reask}"
     if understood.unchangeable:
@@ -146,17 +174,17 @@ def _results_note(scope: ActionScope) -> str | None:
     )
 
 
-def _reask_note(definition: FSMDefinition, refused: list[ContextChange]) -> str | None:
-    """The instruction to ask again for values that were refused, saying what was wrong with each."""
+def _reask_note(definition: FSMDefinition, instance: FSMInstance, refused: list[ContextChange]) -> str | None:
+    """The instruction to ask again for values that were refused, saying what was wrong with each (a key's name and
+    its ``invalid_message`` in the conversation's language)."""
     lines = []
     for change in refused:
-        found = definition.declaration_for(change.key)
-        declaration = found[1] if found else None
-        label = declaration.label(change.key) if declaration else change.key
+        declared = definition.declaration_for(change.key) is not None
+        label = language_label(definition, instance, change.key) if declared else change.key
         # an invented value is not repeated: quoted in the reply, it would ground itself on the next turn
         reason = "the user has not said it" if change.rule == "ungrounded" else change.reason
         # a question naming what the user said is asked as it is: a key's invalid_message says what a value must be
-        why = reason if change.rule == "ambiguous" else (declaration.invalid_message if declaration else None) or reason
+        why = reason if change.rule == "ambiguous" else invalid_message(definition, instance, change.key) or reason
         lines.append(f"- {label}: {why}")
     if not lines:
         return None
@@ -199,6 +227,7 @@ def _record(turn: _Turn, understood: _Understood, decision: _Decision, applied: 
     _prune_transcript(instance, config)
 
     instance.turn_count += 1
+    follow_language(applied.active, instance)
     prune(instance)
     shown_message, shown_reply = _redact((turn.definition, applied.active), instance.context.data, user.text, reply)
     record = TurnRecord(

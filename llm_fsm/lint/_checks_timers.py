@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from llm_fsm.definition._model import FSMDefinition, State
 from llm_fsm.definition._timers import TimerEntry
-from llm_fsm.definition._wording import Say, parse
+from llm_fsm.definition._wording import parse
+from llm_fsm.engine._wording import long_form, template_of
 from llm_fsm.lint._run import LintRun
 
 
@@ -61,22 +62,27 @@ def timers(run: LintRun) -> None:
 
 
 def _check_say(run: LintRun, definition: FSMDefinition, state_id: str, index: int, entry: TimerEntry) -> None:
-    say = Say(text=entry.say) if isinstance(entry.say, str) else entry.say
+    """The entry's text in every language a conversation can be in, as the engine picks it (``template_of``)."""
+    say = long_form(entry.say)
     assert say is not None
     where = ("states", state_id, "after", index, "say")
-    text = say.text if say.text is not None else (definition.responses or {}).get(say.response or "")
-    if text is None:
-        run.add(
-            "timer-say-invalid",
-            where,
-            f"state {state_id!r}: timer {index} says response {say.response!r}, which the responses table lacks",
-            "add it to responses",
-        )
-        return
-    try:
-        parse(text)
-    except ValueError as error:
-        run.add("timer-say-invalid", where, f"state {state_id!r}: timer {index}: {error}", "write {{ and }} for braces")
+    for language in dict.fromkeys([*(definition.languages or ()), None]):
+        text = template_of(definition, say, language)
+        if text is None:
+            run.add(
+                "timer-say-invalid",
+                where,
+                f"state {state_id!r}: timer {index} says response {say.response!r}, which the responses table lacks",
+                "add it to responses",
+            )
+            return
+        try:
+            parse(text)
+        except ValueError as error:
+            run.add(
+                "timer-say-invalid", where, f"state {state_id!r}: timer {index}: {error}", "write {{ and }} for braces"
+            )
+            return
 
 
 def _shadowed(run: LintRun, state_id: str, entries: list[TimerEntry]) -> None:

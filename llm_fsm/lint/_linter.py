@@ -16,6 +16,7 @@ from llm_fsm.lint import (
     _checks_document,
     _checks_graph,
     _checks_keys,
+    _checks_languages,
     _checks_logic,
     _checks_migrations,
     _checks_timers,
@@ -54,6 +55,7 @@ CHECKS: tuple[Callable[[LintRun], None], ...] = (
     _checks_actions.registered,
     _checks_migrations.migrations,
     _checks_wording.wording,
+    _checks_languages.languages,
     _checks_timers.timers,
 )
 """Every check, in the order findings depend on (the schema check builds the model later checks read).

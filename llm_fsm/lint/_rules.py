@@ -372,6 +372,50 @@ RULES: dict[str, Rule] = {
             "A timer is due no earlier than a timer that moves the conversation out of the state (both timed from "
             "entering it): it fires only when that move is refused.",
         ),
+        Rule(
+            "FSM067",
+            "say-key-not-always-set",
+            _W,
+            "A say or refusal placeholder names a key that is not set on every way to where the text is said.",
+        ),
+        Rule(
+            "FSM068",
+            "refusal-never-said",
+            _W,
+            "A refusal on a transition no refused move can meet: it has no conditions (and is no confirmation's "
+            "answer), or it leads back to its own state.",
+        ),
+        Rule(
+            "FSM069",
+            "transition-say-passed-by",
+            _I,
+            "A transition's say leads into a state chaining may leave in the same turn: then its text is not said.",
+        ),
+        Rule(
+            "FSM070",
+            "text-missing-language",
+            _W,
+            "A per-language text lacks a declared language (or is empty in it): that language reads the default's.",
+        ),
+        Rule(
+            "FSM071",
+            "undeclared-language",
+            _E,
+            "A text is written in a language the definition does not declare: no conversation can be in it.",
+        ),
+        Rule("FSM072", "default-language-undeclared", _E, "`default_language` is not one of `languages`."),
+        Rule(
+            "FSM073",
+            "language-key-invalid",
+            _E,
+            "`language_key` is not a declared key whose enum values are all declared languages: it cannot switch.",
+        ),
+        Rule(
+            "FSM074",
+            "language-not-shipped",
+            _I,
+            "A declared language the library's own sentences are not written in: they are quoted in English.",
+        ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }

@@ -343,3 +343,20 @@ def test_a_timer_move_into_a_state_with_timers_arms_them(runner: str) -> None:
     run_timers(runner, manager)
     (armed,) = instance_of(manager, cid).timers
     assert armed.id.startswith("root/expired/0@") and armed.due_at == clock.epoch + 3600
+
+
+def test_a_timers_fixed_text_is_said_in_the_conversations_language(runner: str) -> None:
+    from llm_fsm.definition import FSMDefinition
+
+    from .timed import HOLD
+
+    document: dict[str, Any] = json.loads(json.dumps(HOLD))
+    document["languages"] = ["en", "de"]
+    document["states"]["held"]["after"] = [
+        {"in": "10m", "say": {"en": "Your table is held.", "de": "Ihr Tisch ist reserviert."}}
+    ]
+    clock = Clock()
+    manager = timed_manager(clock, definition=FSMDefinition.model_validate(document))
+    cid, _ = manager.start_conversation("hold", user_id=USER, language="de")
+    clock.advance(10 * MINUTE)
+    assert [f.reply for f in run_timers(runner, manager).fired] == ["Ihr Tisch ist reserviert."]
