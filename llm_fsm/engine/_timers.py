@@ -85,13 +85,11 @@ def settle(
 
     ``now`` is called only when something is armed: a definition without timers never reads the clock.
     """
-    if instance.status != "active" or instance.mode != "bot":
-        instance.timers = []
-        return
     state = definition.states.get(instance.current_state)
     entries = (state.after or []) if state is not None else []
-    if not entries:
-        instance.timers = []
+    if not entries or instance.status != "active" or instance.mode != "bot":
+        if instance.timers:  # (most turns have none to drop: nothing is written)
+            instance.timers = []
         return
     if entered:
         at = now()

@@ -360,3 +360,29 @@ def test_a_timers_fixed_text_is_said_in_the_conversations_language(runner: str) 
     cid, _ = manager.start_conversation("hold", user_id=USER, language="de")
     clock.advance(10 * MINUTE)
     assert [f.reply for f in run_timers(runner, manager).fired] == ["Ihr Tisch ist reserviert."]
+
+
+def test_workers_running_timers_at_once_fire_each_timer_exactly_once() -> None:
+    import threading
+
+    clock = Clock()
+    store = MemoryStore()
+    workers = [timed_manager(clock, store=store) for _ in range(4)]  # four processes' managers on one store
+    cids = [workers[0].start_conversation("hold", user_id=USER)[0] for _ in range(12)]
+    clock.advance(10 * MINUTE)  # the nudge and the reminder of each: 24 timers due
+    fired: list[str] = []
+    lock = threading.Lock()
+
+    def work(manager: FSMManager) -> None:
+        for _ in range(5):
+            report = manager.run_due_timers(limit=3)
+            with lock:
+                fired.extend(f"{f.conversation_id}/{f.timer_id}" for f in report.fired)
+
+    threads = [threading.Thread(target=work, args=(manager,)) for manager in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(fired) == len(set(fired)) == 24
+    assert {instance_of(workers[0], cid).turn_count for cid in cids} == {2}
