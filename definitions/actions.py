@@ -17,7 +17,8 @@ unknown customer, a drink not on the menu or a table already taken, as a real ba
 - ``lookup_customer`` (customer_support_router.json): C-1001 is premium, C-2002 standard, C-3003
   standard but a high spender; any other number is unknown.
 - ``price_order`` (coffee_order.yaml): a menu, size and plant-milk surcharges, in euros.
-- ``check_availability`` and ``place_booking`` (restaurant_booking.yaml): every Friday at 20:00 is full.
+- ``check_availability``, ``place_booking`` and ``release_table`` (restaurant_booking.yaml): every Friday at 20:00
+  is full; a held table is released when the read-back's hold runs out.
 - ``list_slots`` (appointment_scheduler.json): the free slots per service.
 """
 
@@ -90,6 +91,13 @@ def _free(date: str, time: str) -> bool:
 def check_availability(date: str, time: str, party_size: int) -> dict[str, bool]:
     """Whether a table for ``party_size`` is free then (parties over eight go to the events team first)."""
     return {"available": party_size <= 8 and _free(date, time)}
+
+
+@registry.register("release_table")
+def release_table(date: str, time: str, party_size: int) -> dict[str, bool]:
+    """Give back the table held for a read-back the guest never confirmed (a timer calls it when the hold runs out)."""
+    del date, time, party_size  # the demo calendar holds nothing: a real one frees the slot here
+    return {"released": True}
 
 
 @registry.register("place_booking")

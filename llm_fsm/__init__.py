@@ -97,6 +97,7 @@ if TYPE_CHECKING:
     from llm_fsm.logic._rules import compile_logic, evaluate_logic
     from llm_fsm.manager import FSMManager
     from llm_fsm.runtime._stream import StreamEvent
+    from llm_fsm.runtime._timers import TimerFiring, TimerRun
     from llm_fsm.stores import ConversationStore, open_store
 
 _EXPORTS: dict[str, str] = {
@@ -151,6 +152,8 @@ _EXPORTS: dict[str, str] = {
     "State": "llm_fsm.definition._model",
     "TurnOutcome": "llm_fsm.engine._turn",
     "StreamEvent": "llm_fsm.runtime._stream",
+    "TimerRun": "llm_fsm.runtime._timers",
+    "TimerFiring": "llm_fsm.runtime._timers",
     "KeyDeclaration": "llm_fsm.definition._keys",
     "StateNotFoundError": "llm_fsm.errors",
     "StateTransition": "llm_fsm.engine._records",
@@ -238,6 +241,8 @@ __all__ = [
     "State",
     "TurnOutcome",
     "StreamEvent",
+    "TimerRun",
+    "TimerFiring",
     "KeyDeclaration",
     "StateNotFoundError",
     "StateTransition",

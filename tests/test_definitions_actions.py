@@ -47,6 +47,8 @@ def _declarations() -> list[tuple[str, str, ActionDeclaration]]:
         definition = load_fsm_definition(path, cache=None)
         for state in definition.states.values():
             found += [(path.name, state.id, action) for action in state.actions or ()]
+            timed = [entry.action_declaration for entry in state.after or ()]  # a timer's action is declared too
+            found += [(path.name, state.id, action) for action in timed if action is not None]
     return found
 
 
@@ -60,6 +62,7 @@ VALID_INPUTS: dict[str, dict[str, Any]] = {
     "check_availability": {"date": "2027-06-12", "time": "19:30", "party_size": 4},
     "place_booking": {"date": "2027-06-12", "time": "19:30", "party_size": 4, "name": "Chidi Okafor"},
     "list_slots": {"service": "check_up"},
+    "release_table": {"date": "2027-06-12", "time": "19:30", "party_size": 4},
 }
 
 

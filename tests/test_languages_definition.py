@@ -191,6 +191,8 @@ def _hash_before_languages(definition: FSMDefinition) -> str:
     for state in dumped["states"].values():
         if state["say"] is None:
             del state["say"]
+        if state["after"] is None:  # timers: left out while unset too
+            del state["after"]
         for transition in state["transitions"]:  # approved wording on transitions: left out while unset too
             for name in ("say", "refusal"):
                 if transition[name] is None:

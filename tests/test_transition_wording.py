@@ -289,6 +289,8 @@ def _hash_without_transition_wording(definition: FSMDefinition) -> str:
         exclude["states"] = quiet
     dumped = definition.model_dump(mode="json", by_alias=True, exclude=exclude)
     for state in dumped["states"].values():
+        if state.get("after") is None:  # timers: left out while unset too
+            state.pop("after", None)
         for transition in state.get("transitions") or ():
             for field in ("say", "refusal"):
                 assert transition.pop(field) is None

@@ -37,6 +37,7 @@ from llm_fsm.engine._operator import human_turn
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import LLMResponse, LLMResult, StateTransition, TurnRecord
 from llm_fsm.engine._tape import action_memo_key, action_result_of
+from llm_fsm.engine._timer_turn import run_timer
 from llm_fsm.engine._turn import run_turn
 from llm_fsm.errors import DefinitionError, FSMError, NotRecomputableError
 
@@ -95,15 +96,18 @@ def redecide(
         outcome = human_turn(definition, before, message, engine_config, message_id=record.message_id)
         return Redecided(outcome.record, after=before)
     answers = _Answers(record, versions, flows, parents)
-    turn = run_turn(
-        definition,
-        before,
-        message,
-        PromptBuilder(),
-        engine_config,
-        message_id=record.message_id,
-        action_memo=answers.memo,
-    )
+    if record.intent == "timer" and record.timer is not None:  # nobody wrote: the armed timer fired
+        turn = run_timer(definition, before, record.timer, PromptBuilder(), engine_config, action_memo=answers.memo)
+    else:
+        turn = run_turn(
+            definition,
+            before,
+            message,
+            PromptBuilder(),
+            engine_config,
+            message_id=record.message_id,
+            action_memo=answers.memo,
+        )
     try:
         outcome = answers.drive(turn)
     except NotRecomputableError:

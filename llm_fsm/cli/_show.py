@@ -55,9 +55,12 @@ def explain_lines(record: TurnRecord, conversation_id: str) -> list[str]:
         lines.append(f"message id: {record.message_id}")
     if (record.flow_before, record.flow_after) != ("root", "root"):
         lines.append(f"flow: {record.flow_before} → {record.flow_after}")
-    lines.append(f"user: {record.user_message}")
-    proposal = f"proposed {record.proposal}" if record.proposal else "proposed no move"
-    lines.append(f"model: {proposal} (intent {record.intent})")
+    if record.timer is not None:  # nobody wrote: a state's timer fired, and the model proposed nothing
+        lines.append(f"timer: {record.timer} fired, no message from the user")
+    else:
+        lines.append(f"user: {record.user_message}")
+        proposal = f"proposed {record.proposal}" if record.proposal else "proposed no move"
+        lines.append(f"model: {proposal} (intent {record.intent})")
     if record.context_changes:
         lines.append("context:")
         lines += [f"  {change.key} = {_value(change.value)}: {_outcome(change)}" for change in record.context_changes]

@@ -30,6 +30,10 @@ from llm_fsm.cli._store_options import _store_url
 from llm_fsm.cli.chat import make_llm
 from llm_fsm.errors import UsageError
 
+DEFAULT_TIMER_INTERVAL = 5.0
+"""``--timer-interval``'s default, ``server._timer_loop.DEFAULT_TIMER_INTERVAL`` (not imported: the server package
+needs FastAPI, and ``--help`` must work without the [server] extra)."""
+
 SETTINGS_ENV = "LLM_FSM_SERVE_SETTINGS"
 ANONYMOUS_TENANT = "local"
 """The tenant of every request when no key is configured (allowed on a loopback host only)."""
@@ -52,6 +56,9 @@ class ServeSettings:
     """``module:name`` of the ActionRegistry the definitions' actions call (imported in every worker)."""
     aliases: dict[str, str] = field(default_factory=dict)
     """``--alias NAME=FILE``: alias → absolute path of the version it names (read by every worker at its start)."""
+    timers: bool = True
+    """``--timers/--no-timers``: each worker runs the conversations' due timers (``server._timer_loop``)."""
+    timer_interval: float = DEFAULT_TIMER_INTERVAL
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -103,6 +110,7 @@ def build_app(settings: ServeSettings) -> Any:
         max_body_bytes=settings.max_body_bytes,
         rate_limit_per_minute=settings.rate_limit,
         rate_limit_burst=settings.rate_burst,
+        timer_interval=settings.timer_interval if settings.timers else None,
     )
 
 
@@ -231,6 +239,21 @@ def _server_modules() -> Any:
     help="Serve FILE's version beside the served definition of the same name, as NAME (repeatable): "
     'POST /v1/conversations takes {"alias": NAME}; the inspector replays against it.',
 )
+@click.option(
+    "--timers/--no-timers",
+    default=True,
+    show_default=True,
+    help="Fire the conversations' due timers (states' after: entries) in every worker; --no-timers when the "
+    "application runs them itself (FSMManager.arun_due_timers).",
+)
+@click.option(
+    "--timer-interval",
+    default=DEFAULT_TIMER_INTERVAL,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    metavar="SECONDS",
+    help="Seconds between runs of the timer loop: how late a timer may fire, at most.",
+)
 @actions_option
 def serve_command(
     definitions: tuple[str, ...],
@@ -248,6 +271,8 @@ def serve_command(
     no_key_check: bool,
     key_to_hash: str | None,
     aliases: tuple[str, ...],
+    timers: bool,
+    timer_interval: float,
     actions: str | None,
 ) -> None:
     """Serve DEFINITIONS (files or folders) over HTTP: JSON under /v1, OpenAPI at /docs.
@@ -297,6 +322,8 @@ def serve_command(
         rate_limit=rate_limit,
         actions=_absolute_actions(actions),
         aliases=parse_aliases(aliases),
+        timers=timers,
+        timer_interval=timer_interval,
     )
     app = build_app(settings)  # every check now, in this process: a mistake exits 2 before anything listens
     model_name = model or os.environ.get(MODEL_ENV) or ""  # build_app refused an unset one

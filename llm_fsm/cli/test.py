@@ -48,6 +48,8 @@ def _route(turn: TurnResult) -> str:
         return f"[{turn.state}] operator {operator.action}"
     if record is None and application is not None and turn.error is None:
         return f"[{turn.state}] application sets {', '.join(application.context)}"
+    if record is None and turn.turn.spec.wait is not None and turn.error is None:
+        return f"[{turn.state}] waited {turn.turn.spec.wait}, no timer fired"
     if record is None:
         return f"[{turn.state}]" if turn.state else ""
     from llm_fsm.cli._show import turn_path
@@ -76,6 +78,8 @@ def format_result(result: ConversationResult, *, verbose: bool = False) -> list[
                 said = f"operator: {spec.operator.action}"
             elif spec.application is not None:
                 said = f"application: {json.dumps(spec.application.context, ensure_ascii=False, default=str)}"
+            elif spec.wait is not None:
+                said = f"wait: {spec.wait}"
             lines.append(f"       {said}")
             if turn.reply is not None:
                 lines.append(f"       reply: {turn.reply}")

@@ -32,6 +32,7 @@ from llm_fsm.definition._actions import ActionDeclaration
 from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._languages import TAG_PATTERN, LanguageTag, Text, is_tag
 from llm_fsm.definition._migrations import Migrations
+from llm_fsm.definition._timers import TimerEntry
 from llm_fsm.definition._wording import Say
 from llm_fsm.errors import StateNotFoundError
 from llm_fsm.logic._guards import Guard, compile_guard
@@ -268,6 +269,15 @@ class State(_Model):
         ),
     )
 
+    after: list[TimerEntry] | None = Field(
+        default=None,
+        description=(
+            "Timers: what happens when nobody writes for a while. Each entry: in (a duration), since (entered or "
+            "last_message), and one of say, instructions (a nudge the model writes), go (a declared transition's "
+            "target) or action. Armed while the conversation is in this state; leaving it drops them."
+        ),
+    )
+
     @field_validator("transitions", mode="before")
     @classmethod
     def _null_transitions(cls, value: Any) -> Any:
@@ -427,6 +437,9 @@ class FSMDefinition(_Model):
         quiet = {state_id: unset for state_id, state in self.states.items() if (unset := _unset_wording(state))}
         if quiet:
             exclude["states"] = quiet
+        for state_id, state in self.states.items():  # timers: left out while a state has none
+            if state.after is None:
+                exclude.setdefault("states", {}).setdefault(state_id, {})["after"] = True
         dumped = self.model_dump(mode="json", by_alias=True, exclude=exclude)
         canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -428,8 +428,11 @@ def error_target(record: ActionRecord) -> str:
 
 
 def registered_names(definition: FSMDefinition) -> set[str]:
-    """Every action name a definition's states call."""
-    return {action.call for state in definition.states.values() for action in state.actions or ()}
+    """Every action name a definition's states call, their timers' included."""
+    names = {action.call for state in definition.states.values() for action in state.actions or ()}
+    for state in definition.states.values():
+        names |= {entry.action_declaration.call for entry in state.after or () if entry.action_declaration}
+    return names
 
 
 __all__ = [

@@ -59,7 +59,8 @@ class EngineConfig:
     """The conversation's clock: "now", in the conversation's time zone (an aware datetime; a naive one is read as
     UTC). Relative dates the user says ("next Friday", "tomorrow") ground a date key against its date, or against
     the same instant's date in the key's declared ``timezone``. None: the turn's start time in UTC. The engine
-    reads it once per turn that grounds a value, and does no I/O itself."""
+    reads it once per turn that grounds a value, and where a state has timers (``after``: their due times, and
+    whether a claimed one is due), and does no I/O itself."""
     record_sensitive_values: bool = True
     """Turn records keep what re-deciding them needs (``TurnRecord.inputs``), sensitive values included, as the hot
     record keeps them (``explain`` and the API never show inputs). False masks them there too: the audit then reports

@@ -34,6 +34,7 @@ def conversation_ended(instance: FSMInstance, then: str = "") -> ConversationEnd
 
 def _give(instance: FSMInstance, reason: str, actor: str, config: EngineConfig) -> None:
     instance.mode = "human"
+    instance.timers = []  # a person has it: nothing fires while they do (resume_bot arms the state's anew)
     instance.pending_cancel = False  # the person, not a yes/no from the user, decides now
     instance.handoff = Handoff(reason=reason, actor=actor, since=now(), from_state=instance.current_state)
     instance.add_trace(

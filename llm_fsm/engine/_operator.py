@@ -31,6 +31,7 @@ from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import UserMessage, timestamp
 from llm_fsm.engine._provenance import between_turns, note, settle_between_turns
 from llm_fsm.engine._records import ContextChange, TurnRecord, Verdict
+from llm_fsm.engine._timers import instant, settle
 from llm_fsm.engine._turn import _prune_transcript, _redact
 from llm_fsm.errors import (
     ContextValidationError,
@@ -78,6 +79,7 @@ def _enter(definition: FSMDefinition, instance: FSMInstance, config: EngineConfi
         instance.status = "ended"
         _trace(instance, config, "end", state=state, reason=f"{actor} moved the conversation to a terminal state")
     instance.updated_at = now()
+    settle(definition, instance, lambda: instant(config, instance.updated_at), entered=True)
 
 
 def force_state(
@@ -216,6 +218,7 @@ def pop_flow(
     )
     instance.pending_cancel = False
     instance.updated_at = now()
+    settle(parent, instance, lambda: instant(config, instance.updated_at), entered=True)  # the parent's state resumes
     settle_between_turns(instance)
     return handed
 
@@ -293,6 +296,7 @@ def resume_bot(
             instance.status = "ended"
             _trace(instance, config, "end", state=state, reason=f"{actor} resumed the bot in a terminal state")
     instance.updated_at = now()
+    settle(definition, instance, lambda: instant(config, instance.updated_at), entered=True)
 
 
 def operator_message(

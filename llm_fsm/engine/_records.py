@@ -38,7 +38,7 @@ class LLMRequest(_Data):
     response_schema: dict[str, Any] | None = Field(
         default=None, description="JSON Schema the reply must follow (structured output)."
     )
-    purpose: Literal["turn", "opening", "regenerate"] = "turn"
+    purpose: Literal["turn", "opening", "regenerate", "timer"] = "turn"
     context_keys: list[str] | None = Field(
         default=None,
         description=(
@@ -153,6 +153,7 @@ VerdictKind = Literal[
     "cancel_pending",  # a cancel that would end the conversation was asked to be confirmed; nothing ended yet
     "conversation_restarted",  # a cancel at the root went back to the initial state (on_cancel: restart)
     "human_mode",  # a person has the conversation: the message was recorded, no model was called
+    "timer",  # a timer's `go` moved the conversation (its transition's conditions held when it fired)
 ]
 
 
@@ -169,7 +170,14 @@ class Verdict(_Data):
     @property
     def moved(self) -> bool:
         """A transition inside the active flow was taken."""
-        return self.kind in ("proposal_accepted", "guarded_override", "guarded_fallback", "chained", "action_error")
+        return self.kind in (
+            "proposal_accepted",
+            "guarded_override",
+            "guarded_fallback",
+            "chained",
+            "action_error",
+            "timer",
+        )
 
 
 class GroundedBy(_Data):
@@ -428,6 +436,11 @@ class TurnRecord(_Data):
     finished_at: float
     inputs: TurnInputs | None = Field(default=None, description="What re-deciding the turn needs (llm_fsm.audit).")
     chain: Chain | None = Field(default=None, description="The record's link in the conversation's hash chain.")
+    timer: str | None = Field(
+        default=None,
+        exclude_if=lambda timer: timer is None,  # a user's turn carries nothing for it
+        description="The armed timer's id, for a timer's turn (intent 'timer'): nobody wrote, a state's `after` fired.",
+    )
 
     _payload_digest: str | None = PrivateAttr(default=None)
     """SHA-256 of the bytes the store held for this record, its chain hash emptied (set by the stores' decoder,

@@ -41,7 +41,17 @@ from llm_fsm.engine._moves import _scope, arrive_or_redirect
 from llm_fsm.engine._prompts import OPENING_MESSAGE, PromptBuilder
 from llm_fsm.engine._provenance import prune, settle_opening
 from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult
-from llm_fsm.engine._turn_phases import _apply, _ask, _decide, _hand_off_for_actions, _prepare, _understand
+from llm_fsm.engine._timers import instant, settle
+from llm_fsm.engine._turn_phases import (
+    _Applied,
+    _apply,
+    _ask,
+    _decide,
+    _hand_off_for_actions,
+    _prepare,
+    _Turn,
+    _understand,
+)
 from llm_fsm.engine._turn_reply import _end, _record, _reply
 from llm_fsm.engine._turn_reply import _prune_transcript as _prune_transcript  # imported from here by ``_operator``
 from llm_fsm.engine._turn_reply import _redact as _redact
@@ -121,6 +131,7 @@ def _opened(
     if state.is_terminal:
         instance.status = "ended"
         _trace(instance, config, "end", state=state.id, reason="initial state is terminal")
+    settle(definition, instance, lambda: instant(config, now()), entered=True)
     settle_opening(instance)
     prune(instance)
     instance.updated_at = now()
@@ -168,7 +179,22 @@ def run_turn(
     applied = yield from _apply(turn, understood, decision)
     reply = yield from _reply(turn, understood, applied)
     yield from _end(turn, applied)
+    _arm(turn, applied)
     return _record(turn, understood, decision, applied, reply)
+
+
+def _arm(turn: _Turn, applied: _Applied) -> None:
+    """The timers of the state the turn left the conversation in: armed anew when it entered one (a move, a
+    self-loop, a sub-flow started or resumed, a restart), else kept, the inactivity ones timed from this message."""
+    instance = turn.instance
+    entered = (
+        instance.current_state != turn.state_before
+        or instance.flow_id != turn.flow_before
+        or applied.verdict.moved
+        or applied.verdict.kind == "conversation_restarted"
+        or bool(applied.chained)
+    )
+    settle(applied.active, instance, lambda: instant(turn.config, turn.started), entered=entered, user_message=True)
 
 
 __all__ = [

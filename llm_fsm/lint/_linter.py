@@ -19,6 +19,7 @@ from llm_fsm.lint import (
     _checks_languages,
     _checks_logic,
     _checks_migrations,
+    _checks_timers,
     _checks_wording,
 )
 from llm_fsm.lint._rules import Diagnostic, LintResult
@@ -55,6 +56,7 @@ CHECKS: tuple[Callable[[LintRun], None], ...] = (
     _checks_migrations.migrations,
     _checks_wording.wording,
     _checks_languages.languages,
+    _checks_timers.timers,
 )
 """Every check, in the order findings depend on (the schema check builds the model later checks read).
 

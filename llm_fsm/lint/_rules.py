@@ -346,6 +346,33 @@ RULES: dict[str, Rule] = {
             "A say placeholder names a key no state collects and neither the application nor an action provides.",
         ),
         Rule(
+            "FSM062",
+            "timer-go-undeclared",
+            _E,
+            "A timer moves to a state that is not a declared transition of its state: the engine refuses the move.",
+        ),
+        Rule(
+            "FSM063",
+            "timer-never-armed",
+            _E,
+            "A terminal or handoff state declares timers: a conversation there has ended or is with a person, so they "
+            "are never armed.",
+        ),
+        Rule("FSM064", "timer-duration-not-positive", _E, "A timer's duration is not above zero."),
+        Rule(
+            "FSM065",
+            "timer-say-invalid",
+            _E,
+            "A timer's say text is malformed or names a response id the responses table does not have.",
+        ),
+        Rule(
+            "FSM066",
+            "timer-after-move",
+            _W,
+            "A timer is due no earlier than a timer that moves the conversation out of the state (both timed from "
+            "entering it): it fires only when that move is refused.",
+        ),
+        Rule(
             "FSM067",
             "say-key-not-always-set",
             _W,

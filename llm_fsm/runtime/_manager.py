@@ -41,6 +41,7 @@ from llm_fsm.runtime._operations import (
 )
 from llm_fsm.runtime._performer import Ledger, Performer
 from llm_fsm.runtime._provenance import ProvenanceAPI
+from llm_fsm.runtime._timers import TimersAPI
 
 if TYPE_CHECKING:
     from llm_fsm.runtime._stream import StreamEvent
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class FSMManager(AuditAPI, ProvenanceAPI):
+class FSMManager(AuditAPI, ProvenanceAPI, TimersAPI):
     """Starts conversations and processes their messages (the seed's API, plus stores and async)."""
 
     # --- starting ------------------------------------------------------------------

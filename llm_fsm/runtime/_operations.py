@@ -307,6 +307,7 @@ def ending(config: EngineConfig) -> Change:
     def change(instance: FSMInstance) -> Operation[None]:
         if instance.status == "active":
             instance.status = "ended"
+            instance.timers = []  # an ended conversation fires nothing
             instance.add_trace(
                 "end", {"state": instance.current_state, "reason": "ended by the application"}, config.max_trace_events
             )

@@ -85,6 +85,11 @@ class DefinitionCoverage:
             for index, action in enumerate(state.actions or ()):
                 parts = ("states", state_id, "actions", index)
                 coverage.actions.append(ActionSite(state_id, index, action.call, format_path(parts), line(parts)))
+            for index, entry in enumerate(state.after or ()):  # a timer's action: covered when a wait fires it
+                timed = entry.action_declaration
+                if timed is not None:
+                    where = ("states", state_id, "after", index, "action")
+                    coverage.actions.append(ActionSite(state_id, index, timed.call, format_path(where), line(where)))
         return coverage
 
     def call(self, records: Iterable[TurnRecord]) -> None:

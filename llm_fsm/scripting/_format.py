@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from llm_fsm.definition._timers import Duration
 from llm_fsm.engine._context import _valid_path
 from llm_fsm.engine._records import Intent, VerdictKind
 from llm_fsm.engine._values import Rule
@@ -203,6 +204,7 @@ class Expectation(_Strict):
         ),
     )
     not_called: list[str] | None = Field(default=None, description="Actions the turn must not have called.")
+    timers: int | None = Field(default=None, ge=0, description="How many timers a wait: step fired.")
 
     @field_validator("reply", mode="before")
     @classmethod
@@ -258,7 +260,7 @@ class ApplicationStep(_Strict):
         return value
 
 
-_STEP_KINDS = ("user", "operator", "application")
+_STEP_KINDS = ("user", "operator", "application", "wait")
 
 
 class TurnSpec(_Strict):
@@ -278,6 +280,13 @@ class TurnSpec(_Strict):
     application: ApplicationStep | None = Field(
         default=None, description="The application's write instead of a user message: context keys it sets."
     )
+    wait: Duration | None = Field(
+        default=None,
+        description=(
+            "Time passes instead of a message ('15m', '1h 30m', or seconds): the script's clock moves on and every "
+            "timer then due fires (its model call, if any, answered by model:)."
+        ),
+    )
     model: ModelReply | None = Field(default=None, description="The model's answer in offline runs.")
     regenerate: ModelReply | None = Field(
         default=None,
@@ -295,22 +304,28 @@ class TurnSpec(_Strict):
             raise ValueError("user: as content parts needs at least one part")
         given = [f"{kind}:" for kind in _STEP_KINDS if getattr(self, kind) is not None]
         if len(given) != 1:
-            together = f"not both {given[0]} and {given[1]}" if len(given) == 2 else "not all three"
+            together = f"not both {given[0]} and {given[1]}" if len(given) == 2 else f"not {', '.join(given)} together"
             raise ValueError(
                 "a step has exactly one of user: (a message), operator: (an operator's act), application: "
-                f"(the application's write){'; ' + together if given else ''}"
+                f"(the application's write), wait: (time passes){'; ' + together if given else ''}"
             )
         if self.user is None and self.metadata is not None:
             raise ValueError(f"metadata: belongs to a user message; an {self.kind} step has none")
-        if self.user is None and (self.model is not None or self.regenerate is not None):
+        if self.user is None and self.wait is None and (self.model is not None or self.regenerate is not None):
             raise ValueError(f"an {self.kind} step calls no model; remove model:/regenerate:")
+        if self.wait is not None and self.regenerate is not None:
+            raise ValueError("a wait: step's timers make no second call; remove regenerate:")
+        if self.wait is None and self.expect.timers is not None:
+            raise ValueError("expect: timers: counts the timers a wait: step fired; this step waits for nothing")
         return self
 
     @property
-    def kind(self) -> Literal["user", "operator", "application"]:
-        """Who acts in this step: the user (a turn), an operator, or the application."""
+    def kind(self) -> Literal["user", "operator", "application", "wait"]:
+        """Who acts in this step: the user (a turn), an operator, the application, or time (a wait)."""
         if self.operator is not None:
             return "operator"
+        if self.wait is not None:
+            return "wait"
         return "application" if self.application is not None else "user"
 
 

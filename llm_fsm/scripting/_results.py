@@ -30,6 +30,8 @@ class TurnResult:
     flow_before: str | None = None
     """Name of the active flow before the turn (the root flow is named after its definition)."""
     flow_after: str | None = None
+    fired: list[TurnRecord] = field(default_factory=list)
+    """The records of the timers a ``wait:`` step fired, in order (``record`` is the last)."""
 
     @property
     def passed(self) -> bool:
@@ -110,7 +112,7 @@ class ConversationResult:
 
     @property
     def records(self) -> list[TurnRecord]:
-        return [t.record for t in self.turns if t.record is not None]
+        return [record for t in self.turns for record in (t.fired or ([t.record] if t.record is not None else []))]
 
     @property
     def path(self) -> list[PathStep]:
@@ -157,6 +159,8 @@ def step_verdict(turn: ScriptTurn) -> str:
     spec = turn.spec
     if spec.operator is not None:
         return f"operator:{spec.operator.action}"
+    if spec.wait is not None:
+        return "wait"
     return "application:context"
 
 

@@ -12,12 +12,14 @@ turn's expectations (``_expectations``); the names they had here are re-exported
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.definition._timers import duration_seconds
 from llm_fsm.errors import ActionNotRegisteredError, FSMError, LLMConfigurationError, LLMScriptExhaustedError
 from llm_fsm.scripting._expectations import check_expectations, flow_stack, match, same_value
 from llm_fsm.scripting._results import ConversationResult, PathStep, TurnResult
@@ -94,11 +96,15 @@ def run_conversation(
     result = ConversationResult(
         conversation=conversation, definition=definition, initial_state=definition.initial_state
     )
+    waits = any(turn.spec.wait is not None for turn in conversation.turns)
     manager = FSMManager(
         fsm_loader=loader,
         llm_interface=llm,
         store="memory://",
-        config=EngineConfig(max_turn_records=max(50, len(conversation.turns) + 1)),
+        config=EngineConfig(
+            max_turn_records=max(50, 4 * len(conversation.turns) + 1),  # a wait may fire several timers
+            clock=ScriptClock() if waits else None,  # time passes only where the script says so
+        ),
         actions=actions,
     )
     stubs = ActionStubs(conversation.actions)
@@ -177,6 +183,8 @@ def _run_turn(manager: Any, conversation_id: str, turn: ScriptTurn, llm: Any, de
             _operate(manager, conversation_id, operator)
         elif application is not None:
             manager.update_context(conversation_id, application.context)
+        elif turn.spec.wait is not None:
+            outcome.reply = _wait(manager, conversation_id, turn, outcome)
         else:
             outcome.reply = manager.process_message(
                 conversation_id, turn.spec.user, **({"metadata": turn.spec.metadata} if turn.spec.metadata else {})
@@ -190,7 +198,10 @@ def _run_turn(manager: Any, conversation_id: str, turn: ScriptTurn, llm: Any, de
             wanted = f" (expected an error containing {expect.error!r})" if expect.error else ""
             outcome.failures.append(f"the turn failed: {text}{wanted}")
     else:
-        outcome.record = manager.explain(conversation_id) if turn.spec.kind == "user" else None
+        if turn.spec.kind == "user":
+            outcome.record = manager.explain(conversation_id)
+        elif outcome.fired:
+            outcome.record = outcome.fired[-1]
         if expect.error is not None:
             outcome.failures.append(f"expected the turn to fail with {expect.error!r}, but it succeeded")
     instance = manager.get_instance(conversation_id)
@@ -198,6 +209,31 @@ def _run_turn(manager: Any, conversation_id: str, turn: ScriptTurn, llm: Any, de
     outcome.definition_after, outcome.flow_after = instance.fsm_id, instance.flow_name or instance.fsm_id
     outcome.failures.extend(check_expectations(expect, instance, outcome.record, outcome.reply, definition))
     return outcome
+
+
+class ScriptClock:
+    """The clock of a script that lets time pass: now when the conversation started, moved on by each ``wait:``."""
+
+    def __init__(self) -> None:
+        self.now = dt.datetime.now(dt.UTC).replace(microsecond=0)  # whole seconds: due times add up exactly
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+def _wait(manager: Any, conversation_id: str, turn: ScriptTurn, outcome: TurnResult) -> str:
+    """Let the step's time pass, fire what is then due, and check how many fired; the reply is what they said."""
+    clock = manager.config.clock
+    assert isinstance(clock, ScriptClock) and turn.spec.wait is not None
+    clock.now += dt.timedelta(seconds=duration_seconds(turn.spec.wait))
+    before = manager.get_instance(conversation_id).turn_count
+    report = manager.run_due_timers()
+    outcome.failures += [f"timer {f.timer_id} failed: {f.error}" for f in report.failed]
+    outcome.fired = [r for r in manager.get_instance(conversation_id).turns if r.index > before]
+    wanted = turn.spec.expect.timers
+    if wanted is not None and len(report.fired) != wanted:
+        outcome.failures.append(f"expected {wanted} timer(s) to fire, {len(report.fired)} fired")
+    return "\n".join(f.reply for f in report.fired if f.reply)
 
 
 def _operate(manager: Any, conversation_id: str, step: OperatorStep) -> None:

@@ -59,7 +59,7 @@ class ScriptedConversationModel(LLMInterface):
             return self.conversation.opening.as_reply()
         turn = self.conversation.turns[self.turn - 1]
         where = f"turn {turn.index}" + (f" (line {turn.line})" if turn.line else "")
-        if request.purpose == "turn":
+        if request.purpose in ("turn", "timer"):
             if turn.spec.model is None:
                 raise LLMScriptExhaustedError(f"{where} has no model: answer; offline runs need one for every turn")
             return turn.spec.model.as_reply()

@@ -11,6 +11,7 @@ as it does alone.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 
 from fastapi import FastAPI, Request, Response
@@ -39,7 +40,10 @@ from llm_fsm.server._health import READINESS_TIMEOUT_SECONDS
 from llm_fsm.server._keys import KeyRing
 from llm_fsm.server._limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, CatchAllMiddleware, RateLimiter
 from llm_fsm.server._protocol import ManagerProtocol
+from llm_fsm.server._timer_loop import TimerLoop
 from llm_fsm.server._turns import StreamEvent, TurnRunner
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_RATE_LIMIT_PER_MINUTE = 600
 """Requests a minute per key (a bucket of as many, refilled evenly); 0 turns the limit off."""
@@ -60,6 +64,7 @@ def create_app(
     rate_limit_per_minute: float = DEFAULT_RATE_LIMIT_PER_MINUTE,
     rate_limit_burst: int | None = None,
     title: str = "llm-fsm",
+    timer_interval: float | None = None,
 ) -> FastAPI:
     """The API for ``manager``, serving ``definitions`` (files, folders, or ``{id: file or FSMDefinition}``).
 
@@ -70,7 +75,9 @@ def create_app(
     browser on another origin may call. The rate limit is per key and per process. ``aliases`` (``{name: file or
     FSMDefinition}``) name versions served beside the files: each belongs to the served definition whose ``name``
     it has, is read now and held by its content hash (``POST /v1/conversations`` takes ``alias``; the inspector
-    replays recorded turns against one).
+    replays recorded turns against one). ``timer_interval``: run the conversations' due timers every that many
+    seconds while the app runs (``llm-fsm serve`` does, every 5 s; None: the application runs them itself, with
+    ``FSMManager.arun_due_timers``).
     """
     keyring = keys if keys is not None else KeyRing.from_env()
     if not keyring and anonymous_tenant is None:
@@ -84,10 +91,17 @@ def create_app(
         _versions.hold(manager, alias.definition)
     limiter = RateLimiter(rate_limit_per_minute, rate_limit_burst) if rate_limit_per_minute > 0 else None
     runner = TurnRunner()
+    timers = TimerLoop(manager, timer_interval) if timer_interval is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if timers is not None and timers.available:
+            timers.start()
+        elif timers is not None:
+            logger.warning("the store does not index timers: no timer fires in this server (docs/server.md)")
         yield
+        if timers is not None:
+            await timers.stop()
         await runner.drain(SHUTDOWN_GRACE_SECONDS)  # turns already running are saved before the process ends
 
     app = FastAPI(
@@ -102,6 +116,7 @@ def create_app(
     app.state.manager = manager
     app.state.registry = registry
     app.state.turns = runner
+    app.state.timers = timers  # the timer loop (None: not run here); its listeners hear each timer fired
     app.state.access = Access(keyring, anonymous_tenant, limiter)
     app.state.proofs = _proof.ProofCache()  # the inspector's proofs, per served definition and version
 

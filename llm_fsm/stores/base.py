@@ -238,6 +238,10 @@ class DueTimer:
     due_at: float
     token: str
     """This claim's id: ``release_timer`` removes the entry only while it still holds this claim."""
+    user_id: str | None = None
+    room_id: str | None = None
+    """The conversation's owner: every store loads a conversation only for the (user, room) it was saved for, so
+    the worker that fires the timer loads it as that owner."""
 
 
 @runtime_checkable

@@ -211,7 +211,11 @@ class MemoryStore(ScanPaging, AsyncStoreMixin):
             for due_at, cid, timer_id in due:
                 entry = self._timers[cid][timer_id]
                 entry.token, entry.claimed_until = uuid.uuid4().hex, now + lease
-                claimed.append(DueTimer(cid, timer_id, due_at, entry.token))
+                held = self._entries.get(
+                    cid
+                )  # the owner the worker loads it as (absent: it finds the conversation gone)
+                owner = (held.summary.user_id, held.summary.room_id) if held is not None else (None, None)
+                claimed.append(DueTimer(cid, timer_id, due_at, entry.token, *owner))
         return claimed
 
     def release_timer(self, timer: DueTimer) -> None:
