@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +72,30 @@ class Graph:
 
     def edges_from(self, source: str) -> list[Edge]:
         return self.out_edges.get(source, [])
+
+
+def global_applies(
+    state_id: str,
+    *,
+    terminal: bool,
+    target: str,
+    from_states: Collection[str] | None,
+    from_groups: Collection[str] | None,
+    except_states: Collection[str] | None,
+    groups: Mapping[str, Collection[str]],
+) -> bool:
+    """Whether a global transition is a candidate in ``state_id``: THE rule, for the model
+    (``FSMDefinition.transitions_from``) and for raw documents (this graph, so lint and diagrams) alike.
+
+    Never from a terminal state (terminal means no transitions of its own, and stays so), never a self-loop to
+    the state it is in, never from ``except_states``; otherwise in every state, or in the union of
+    ``from_states`` and the states of ``from_groups`` when either is given (a group not declared has no states).
+    """
+    if terminal or state_id == target or state_id in (except_states or ()):
+        return False
+    if from_states is None and from_groups is None:
+        return True
+    return state_id in (from_states or ()) or any(state_id in groups.get(name, ()) for name in from_groups or ())
 
 
 # --- walks ---------------------------------------------------------------------------
@@ -199,6 +223,7 @@ __all__ = [
     "Graph",
     "Node",
     "can_reach",
+    "global_applies",
     "graph_from_definition",
     "graph_from_document",
     "reachable_from",

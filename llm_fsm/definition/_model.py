@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from llm_fsm.definition._actions import ActionDeclaration
+from llm_fsm.definition._graph import global_applies
 from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._migrations import Migrations
 from llm_fsm.definition._wording import Say
@@ -247,6 +248,35 @@ class State(_Model):
         return not self.transitions
 
 
+class GlobalTransition(Transition):
+    """A transition declared once for many states ("talk to a person" from anywhere).
+
+    It is a candidate in every state of its scope that is not terminal and is not its own target, alongside the
+    state's own transitions: one list, priority decides, and the state's own transition wins a tie (it comes
+    first). A terminal state stays terminal (no own transitions), so a global transition never leaves it.
+    """
+
+    from_states: list[str] | None = Field(
+        default=None,
+        description=(
+            "Only these states (with from_groups: the states of both). Neither: every state of this definition."
+        ),
+    )
+    from_groups: list[str] | None = Field(
+        default=None, description="Only the states of these groups (names in `state_groups`)."
+    )
+    except_states: list[str] | None = Field(
+        default=None, description="States where this transition does not apply, whatever the scope says."
+    )
+
+
+class StateGroup(_Model):
+    """A named set of states, the box a designer draws around them; global transitions may be scoped to it."""
+
+    states: list[str] = Field(description="Ids of the states in this group.")
+    description: str | None = Field(default=None, description="What these states have in common.")
+
+
 class FSMDefinition(_Model):
     """A whole conversation: its states, where it starts, and who the assistant is."""
 
@@ -325,6 +355,17 @@ class FSMDefinition(_Model):
             "renamed, defaults for keys they lack, sub-flows renamed (llm-fsm migrate; fsm-lint --previous)."
         ),
     )
+    global_transitions: list[GlobalTransition] | None = Field(
+        default=None,
+        description=(
+            "Transitions that apply in many states: every state (or those of from_states / from_groups) except "
+            "terminal states, its own target and except_states. Same fields, guards, priorities and judgment rules "
+            "as a state's transitions; the state's own transition wins a tie of priority. A sub-flow has its own."
+        ),
+    )
+    state_groups: dict[str, StateGroup] | None = Field(
+        default=None, description="Named groups of states, for scoping global transitions (from_groups)."
+    )
 
     _source: str | None = PrivateAttr(default=None)
 
@@ -332,6 +373,61 @@ class FSMDefinition(_Model):
         """Sub-flows startable from ``state_id``: the state's own, then the definition-wide ones."""
         state = self.states.get(state_id)
         return [*((state.flows or []) if state else []), *(self.flows or [])]
+
+    def transitions_from(self, state_id: str) -> list[Transition]:
+        """The transitions a conversation in ``state_id`` may take: the state's own, then the global ones that
+        apply to it (``GlobalTransition``). Every reader of transitions (engine, lint, prover, graph, explain,
+        coverage) goes through here, so a transition index means the same everywhere."""
+        state = self.get_state(state_id)
+        if not self.global_transitions:
+            return state.transitions
+        return self.effective_transitions[state_id]
+
+    def applies_in(self, transition: GlobalTransition, state_id: str) -> bool:
+        """Whether a global transition is a candidate in ``state_id`` (the rule: ``_graph.global_applies``)."""
+        state = self.states.get(state_id)
+        return state is not None and global_applies(
+            state_id,
+            terminal=state.is_terminal,
+            target=transition.target_state,
+            from_states=transition.from_states,
+            from_groups=transition.from_groups,
+            except_states=transition.except_states,
+            groups=self.group_members,
+        )
+
+    @functools.cached_property
+    def group_members(self) -> dict[str, set[str]]:
+        """The states of each declared group, as sets."""
+        return {name: set(group.states) for name, group in (self.state_groups or {}).items()}
+
+    @functools.cached_property
+    def effective_transitions(self) -> dict[str, list[Transition]]:
+        """``transitions_from`` of every state, computed once (definitions are not edited in place)."""
+        return {
+            state_id: [
+                *state.transitions,
+                *(g for g in self.global_transitions or () if self.applies_in(g, state_id)),
+            ]
+            for state_id, state in self.states.items()
+        }
+
+    def global_index(self, state_id: str, index: int) -> int | None:
+        """The position in ``global_transitions`` of the transition at ``index`` of ``transitions_from(state_id)``,
+        or None when it is the state's own (or no transition)."""
+        own = len(self.get_state(state_id).transitions)
+        effective = self.transitions_from(state_id)
+        if index < own or index >= len(effective):
+            return None
+        taken = effective[index]
+        return next(i for i, g in enumerate(self.global_transitions or ()) if g is taken)
+
+    def transition_path(self, state_id: str, index: int) -> tuple[str | int, ...]:
+        """Where the transition at ``index`` of ``transitions_from(state_id)`` is declared, as a JSON path's parts."""
+        position = self.global_index(state_id, index)
+        if position is None:
+            return ("states", state_id, "transitions", index)
+        return ("global_transitions", position)
 
     @property
     def source(self) -> str | None:
@@ -352,10 +448,12 @@ class FSMDefinition(_Model):
         Cached on first use (definitions are not edited in place after loading; a
         changed file is loaded as a new object).
         """
-        # fields added since versions were pinned are left out while unset (no migrations block, no approved
+        # fields added since versions were pinned are left out while unset (no migrations block, no global
+        # transitions or state groups, no approved
         # wording): the hash stays what it was before they existed, so conversations pinned to such a version do
         # not all look changed
-        exclude: dict[str, Any] = {name: True for name in ("migrations", "responses") if getattr(self, name) is None}
+        unset = ("migrations", "responses", "global_transitions", "state_groups")
+        exclude: dict[str, Any] = {name: True for name in unset if getattr(self, name) is None}
         quiet = {state_id: {"say": True} for state_id, state in self.states.items() if state.say is None}
         if quiet:
             exclude["states"] = quiet
@@ -404,9 +502,11 @@ __all__ = [
     "Migrations",
     "FlowDeclaration",
     "FSMDefinition",
+    "GlobalTransition",
     "SCHEMA_ID",
     "SUPPORTED_VERSIONS",
     "State",
+    "StateGroup",
     "Transition",
     "TransitionCondition",
 ]

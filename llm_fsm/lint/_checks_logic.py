@@ -30,6 +30,7 @@ def _model_guards(run: LintRun) -> dict[Path, Guard]:
         for key, state in definition.states.items()
         for index, transition in enumerate(state.transitions)
     ]
+    holders.extend((("global_transitions", index), t) for index, t in enumerate(definition.global_transitions or ()))
     for owner, flows in _model_flows(definition):
         holders.extend(((*owner, "flows", index), flow) for index, flow in enumerate(flows))
     return {

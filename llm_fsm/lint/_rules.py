@@ -345,6 +345,14 @@ RULES: dict[str, Rule] = {
             _W,
             "A say placeholder names a key no state collects and neither the application nor an action provides.",
         ),
+        Rule(
+            "FSM058",
+            "global-scope-unknown",
+            _E,
+            "A global transition's `from_states`, `from_groups` or `except_states`, or a state group, names a state"
+            " or group that is not declared.",
+            True,
+        ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }
