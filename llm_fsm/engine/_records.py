@@ -127,7 +127,11 @@ class ConditionResult(_Data):
 class TransitionEvaluation(_Data):
     """One declared transition, considered."""
 
-    index: int = Field(default=0, description="Position in the state's `transitions` list.")
+    index: int = Field(
+        default=0,
+        description="Position in the state's transitions: its own `transitions`, then the global transitions that "
+        "apply to it (FSMDefinition.transitions_from, transition_path).",
+    )
     target_state: str
     priority: int
     guarded: bool
@@ -163,7 +167,9 @@ class Verdict(_Data):
     target_state: str
     reason: str
     transition_index: int | None = Field(
-        default=None, description="Index, in the state's `transitions`, of the transition taken (None when staying)."
+        default=None,
+        description="Index, in the state's transitions (its own, then the global ones that apply: "
+        "FSMDefinition.transitions_from), of the transition taken (None when staying).",
     )
 
     @property
