@@ -137,6 +137,11 @@ class TransitionEvaluation(_Data):
     guarded: bool
     conditions: list[ConditionResult] = Field(default_factory=list)
     eligible: bool
+    global_index: int | None = Field(
+        default=None,
+        exclude_if=lambda position: position is None,  # records of definitions without global transitions unchanged
+        description="Position in the definition's `global_transitions` when this is a global transition.",
+    )
 
 
 VerdictKind = Literal[

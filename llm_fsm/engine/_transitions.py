@@ -136,7 +136,12 @@ def evaluate_condition(condition: TransitionCondition, data: Mapping[str, Any]) 
 
 
 def evaluate_transition(
-    definition: FSMDefinition, transition: Transition, data: Mapping[str, Any], index: int = 0
+    definition: FSMDefinition,
+    transition: Transition,
+    data: Mapping[str, Any],
+    index: int = 0,
+    *,
+    global_index: int | None = None,
 ) -> TransitionEvaluation:
     results = [evaluate_condition(c, data) for c in transition.conditions or ()]
     declared_target = transition.target_state in definition.states
@@ -147,6 +152,7 @@ def evaluate_transition(
         guarded=transition.is_guarded,
         conditions=results,
         eligible=declared_target and all(r.holds for r in results),
+        global_index=global_index,
     )
 
 
@@ -155,7 +161,13 @@ def evaluate_transitions(
 ) -> list[TransitionEvaluation]:
     """Every transition of ``state`` (its own, then the global ones that apply), evaluated against ``data``, in
     that order: the index of each is its position in ``definition.transitions_from(state.id)``."""
-    return [evaluate_transition(definition, t, data, i) for i, t in enumerate(definition.transitions_from(state.id))]
+    own = len(state.transitions)
+    return [
+        evaluate_transition(
+            definition, t, data, i, global_index=definition.global_index(state.id, i) if i >= own else None
+        )
+        for i, t in enumerate(definition.transitions_from(state.id))
+    ]
 
 
 def _best(evaluations: list[_C]) -> _C | None:

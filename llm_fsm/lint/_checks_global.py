@@ -8,11 +8,11 @@ it can never apply (FSM061) follows from the one applicability rule (``definitio
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from llm_fsm.definition._documents import Path
-from llm_fsm.definition._graph import global_applies
 from llm_fsm.lint._run import LintRun
 from llm_fsm.lint._support import _did_you_mean
 
@@ -74,27 +74,81 @@ def scope(run: LintRun) -> None:
                 _unknown(run, (*parts, "from_groups", index), group_name, list(groups), "state group", hint)
 
 
+def usefulness(run: LintRun) -> None:
+    """Global transitions that apply in no state (FSM059), that every state they apply in already declares as its
+    own, winning every tie (FSM060), or whose from_states names a state it never applies in (FSM061)."""
+    graph = run.graph
+    if graph is None:
+        return
+    states = dict(run.states())
+    by_index = {edge.index: edge for edge in graph.global_edges}
+    for parts, transition in run.global_transitions():
+        edge = by_index.get(int(parts[1]))
+        if edge is None:
+            continue
+        if not edge.sources:
+            run.add(
+                "global-transition-applies-nowhere",
+                parts,
+                f"global transition to {edge.target!r} ({edge.scope}) applies in no state: every state of its scope "
+                "is terminal, excluded or its target",
+                "widen its scope, or remove it",
+            )
+            continue
+        if all(_shadowed(states[source], transition) for source in edge.sources):
+            run.add(
+                "global-transition-shadowed",
+                parts,
+                f"every state the global transition to {edge.target!r} applies in declares its own transition there "
+                "with the same conditions and a priority as good, which always wins: the global one is never taken",
+                "remove it, or remove the states' own copies",
+            )
+        for index, name in _names(transition.get("from_states")):
+            state = states.get(name)
+            if state is None or name in edge.sources:
+                continue
+            why = (
+                "it is terminal (a global transition never leaves a terminal state)"
+                if not state.get("transitions")
+                else "it is the target (no self-loop)"
+                if name == edge.target
+                else "it is also in except_states"
+            )
+            run.add(
+                "global-scope-never-applies",
+                (*parts, "from_states", index),
+                f"from_states names {name!r}, where this global transition never applies: {why}",
+                "drop it from from_states",
+            )
+
+
+def _shadowed(state: Mapping[str, Any], transition: Mapping[str, Any]) -> bool:
+    """Whether ``state`` declares its own transition to the same target that always wins over ``transition``."""
+    own = state.get("transitions")
+    priority = transition.get("priority", 100)
+    return isinstance(own, list) and any(
+        isinstance(mine, Mapping)
+        and mine.get("target_state") == transition.get("target_state")
+        and _signature(mine.get("conditions")) == _signature(transition.get("conditions"))
+        and _priority(mine) <= (priority if isinstance(priority, int) else 100)
+        for mine in own
+    )
+
+
+def _priority(transition: Mapping[str, Any]) -> int:
+    priority = transition.get("priority", 100)
+    return priority if isinstance(priority, int) else 100
+
+
+def _signature(conditions: Any) -> str:
+    try:
+        return json.dumps(conditions or None, sort_keys=True, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return repr(conditions)
+
+
 def _target_hint(target: str, declared: list[str]) -> str:
     return _did_you_mean(target, declared) or "declare the state or fix the target"
 
 
-def applies(run: LintRun, transition: Mapping[str, Any], key: str, state: Mapping[str, Any]) -> bool:
-    """``global_applies`` over the raw document (a malformed scope counts as unset: FSM001 reports it)."""
-    target = transition.get("target_state")
-    own = state.get("transitions")
-    return global_applies(
-        key,
-        terminal=not own,
-        target=target if isinstance(target, str) else "",
-        from_states=_optional_names(transition.get("from_states")),
-        from_groups=_optional_names(transition.get("from_groups")),
-        except_states=_optional_names(transition.get("except_states")),
-        groups=_groups(run),
-    )
-
-
-def _optional_names(value: Any) -> list[str] | None:
-    return [name for _, name in _names(value)] if isinstance(value, list) else None
-
-
-__all__ = ["applies", "scope"]
+__all__ = ["scope", "usefulness"]

@@ -39,6 +39,7 @@ CHECKS: tuple[Callable[[LintRun], None], ...] = (
     _checks_graph.targets,
     _checks_global.scope,
     _checks_graph.graph,
+    _checks_global.usefulness,
     _checks_graph.transitions,
     _checks_logic.logic,
     _checks_logic.context_keys,
