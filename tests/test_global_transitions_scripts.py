@@ -115,3 +115,13 @@ def test_a_recording_says_where_a_global_transition_taken_is_declared(folder: Pa
     assert (
         _describe(own, "shop.yaml", definition) == "browse → pay via $.states.browse.transitions[0] (proposal_accepted)"
     )
+
+
+def test_the_support_routers_talk_to_a_person_from_anywhere_is_covered_by_its_script() -> None:
+    root = Path(__file__).resolve().parents[1]
+    report = run_suite([root / "definitions" / "conversations" / "customer_support_router.conv.yaml"])
+    assert report.passed
+    (coverage,) = report.coverage.definitions.values()
+    [site] = [t for t in coverage.transitions if t.path == "$.global_transitions[0]"]
+    assert (site.target, site.hits) == ("human_agent", 1)
+    assert coverage.transition_percent == 100.0
