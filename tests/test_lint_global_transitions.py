@@ -80,3 +80,20 @@ def test_the_conditions_of_a_global_transition_are_checked_like_a_states() -> No
 
 def test_an_unknown_field_of_a_global_transition_is_a_warning() -> None:
     assert ("FSM003", "$.global_transitions[0].from_state") in found(doc({**TALK, "from_state": ["cart"]}))
+
+
+def test_a_dead_guard_is_not_called_the_only_way_out_when_a_global_transition_leaves_too() -> None:
+    data = doc()
+    data["states"]["cart"]["required_context_keys"] = ["email"]
+    data["states"]["cart"]["transitions"] = [
+        {
+            "target_state": "done",
+            "description": "email given",
+            "conditions": [{"description": "email", "requires_context_keys": ["emial"]}],
+        }
+    ]
+    alone = [d.message for d in lint_data(data).diagnostics if d.code == "FSM041"]
+    assert alone and "only way out of 'cart'" in alone[0]
+    data["global_transitions"] = [TALK]
+    [message] = [d.message for d in lint_data(data).diagnostics if d.code == "FSM041"]
+    assert "the transition to 'done' never fires" in message and "only way out" not in message
