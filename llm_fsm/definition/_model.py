@@ -120,10 +120,38 @@ class Transition(_Model):
         default=DEFAULT_PRIORITY,
         description="Lower numbers win when several transitions are eligible (default 100).",
     )
+    say: str | Say | None = Field(
+        default=None,
+        description=(
+            "Approved wording said when the turn arrives by this transition (the last step, after chaining); it "
+            "wins over the target state's say. Same forms as a state's say."
+        ),
+    )
+    refusal: str | Say | None = Field(
+        default=None,
+        description=(
+            "Approved wording said when the engine refuses the model's proposed move along this transition "
+            "(its conditions do not hold, or a confirmation step has no yes) and the conversation stays."
+        ),
+    )
 
     @property
     def is_guarded(self) -> bool:
         return bool(self.conditions)
+
+
+def _unset_wording(state: State) -> dict[str, Any]:
+    """The approved-wording fields of a state and of its transitions that are unset, as a ``model_dump`` exclusion:
+    a definition that does not use them hashes as it did before they existed."""
+    unset: dict[str, Any] = {"say": True} if state.say is None else {}
+    transitions = {
+        index: fields
+        for index, transition in enumerate(state.transitions or ())
+        if (fields := {name: True for name in ("say", "refusal") if getattr(transition, name) is None})
+    }
+    if transitions:
+        unset["transitions"] = transitions
+    return unset
 
 
 class FlowDeclaration(_Model):
@@ -449,14 +477,20 @@ class FSMDefinition(_Model):
         changed file is loaded as a new object).
         """
         # fields added since versions were pinned are left out while unset (no migrations block, no global
-        # transitions or state groups, no approved
-        # wording): the hash stays what it was before they existed, so conversations pinned to such a version do
-        # not all look changed
-        unset = ("migrations", "responses", "global_transitions", "state_groups")
-        exclude: dict[str, Any] = {name: True for name in unset if getattr(self, name) is None}
-        quiet = {state_id: {"say": True} for state_id, state in self.states.items() if state.say is None}
+        # transitions or state groups, no approved wording on states or transitions): the hash stays what it was
+        # before they existed, so conversations pinned to such a version do not all look changed
+        optional = ("migrations", "responses", "global_transitions", "state_groups")
+        exclude: dict[str, Any] = {name: True for name in optional if getattr(self, name) is None}
+        quiet = {state_id: unset for state_id, state in self.states.items() if (unset := _unset_wording(state))}
         if quiet:
             exclude["states"] = quiet
+        global_quiet = {
+            index: fields
+            for index, transition in enumerate(self.global_transitions or ())
+            if (fields := {name: True for name in ("say", "refusal") if getattr(transition, name) is None})
+        }
+        if global_quiet:  # (unset wording is never hashed, on a global transition as on a state's own)
+            exclude["global_transitions"] = global_quiet
         dumped = self.model_dump(mode="json", by_alias=True, exclude=exclude)
         canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

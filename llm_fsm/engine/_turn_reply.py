@@ -30,7 +30,7 @@ from llm_fsm.engine._routes import _Decision
 from llm_fsm.engine._turn_phases import _Applied, _Turn, _Understood
 from llm_fsm.engine._turn_request import _request
 from llm_fsm.engine._values import MASK, REASK_RULES
-from llm_fsm.engine._wording import Wording, approved
+from llm_fsm.engine._wording import Wording, refused_target, turn_wording
 
 # --- reply -----------------------------------------------------------------------------
 
@@ -49,12 +49,13 @@ def _reply(turn: _Turn, understood: _Understood, applied: _Applied) -> Generator
     instance, result = turn.instance, understood.result
     reply = result.response.message
     note = _note(turn, understood, applied.note)
-    wording = (
-        None if applied.verdict.kind in UNWORDED else approved(applied.active, applied.state, instance.context.data)
-    )
+    wording = None if applied.verdict.kind in UNWORDED else _wording(turn, understood, applied)
     strict = wording is not None and wording.mode == "strict" and wording.text is not None
     # a strict text replaces the reply whatever it says: writing it again would be a call for nothing
     regenerating = note is not None and instance.status == "active" and not strict
+    told = _told(wording)
+    if regenerating and told is not None:
+        note = f"{note}\n{told}"  # a transition's or refusal's guided text: asked for in the rewrite made anyway
     yield Decided(
         state=instance.current_state,
         verdict=applied.verdict.kind,
@@ -69,26 +70,50 @@ def _reply(turn: _Turn, understood: _Understood, applied: _Applied) -> Generator
     if regenerating:
         reply = yield from _regenerate(turn, applied, note)
     if wording is not None:
-        reply = yield from _worded(turn, applied, wording, reply, note)
+        reply = yield from _worded(turn, applied, wording, reply, note, rewritten=regenerating and told is not None)
     return reply
 
 
+def _wording(turn: _Turn, understood: _Understood, applied: _Applied) -> Wording | None:
+    """The approved text of the turn (engine._wording decides which: a refusal, a transition's, the state's)."""
+    instance = turn.instance
+    same_flow = applied.active is turn.definition and instance.flow_id == turn.flow_before
+    return turn_wording(
+        applied.active,
+        applied.state,
+        instance.context.data,
+        before=turn.state if same_flow else None,
+        steps=[applied.verdict, *applied.chained],
+        refused_target=refused_target(turn.state, understood.route, understood.proposal),
+    )
+
+
+def _told(wording: Wording | None) -> str | None:
+    """The instruction a guided text not of the state gives a rewrite (a guided state's prompt has its own)."""
+    if wording is None or wording.mode != "guided" or wording.text is None or wording.own:
+        return None
+    return f"Your reply must include this text exactly, word for word: {wording.text}"
+
+
 def _worded(
-    turn: _Turn, applied: _Applied, wording: Wording, reply: str, note: str | None
+    turn: _Turn, applied: _Applied, wording: Wording, reply: str, note: str | None, *, rewritten: bool
 ) -> Generator[Effect, Any, str]:
     """The reply under approved wording: strict says the text; guided keeps a reply that includes it verbatim, asks
-    once for a rewrite that does, then says the text. A text that could not be filled leaves the reply as it is."""
+    once for a rewrite that does (unless the reply is already that rewrite), then says the text. A text that could
+    not be filled leaves the reply as it is."""
+    instance, config = turn.instance, turn.config
     if wording.text is None:
-        _trace(turn.instance, turn.config, "say_fallback", state=applied.state.id, reason=wording.reason)
+        _trace(instance, config, "say_fallback", state=applied.state.id, reason=wording.reason, **wording.origin)
         return reply
     if wording.mode == "strict" or wording.text in reply:
         return wording.text if wording.mode == "strict" else reply
-    if turn.instance.status == "active":
+    if instance.status == "active" and not rewritten:
         told = f"Your reply must include this text exactly, word for word: {wording.text}"
         reply = yield from _regenerate(turn, applied, told if note is None else f"{note}\n{told}")
         if wording.text in reply:
             return reply
-    _trace(turn.instance, turn.config, "say_fallback", state=applied.state.id, reason="guided reply lacked the text")
+    reason = "guided reply lacked the text"
+    _trace(instance, config, "say_fallback", state=applied.state.id, reason=reason, **wording.origin)
     return wording.text
 
 

@@ -373,6 +373,25 @@ RULES: dict[str, Rule] = {
             "A global transition's `from_states` names a state where it never applies: a terminal state, its own"
             " target, or a state also in `except_states`.",
         ),
+        Rule(
+            "FSM067",
+            "say-key-not-always-set",
+            _W,
+            "A say or refusal placeholder names a key that is not set on every way to where the text is said.",
+        ),
+        Rule(
+            "FSM068",
+            "refusal-never-said",
+            _W,
+            "A refusal on a transition no refused move can meet: it has no conditions (and is no confirmation's "
+            "answer), or it leads back to its own state.",
+        ),
+        Rule(
+            "FSM069",
+            "transition-say-passed-by",
+            _I,
+            "A transition's say leads into a state chaining may leave in the same turn: then its text is not said.",
+        ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }
