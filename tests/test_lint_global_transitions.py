@@ -97,3 +97,20 @@ def test_a_dead_guard_is_not_called_the_only_way_out_when_a_global_transition_le
     data["global_transitions"] = [TALK]
     [message] = [d.message for d in lint_data(data).diagnostics if d.code == "FSM041"]
     assert "the transition to 'done' never fires" in message and "only way out" not in message
+
+
+def test_a_global_transitions_text_is_checked_against_the_keys_set_in_every_state_it_applies_in() -> None:
+    data = doc({**TALK, "say": "Connecting you about order {order}."}, context_keys={"order": {"type": "string"}})
+    data["states"]["cart"]["required_context_keys"] = ["order"]
+    data["states"]["cart"]["transitions"] = [
+        {
+            "target_state": "done",
+            "description": "ordered",
+            "conditions": [{"description": "order", "requires_context_keys": ["order"]}],
+        }
+    ]
+    assert ("FSM067", "$.global_transitions[0].say") in found(data)  # from browse, no order is known yet
+    data["global_transitions"][0]["from_states"] = ["done_shopping"]
+    data["states"]["done_shopping"] = state("done_shopping", "done")
+    data["states"]["cart"]["transitions"][0]["target_state"] = "done_shopping"
+    assert "FSM067" not in [code for code, _ in found(data)]

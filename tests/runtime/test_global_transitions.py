@@ -170,3 +170,24 @@ def test_a_parents_global_transitions_do_not_apply_inside_its_sub_flow(driver: D
     assert state_of(manager, cid) == "ask"
     sent = driver.send(manager, cid, "I want a person")
     assert (sent.state, sent.verdict) == ("ask", "stay_rejected")
+
+
+def test_a_global_transition_says_its_approved_text_when_taken(driver: Driver) -> None:
+    worded = {**PERSON, "say": "A colleague will take over now."}
+    manager, cid, _ = start(driver, shop(global_transitions=[worded]), reply("UNAPPROVED", "person"))
+    sent = driver.send(manager, cid, "a person please")
+    assert (sent.state, sent.reply) == ("person", "A colleague will take over now.")
+
+
+def test_a_global_transitions_refusal_is_said_when_the_move_along_it_is_refused(driver: Driver) -> None:
+    guarded = {
+        **to("person", logic={"==": [{"var": "verified"}, True]}),
+        "refusal": "I can connect you once you are verified.",
+    }
+    manager, cid, _ = start(driver, shop(global_transitions=[guarded]), reply("UNAPPROVED", "person"))
+    sent = driver.send(manager, cid, "a person please")
+    assert (sent.state, sent.verdict, sent.reply) == (
+        "browse",
+        "stay_rejected",
+        "I can connect you once you are verified.",
+    )
