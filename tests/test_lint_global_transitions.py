@@ -114,3 +114,22 @@ def test_a_global_transitions_text_is_checked_against_the_keys_set_in_every_stat
     data["states"]["done_shopping"] = state("done_shopping", "done")
     data["states"]["cart"]["transitions"][0]["target_state"] = "done_shopping"
     assert "FSM067" not in [code for code, _ in found(data)]
+
+
+def test_a_refusal_on_a_judgment_global_transition_is_never_said() -> None:
+    assert ("FSM068", "$.global_transitions[0].refusal") in found(doc({**TALK, "refusal": "Not now."}))
+    guarded = {**TALK, "refusal": "Not now.", "conditions": [{"description": "v", "requires_context_keys": ["v"]}]}
+    assert "FSM068" not in [code for code, _ in found(doc(guarded, application_context_keys=["v"]))]
+
+
+def test_a_global_transitions_text_into_a_state_that_chains_on_is_reported_once() -> None:
+    data = doc({"target_state": "cart", "description": "to the cart", "say": "Your cart."})
+    data["states"]["cart"]["transitions"] = [
+        {
+            "target_state": "done",
+            "description": "x",
+            "conditions": [{"description": "v", "requires_context_keys": ["v"]}],
+        }
+    ]
+    data["application_context_keys"] = ["v"]
+    assert [p for code, p in found(data) if code == "FSM069"] == ["$.global_transitions[0].say"]

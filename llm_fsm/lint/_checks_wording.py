@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from llm_fsm.definition._documents import Path
-from llm_fsm.definition._model import FSMDefinition, State, Transition
+from llm_fsm.definition._model import FSMDefinition, GlobalTransition, State, Transition
 from llm_fsm.definition._wording import Say, parse, spec_error
 from llm_fsm.engine._wording import long_form, template_of
 from llm_fsm.lint._always_set import always_set, required_by
@@ -54,6 +54,8 @@ def wording(run: LintRun) -> None:
     for state_id, state in definition.states.items():
         for index, transition in enumerate(state.transitions):
             _check_transition(run, definition, state_id, state, index, transition)
+    for position, global_transition in enumerate(definition.global_transitions or ()):
+        _check_global(run, definition, position, global_transition)
 
 
 def _texts(definition: FSMDefinition) -> Iterator[_Text]:
@@ -140,14 +142,28 @@ def _check_transition(
 ) -> None:
     """FSM068: a refusal no refused move can meet. FSM069: a transition's text chaining may carry the turn past."""
     name = f"{state_id} -> {transition.target_state}"
-    where = ("states", state_id, "transitions", index)
-    confirmation = state.confirmation
-    confirmed = confirmation is not None and transition.target_state in (confirmation.on_yes, confirmation.on_no)
-    refusable = transition.target_state != state_id and (transition.is_guarded or confirmed)
-    if transition.refusal is not None and not refusable:
+    _check_taken(run, definition, ("states", state_id, "transitions", index), name, [state], transition)
+
+
+def _check_global(run: LintRun, definition: FSMDefinition, position: int, transition: GlobalTransition) -> None:
+    """FSM068 and FSM069 for a global transition, judged over the states it applies in, reported once."""
+    sources = [s for s in definition.states.values() if definition.applies_in(transition, s.id)]
+    name = f"global -> {transition.target_state}"
+    _check_taken(run, definition, ("global_transitions", position), name, sources, transition)
+
+
+def _check_taken(
+    run: LintRun, definition: FSMDefinition, where: Path, name: str, sources: list[State], transition: Transition
+) -> None:
+    def refusable(state: State) -> bool:
+        confirmation = state.confirmation
+        confirmed = confirmation is not None and transition.target_state in (confirmation.on_yes, confirmation.on_no)
+        return transition.target_state != state.id and (transition.is_guarded or confirmed)
+
+    if transition.refusal is not None and sources and not any(refusable(s) for s in sources):
         why = (
             "a proposal of the current state means staying, never a refused move"
-            if transition.target_state == state_id
+            if all(transition.target_state == s.id for s in sources)
             else "a transition without conditions is never refused"
         )
         run.add(
@@ -157,7 +173,8 @@ def _check_transition(
             "give the transition the conditions it waits for, or drop the refusal",
         )
     target = definition.states.get(transition.target_state)
-    if transition.say is not None and target is not None and target.id != state_id and _chains_on(definition, target):
+    leaves = any(transition.target_state != s.id for s in sources)
+    if transition.say is not None and target is not None and leaves and _chains_on(definition, target):
         run.add(
             "transition-say-passed-by",
             (*where, "say"),
