@@ -149,6 +149,10 @@ class ConversationEndedError(FSMError):
     """A message was sent to a conversation that has already ended."""
 
 
+class UnknownLanguageError(FSMError, ValueError):
+    """A conversation was asked for a language its definition does not declare (``languages``)."""
+
+
 class ContextError(FSMError, ValueError):
     """A context update broke a rule: too large, or not a mapping."""
 
@@ -371,6 +375,7 @@ __all__ = [
     "StoreUnavailableError",
     "TurnOutcomeUnknownError",
     "TurnNotFoundError",
+    "UnknownLanguageError",
     "UnknownStateError",
     "UnsupportedContentError",
     "UsageError",

@@ -44,6 +44,7 @@ POLICY = {
     "InvalidCursorError": EXIT_UNREADABLE,  # a usage error: the command was given a cursor no listing gave
     "OperatorError": EXIT_UNREADABLE,
     "UnknownStateError": EXIT_UNREADABLE,
+    "UnknownLanguageError": EXIT_UNREADABLE,  # a usage error: a language the definition does not declare
     "OperatorFlowError": EXIT_UNREADABLE,
     "HandoffError": EXIT_UNREADABLE,
     "StoreError": EXIT_UNREADABLE,

@@ -143,6 +143,7 @@ def chat_loop(
     quiet: bool = False,
     owner: Owner = Owner(),
     actions: str | None = None,
+    language: str | None = None,
 ) -> ChatSession:
     """Run a conversation: interactive when ``messages`` is None.
 
@@ -170,7 +171,9 @@ def chat_loop(
         if instance.mode == "human":
             click.echo(click.style(HUMAN_MODE_NOTE, fg="yellow"))
     else:
-        conversation_id, opening = manager.start_conversation(definition_location(definition), **mine)
+        conversation_id, opening = manager.start_conversation(
+            definition_location(definition), language=language, **mine
+        )
         click.echo(
             click.style(
                 f"conversation {conversation_id} (resume with --resume {conversation_id}{owner.options()})", dim=True
@@ -229,6 +232,12 @@ def chat_loop(
 )
 @_owner_options
 @actions_option
+@click.option(
+    "--language",
+    metavar="TAG",
+    default=None,
+    help="Start the conversation in one of the definition's languages (e.g. de); default: its default language.",
+)
 @click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
 @click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
 @click.option("--temperature", type=float, default=None)
@@ -240,6 +249,7 @@ def chat_command(
     user_id: str | None,
     room_id: str | None,
     actions: str | None,
+    language: str | None,
     explain: bool,
     show_prompt: bool,
     temperature: float | None,
@@ -268,6 +278,7 @@ def chat_command(
         temperature=temperature,
         owner=Owner(user_id, room_id),
         actions=actions,
+        language=language,
     )
 
 
@@ -284,6 +295,12 @@ def chat_command(
 )
 @_owner_options
 @actions_option
+@click.option(
+    "--language",
+    metavar="TAG",
+    default=None,
+    help="Start the conversation in one of the definition's languages (e.g. de); default: its default language.",
+)
 @click.option("--explain", is_flag=True, help="Print the full explain record after each turn.")
 @click.option("--show-prompt", is_flag=True, help="Print every system prompt sent to the model.")
 @click.option("--temperature", type=float, default=None)
@@ -297,6 +314,7 @@ def run_command(
     user_id: str | None,
     room_id: str | None,
     actions: str | None,
+    language: str | None,
     explain: bool,
     show_prompt: bool,
     temperature: float | None,
@@ -323,6 +341,7 @@ def run_command(
         messages=messages,
         owner=Owner(user_id, room_id),
         actions=actions,
+        language=language,
     )
     if session.failed_turns:
         ctx.exit(EXIT_FINDINGS)

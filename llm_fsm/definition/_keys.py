@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from llm_fsm.definition._folding import fold
+from llm_fsm.definition._languages import Text, pick
 
 
 def _not_bool_or_text(value: Any) -> Any:
@@ -162,11 +163,17 @@ class KeyDeclaration(BaseModel):
             "stored and still given to the model."
         ),
     )
-    invalid_message: str | None = Field(
-        default=None, description="What the assistant tells the user when a value for this key is refused."
+    invalid_message: Text | None = Field(
+        default=None,
+        description=(
+            "What the assistant tells the user when a value for this key is refused (a string, or one per language)."
+        ),
     )
-    display_name: str | None = Field(
-        default=None, description="How the key is named to the user, e.g. in a confirmation read-back."
+    display_name: Text | None = Field(
+        default=None,
+        description=(
+            "How the key is named to the user, e.g. in a confirmation read-back (a string, or one per language)."
+        ),
     )
     extract: Literal["auto", "off"] = Field(
         default="auto",
@@ -291,9 +298,9 @@ class KeyDeclaration(BaseModel):
         """The date of the clock's instant ``now`` (aware) where this key's dates are lived (``timezone``)."""
         return now.astimezone(_zone(self.timezone)).date() if self.timezone else now.date()
 
-    def label(self, key: str) -> str:
-        """How the key is named to people."""
-        return self.display_name or key.replace("_", " ")
+    def label(self, key: str, language: str | None = None, default: str | None = None) -> str:
+        """How the key is named to people (in ``language``, falling back as ``pick`` does to ``default``)."""
+        return pick(self.display_name, language, default) or key.replace("_", " ")
 
 
 @functools.cache

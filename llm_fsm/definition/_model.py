@@ -31,12 +31,24 @@ from pydantic import (
 from llm_fsm.definition._actions import ActionDeclaration
 from llm_fsm.definition._graph import global_applies
 from llm_fsm.definition._keys import KeyDeclaration
+from llm_fsm.definition._languages import TAG_PATTERN, LanguageTag, Text, is_tag
 from llm_fsm.definition._migrations import Migrations
 from llm_fsm.definition._wording import Say
 from llm_fsm.errors import StateNotFoundError
 from llm_fsm.logic._guards import Guard, compile_guard
 
 SUPPORTED_VERSIONS = ("3.0",)
+
+_HASHED_WHEN_SET = (
+    "migrations",
+    "responses",
+    "languages",
+    "default_language",
+    "language_key",
+    "global_transitions",
+    "state_groups",
+)
+"""Top-level fields added after versions were pinned: left out of ``content_hash`` while unset."""
 
 _MAX_DECLARED_DEPTH = 32
 """Dot-path levels searched for a declared parent (values cannot nest deeper: engine MAX_VALUE_DEPTH)."""
@@ -120,14 +132,14 @@ class Transition(_Model):
         default=DEFAULT_PRIORITY,
         description="Lower numbers win when several transitions are eligible (default 100).",
     )
-    say: str | Say | None = Field(
+    say: Text | Say | None = Field(
         default=None,
         description=(
             "Approved wording said when the turn arrives by this transition (the last step, after chaining); it "
             "wins over the target state's say. Same forms as a state's say."
         ),
     )
-    refusal: str | Say | None = Field(
+    refusal: Text | Say | None = Field(
         default=None,
         description=(
             "Approved wording said when the engine refuses the model's proposed move along this transition "
@@ -256,12 +268,12 @@ class State(_Model):
         ),
     )
 
-    say: str | Say | None = Field(
+    say: Text | Say | None = Field(
         default=None,
         description=(
             "Approved wording: the text the assistant says in this state, with {key} placeholders from the context "
             "(or {response: id}, mode: strict|guided, reveal: [sensitive keys]). Strict by default: the reply is "
-            "exactly the filled text."
+            "exactly the filled text. The text may be one per language: {en: ..., de: ...}."
         ),
     )
 
@@ -372,9 +384,12 @@ class FSMDefinition(_Model):
     max_consecutive_digressions: JsonInt = Field(
         default=3, ge=0, description="Side questions answered in a row before the assistant steers back."
     )
-    responses: dict[str, str] | None = Field(
+    responses: dict[str, Text] | None = Field(
         default=None,
-        description="Reusable approved texts by id, said by a state's `say: {response: id}`.",
+        description=(
+            "Reusable approved texts by id, said by a state's `say: {response: id}` (each a string, or one per "
+            "language)."
+        ),
     )
     migrations: Migrations | None = Field(
         default=None,
@@ -395,7 +410,40 @@ class FSMDefinition(_Model):
         default=None, description="Named groups of states, for scoping global transitions (from_groups)."
     )
 
+    languages: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        json_schema_extra={"items": {"type": "string", "pattern": TAG_PATTERN}},
+        description=(
+            "The languages conversations of this definition are held in (BCP 47 tags: en, de, de-CH). Texts the "
+            "user reads may then be written once per language ({en: ..., de: ...}); lint checks none is missing."
+        ),
+    )
+    default_language: LanguageTag | None = Field(
+        default=None,
+        description=(
+            "The language of a conversation started without one, and of a text missing in the conversation's "
+            "language (default: the first of `languages`)."
+        ),
+    )
+    language_key: str | None = Field(
+        default=None,
+        description=(
+            "A context key whose value switches the conversation's language: when it holds one of `languages` "
+            "(written by the model, the application or an operator), that language is the conversation's."
+        ),
+    )
+
     _source: str | None = PrivateAttr(default=None)
+
+    @field_validator("languages")
+    @classmethod
+    def _language_tags(cls, languages: list[str] | None) -> list[str] | None:
+        # one error for the list, whatever its length (lint validates lists of strings item by item for types only)
+        wrong = [tag for tag in languages or () if not is_tag(tag)]
+        if wrong:
+            raise ValueError(f"not language tags (BCP 47, e.g. en, de, de-CH): {wrong[:5]!r}")
+        return languages
 
     def flows_for(self, state_id: str) -> list[FlowDeclaration]:
         """Sub-flows startable from ``state_id``: the state's own, then the definition-wide ones."""
@@ -477,10 +525,9 @@ class FSMDefinition(_Model):
         changed file is loaded as a new object).
         """
         # fields added since versions were pinned are left out while unset (no migrations block, no global
-        # transitions or state groups, no approved wording on states or transitions): the hash stays what it was
-        # before they existed, so conversations pinned to such a version do not all look changed
-        optional = ("migrations", "responses", "global_transitions", "state_groups")
-        exclude: dict[str, Any] = {name: True for name in optional if getattr(self, name) is None}
+        # transitions or state groups, no approved wording on states or transitions, no languages): the hash stays
+        # what it was before they existed, so conversations pinned to such a version do not all look changed
+        exclude: dict[str, Any] = {name: True for name in _HASHED_WHEN_SET if getattr(self, name) is None}
         quiet = {state_id: unset for state_id, state in self.states.items() if (unset := _unset_wording(state))}
         if quiet:
             exclude["states"] = quiet
@@ -494,6 +541,11 @@ class FSMDefinition(_Model):
         dumped = self.model_dump(mode="json", by_alias=True, exclude=exclude)
         canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    @property
+    def language(self) -> str | None:
+        """The default language: ``default_language``, else the first declared one (None: no languages declared)."""
+        return self.default_language or (self.languages[0] if self.languages else None)
 
     @property
     def provided_context_keys(self) -> set[str]:

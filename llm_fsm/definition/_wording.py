@@ -13,10 +13,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from llm_fsm.definition._languages import Text
+
 
 def _given(name: str) -> dict[str, Any]:
-    """JSON Schema for "field ``name`` is a string" (null counts as absent: a dumped definition has it)."""
-    return {"required": [name], "properties": {name: {"type": "string"}}}
+    """JSON Schema for "field ``name`` is given" (null counts as absent: a dumped definition has it)."""
+    return {"required": [name], "properties": {name: {"type": ["string", "object"]}}}
 
 
 class Say(BaseModel):
@@ -35,9 +37,12 @@ class Say(BaseModel):
         },
     )
 
-    text: str | None = Field(
+    text: Text | None = Field(
         default=None,
-        description="The approved text, with {key} placeholders (Python format fields; {{ and }} are literal braces).",
+        description=(
+            "The approved text, with {key} placeholders (Python format fields; {{ and }} are literal braces): a "
+            "string, or one per language."
+        ),
     )
     response: str | None = Field(default=None, description="Id of a text in the definition's `responses` table.")
     mode: Literal["strict", "guided"] = Field(

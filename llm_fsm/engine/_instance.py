@@ -241,6 +241,14 @@ class FSMInstance(_Data):
             "conversation's archive on save and empties this list, so no message is silently dropped."
         ),
     )
+    language: str | None = Field(
+        default=None,
+        exclude_if=lambda language: language is None,  # left out of the hot record while unset
+        description=(
+            "The conversation's language (a tag of its definition's `languages`), given at start or switched by "
+            "the definition's `language_key`; unset: the definition's default language."
+        ),
+    )
 
     @property
     def ended(self) -> bool:

@@ -24,6 +24,7 @@ from llm_fsm.definition._model import FSMDefinition, State
 from llm_fsm.engine._context import _MISSING, get_path
 from llm_fsm.engine._data import DEFAULT_MAX_HISTORY_SIZE
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._languages import conversation_language, label, reply_language
 from llm_fsm.engine._reply_schema import (
     PLACEHOLDER_KEY,
     PLACEHOLDER_MESSAGE,
@@ -196,9 +197,14 @@ class PromptBuilder:
             shown = {k: get_path(instance.context.data, k) for k in keys} if keys else None
             if shown is None:
                 shown = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
-            shown = {_read_back_label(k, definition): (None if v is _MISSING else v) for k, v in shown.items()}
+            shown = {
+                _read_back_label(k, definition, instance): (None if v is _MISSING else v) for k, v in shown.items()
+            }
             sections.append(_section("confirmation", escape_json(shown)))
         sections.append(_approved_section(definition, state, instance))
+        if definition is not None:
+            told = reply_language(definition, instance, confirming=state.confirmation is not None)
+            sections.append(_section("reply_language", escape_text(told) if told else None))
         visible_context = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
         sections += [
             _section("current_context", escape_json(visible_context) if visible_context else None),
@@ -267,7 +273,7 @@ def _approved_section(definition: FSMDefinition | None, state: State, instance: 
     (A strict text replaces the reply whatever the model writes: nothing to tell.)"""
     if definition is None or state.say is None:
         return None
-    wording = approved(definition, state, instance.context.data)
+    wording = approved(definition, state, instance.context.data, conversation_language(definition, instance))
     if wording is None or wording.mode != "guided" or wording.text is None:
         return None
     return _section("approved_text", escape_text(f"Your reply must include this text exactly: {wording.text}"))
@@ -323,12 +329,13 @@ _FORMAT_NOTE = {
 }
 
 
-def _read_back_label(key: str, definition: FSMDefinition | None) -> str:
-    """How a key is named in the read-back: its display name, with the key for corrections."""
+def _read_back_label(key: str, definition: FSMDefinition | None, instance: FSMInstance) -> str:
+    """How a key is named in the read-back: its display name (in the conversation's language), with the key for
+    corrections."""
     declaration = (definition.context_keys or {}).get(key) if definition is not None else None
-    if declaration is None or not declaration.display_name:
+    if definition is None or declaration is None or not declaration.display_name:
         return key
-    return f"{declaration.display_name} ({key})"
+    return f"{label(definition, instance, key)} ({key})"
 
 
 _HEAD_CACHE_SIZE = 1024

@@ -14,6 +14,7 @@ from llm_fsm.engine._context import _MISSING
 from llm_fsm.engine._effects import Effect, EngineConfig, LoadDefinition, LoadFlow, _policy, _trace
 from llm_fsm.engine._flows import find_paused, pop_flow, push_flow, resume_flow
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._languages import conversation_language, label, sentence
 from llm_fsm.engine._records import (
     ContextChange,
     TransitionEvaluation,
@@ -106,7 +107,8 @@ def _cancel(
         note = (
             "The user seems to want to cancel. Nothing is cancelled yet. Ask them in one short sentence whether "
             f"they really want to cancel ({definition.description.strip().rstrip('.')}); yes ends the "
-            "conversation, no carries on where it was. Ask nothing else."
+            "conversation, no carries on where it was. Ask nothing else. For example: "
+            f"'{sentence('cancel_question', conversation_language(definition, instance))}'"
         )
         return _Decision(verdict, note=note)
     if not instance.flow_stack:
@@ -171,9 +173,10 @@ def _restart(definition: FSMDefinition, instance: FSMInstance, config: EngineCon
         target_state=definition.initial_state,
         reason=f"the user cancelled; back to {definition.initial_state!r} with {len(cleared)} collected key(s) cleared",
     )
+    language = conversation_language(definition, instance)
     note = (
         "The user cancelled what they were doing: everything they had given was cleared and the conversation is "
-        "back at its start. Say so in one short sentence, e.g. 'Cancelled. How else can I help?', and nothing else."
+        f"back at its start. Say so in one short sentence, e.g. '{sentence('cancelled', language)}', and nothing else."
     )
     return _Decision(verdict, note=note)
 
@@ -206,18 +209,18 @@ def _clear_derived_outputs(definition: FSMDefinition, data: dict[str, Any], kept
     return removed
 
 
-def _what_to_change(definition: FSMDefinition, keys: list[str] | None) -> str:
-    """The note for a plain "no" at a confirmation step: stay, and ask what to change (naming what may)."""
+def _what_to_change(definition: FSMDefinition, instance: FSMInstance, keys: list[str] | None) -> str:
+    """The note for a plain "no" at a confirmation step: stay, and ask what to change (naming what may, in the
+    conversation's language)."""
     which = ""
     if keys:
-        labels = []
-        for key in keys:
-            found = definition.declaration_for(key)
-            labels.append(found[1].label(key) if found else key.replace("_", " "))
-        which = " They may change: " + ", ".join(labels) + "."
+        which = " They may change: " + ", ".join(label(definition, instance, key) for key in keys) + "."
+    question = sentence("what_to_change", conversation_language(definition, instance))
     return (
         "The user said no to the read-back and gave no new value. Nothing is confirmed and the conversation stays "
-        "in this step. Ask in one short sentence what they would like to change." + which
+        "in this step. Ask in one short sentence what they would like to change."
+        + which
+        + f" For example: '{question}'"
     )
 
 
@@ -347,7 +350,7 @@ def _confirmation(
     if confirmation.on_no:
         return _decide_transition(definition, state.id, instance.context.data, confirmation.on_no, confirming=True)
     verdict = Verdict(kind="stay", target_state=state.id, reason="the user said no; asking what to change")
-    return _Decision(verdict, note=_what_to_change(definition, confirmation.changeable_keys))
+    return _Decision(verdict, note=_what_to_change(definition, instance, confirmation.changeable_keys))
 
 
 def _digression(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state: State) -> _Decision:

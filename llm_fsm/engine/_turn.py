@@ -35,6 +35,7 @@ from llm_fsm.engine._effects import (
 )
 from llm_fsm.engine._handoff import hand_off_declared
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._languages import conversation_language, follow_language
 from llm_fsm.engine._messages import UserMessage
 from llm_fsm.engine._moves import _scope, arrive_or_redirect
 from llm_fsm.engine._prompts import OPENING_MESSAGE, PromptBuilder
@@ -95,7 +96,7 @@ def _greet(
     )
     result: LLMResult = yield CallLLM(request)
     reply = result.response.message
-    wording = approved(definition, state, instance.context.data)
+    wording = approved(definition, state, instance.context.data, conversation_language(definition, instance))
     if wording is not None and wording.text is not None and (wording.mode == "strict" or wording.text not in reply):
         reply = wording.text  # the opening is not rewritten: a guided opening lacking the text says the text
     instance.usage.add(LLMCallRecord.of("opening", result))
@@ -116,6 +117,7 @@ def _opened(
     initial state that is terminal ends it at once."""
     _hand_off_for_actions(instance, config, scope)
     hand_off_declared(definition, instance, config)
+    follow_language(definition, instance)
     if state.is_terminal:
         instance.status = "ended"
         _trace(instance, config, "end", state=state.id, reason="initial state is terminal")

@@ -31,6 +31,7 @@ from llm_fsm.engine._effects import (
 from llm_fsm.engine._extract import Extractor, fill
 from llm_fsm.engine._handoff import hand_off, hand_off_declared
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._languages import conversation_language
 from llm_fsm.engine._messages import UserMessage, entry_role, entry_text, timestamp
 from llm_fsm.engine._moves import _chain, _complete_finished_flows, _move, _scope, _took_guarded, arrive_or_redirect
 from llm_fsm.engine._prompts import PromptBuilder
@@ -203,6 +204,8 @@ def _understand(turn: _Turn, result: LLMResult) -> Generator[Effect, Any, _Under
         update, unchangeable = _not_changeable(definition, state.confirmation.changeable_keys, update)
     now = functools.cache(functools.partial(_now, turn))  # the clock is read once, and only when needed
     policy = _policy(definition, functools.partial(_grounding, instance, turn.message, now))
+    if policy is not None:
+        policy.language = conversation_language(definition, instance)  # the model's values are read in it
     extractor = _extractor(turn, intent, now) if policy is not None else None
     if extractor is not None and policy is not None:
         policy.extractor = extractor

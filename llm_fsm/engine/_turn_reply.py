@@ -24,6 +24,8 @@ from llm_fsm.engine._effects import (
     _trace,
 )
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._languages import conversation_language, follow_language, invalid_message
+from llm_fsm.engine._languages import label as language_label
 from llm_fsm.engine._provenance import prune
 from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult, TurnRecord
 from llm_fsm.engine._routes import _Decision
@@ -85,6 +87,7 @@ def _wording(turn: _Turn, understood: _Understood, applied: _Applied) -> Wording
         before=turn.state if same_flow else None,
         steps=[applied.verdict, *applied.chained],
         refused_target=refused_target(turn.state, understood.route, understood.proposal),
+        language=conversation_language(applied.active, turn.instance),
     )
 
 
@@ -143,7 +146,7 @@ def _note(turn: _Turn, understood: _Understood, note: str | None) -> str | None:
     if note is None:
         note = _results_note(turn.scope)
     refused = [c for c in understood.model_changes if not c.applied and c.rule in REASK_RULES]
-    reask = _reask_note(turn.definition, refused)
+    reask = _reask_note(turn.definition, turn.instance, refused)
     if reask is not None:
         note = reask if note is None else f"{note}\n{reask}"
     if understood.unchangeable:
@@ -171,17 +174,17 @@ def _results_note(scope: ActionScope) -> str | None:
     )
 
 
-def _reask_note(definition: FSMDefinition, refused: list[ContextChange]) -> str | None:
-    """The instruction to ask again for values that were refused, saying what was wrong with each."""
+def _reask_note(definition: FSMDefinition, instance: FSMInstance, refused: list[ContextChange]) -> str | None:
+    """The instruction to ask again for values that were refused, saying what was wrong with each (a key's name and
+    its ``invalid_message`` in the conversation's language)."""
     lines = []
     for change in refused:
-        found = definition.declaration_for(change.key)
-        declaration = found[1] if found else None
-        label = declaration.label(change.key) if declaration else change.key
+        declared = definition.declaration_for(change.key) is not None
+        label = language_label(definition, instance, change.key) if declared else change.key
         # an invented value is not repeated: quoted in the reply, it would ground itself on the next turn
         reason = "the user has not said it" if change.rule == "ungrounded" else change.reason
         # a question naming what the user said is asked as it is: a key's invalid_message says what a value must be
-        why = reason if change.rule == "ambiguous" else (declaration.invalid_message if declaration else None) or reason
+        why = reason if change.rule == "ambiguous" else invalid_message(definition, instance, change.key) or reason
         lines.append(f"- {label}: {why}")
     if not lines:
         return None
@@ -224,6 +227,7 @@ def _record(turn: _Turn, understood: _Understood, decision: _Decision, applied: 
     _prune_transcript(instance, config)
 
     instance.turn_count += 1
+    follow_language(applied.active, instance)
     prune(instance)
     shown_message, shown_reply = _redact((turn.definition, applied.active), instance.context.data, user.text, reply)
     record = TurnRecord(

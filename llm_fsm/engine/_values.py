@@ -47,6 +47,8 @@ from llm_fsm.definition._spoken import in_window, unordered
 from llm_fsm.definition._spoken import iso_date as _date
 from llm_fsm.definition._spoken import iso_time as _time
 from llm_fsm.definition._spoken import missing_dated_day as _missing_day
+from llm_fsm.definition._spoken_de import is_german, is_yes
+from llm_fsm.definition._spoken_de import to_number as german_number
 from llm_fsm.engine._lexical import MAX_OFFER_WORDS, _Texts, _words, span_of
 from llm_fsm.engine._witness import Source, Witness, _search, typed_kind, typed_witness
 from llm_fsm.engine._worded import Reworded, or_list, reword
@@ -122,8 +124,12 @@ def _date_time(text: str) -> str | None:
 _NORMALISE_FORMAT = {"time": _time, "date-time": _date_time}
 
 
-def normalise(declaration: KeyDeclaration, value: Any) -> Any:
-    """The value in its stored form where that is unambiguous; otherwise the value as given (validation decides)."""
+def normalise(declaration: KeyDeclaration, value: Any, language: str | None = None) -> Any:
+    """The value in its stored form where that is unambiguous; otherwise the value as given (validation decides).
+
+    ``language``: the conversation's, for a model's value: in German, "ja"/"nein", a decimal comma ("3,5") and
+    day-first numeric dates ("07.05.2099") are read too (``_spoken_de``)."""
+    german = is_german(language)
     kind = declaration.type
     if isinstance(value, str):
         if declaration.enum is not None and (value in declaration.enum or value.strip() in declaration.enum):
@@ -141,7 +147,8 @@ def normalise(declaration: KeyDeclaration, value: Any) -> Any:
                 if len(close) == 1:
                     return close[0]
         if kind in ("integer", "number"):
-            number = _to_number(value)
+            number = german_number(value) if german else None
+            number = _to_number(value) if number is None else number
             if number is not None:
                 value = number
         elif kind == "boolean":
@@ -150,10 +157,13 @@ def normalise(declaration: KeyDeclaration, value: Any) -> Any:
                 return True
             if word in _FALSE:
                 return False
+            said = is_yes(word) if german else None
+            if said is not None:
+                return said
         elif kind == "array":
             value = _split_values(declaration.items, value) or [value]
         elif declaration.format == "date":
-            return _date(value, declaration.date_order) or value
+            return _date(value, declaration.date_order or ("DMY" if german else None)) or value
         elif declaration.format in _NORMALISE_FORMAT:
             return _NORMALISE_FORMAT[declaration.format](value) or value
         elif declaration.format == "email":
@@ -462,6 +472,8 @@ class KeyPolicy:
         """What grounded each model value this policy let through, by path (for the turn's record)."""
         self.repairs: dict[str, Reworded] = {}
         """Model values written in words and stored in their declared form, by path (for the turn's record)."""
+        self.language: str | None = None
+        """The conversation's language: a model's value is read in it too (``normalise``, ``reword``)."""
 
     @property
     def grounding(self) -> Grounding | None:
@@ -497,7 +509,7 @@ class KeyPolicy:
         self, path: str, declaration: KeyDeclaration, value: Any, model: bool, shown: str | None
     ) -> tuple[Any, Refusal | None]:
         """Normalised, validated (a model's words read) and grounded: the value to store, or why not."""
-        value = normalise(declaration, value)
+        value = normalise(declaration, value, self.language if model else None)
         problem = check(declaration, value, shown=shown)
         if problem is not None and model and isinstance(value, str) and self._grounding is not None:
             value, problem = self._reword(path, declaration, value, problem, shown)
@@ -527,7 +539,7 @@ class KeyPolicy:
         if grounding is None or problem.rule not in ("type", "format"):
             return written, problem
         today = grounding.today_for(declaration)
-        words = reword(declaration, written, today, lambda v: grounding.witness(v, declaration))
+        words = reword(declaration, written, today, lambda v: grounding.witness(v, declaration), self.language)
         if words is None:
             return written, problem
         label = shown or _short(written)

@@ -24,6 +24,8 @@ from llm_fsm.definition._spoken import (
     number_readings,
     time_readings,
 )
+from llm_fsm.definition._spoken_de import date_readings_de, is_german
+from llm_fsm.definition._spoken_de import number_readings as german_number_readings
 from llm_fsm.engine._witness import Witness, typed_kind
 
 
@@ -43,15 +45,25 @@ class Reworded:
         return len(self.readings) > 1
 
 
-def _readings(kind: str, text: str, today: dt.date | None, declaration: KeyDeclaration) -> tuple[tuple[Any, ...], str]:
+def _readings(
+    kind: str, text: str, today: dt.date | None, declaration: KeyDeclaration, language: str | None = None
+) -> tuple[tuple[Any, ...], str]:
     against = f", against the conversation's date {today.isoformat()}" if today is not None else ""
     order, window = declaration.date_order, declaration.window
     if kind == "date":
+        if is_german(language):  # "morgen", "nächsten Freitag", "7. Mai": German read as well as English
+            german = date_readings_de(text, today, window)
+            if german:
+                return german, f"date in German words{against}"
         return date_readings(text, today, order, window), f"date in words{against}"
     if kind == "date-time":
         return date_time_readings(text, today, order, window), f"date and time in words{against}"
     if kind == "time":
         return time_readings(text), "time in words (24-hour)"
+    if is_german(language):
+        german_numbers = german_number_readings(text)
+        if german_numbers:
+            return german_numbers, "number in German words or with a decimal comma"
     return number_readings(text), "number in words"
 
 
@@ -60,6 +72,7 @@ def reword(
     written: str,
     today: dt.date | None,
     witness: Callable[[Any], Witness | None],
+    language: str | None = None,
 ) -> Reworded | None:
     """The reading of ``written`` for ``declaration``, or None when the key is not a date, time or number key or
     the words are no expression of one. ``witness`` finds what in the conversation means a value: it settles
@@ -67,7 +80,7 @@ def reword(
     kind = typed_kind(declaration)
     if kind is None:
         return None
-    readings, rule = _readings(kind, written, today, declaration)
+    readings, rule = _readings(kind, written, today, declaration, language)
     if kind in ("date", "date-time") and declaration.window and today is not None:
         # "Friday" in a future window is not last Friday; when no reading is inside, the window's refusal says so
         readings = tuple(r for r in readings if in_window(declaration.window, r, today)) or readings

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any, Literal
 
+from llm_fsm.definition._languages import Text, pick
 from llm_fsm.definition._model import FSMDefinition, State, Transition
 from llm_fsm.definition._wording import Say, parse
 from llm_fsm.engine._context import _MISSING, get_path, is_empty
@@ -43,9 +44,9 @@ class Wording:
         return not self.origin
 
 
-def long_form(say: str | Say | None) -> Say | None:
-    """A ``say`` (a state's, a transition's or a refusal) in its long form."""
-    return Say(text=say) if isinstance(say, str) else say
+def long_form(say: Text | Say | None) -> Say | None:
+    """A ``say`` (a state's, a transition's or a refusal) in its long form (a text per language is its ``text``)."""
+    return say if say is None or isinstance(say, Say) else Say(text=say)
 
 
 def say_of(state: State) -> Say | None:
@@ -53,27 +54,34 @@ def say_of(state: State) -> Say | None:
     return long_form(state.say)
 
 
-def template_of(definition: FSMDefinition, say: Say) -> str | None:
-    """The text a ``say`` names: its own, or its ``responses`` entry (None: an unknown id). Every text the engine
-    says (a state's, a transition's, a refusal) is picked here, and only here; fsm-lint checks what it picks."""
-    if say.text is not None:
-        return say.text
-    return (definition.responses or {}).get(say.response or "")
+def template_of(definition: FSMDefinition, say: Say, language: str | None = None) -> str | None:
+    """The text a ``say`` names, in ``language``: its own, or its ``responses`` entry (None: an unknown id). Every
+    text the engine says (a state's, a transition's, a refusal) is picked here, and only here; fsm-lint checks what
+    it picks."""
+    text = say.text if say.text is not None else (definition.responses or {}).get(say.response or "")
+    return pick(text, language, definition.language)
 
 
-def approved(definition: FSMDefinition, state: State, data: Mapping[str, Any]) -> Wording | None:
-    """The filled approved text of ``state`` (None when it has none)."""
-    return worded(definition, state.say, data)
+def approved(
+    definition: FSMDefinition, state: State, data: Mapping[str, Any], language: str | None = None
+) -> Wording | None:
+    """The filled approved text of ``state`` in ``language`` (None when it has none)."""
+    return worded(definition, state.say, data, language=language)
 
 
 def worded(
-    definition: FSMDefinition, given: str | Say | None, data: Mapping[str, Any], origin: dict[str, str] | None = None
+    definition: FSMDefinition,
+    given: Text | Say | None,
+    data: Mapping[str, Any],
+    origin: dict[str, str] | None = None,
+    *,
+    language: str | None = None,
 ) -> Wording | None:
-    """A ``say`` filled from ``data`` (None when there is none)."""
+    """A ``say`` filled from ``data`` in ``language`` (None when there is none)."""
     say = long_form(given)
     if say is None:
         return None
-    template = template_of(definition, say)
+    template = template_of(definition, say, language)
     if template is None:
         return Wording(say.mode, None, f"unknown response id {say.response!r}", origin or {})
     text, reason = fill(definition, template, data, set(say.reveal or ()))
@@ -88,6 +96,7 @@ def turn_wording(
     before: State | None,
     steps: Sequence[Verdict],
     refused_target: str | None,
+    language: str | None = None,
 ) -> Wording | None:
     """The approved text of a turn that ends in ``state``: the refusal of the move refused, else the say of the
     transition the turn arrived by, else the state's own.
@@ -100,12 +109,13 @@ def turn_wording(
         if last.kind == "stay_rejected" and state.id == before.id and refused_target:
             refused = refusal_for(definition, before.id, refused_target)
             if refused is not None:
-                return worded(definition, refused.refusal, data, {"refusal": f"{before.id} -> {refused.target_state}"})
+                origin = {"refusal": f"{before.id} -> {refused.target_state}"}
+                return worded(definition, refused.refusal, data, origin, language=language)
         arrival = arrived_by(definition, before.id, steps)
         if arrival is not None and arrival.say is not None and arrival.target_state == state.id:
             source = steps[-2].target_state if len(steps) > 1 else before.id
-            return worded(definition, arrival.say, data, {"transition": f"{source} -> {state.id}"})
-    return approved(definition, state, data)
+            return worded(definition, arrival.say, data, {"transition": f"{source} -> {state.id}"}, language=language)
+    return approved(definition, state, data, language)
 
 
 def refused_target(state: State, route: str, proposal: str | None) -> str | None:

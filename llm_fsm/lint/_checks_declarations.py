@@ -91,6 +91,7 @@ def _mentions(run: LintRun) -> Iterator[str]:
     hands over or copies back a key, and what the application says it provides."""
     yield from _strings(run.data.get("application_context_keys"))
     yield from _strings(run.data.get("protected_context_keys"))
+    yield from _strings([run.data.get("language_key")])  # the engine reads it, and the prompt offers it
     for _, state in run.states():
         yield from _strings(state.get("required_context_keys"))
         confirmation = state.get("confirmation")

@@ -40,8 +40,8 @@ def wording(run: LintRun) -> None:
         return
     set_somewhere = KeyCover(_set_keys(definition))
     for text in _texts(definition):
-        template = template_of(definition, text.say)  # the engine's own pick: what is checked is what is said
-        if template is None:
+        templates = _templates(definition, text.say)  # the engine's own pick: what is checked is what is said
+        if None in templates:
             known = ", ".join(sorted(definition.responses or {})) or "none"
             run.add(
                 "say-unknown-response",
@@ -50,12 +50,22 @@ def wording(run: LintRun) -> None:
                 f"add it to responses (known ids: {known})",
             )
             continue
-        _check_text(run, definition, text, template, set_somewhere)
+        for template in templates:  # every language's text is said in some conversation
+            if template is not None:
+                _check_text(run, definition, text, template, set_somewhere)
     for state_id, state in definition.states.items():
         for index, transition in enumerate(state.transitions):
             _check_transition(run, definition, state_id, state, index, transition)
     for position, global_transition in enumerate(definition.global_transitions or ()):
         _check_global(run, definition, position, global_transition)
+
+
+def _templates(definition: FSMDefinition, say: Say) -> list[str | None]:
+    """The text ``say`` gives in each language a conversation can be in (the declared ones and any it is written
+    in), as the engine picks it; None for an unknown response id."""
+    raw = say.text if say.text is not None else (definition.responses or {}).get(say.response or "")
+    languages = [*(definition.languages or ()), *(raw if isinstance(raw, dict) else ())] or [None]
+    return list(dict.fromkeys(template_of(definition, say, language) for language in languages))
 
 
 def _texts(definition: FSMDefinition) -> Iterator[_Text]:

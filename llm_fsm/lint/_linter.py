@@ -17,6 +17,7 @@ from llm_fsm.lint import (
     _checks_global,
     _checks_graph,
     _checks_keys,
+    _checks_languages,
     _checks_logic,
     _checks_migrations,
     _checks_wording,
@@ -56,6 +57,7 @@ CHECKS: tuple[Callable[[LintRun], None], ...] = (
     _checks_actions.registered,
     _checks_migrations.migrations,
     _checks_wording.wording,
+    _checks_languages.languages,
 )
 """Every check, in the order findings depend on (the schema check builds the model later checks read).
 

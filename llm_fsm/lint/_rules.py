@@ -392,6 +392,31 @@ RULES: dict[str, Rule] = {
             _I,
             "A transition's say leads into a state chaining may leave in the same turn: then its text is not said.",
         ),
+        Rule(
+            "FSM070",
+            "text-missing-language",
+            _W,
+            "A per-language text lacks a declared language (or is empty in it): that language reads the default's.",
+        ),
+        Rule(
+            "FSM071",
+            "undeclared-language",
+            _E,
+            "A text is written in a language the definition does not declare: no conversation can be in it.",
+        ),
+        Rule("FSM072", "default-language-undeclared", _E, "`default_language` is not one of `languages`."),
+        Rule(
+            "FSM073",
+            "language-key-invalid",
+            _E,
+            "`language_key` is not a declared key whose enum values are all declared languages: it cannot switch.",
+        ),
+        Rule(
+            "FSM074",
+            "language-not-shipped",
+            _I,
+            "A declared language the library's own sentences are not written in: they are quoted in English.",
+        ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }

@@ -33,6 +33,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
 from llm_fsm.definition._documents import Path
+from llm_fsm.definition._languages import Text, is_tag
 from llm_fsm.definition._model import FSMDefinition
 
 #: at most this many errors can come out of one call to pydantic
@@ -69,7 +70,7 @@ def validate(data: Any, *, budget: int) -> Validated:
 
 # --- the shape of the model, from its annotations ---------------------------------------------------
 
-_MODEL, _MODELS, _MODEL_MAP, _STRINGS, _STRING_MAP, _MAPS, _SCALAR = range(7)
+_MODEL, _MODELS, _MODEL_MAP, _STRINGS, _STRING_MAP, _MAPS, _SCALAR, _TEXT_MAP = range(8)
 
 
 def _kind(annotation: Any) -> tuple[int, Any]:
@@ -99,6 +100,8 @@ def _kind(annotation: Any) -> tuple[int, Any]:
             return _MODEL_MAP, model
         if args[1] is str:
             return _STRING_MAP, None
+        if args[1] == Text:
+            return _TEXT_MAP, None  # a table of texts, each a string or a mapping language → string
     if origin in (list, dict, set, tuple):
         raise TypeError(f"no error bound for {annotation!r}: teach lint/_validation.py this shape")
     return _SCALAR, None
@@ -143,6 +146,12 @@ def _field_weight(value: Any, kind: int, inner: Any, limit: int) -> int:
         return len(value) if isinstance(value, list) else 1
     if kind == _STRING_MAP:
         return 2 * len(value) if isinstance(value, Mapping) else 1
+    if kind == _TEXT_MAP:  # per entry: its key, the string arm, and the mapping arm (its size, its keys and values)
+        return (
+            sum(4 + 2 * len(v) if isinstance(v, Mapping) else 3 for v in value.values())
+            if isinstance(value, Mapping)
+            else 1
+        )
     if kind == _MAPS:
         return sum(1 + 2 * len(v) if isinstance(v, Mapping) else 1 for v in value) if isinstance(value, list) else 1
     items = value.values() if kind == _MODEL_MAP and isinstance(value, Mapping) else value
@@ -162,10 +171,20 @@ def _wrong_items(value: Any, kind: int) -> Iterator[int]:
         return (i for i, item in enumerate(value) if type(item) is not str)
     if kind == _STRING_MAP:
         return (i for i, (k, v) in enumerate(value.items()) if type(k) is not str or type(v) is not str)
+    if kind == _TEXT_MAP:
+        return (i for i, (k, v) in enumerate(value.items()) if type(k) is not str or not _valid_text(v))
     return (
         i
         for i, item in enumerate(value)
         if not isinstance(item, Mapping) or any(type(k) is not str or type(v) is not str for k, v in item.items())
+    )
+
+
+def _valid_text(value: Any) -> bool:
+    return type(value) is str or (
+        isinstance(value, Mapping)
+        and bool(value)
+        and all(type(k) is str and is_tag(k) and type(v) is str for k, v in value.items())
     )
 
 
@@ -214,7 +233,7 @@ class _Run:
                 built = self.part(value[key], kind, inner, (*path, key))
             if built is _FAILED:
                 failed = True
-                parts[key] = {} if kind in (_MODEL_MAP, _STRING_MAP) else None if kind == _MODEL else []
+                parts[key] = {} if kind in (_MODEL_MAP, _STRING_MAP, _TEXT_MAP) else None if kind == _MODEL else []
             else:
                 parts[key] = built
         result = self.call(_adapter(model), parts, path)
@@ -227,7 +246,7 @@ class _Run:
             if _weight(value, inner, PIECE) <= PIECE:
                 return value  # the parent's own call validates it
             return self.model(inner, value, path)
-        if kind in (_STRINGS, _STRING_MAP, _MAPS):
+        if kind in (_STRINGS, _STRING_MAP, _MAPS, _TEXT_MAP):
             if _field_weight(value, kind, inner, room) <= room:
                 return value
             return self.trimmed(value, kind, path, room)
@@ -242,7 +261,7 @@ class _Run:
         for seen, position in enumerate(_wrong_items(value, kind)):
             if seen == room:
                 self.unchecked.append((path, position, len(value) - position))
-                if kind == _STRING_MAP:
+                if kind in (_STRING_MAP, _TEXT_MAP):
                     return dict(list(value.items())[:position])
                 return value[:position]
         return value

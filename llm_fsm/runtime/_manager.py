@@ -86,6 +86,7 @@ class FSMManager(AuditAPI, ProvenanceAPI):
         user_id: str | None = None,
         room_id: str | None = None,
         version: str | None = None,
+        language: str | None = None,
     ) -> tuple[str, str]:
         """Create a conversation and return ``(conversation_id, opening message)``.
 
@@ -93,8 +94,10 @@ class FSMManager(AuditAPI, ProvenanceAPI):
         it under its name for the conversation's later turns (another process needs a loader that
         finds that name). ``version``: start on that version of the definition (its content hash) rather than the
         loader's current one: one this manager holds or the store keeps, else ``DefinitionVersionNotFoundError``.
+        ``language``: the conversation's language, one of the definition's ``languages`` (else
+        ``UnknownLanguageError``); without it, the definition's default language.
         """
-        return self._run(starting(self._opening(user_id, room_id), fsm_id, initial_context, version))
+        return self._run(starting(self._opening(user_id, room_id), fsm_id, initial_context, version, language))
 
     async def astart_conversation(
         self,
@@ -104,9 +107,12 @@ class FSMManager(AuditAPI, ProvenanceAPI):
         user_id: str | None = None,
         room_id: str | None = None,
         version: str | None = None,
+        language: str | None = None,
     ) -> tuple[str, str]:
         async with self._turn_slot():  # the opening is a model call and a turn's worth of work
-            return await self._arun(starting(self._opening(user_id, room_id), fsm_id, initial_context, version))
+            return await self._arun(
+                starting(self._opening(user_id, room_id), fsm_id, initial_context, version, language)
+            )
 
     # --- turns ---------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from llm_fsm.engine._actions import ActionMemo
 from llm_fsm.engine._context import apply_update
 from llm_fsm.engine._handoff import conversation_ended
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._languages import check_language
 from llm_fsm.engine._messages import UserMessage
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._provenance import between_turns, note
@@ -121,13 +122,19 @@ class Opening:
 
 
 def starting(
-    opening: Opening, fsm_id: Any, initial_context: Mapping[str, Any] | None, version: str | None = None
+    opening: Opening,
+    fsm_id: Any,
+    initial_context: Mapping[str, Any] | None,
+    version: str | None = None,
+    language: str | None = None,
 ) -> Operation[tuple[str, str]]:
     definition: FSMDefinition = yield LoadDefinition(fsm_id, version, exact=version is not None)
+    language = check_language(definition, language)  # before anything runs: an unknown language starts nothing
     if isinstance(fsm_id, FSMDefinition):
         opening.given[definition.name] = definition
     yield from checking_actions(opening.actions, definition)
     instance = opening.new_instance(fsm_id, definition)
+    instance.language = language
     outcome = yield from run_opening(
         definition, instance, opening.builder, opening.config, initial_context, schema_sent=opening.schema_sent
     )

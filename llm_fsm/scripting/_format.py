@@ -321,6 +321,9 @@ class ConversationSpec(_Strict):
     opening: ModelReply | None = None
     actions: ActionStubs | None = Field(default=None, description=_STUBS_DESCRIPTION)
     turns: list[TurnSpec] = Field(min_length=1)
+    language: str | None = Field(
+        default=None, description="The conversation's language (one of the definition's `languages`)."
+    )
 
 
 class ScriptDocument(_Strict):
@@ -334,6 +337,9 @@ class ScriptDocument(_Strict):
     actions: ActionStubs | None = Field(default=None, description=_STUBS_DESCRIPTION + " (every conversation)")
     turns: list[TurnSpec] | None = None
     conversations: list[ConversationSpec] | None = None
+    language: str | None = Field(
+        default=None, description="Default language of every conversation (one of the definition's `languages`)."
+    )
 
     @model_validator(mode="after")
     def _turns_or_conversations(self) -> ScriptDocument:

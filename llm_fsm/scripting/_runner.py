@@ -107,7 +107,9 @@ def run_conversation(
     )
     set_turn(llm, 0)
     try:
-        conversation_id, result.opening = manager.start_conversation(ROOT_ID, conversation.initial_context)
+        conversation_id, result.opening = manager.start_conversation(
+            ROOT_ID, conversation.initial_context, language=conversation.language
+        )
     except LLMConfigurationError:
         raise  # no model, no key: no later conversation can run either
     except FSMError as exc:

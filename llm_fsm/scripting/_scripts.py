@@ -81,6 +81,8 @@ class ScriptConversation:
     line: int | None
     actions: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     """Stubbed actions at the start: the script's, then the conversation's own."""
+    language: str | None = None
+    """The language the conversation starts in: its own, else the script's (None: the definition's default)."""
 
     @property
     def label(self) -> str:
@@ -189,6 +191,7 @@ def _conversations(script: Script) -> Iterator[ScriptConversation]:
             turns=turns,
             line=doc.line_for(prefix) if prefix else 1,
             actions={**(model.actions or {}), **(spec.actions or {})},
+            language=spec.language or model.language,
         )
 
 

@@ -84,7 +84,7 @@ async def start_conversation(
     async def start() -> Started:
         # a definition served as an object is passed as one: the manager takes an FSMDefinition as well as a path
         conversation_id, opening = await manager.astart_conversation(
-            definition.location, body.context, user_id=caller.tenant, version=version
+            definition.location, body.context, user_id=caller.tenant, version=version, language=body.language
         )
         instance = await manager.aget_instance(conversation_id, user_id=caller.tenant)
         return Started(

@@ -44,6 +44,13 @@ class StartConversation(_Request):
         description="Start on the version this alias names (`llm-fsm serve --alias`); 404 `alias_not_found` when the "
         "definition has none of this name. Not with `version`.",
     )
+    language: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=35,
+        description="The conversation's language: one of the definition's `languages` (422 `unknown_language` "
+        "else); absent: its default language.",
+    )
 
 
 class Started(BaseModel):

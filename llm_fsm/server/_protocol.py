@@ -45,6 +45,7 @@ class ManagerProtocol(Protocol):
         *,
         user_id: str | None = None,
         version: str | None = None,
+        language: str | None = None,
     ) -> tuple[str, str]: ...
 
     async def aprocess_turn(

@@ -50,6 +50,7 @@ from llm_fsm.errors import (
     OperatorError,
     OperatorFlowError,
     StoreUnavailableError,
+    UnknownLanguageError,
     UnknownStateError,
     UnsupportedContentError,
 )
@@ -118,6 +119,7 @@ _ERROR_TYPES: dict[str, Callable[[str], FSMError]] = {
     "store_unavailable": StoreUnavailableError,
     "handoff_conflict": HandoffError,
     "unknown_state": UnknownStateError,
+    "unknown_language": UnknownLanguageError,
     "flow_refused": OperatorFlowError,
     "operator_refused": OperatorError,
     "definition_changed": DefinitionChangedError,
@@ -166,9 +168,14 @@ class Driver:
         return f"<driver {self.name}>"
 
     def start(
-        self, manager: FSMManager, fsm_id: str = "", initial_context: Mapping[str, Any] | None = None
+        self,
+        manager: FSMManager,
+        fsm_id: str = "",
+        initial_context: Mapping[str, Any] | None = None,
+        *,
+        language: str | None = None,
     ) -> tuple[str, str]:
-        return manager.start_conversation(fsm_id, initial_context, user_id=USER)
+        return manager.start_conversation(fsm_id, initial_context, user_id=USER, language=language)
 
     def send(
         self,
@@ -213,9 +220,14 @@ class AsyncDriver(Driver):
     name = "async"
 
     def start(
-        self, manager: FSMManager, fsm_id: str = "", initial_context: Mapping[str, Any] | None = None
+        self,
+        manager: FSMManager,
+        fsm_id: str = "",
+        initial_context: Mapping[str, Any] | None = None,
+        *,
+        language: str | None = None,
     ) -> tuple[str, str]:
-        return _run(manager.astart_conversation(fsm_id, initial_context, user_id=USER))
+        return _run(manager.astart_conversation(fsm_id, initial_context, user_id=USER, language=language))
 
     def send(
         self,
@@ -358,10 +370,17 @@ class HttpDriver(Driver):
         return _json_or_raise(response)
 
     def start(
-        self, manager: FSMManager, fsm_id: str = "", initial_context: Mapping[str, Any] | None = None
+        self,
+        manager: FSMManager,
+        fsm_id: str = "",
+        initial_context: Mapping[str, Any] | None = None,
+        *,
+        language: str | None = None,
     ) -> tuple[str, str]:
         served_id = self._serve(manager, fsm_id)
         body = {"definition": served_id, **({"context": dict(initial_context)} if initial_context else {})}
+        if language is not None:
+            body["language"] = language
         started = self._post(manager, "/v1/conversations", body)
         return str(started["conversation_id"]), str(started["opening"])
 
