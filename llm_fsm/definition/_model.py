@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from llm_fsm.definition._actions import ActionDeclaration
-from llm_fsm.definition._graph import global_applies
+from llm_fsm.definition._global import GlobalTransitions
 from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._languages import TAG_PATTERN, LanguageTag, Text, is_tag
 from llm_fsm.definition._migrations import Migrations
@@ -317,7 +317,7 @@ class StateGroup(_Model):
     description: str | None = Field(default=None, description="What these states have in common.")
 
 
-class FSMDefinition(_Model):
+class FSMDefinition(GlobalTransitions, _Model):
     """A whole conversation: its states, where it starts, and who the assistant is."""
 
     model_config = ConfigDict(
@@ -449,61 +449,6 @@ class FSMDefinition(_Model):
         """Sub-flows startable from ``state_id``: the state's own, then the definition-wide ones."""
         state = self.states.get(state_id)
         return [*((state.flows or []) if state else []), *(self.flows or [])]
-
-    def transitions_from(self, state_id: str) -> list[Transition]:
-        """The transitions a conversation in ``state_id`` may take: the state's own, then the global ones that
-        apply to it (``GlobalTransition``). Every reader of transitions (engine, lint, prover, graph, explain,
-        coverage) goes through here, so a transition index means the same everywhere."""
-        state = self.get_state(state_id)
-        if not self.global_transitions:
-            return state.transitions
-        return self.effective_transitions[state_id]
-
-    def applies_in(self, transition: GlobalTransition, state_id: str) -> bool:
-        """Whether a global transition is a candidate in ``state_id`` (the rule: ``_graph.global_applies``)."""
-        state = self.states.get(state_id)
-        return state is not None and global_applies(
-            state_id,
-            terminal=state.is_terminal,
-            target=transition.target_state,
-            from_states=transition.from_states,
-            from_groups=transition.from_groups,
-            except_states=transition.except_states,
-            groups=self.group_members,
-        )
-
-    @functools.cached_property
-    def group_members(self) -> dict[str, set[str]]:
-        """The states of each declared group, as sets."""
-        return {name: set(group.states) for name, group in (self.state_groups or {}).items()}
-
-    @functools.cached_property
-    def effective_transitions(self) -> dict[str, list[Transition]]:
-        """``transitions_from`` of every state, computed once (definitions are not edited in place)."""
-        return {
-            state_id: [
-                *state.transitions,
-                *(g for g in self.global_transitions or () if self.applies_in(g, state_id)),
-            ]
-            for state_id, state in self.states.items()
-        }
-
-    def global_index(self, state_id: str, index: int) -> int | None:
-        """The position in ``global_transitions`` of the transition at ``index`` of ``transitions_from(state_id)``,
-        or None when it is the state's own (or no transition)."""
-        own = len(self.get_state(state_id).transitions)
-        effective = self.transitions_from(state_id)
-        if index < own or index >= len(effective):
-            return None
-        taken = effective[index]
-        return next(i for i, g in enumerate(self.global_transitions or ()) if g is taken)
-
-    def transition_path(self, state_id: str, index: int) -> tuple[str | int, ...]:
-        """Where the transition at ``index`` of ``transitions_from(state_id)`` is declared, as a JSON path's parts."""
-        position = self.global_index(state_id, index)
-        if position is None:
-            return ("states", state_id, "transitions", index)
-        return ("global_transitions", position)
 
     @property
     def source(self) -> str | None:
