@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from llm_fsm.definition._keys import KeyDeclaration
     from llm_fsm.definition._model import (
         FSMDefinition,
+        GlobalTransition,
         State,
+        StateGroup,
         Transition,
         TransitionCondition,
     )
@@ -171,6 +173,8 @@ _EXPORTS: dict[str, str] = {
     "LocatedError": "llm_fsm.errors",
     "TraceEvent": "llm_fsm.engine._records",
     "Transition": "llm_fsm.definition._model",
+    "GlobalTransition": "llm_fsm.definition._model",
+    "StateGroup": "llm_fsm.definition._model",
     "TransitionCondition": "llm_fsm.definition._model",
     "TurnNotFoundError": "llm_fsm.errors",
     "UnknownStateError": "llm_fsm.errors",
@@ -260,6 +264,8 @@ __all__ = [
     "LocatedError",
     "TraceEvent",
     "Transition",
+    "GlobalTransition",
+    "StateGroup",
     "TransitionCondition",
     "TurnNotFoundError",
     "UnknownStateError",

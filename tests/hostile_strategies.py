@@ -71,6 +71,21 @@ def definitions(draw: st.DrawFn) -> FSMDefinition:
                 }
             )
         states[sid] = {"id": sid, "description": sid, "purpose": sid, "transitions": transitions}
+    global_transitions = None
+    if draw(st.booleans()):
+        # declared once, candidates in many states: a scope, an exclusion list, guarded or judgment
+        global_transitions = [
+            {
+                "target_state": draw(st.sampled_from(ids)),
+                "description": "g",
+                "conditions": draw(st.none() | st.just([{"description": "c", "logic": draw(st.sampled_from(LOGIC))}])),
+                "priority": draw(st.integers(0, 3)),
+                "from_states": draw(st.none() | st.lists(st.sampled_from(ids), max_size=2)),
+                "from_groups": draw(st.none() | st.just(["g"])),
+                "except_states": draw(st.none() | st.lists(st.sampled_from(ids), max_size=2)),
+            }
+            for _ in range(draw(st.integers(1, 2)))
+        ]
     flows = None
     if draw(st.booleans()):
         # the sub-flow is this same definition (the test's loader returns it for any id): recursion
@@ -92,6 +107,8 @@ def definitions(draw: st.DrawFn) -> FSMDefinition:
             "states": states,
             "protected_context_keys": ["account"],
             "flows": flows,
+            "global_transitions": global_transitions,
+            "state_groups": {"g": {"states": draw(st.lists(st.sampled_from(ids), max_size=3))}},
         }
     )
 

@@ -66,6 +66,11 @@ def _walk(start: str, neighbours: dict[str, set[str]]) -> set[str]:
 
 
 def _edges(definition: FSMDefinition) -> dict[str, set[str]]:
+    """Where each state can go: its own transitions and the global ones that apply to it (transitions_from)."""
+    return {sid: {t.target_state for t in definition.transitions_from(sid)} for sid in definition.states}
+
+
+def _own_edges(definition: FSMDefinition) -> dict[str, set[str]]:
     return {sid: {t.target_state for t in state.transitions} for sid, state in definition.states.items()}
 
 
@@ -204,7 +209,11 @@ def test_the_shipped_router_keeps_the_seeds_states_and_routes() -> None:
     """definitions/ has the router that looks the customer up; it must still be the seed's graph."""
     seed = FSMDefinition.model_validate(json.loads(SEED_ROUTER.read_text(encoding="utf-8")))
     shipped = _load(DEFINITIONS_DIR / "customer_support_router.json")
-    assert _edges(shipped) == _edges(seed)
+    edges = _own_edges(shipped)
+    # issue 24 adds "talk to a person" from any step: a global transition to a handoff state, beside the seed's graph
+    assert edges.pop("human_agent") == {"end"} and shipped.states["human_agent"].handoff
+    assert [t.target_state for t in shipped.global_transitions or ()] == ["human_agent"]
+    assert edges == _own_edges(seed)
 
 
 # --- the personal-information form keeps the shape the benchmarks rely on -----------------------

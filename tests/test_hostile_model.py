@@ -3,8 +3,8 @@
 For generated definitions and arbitrary model outputs (random targets, random
 updates, garbage text, injection strings, exceptions), after every turn the
 conversation is in the state it was in, or in a state reached by a transition
-declared from that state whose conditions hold against the context after the
-turn. Only ``LLMResponseError`` may escape. (``benchmarks/hostile_model.py``
+declared from that state (its own, or a global transition that applies to it) whose conditions hold against the
+context after the turn. Only ``LLMResponseError`` may escape. (``benchmarks/hostile_model.py``
 runs the same property with 10,000 examples.) The strategies live in
 ``tests/hostile_strategies.py``, shared with ``tests/test_prove_hostile.py``.
 """
@@ -38,7 +38,8 @@ def conditions_hold(transition: Transition, data: dict[str, Any]) -> bool:
 def allowed(definition: FSMDefinition, before: str, after: str, data: dict[str, Any]) -> bool:
     if before == after:
         return True
-    return any(t.target_state == after and conditions_hold(t, data) for t in definition.states[before].transitions)
+    # its own transitions and the global transitions that apply to it alike
+    return any(t.target_state == after and conditions_hold(t, data) for t in definition.transitions_from(before))
 
 
 @settings(

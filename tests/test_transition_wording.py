@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.definition._model import _HASHED_WHEN_SET, FSMDefinition
 from llm_fsm.lint import lint_data
 from llm_fsm.llm.fakes import FunctionLLM
 from llm_fsm.loading import load_fsm_definition
@@ -283,7 +283,8 @@ def test_examples_without_transition_wording_keep_their_hash() -> None:
 
 def _hash_without_transition_wording(definition: FSMDefinition) -> str:
     """The hash as it was computed before transitions had ``say`` and ``refusal``: the same dump without them."""
-    exclude: dict[str, Any] = {n: True for n in ("migrations", "responses") if getattr(definition, n) is None}
+    # every top-level field added since versions were pinned (migrations, responses, languages, global transitions)
+    exclude: dict[str, Any] = {n: True for n in _HASHED_WHEN_SET if getattr(definition, n) is None}
     quiet = {sid: {"say": True} for sid, state in definition.states.items() if state.say is None}
     if quiet:
         exclude["states"] = quiet
@@ -291,9 +292,10 @@ def _hash_without_transition_wording(definition: FSMDefinition) -> str:
     for state in dumped["states"].values():
         if state.get("after") is None:  # timers: left out while unset too
             state.pop("after", None)
-        for transition in state.get("transitions") or ():
-            for field in ("say", "refusal"):
-                assert transition.pop(field) is None
+    own = [t for state in dumped["states"].values() for t in state.get("transitions") or ()]
+    for transition in [*own, *dumped.get("global_transitions", ())]:
+        for field in ("say", "refusal"):
+            assert transition.pop(field) is None
     canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -68,6 +68,8 @@ def explain_lines(record: TurnRecord, conversation_id: str) -> list[str]:
         lines.append(f"transitions from {record.state_before}:")
         for evaluation in record.evaluations:
             kind = "guarded" if evaluation.guarded else "judgment"
+            if evaluation.global_index is not None:
+                kind += f", global_transitions[{evaluation.global_index}]"
             verdict = "eligible" if evaluation.eligible else "not eligible"
             lines.append(f"  → {evaluation.target_state} (priority {evaluation.priority}, {kind}): {verdict}")
             lines += [f"      {'✓' if c.holds else '✗'} {c.description}{_unmet(c)}" for c in evaluation.conditions]

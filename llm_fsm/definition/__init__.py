@@ -11,6 +11,7 @@ from llm_fsm.definition._actions import ActionDeclaration
 from llm_fsm.definition._documents import ParsedDocument, Path, format_path, parse_text
 from llm_fsm.definition._graph import (
     Edge,
+    GlobalEdge,
     Graph,
     Node,
     graph_from_definition,
@@ -23,7 +24,9 @@ from llm_fsm.definition._model import (
     Confirmation,
     FlowDeclaration,
     FSMDefinition,
+    GlobalTransition,
     State,
+    StateGroup,
     Transition,
     TransitionCondition,
 )
@@ -35,6 +38,8 @@ __all__ = [
     "Edge",
     "FSMDefinition",
     "FlowDeclaration",
+    "GlobalEdge",
+    "GlobalTransition",
     "Graph",
     "Migrations",
     "Node",
@@ -43,6 +48,7 @@ __all__ = [
     "SCHEMA_ID",
     "SUPPORTED_VERSIONS",
     "State",
+    "StateGroup",
     "Transition",
     "TransitionCondition",
     "build_schema",

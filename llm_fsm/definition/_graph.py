@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,14 +49,40 @@ class Edge:
         return bool(self.conditions)
 
 
+@dataclass(frozen=True)
+class GlobalEdge:
+    """A global transition, drawn once: where it leads, and the states it applies in (``global_applies``).
+
+    ``index`` is its position in ``global_transitions``; ``scope`` says in words where it applies, for labels.
+    """
+
+    target: str
+    index: int
+    sources: tuple[str, ...]
+    scope: str = "from any state"
+    description: str = ""
+    priority: int = DEFAULT_PRIORITY
+    conditions: tuple[str, ...] = ()
+
+    @property
+    def guarded(self) -> bool:
+        return bool(self.conditions)
+
+
 @dataclass
 class Graph:
-    """Nodes in declaration order, edges in declaration order, adjacency built once."""
+    """Nodes in declaration order, edges in declaration order, adjacency built once.
+
+    ``edges`` are the states' own transitions; ``global_edges`` the global ones, once each. The adjacency
+    (``successors``, ``predecessors``) has both, a global edge once per state it applies in, so every walk
+    (reachability, traps) sees what a conversation can do; diagrams draw ``global_edges`` once.
+    """
 
     name: str
     initial: str | None
     nodes: dict[str, Node]
     edges: list[Edge]
+    global_edges: list[GlobalEdge] = field(default_factory=list)
     successors: dict[str, list[str]] = field(init=False, repr=False)
     predecessors: dict[str, list[str]] = field(init=False, repr=False)
     out_edges: dict[str, list[Edge]] = field(init=False, repr=False)
@@ -69,9 +95,37 @@ class Graph:
             self.out_edges.setdefault(edge.source, []).append(edge)
             self.successors.setdefault(edge.source, []).append(edge.target)
             self.predecessors.setdefault(edge.target, []).append(edge.source)
+        for global_edge in self.global_edges:
+            for source in global_edge.sources:
+                self.successors.setdefault(source, []).append(global_edge.target)
+                self.predecessors.setdefault(global_edge.target, []).append(source)
 
     def edges_from(self, source: str) -> list[Edge]:
         return self.out_edges.get(source, [])
+
+
+def global_applies(
+    state_id: str,
+    *,
+    terminal: bool,
+    target: str,
+    from_states: Collection[str] | None,
+    from_groups: Collection[str] | None,
+    except_states: Collection[str] | None,
+    groups: Mapping[str, Collection[str]],
+) -> bool:
+    """Whether a global transition is a candidate in ``state_id``: THE rule, for the model
+    (``FSMDefinition.transitions_from``) and for raw documents (this graph, so lint and diagrams) alike.
+
+    Never from a terminal state (terminal means no transitions of its own, and stays so), never a self-loop to
+    the state it is in, never from ``except_states``; otherwise in every state, or in the union of
+    ``from_states`` and the states of ``from_groups`` when either is given (a group not declared has no states).
+    """
+    if terminal or state_id == target or state_id in (except_states or ()):
+        return False
+    if from_states is None and from_groups is None:
+        return True
+    return state_id in (from_states or ()) or any(state_id in groups.get(name, ()) for name in from_groups or ())
 
 
 # --- walks ---------------------------------------------------------------------------
@@ -183,10 +237,75 @@ def graph_from_document(data: Any) -> Graph:
                     conditions=tuple(summarize_condition(c) for c in conditions),
                 )
             )
-    for edge in edges:
-        if edge.target not in nodes:
-            nodes[edge.target] = Node(id=edge.target, declared=False)
-    return Graph(name=name if isinstance(name, str) else "", initial=initial, nodes=nodes, edges=edges)
+    global_edges = _global_edges(data, nodes)
+    for target in [edge.target for edge in edges] + [edge.target for edge in global_edges]:
+        if target not in nodes:
+            nodes[target] = Node(id=target, declared=False)
+    return Graph(
+        name=name if isinstance(name, str) else "",
+        initial=initial,
+        nodes=nodes,
+        edges=edges,
+        global_edges=global_edges,
+    )
+
+
+def _names(value: Any) -> list[str] | None:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else None
+
+
+def _global_edges(data: Mapping[str, Any], nodes: Mapping[str, Node]) -> list[GlobalEdge]:
+    """The global transitions of a raw document, each with the declared states it applies in."""
+    declared = data.get("global_transitions")
+    raw_groups = data.get("state_groups")
+    groups = {
+        str(name): _names(group.get("states")) or []
+        for name, group in (raw_groups.items() if isinstance(raw_groups, Mapping) else ())
+        if isinstance(group, Mapping)
+    }
+    out: list[GlobalEdge] = []
+    for index, transition in enumerate(declared if isinstance(declared, list) else ()):
+        if not isinstance(transition, Mapping) or not isinstance(target := transition.get("target_state"), str):
+            continue
+        from_states, from_groups = _names(transition.get("from_states")), _names(transition.get("from_groups"))
+        except_states = _names(transition.get("except_states"))
+        sources = tuple(
+            node.id
+            for node in nodes.values()
+            if global_applies(
+                node.id,
+                terminal=node.terminal,
+                target=target,
+                from_states=from_states,
+                from_groups=from_groups,
+                except_states=except_states,
+                groups=groups,
+            )
+        )
+        priority = transition.get("priority", DEFAULT_PRIORITY)
+        conditions = transition.get("conditions")
+        description = transition.get("description")
+        out.append(
+            GlobalEdge(
+                target=target,
+                index=index,
+                sources=sources,
+                scope=_scope_words(from_states, from_groups, except_states),
+                description=description if isinstance(description, str) else "",
+                priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else DEFAULT_PRIORITY,
+                conditions=tuple(summarize_condition(c) for c in conditions) if isinstance(conditions, list) else (),
+            )
+        )
+    return out
+
+
+def _scope_words(from_states: list[str] | None, from_groups: list[str] | None, except_states: list[str] | None) -> str:
+    if from_states is None and from_groups is None:
+        words = "from any state"
+    else:
+        named = [*(from_states or ()), *(f"group {g}" for g in from_groups or ())]
+        words = "from " + (", ".join(named) if named else "no state")
+    return words + (f" except {', '.join(except_states)}" if except_states else "")
 
 
 def graph_from_definition(definition: Any) -> Graph:
@@ -196,9 +315,11 @@ def graph_from_definition(definition: Any) -> Graph:
 
 __all__ = [
     "Edge",
+    "GlobalEdge",
     "Graph",
     "Node",
     "can_reach",
+    "global_applies",
     "graph_from_definition",
     "graph_from_document",
     "reachable_from",

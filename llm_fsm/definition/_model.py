@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from llm_fsm.definition._actions import ActionDeclaration
+from llm_fsm.definition._global import GlobalTransitions
 from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._languages import TAG_PATTERN, LanguageTag, Text, is_tag
 from llm_fsm.definition._migrations import Migrations
@@ -39,7 +40,15 @@ from llm_fsm.logic._guards import Guard, compile_guard
 
 SUPPORTED_VERSIONS = ("3.0",)
 
-_HASHED_WHEN_SET = ("migrations", "responses", "languages", "default_language", "language_key")
+_HASHED_WHEN_SET = (
+    "migrations",
+    "responses",
+    "languages",
+    "default_language",
+    "language_key",
+    "global_transitions",
+    "state_groups",
+)
 """Top-level fields added after versions were pinned: left out of ``content_hash`` while unset."""
 
 _MAX_DECLARED_DEPTH = 32
@@ -289,7 +298,36 @@ class State(_Model):
         return not self.transitions
 
 
-class FSMDefinition(_Model):
+class GlobalTransition(Transition):
+    """A transition declared once for many states ("talk to a person" from anywhere).
+
+    It is a candidate in every state of its scope that is not terminal and is not its own target, alongside the
+    state's own transitions: one list, priority decides, and the state's own transition wins a tie (it comes
+    first). A terminal state stays terminal (no own transitions), so a global transition never leaves it.
+    """
+
+    from_states: list[str] | None = Field(
+        default=None,
+        description=(
+            "Only these states (with from_groups: the states of both). Neither: every state of this definition."
+        ),
+    )
+    from_groups: list[str] | None = Field(
+        default=None, description="Only the states of these groups (names in `state_groups`)."
+    )
+    except_states: list[str] | None = Field(
+        default=None, description="States where this transition does not apply, whatever the scope says."
+    )
+
+
+class StateGroup(_Model):
+    """A named set of states, the box a designer draws around them; global transitions may be scoped to it."""
+
+    states: list[str] = Field(description="Ids of the states in this group.")
+    description: str | None = Field(default=None, description="What these states have in common.")
+
+
+class FSMDefinition(GlobalTransitions, _Model):
     """A whole conversation: its states, where it starts, and who the assistant is."""
 
     model_config = ConfigDict(
@@ -370,6 +408,17 @@ class FSMDefinition(_Model):
             "renamed, defaults for keys they lack, sub-flows renamed (llm-fsm migrate; fsm-lint --previous)."
         ),
     )
+    global_transitions: list[GlobalTransition] | None = Field(
+        default=None,
+        description=(
+            "Transitions that apply in many states: every state (or those of from_states / from_groups) except "
+            "terminal states, its own target and except_states. Same fields, guards, priorities and judgment rules "
+            "as a state's transitions; the state's own transition wins a tie of priority. A sub-flow has its own."
+        ),
+    )
+    state_groups: dict[str, StateGroup] | None = Field(
+        default=None, description="Named groups of states, for scoping global transitions (from_groups)."
+    )
 
     languages: list[str] | None = Field(
         default=None,
@@ -430,9 +479,9 @@ class FSMDefinition(_Model):
         Cached on first use (definitions are not edited in place after loading; a
         changed file is loaded as a new object).
         """
-        # fields added since versions were pinned are left out while unset (no migrations block, no approved
-        # wording on states or transitions, no languages): the hash stays what it was before they existed, so
-        # conversations pinned to such a version do not all look changed
+        # fields added since versions were pinned are left out while unset (no migrations block, no global
+        # transitions or state groups, no approved wording on states or transitions, no languages): the hash stays
+        # what it was before they existed, so conversations pinned to such a version do not all look changed
         exclude: dict[str, Any] = {name: True for name in _HASHED_WHEN_SET if getattr(self, name) is None}
         quiet = {state_id: unset for state_id, state in self.states.items() if (unset := _unset_wording(state))}
         if quiet:
@@ -440,6 +489,13 @@ class FSMDefinition(_Model):
         for state_id, state in self.states.items():  # timers: left out while a state has none
             if state.after is None:
                 exclude.setdefault("states", {}).setdefault(state_id, {})["after"] = True
+        global_quiet = {
+            index: fields
+            for index, transition in enumerate(self.global_transitions or ())
+            if (fields := {name: True for name in ("say", "refusal") if getattr(transition, name) is None})
+        }
+        if global_quiet:  # (unset wording is never hashed, on a global transition as on a state's own)
+            exclude["global_transitions"] = global_quiet
         dumped = self.model_dump(mode="json", by_alias=True, exclude=exclude)
         canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -490,9 +546,11 @@ __all__ = [
     "Migrations",
     "FlowDeclaration",
     "FSMDefinition",
+    "GlobalTransition",
     "SCHEMA_ID",
     "SUPPORTED_VERSIONS",
     "State",
+    "StateGroup",
     "Transition",
     "TransitionCondition",
 ]

@@ -35,7 +35,7 @@ def _took_guarded(definition: FSMDefinition, state_id: str, verdict: Verdict) ->
     whole form in the first message) the chain goes on (the caller checks that).
     """
     index = verdict.transition_index
-    transitions = definition.get_state(state_id).transitions
+    transitions = definition.transitions_from(state_id)
     return index is not None and 0 <= index < len(transitions) and transitions[index].is_guarded
 
 

@@ -122,10 +122,12 @@ class PromptBuilder:
     def __init__(self, max_history_size: int = DEFAULT_MAX_HISTORY_SIZE) -> None:
         self.max_history_size = max_history_size
 
-    def transitions_for_prompt(self, state: State) -> list[dict[str, Any]]:
-        """Declared transitions, best priority first, with condition descriptions only."""
+    def transitions_for_prompt(self, state: State, definition: FSMDefinition | None = None) -> list[dict[str, Any]]:
+        """Declared transitions (with ``definition``: the global ones that apply too, listed like the state's own,
+        since the model chooses among them alike), best priority first, with condition descriptions only."""
         out = []
-        for t in sorted(state.transitions, key=lambda t: t.priority):
+        declared = definition.transitions_from(state.id) if definition is not None else state.transitions
+        for t in sorted(declared, key=lambda t: t.priority):
             item: dict[str, Any] = {"target": t.target_state, "when": t.description}
             if t.conditions:
                 item["requires"] = [c.description for c in t.conditions]
@@ -243,8 +245,9 @@ class PromptBuilder:
                 _section("information_extraction_instructions", _EXTRACTION),
             ]
         if state.transitions:
+            offered = self.transitions_for_prompt(state, definition)
             sections += [
-                _section("available_state_transitions", escape_json(self.transitions_for_prompt(state))),
+                _section("available_state_transitions", escape_json(offered)),
                 _section("transition_rules", _TRANSITION_RULES),
             ]
         else:

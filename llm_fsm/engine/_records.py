@@ -127,12 +127,21 @@ class ConditionResult(_Data):
 class TransitionEvaluation(_Data):
     """One declared transition, considered."""
 
-    index: int = Field(default=0, description="Position in the state's `transitions` list.")
+    index: int = Field(
+        default=0,
+        description="Position in the state's transitions: its own `transitions`, then the global transitions that "
+        "apply to it (FSMDefinition.transitions_from, transition_path).",
+    )
     target_state: str
     priority: int
     guarded: bool
     conditions: list[ConditionResult] = Field(default_factory=list)
     eligible: bool
+    global_index: int | None = Field(
+        default=None,
+        exclude_if=lambda position: position is None,  # records of definitions without global transitions unchanged
+        description="Position in the definition's `global_transitions` when this is a global transition.",
+    )
 
 
 VerdictKind = Literal[
@@ -164,7 +173,9 @@ class Verdict(_Data):
     target_state: str
     reason: str
     transition_index: int | None = Field(
-        default=None, description="Index, in the state's `transitions`, of the transition taken (None when staying)."
+        default=None,
+        description="Index, in the state's transitions (its own, then the global ones that apply: "
+        "FSMDefinition.transitions_from), of the transition taken (None when staying).",
     )
 
     @property

@@ -188,7 +188,7 @@ def _go(
     state = fired.state
     candidates = [
         evaluate_transition(definition, transition, instance.context.data, position)
-        for position, transition in enumerate(state.transitions)
+        for position, transition in enumerate(definition.transitions_from(state.id))  # own, then global
         if transition.target_state == target
     ]
     eligible = sorted((e for e in candidates if e.eligible), key=lambda e: e.priority)

@@ -16,7 +16,9 @@ The rule (README, "How the engine decides"):
    guarded transition fires (conditions met means move on, even with a weak
    model); if there is none, the conversation stays.
 
-Ties between equal priorities go to the transition declared first.
+Ties between equal priorities go to the transition declared first. A state's transitions are its own, then the
+global transitions that apply to it (``FSMDefinition.transitions_from``): one candidate list, so a global
+transition obeys the same rule, and the state's own transition wins a tie of priority.
 """
 
 from __future__ import annotations
@@ -134,7 +136,12 @@ def evaluate_condition(condition: TransitionCondition, data: Mapping[str, Any]) 
 
 
 def evaluate_transition(
-    definition: FSMDefinition, transition: Transition, data: Mapping[str, Any], index: int = 0
+    definition: FSMDefinition,
+    transition: Transition,
+    data: Mapping[str, Any],
+    index: int = 0,
+    *,
+    global_index: int | None = None,
 ) -> TransitionEvaluation:
     results = [evaluate_condition(c, data) for c in transition.conditions or ()]
     declared_target = transition.target_state in definition.states
@@ -145,14 +152,22 @@ def evaluate_transition(
         guarded=transition.is_guarded,
         conditions=results,
         eligible=declared_target and all(r.holds for r in results),
+        global_index=global_index,
     )
 
 
 def evaluate_transitions(
     definition: FSMDefinition, state: State, data: Mapping[str, Any]
 ) -> list[TransitionEvaluation]:
-    """Every declared transition of ``state``, evaluated against ``data``, in declaration order."""
-    return [evaluate_transition(definition, t, data, i) for i, t in enumerate(state.transitions)]
+    """Every transition of ``state`` (its own, then the global ones that apply), evaluated against ``data``, in
+    that order: the index of each is its position in ``definition.transitions_from(state.id)``."""
+    own = len(state.transitions)
+    return [
+        evaluate_transition(
+            definition, t, data, i, global_index=definition.global_index(state.id, i) if i >= own else None
+        )
+        for i, t in enumerate(definition.transitions_from(state.id))
+    ]
 
 
 def _best(evaluations: list[_C]) -> _C | None:
@@ -235,10 +250,8 @@ def decide_verdict(
     """``decide``'s verdict without its evaluations, for a decision nobody keeps a record of (a chained step, a
     resumed parent): validating records only to drop them was 40 % of such a decision (84,000 instructions
     against 49,000 for a one-condition state)."""
-    state = definition.get_state(current_state)
-    return _decide(
-        current_state, [_evaluate(definition, t, data, i) for i, t in enumerate(state.transitions)], proposal
-    )
+    transitions = definition.transitions_from(current_state)
+    return _decide(current_state, [_evaluate(definition, t, data, i) for i, t in enumerate(transitions)], proposal)
 
 
 def _decide(
@@ -308,10 +321,8 @@ def validate_transition(
         return False, f"target state {target_state!r} is not declared in the definition"
     if target_state == current_state:
         return True, None
-    state = definition.get_state(current_state)
-    to_target = [
-        _evaluate(definition, t, data, i) for i, t in enumerate(state.transitions) if t.target_state == target_state
-    ]
+    transitions = definition.transitions_from(current_state)
+    to_target = [_evaluate(definition, t, data, i) for i, t in enumerate(transitions) if t.target_state == target_state]
     if any(e.eligible for e in to_target):
         return True, None
     return False, _why_not(_best(to_target), target_state)

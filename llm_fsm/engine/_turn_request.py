@@ -18,9 +18,9 @@ from llm_fsm.engine._records import LLMRequest
 from llm_fsm.engine._reply_schema import key_json_schema, response_json_schema
 
 
-def _allowed_targets(state: State) -> list[str]:
+def _allowed_targets(definition: FSMDefinition, state: State) -> list[str]:
     targets = [state.id]
-    for t in state.transitions:
+    for t in definition.transitions_from(state.id):
         if t.target_state not in targets:
             targets.append(t.target_state)
     return targets
@@ -91,13 +91,13 @@ def _options(definition: FSMDefinition, state: State) -> _Options:
     found = _OPTIONS.get(cache_key)
     if found is None:
         keys = list(state.required_context_keys or ())
-        for transition in state.transitions:
+        for transition in definition.transitions_from(state.id):
             for condition in transition.conditions or ():
                 keys += condition.requires_context_keys or ()
                 if condition.compiled is not None:
                     keys += sorted(condition.compiled.reads)
         unique = tuple(dict.fromkeys(keys))
-        found = _Options(tuple(_allowed_targets(state)), unique, _typed_keys(definition, unique))
+        found = _Options(tuple(_allowed_targets(definition, state)), unique, _typed_keys(definition, unique))
         if len(_OPTIONS) < 4096:
             _OPTIONS[cache_key] = found
     return found

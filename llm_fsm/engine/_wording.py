@@ -151,9 +151,9 @@ def arrived_by(definition: FSMDefinition, state_before: str, steps: Sequence[Ver
 
 
 def _transitions(definition: FSMDefinition, state_id: str) -> list[Transition]:
-    """The transitions a verdict's ``transition_index`` counts in (the one place to follow if that list grows)."""
-    state = definition.states.get(state_id)
-    return state.transitions if state is not None else []
+    """The transitions a verdict's ``transition_index`` counts in: the state's own, then the global ones that apply
+    (``FSMDefinition.transitions_from``), so a global transition says its text and its refusal like a state's own."""
+    return definition.transitions_from(state_id) if state_id in definition.states else []
 
 
 def fill(

@@ -27,7 +27,7 @@ def always_set(definition: FSMDefinition) -> dict[str, frozenset[str]]:
     provided = frozenset(definition.provided_context_keys)
     incoming: dict[str, list[tuple[str, frozenset[str]]]] = {}
     for source, state in definition.states.items():
-        for transition in state.transitions:
+        for transition in definition.transitions_from(source):  # global transitions lead in from many states
             incoming.setdefault(transition.target_state, []).append((source, required_by(transition)))
         for action in state.actions or ():
             incoming.setdefault(action.on_error, []).append((source, frozenset()))

@@ -102,6 +102,8 @@ def unknown_fields(run: LintRun) -> None:
         report(("states", key), state, "state")
     for key, index, transition in run.transitions():
         report(("states", key, "transitions", index), transition, "transition")
+    for parts, transition in run.global_transitions():
+        report(parts, transition, "global transition")
     for parts, condition in run.conditions():
         report(parts, condition, "condition")
     for parts, flow in run.flows():

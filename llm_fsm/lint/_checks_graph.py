@@ -177,6 +177,8 @@ def confirmations(run: LintRun) -> None:
             if isinstance(transitions, list)
             else []
         )
+        if run.graph is not None:  # the global transitions that apply here are declared transitions of it too
+            targets += [edge.target for edge in run.graph.global_edges if key in edge.sources]
         for field_name in ("on_yes", "on_no"):
             target = confirmation.get(field_name)
             if not isinstance(target, str) or (field_name == "on_no" and target == "cancel"):

@@ -30,6 +30,7 @@ def _model_guards(run: LintRun) -> dict[Path, Guard]:
         for key, state in definition.states.items()
         for index, transition in enumerate(state.transitions)
     ]
+    holders.extend((("global_transitions", index), t) for index, t in enumerate(definition.global_transitions or ()))
     for owner, flows in _model_flows(definition):
         holders.extend(((*owner, "flows", index), flow) for index, flow in enumerate(flows))
     return {
@@ -224,6 +225,9 @@ def _consequence(run: LintRun, parts: Path) -> str:
         transitions = run.data["states"][parts[1]].get("transitions")
         target = transitions[parts[3]].get("target_state") if isinstance(transitions, list) else None
         if isinstance(target, str):
-            only = f", and it is the only way out of {parts[1]!r}" if len(transitions) == 1 else ""
+            ways_out = len(run.graph.successors.get(str(parts[1]), ())) if run.graph is not None else len(transitions)
+            only = f", and it is the only way out of {parts[1]!r}" if ways_out == 1 else ""
             return f"the transition to {target!r} never fires{only}"
+    if len(parts) == 4 and parts[0] == "global_transitions" and isinstance(parts[1], int):
+        return "the global transition never fires"
     return "what it guards never happens"

@@ -14,11 +14,8 @@ from llm_fsm.lint._run import LintRun
 
 
 def declared_targets(definition: FSMDefinition, state_id: str, state: State) -> set[str]:
-    """Where ``state`` may move: its own transitions' targets, and the definition-wide ones where the definition
-    has them (``transitions_from``)."""
-    effective = getattr(definition, "transitions_from", None)
-    transitions = effective(state_id) if callable(effective) else state.transitions
-    return {transition.target_state for transition in transitions}
+    """Where ``state`` may move: its own transitions' targets and the global transitions that apply in it."""
+    return {transition.target_state for transition in definition.transitions_from(state_id)}
 
 
 def timers(run: LintRun) -> None:

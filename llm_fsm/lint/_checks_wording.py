@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from llm_fsm.definition._documents import Path
-from llm_fsm.definition._model import FSMDefinition, State, Transition
+from llm_fsm.definition._model import FSMDefinition, GlobalTransition, State, Transition
 from llm_fsm.definition._wording import Say, parse, spec_error
 from llm_fsm.engine._wording import long_form, template_of
 from llm_fsm.lint._always_set import always_set, required_by
@@ -56,6 +56,8 @@ def wording(run: LintRun) -> None:
     for state_id, state in definition.states.items():
         for index, transition in enumerate(state.transitions):
             _check_transition(run, definition, state_id, state, index, transition)
+    for position, global_transition in enumerate(definition.global_transitions or ()):
+        _check_global(run, definition, position, global_transition)
 
 
 def _templates(definition: FSMDefinition, say: Say) -> list[str | None]:
@@ -82,6 +84,17 @@ def _texts(definition: FSMDefinition) -> Iterator[_Text]:
                 yield _Text((*where, "say"), f"transition {name!r}", say, _cover(here, extra))
             if (say := long_form(transition.refusal)) is not None:
                 yield _Text((*where, "refusal"), f"the refusal of {name!r}", say, _cover(here))
+    for position, global_transition in enumerate(definition.global_transitions or ()):
+        # said when taken (or refused) from any state it applies in: what is set in all of them
+        reached = [keys[s] for s in definition.states if definition.applies_in(global_transition, s) and s in keys]
+        here = frozenset.intersection(*reached) if reached else None
+        name = f"global -> {global_transition.target_state}"
+        declared_at: Path = ("global_transitions", position)
+        if (say := long_form(global_transition.say)) is not None:
+            extra = required_by(global_transition)
+            yield _Text((*declared_at, "say"), f"global transition {name!r}", say, _cover(here, extra))
+        if (say := long_form(global_transition.refusal)) is not None:
+            yield _Text((*declared_at, "refusal"), f"the refusal of {name!r}", say, _cover(here))
 
 
 def _cover(keys: frozenset[str] | None, extra: frozenset[str] = frozenset()) -> KeyCover | None:
@@ -139,14 +152,28 @@ def _check_transition(
 ) -> None:
     """FSM068: a refusal no refused move can meet. FSM069: a transition's text chaining may carry the turn past."""
     name = f"{state_id} -> {transition.target_state}"
-    where = ("states", state_id, "transitions", index)
-    confirmation = state.confirmation
-    confirmed = confirmation is not None and transition.target_state in (confirmation.on_yes, confirmation.on_no)
-    refusable = transition.target_state != state_id and (transition.is_guarded or confirmed)
-    if transition.refusal is not None and not refusable:
+    _check_taken(run, definition, ("states", state_id, "transitions", index), name, [state], transition)
+
+
+def _check_global(run: LintRun, definition: FSMDefinition, position: int, transition: GlobalTransition) -> None:
+    """FSM068 and FSM069 for a global transition, judged over the states it applies in, reported once."""
+    sources = [s for s in definition.states.values() if definition.applies_in(transition, s.id)]
+    name = f"global -> {transition.target_state}"
+    _check_taken(run, definition, ("global_transitions", position), name, sources, transition)
+
+
+def _check_taken(
+    run: LintRun, definition: FSMDefinition, where: Path, name: str, sources: list[State], transition: Transition
+) -> None:
+    def refusable(state: State) -> bool:
+        confirmation = state.confirmation
+        confirmed = confirmation is not None and transition.target_state in (confirmation.on_yes, confirmation.on_no)
+        return transition.target_state != state.id and (transition.is_guarded or confirmed)
+
+    if transition.refusal is not None and sources and not any(refusable(s) for s in sources):
         why = (
             "a proposal of the current state means staying, never a refused move"
-            if transition.target_state == state_id
+            if all(transition.target_state == s.id for s in sources)
             else "a transition without conditions is never refused"
         )
         run.add(
@@ -156,7 +183,8 @@ def _check_transition(
             "give the transition the conditions it waits for, or drop the refusal",
         )
     target = definition.states.get(transition.target_state)
-    if transition.say is not None and target is not None and target.id != state_id and _chains_on(target):
+    leaves = any(transition.target_state != s.id for s in sources)
+    if transition.say is not None and target is not None and leaves and _chains_on(definition, target):
         run.add(
             "transition-say-passed-by",
             (*where, "say"),
@@ -166,11 +194,11 @@ def _check_transition(
         )
 
 
-def _chains_on(state: State) -> bool:
+def _chains_on(definition: FSMDefinition, state: State) -> bool:
     """Whether chaining can leave ``state`` in the turn that reached it (engine._moves._chain's stops)."""
     if state.is_terminal or state.confirmation is not None or not state.auto_advance or state.handoff:
         return False
-    return any(t.is_guarded and t.target_state != state.id for t in state.transitions)
+    return any(t.is_guarded and t.target_state != state.id for t in definition.transitions_from(state.id))
 
 
 def _set_keys(definition: FSMDefinition) -> list[str]:

@@ -71,6 +71,8 @@ def _conditions(definition: FSMDefinition) -> Iterator[TransitionCondition]:
     for state in definition.states.values():
         for transition in state.transitions:
             yield from transition.conditions or []
+    for global_transition in definition.global_transitions or ():
+        yield from global_transition.conditions or []
     for _, declaration in declarations(definition):
         yield from declaration.conditions or []
 

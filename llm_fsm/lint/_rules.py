@@ -346,6 +346,34 @@ RULES: dict[str, Rule] = {
             "A say placeholder names a key no state collects and neither the application nor an action provides.",
         ),
         Rule(
+            "FSM058",
+            "global-scope-unknown",
+            _E,
+            "A global transition's `from_states`, `from_groups` or `except_states`, or a state group, names a state"
+            " or group that is not declared.",
+            True,
+        ),
+        Rule(
+            "FSM059",
+            "global-transition-applies-nowhere",
+            _W,
+            "A global transition applies in no state: every state of its scope is terminal, excluded or its target.",
+        ),
+        Rule(
+            "FSM060",
+            "global-transition-shadowed",
+            _W,
+            "Every state a global transition applies in declares its own transition to the same target with the same"
+            " conditions and a priority as good: the state's own always wins, so the global one is never taken.",
+        ),
+        Rule(
+            "FSM061",
+            "global-scope-never-applies",
+            _W,
+            "A global transition's `from_states` names a state where it never applies: a terminal state, its own"
+            " target, or a state also in `except_states`.",
+        ),
+        Rule(
             "FSM062",
             "timer-go-undeclared",
             _E,

@@ -137,6 +137,15 @@ class LintRun:
             ]
         return iter(self._transitions)
 
+    def global_transitions(self) -> Iterator[tuple[Path, Mapping[str, Any]]]:
+        """(path, declaration) of every definition-level global transition."""
+        declared = self.data.get("global_transitions")
+        return iter(
+            [(("global_transitions", index), t) for index, t in enumerate(declared) if _is_mapping(t)]
+            if isinstance(declared, list)
+            else []
+        )
+
     def flows(self) -> Iterator[tuple[Path, Mapping[str, Any]]]:
         """Sub-flow declarations: definition-wide, then per state."""
         if self._flows is None:
@@ -183,6 +192,7 @@ class LintRun:
             holders: list[tuple[Path, Mapping[str, Any]]] = [
                 (("states", key, "transitions", index), transition) for key, index, transition in self.transitions()
             ]
+            holders.extend(self.global_transitions())
             holders.extend(self.flows())
             self._conditions = [
                 ((*parts, "conditions", cindex), condition)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from llm_fsm.definition._graph import Edge
+from llm_fsm.definition._graph import Edge, GlobalEdge
 
 
-def edge_label_lines(edge: Edge) -> list[str]:
+def edge_label_lines(edge: Edge | GlobalEdge) -> list[str]:
     """What the transition is for, when it fires (its conditions) and its priority."""
     lines = [" ".join(edge.description.split())] if edge.description.strip() else []
     if edge.conditions:

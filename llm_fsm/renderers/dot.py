@@ -9,7 +9,8 @@ actions are listed under its name (``⚙ lookup_order (collected)``); each decla
 sub-flow is a dashed ``f0``… node entered by a dashed ``start_flow`` edge from
 the states that declare it (a ``call`` flow ``returns`` by a dotted edge). With the prover's statuses
 (``--prove``) each state is filled red (a property failed there), amber (unknown) or green (proved), its
-statuses under its name, and the graph's label gives each property's.
+statuses under its name, and the graph's label gives each property's. A global transition is drawn once: a
+dashed note ``g0``… saying where it applies, with one dashed edge to its target.
 """
 
 from __future__ import annotations
@@ -81,12 +82,18 @@ def render(graph: Graph, extras: Extras | None = None) -> str:
             "\nfrom any state" if flow.from_any_state else ""
         )
         lines.append(f"    f{flow.index} [label={quote(label)}, shape=component, style=dashed];")
+    for global_edge in graph.global_edges:  # drawn once, not once per state it applies in
+        label = quote("global transition\n" + global_edge.scope)
+        lines.append(f"    g{global_edge.index} [label={label}, shape=note, style=dashed];")
     if graph.initial in ids:
         lines.append('    __start [shape=point, label=""];')
         lines.append(f"    __start -> {ids[graph.initial]};")
     for edge in graph.edges:
         label = quote("\n".join(" ".join(line.split()) for line in edge_label_lines(edge)))
         lines.append(f"    {ids[edge.source]} -> {ids[edge.target]} [label={label}];")
+    for global_edge in graph.global_edges:
+        label = quote("\n".join(" ".join(line.split()) for line in edge_label_lines(global_edge)))
+        lines.append(f"    g{global_edge.index} -> {ids[global_edge.target]} [label={label}, style=dashed];")
     for flow in extras.flows:
         for source in flow.sources:
             if source not in ids:

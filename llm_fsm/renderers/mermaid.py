@@ -8,9 +8,11 @@ A confirmation step gets the ``confirmation`` class and a note saying where
 yes and no go; a state with actions, a note on its left listing them; each
 declared sub-flow is a state ``f0``… of class ``subflow``, entered with
 ``start_flow`` from the states that declare it (a ``call`` flow ``returns``
-to them); a definition-wide flow says "from any state". With the prover's statuses (``--prove``) each state
-gets the class ``proof_failed`` (red), ``proof_unknown`` or ``proof_proved``, a failed or unknown one its
-properties under its name, and a comment line gives each property's status.
+to them); a definition-wide flow says "from any state". A global transition is drawn once: a state ``g0``… of
+class ``global`` saying where it applies ("from any state except pay"), with one edge to its target. With the
+prover's statuses (``--prove``) each state gets the class ``proof_failed`` (red), ``proof_unknown`` or
+``proof_proved``, a failed or unknown one its properties under its name, and a comment line gives each
+property's status.
 """
 
 from __future__ import annotations
@@ -76,11 +78,16 @@ def render(graph: Graph, extras: Extras | None = None) -> str:
     for flow in extras.flows:
         label = flow.label() + (" from any state" if flow.from_any_state else "")
         lines.append(f'    state "{escape(label)}" as {flow_ids[flow.index]}')
+    for global_edge in graph.global_edges:
+        lines.append(f'    state "{escape("global: " + global_edge.scope)}" as g{global_edge.index}')
     if graph.initial in ids:
         lines.append(f"    [*] --> {ids[graph.initial]}")
     for edge in graph.edges:
         label = "<br/>".join(escape(line) for line in edge_label_lines(edge))
         lines.append(f"    {ids[edge.source]} --> {ids[edge.target]} : {label}")
+    for global_edge in graph.global_edges:
+        label = "<br/>".join(escape(line) for line in edge_label_lines(global_edge))
+        lines.append(f"    g{global_edge.index} --> {ids[global_edge.target]} : {label}")
     for flow in extras.flows:
         for source in flow.sources:
             if source not in ids:
@@ -102,6 +109,8 @@ def render(graph: Graph, extras: Extras | None = None) -> str:
     lines.append("    classDef undeclared stroke-dasharray:5 5,color:#b00")
     if extras.confirmations:
         lines.append("    classDef confirmation stroke:#06c,stroke-width:3px")
+    if graph.global_edges:
+        lines.append("    classDef global stroke-dasharray:2 2,fill:#f7f7f7")
     if extras.flows:
         lines.append("    classDef subflow stroke-dasharray:3 3,fill:#f4f4ff")
     if extras.proof is not None:
@@ -114,6 +123,7 @@ def render(graph: Graph, extras: Extras | None = None) -> str:
         ("undeclared", [ids[n.id] for n in graph.nodes.values() if not n.declared]),
         ("confirmation", [ids[state] for state in extras.confirmations if state in ids]),
         ("subflow", list(flow_ids.values())),
+        ("global", [f"g{global_edge.index}" for global_edge in graph.global_edges]),
         *(
             (f"proof_{status}", [ids[state] for state, mark in proof.items() if state in ids and mark.status == status])
             for status in ("failed", "unknown", "proved")

@@ -6,7 +6,7 @@ is marked on its state's line; the sub-flows a state may start are listed
 under it (``=> flow``), the definition-wide ones at the end; its actions
 follow (``⚙ lookup_order (collected, on error → support)``). With the prover's statuses (``--prove``) a line
 under the name gives each property's, and each state's line is marked ``✓ proved`` or with what failed or is
-unknown there (``✗ failed: progress``).
+unknown there (``✗ failed: progress``). Global transitions are listed once, at the end, with where they apply.
 """
 
 from __future__ import annotations
@@ -61,6 +61,12 @@ def render(graph: Graph, extras: Extras | None = None) -> str:
             lines.append("  " + _flow_line(flow))
         if node.declared:
             lines.extend("  " + clean(action.summary()) for action in extras.actions.get(node.id, ()))
+    if graph.global_edges:
+        lines += ["", "global transitions:"]
+        lines += [
+            f"  -> {clean(edge.target)}  ({'; '.join(clean(x) for x in [edge.scope, *edge_label_lines(edge)])})"
+            for edge in graph.global_edges
+        ]
     anywhere = [flow for flow in extras.flows if flow.from_any_state]
     if anywhere:
         lines += ["", "from any state:"]

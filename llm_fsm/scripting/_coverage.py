@@ -7,6 +7,9 @@ apart. A state counts as visited when a conversation started in it or a turn
 ended in it. Whatever was never exercised is reported with its JSON path and
 line, so the gap can be found in the file.
 
+A global transition is one site (``$.global_transitions[0]``, state ``(global)``): it is covered when taken
+from any of the states it applies in, since it is declared, and reviewed, once.
+
 Note: a declared self-loop that is not guarded can never be taken (the model
 proposing the current state means "stay"), so it stays uncovered by design.
 
@@ -21,6 +24,9 @@ from dataclasses import dataclass, field
 from llm_fsm.definition._documents import ParsedDocument, format_path
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._records import TurnRecord
+
+#: the state named by the site of a global transition (it has no single source state)
+GLOBAL = "(global)"
 
 
 @dataclass
@@ -68,6 +74,8 @@ class DefinitionCoverage:
     states: list[StateSite] = field(default_factory=list)
     actions: list[ActionSite] = field(default_factory=list)
     conversations: int = 0
+    #: (state, index in its transitions_from) → position in global_transitions, for the global ones
+    global_positions: dict[tuple[str, int], int] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, definition: FSMDefinition, *, file: str, document: ParsedDocument | None = None) -> DefinitionCoverage:
@@ -82,6 +90,10 @@ class DefinitionCoverage:
                 coverage.transitions.append(
                     TransitionSite(state_id, index, transition.target_state, format_path(parts), line(parts))
                 )
+            for index in range(len(state.transitions), len(definition.transitions_from(state_id))):
+                position = definition.global_index(state_id, index)
+                if position is not None:
+                    coverage.global_positions[(state_id, index)] = position
             for index, action in enumerate(state.actions or ()):
                 parts = ("states", state_id, "actions", index)
                 coverage.actions.append(ActionSite(state_id, index, action.call, format_path(parts), line(parts)))
@@ -90,6 +102,11 @@ class DefinitionCoverage:
                 if timed is not None:
                     where = ("states", state_id, "after", index, "action")
                     coverage.actions.append(ActionSite(state_id, index, timed.call, format_path(where), line(where)))
+        for index, transition in enumerate(definition.global_transitions or ()):
+            declared_at: tuple[str | int, ...] = ("global_transitions", index)
+            coverage.transitions.append(
+                TransitionSite(GLOBAL, index, transition.target_state, format_path(declared_at), line(declared_at))
+            )
         return coverage
 
     def call(self, records: Iterable[TurnRecord]) -> None:
@@ -108,6 +125,10 @@ class DefinitionCoverage:
                 site.visits += 1
 
     def take(self, state: str, index: int) -> None:
+        """Count the transition at ``index`` of ``transitions_from(state)`` as taken (a global one: its one site)."""
+        position = self.global_positions.get((state, index))
+        if position is not None:
+            state, index = GLOBAL, position
         for site in self.transitions:
             if site.state == state and site.index == index:
                 site.hits += 1
@@ -247,4 +268,4 @@ class CoverageReport:
         return "\n".join(lines)
 
 
-__all__ = ["ActionSite", "CoverageReport", "DefinitionCoverage", "StateSite", "TransitionSite"]
+__all__ = ["GLOBAL", "ActionSite", "CoverageReport", "DefinitionCoverage", "StateSite", "TransitionSite"]

@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from llm_fsm import errors as _errors
+from llm_fsm.definition._documents import format_path
+from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._records import LLMRequest, LLMResponse, LLMResult
 from llm_fsm.errors import (
     FSMError,
@@ -258,18 +260,23 @@ class ReplayModel(LLMInterface):
         )
 
 
-def _describe(step: PathStep | None, definition_file: str) -> str:
+def _declared_at(step: PathStep, definition: FSMDefinition | None) -> str:
+    """Where the transition a step took is declared: the state's own list, or ``global_transitions``."""
+    index = step.transition_index
+    parts: tuple[str | int, ...] = ("states", step.state_before or "", "transitions", index or 0)
+    if definition is not None and step.state_before in definition.states and index is not None:
+        parts = definition.transition_path(step.state_before, index)
+    return format_path(parts)
+
+
+def _describe(step: PathStep | None, definition_file: str, definition: FSMDefinition | None = None) -> str:
     if step is None:
         return "no turn (the conversation had ended)"
     if step.error:
         return f"failed in {step.state_before}: {step.error}"
     if step.transition_index is None:
         return f"stayed in {step.state_before} ({step.verdict})"
-    return (
-        f"{step.state_before} → {step.state_after}"
-        f" via $.states.{step.state_before}.transitions[{step.transition_index}]"
-        f" ({step.verdict})"
-    )
+    return f"{step.state_before} → {step.state_after} via {_declared_at(step, definition)} ({step.verdict})"
 
 
 def compare(recording: Mapping[str, Any], result: ConversationResult) -> list[str]:
@@ -296,7 +303,8 @@ def compare(recording: Mapping[str, Any], result: ConversationResult) -> list[st
         if before is not None and after is not None and before.same_route(after):
             continue
         turn = (before or after).turn  # type: ignore[union-attr]
-        changed.append(f"turn {turn}: now {_describe(after, file)}; recorded {_describe(before, file)}")
+        now_said, recorded_said = _describe(after, file, result.definition), _describe(before, file, result.definition)
+        changed.append(f"turn {turn}: now {now_said}; recorded {recorded_said}")
     if changed:
         differences.append("takes different transitions:")
         differences.extend("  " + line for line in changed)

@@ -172,15 +172,19 @@ PROGRESS = [
     Mutant(
         "support-rating-contradiction",
         "customer_support_router.json",
-        "a contradiction on an integer: rating >= 4 and rating <= 2",
+        "a contradiction on an integer: rating >= 4 and rating <= 2 (and no asking for a person there)",
         "progress",
         ("feedback",),
-        lambda d: guard(
-            d,
-            "feedback",
-            "end",
-            never({">=": [var("feedback.rating"), 4]}, {"<=": [var("feedback.rating"), 2]}),
-            ["feedback.rating"],
+        chain(
+            lambda d: guard(
+                d,
+                "feedback",
+                "end",
+                never({">=": [var("feedback.rating"), 4]}, {"<=": [var("feedback.rating"), 2]}),
+                ["feedback.rating"],
+            ),
+            # the global "talk to a person" would be a way out of feedback, so the seeded state would not be stuck
+            lambda d: d["global_transitions"][0].update(except_states=["feedback"]),
         ),
         lint_flags=False,
     ),
@@ -274,8 +278,13 @@ NO_TRAP = [
             "escalation",
             "end",
         ),
-        lambda d: state(d, "end").update(
-            transitions=[{"target_state": "greeting", "description": "The customer has another question"}]
+        chain(
+            lambda d: state(d, "end").update(
+                transitions=[{"target_state": "greeting", "description": "The customer has another question"}]
+            ),
+            # and no "talk to a person" from anywhere: a handoff reachable from every state is a way out of any loop
+            lambda d: d.pop("global_transitions"),
+            lambda d: d["states"].pop("human_agent"),
         ),
         lint_flags=True,
     ),

@@ -122,19 +122,20 @@ def turn_reach(definition: FSMDefinition, state_id: str) -> list[State]:
         if state is None or current in seen:
             continue
         seen[current] = state
-        for transition in state.transitions:
+        for transition in definition.transitions_from(current):
             if first or transition.is_guarded:
                 frontier.append(transition.target_state)
         first = False
     return list(seen.values())
 
 
-def used_by(state: State) -> list[str]:
-    """The keys a state's own decisions read: what it collects and confirms, its conditions, its actions' inputs."""
+def used_by(state: State, definition: FSMDefinition | None = None) -> list[str]:
+    """The keys a state's own decisions read: what it collects and confirms, its conditions (with ``definition``:
+    those of the global transitions that apply to it too), its actions' inputs."""
     keys = list(state.required_context_keys or ())
     if state.confirmation is not None:
         keys += state.confirmation.keys or ()
-    for transition in state.transitions:
+    for transition in definition.transitions_from(state.id) if definition is not None else state.transitions:
         for condition in transition.conditions or ():
             keys += condition.requires_context_keys or ()
             keys += sorted(guard_keys(condition.logic))
@@ -194,7 +195,7 @@ class Abstraction:
             relevant.update(state.required_context_keys or ())
             if state.confirmation is not None:
                 relevant.update(state.confirmation.keys or ())
-            for transition in state.transitions:
+            for transition in definition.transitions_from(state.id):
                 for condition in transition.conditions or ():
                     relevant.update(condition.requires_context_keys or ())
             for action in state.actions or ():
@@ -214,7 +215,7 @@ class Abstraction:
     def _logics(self) -> Iterator[Any]:
         definition = self.definition
         for state in definition.states.values():
-            for transition in state.transitions:
+            for transition in definition.transitions_from(state.id):
                 for condition in transition.conditions or ():
                     if condition.logic is not None:
                         yield condition.logic
@@ -261,7 +262,7 @@ class Abstraction:
         same configurations wherever it matters (docs/prove.md, "The abstraction")."""
         found = self._relevant.get(state_id)
         if found is None:
-            near = {key for state in turn_reach(self.definition, state_id) for key in used_by(state)}
+            near = {key for state in turn_reach(self.definition, state_id) for key in used_by(state, self.definition)}
             found = tuple(
                 key for key in self.live(state_id) if key in near or key in self.extra or not self.model_writes(key)
             )
@@ -290,11 +291,11 @@ class Abstraction:
                 if state is None or current in seen:
                     continue
                 seen.add(current)
-                keys.update(used_by(state))
+                keys.update(used_by(state, self.definition))
                 for declaration in [*(state.flows or []), *(self.definition.flows or [])]:
                     keys.update((declaration.inputs or {}).values())
                     keys.update(declaration.outputs or {})
-                frontier += [t.target_state for t in state.transitions]
+                frontier += [t.target_state for t in self.definition.transitions_from(state.id)]
             found = self._live[state_id] = tuple(key for key in self.keys if key in keys)
         return found
 

@@ -197,8 +197,9 @@ def _writes(driver: Driver, node: Node) -> list[Move]:
     reads, in each other cell. (A key read only further on is written there: the same configurations.)"""
     abstraction = driver.abstraction(node.fsm_id)
     data = node.instance.context.data
-    state = driver.definition(node.fsm_id).states.get(node.state)
-    live = set(used_by(state)) if state is not None else set()
+    definition = driver.definition(node.fsm_id)
+    state = definition.states.get(node.state)
+    live = set(used_by(state, definition)) if state is not None else set()
     out: list[Move] = []
     for key in driver.application_keys(node.fsm_id):
         if key not in live:

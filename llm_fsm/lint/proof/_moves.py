@@ -70,7 +70,7 @@ def updates(definition: FSMDefinition, abstraction: Abstraction, state: State, d
     def usable(key: str) -> bool:
         return bool(abstraction.values.get(key)) and abstraction.model_writes(key)
 
-    own = [key for key in dict.fromkeys(used_by(state)) if usable(key)]
+    own = [key for key in dict.fromkeys(used_by(state, definition)) if usable(key)]
 
     def fresh(key: str) -> list[Value]:
         here = abstraction.cell(key, data)
@@ -92,7 +92,7 @@ def updates(definition: FSMDefinition, abstraction: Abstraction, state: State, d
     found: list[list[tuple[str, Value]]] = [[]]
     for key in own:
         found += [[(key, value)] for value in abstraction.values[key]]
-    for transition in state.transitions:
+    for transition in definition.transitions_from(state.id):
         for condition in transition.conditions or ():
             group = [
                 k
@@ -166,7 +166,7 @@ def _chains(
     def walk(target: str, here: State, update: list[tuple[str, Value]], trial: dict[str, Any], depth: int) -> None:
         if len(out) >= MAX_CHAINS or depth > MAX_CHAIN_DEPTH or not here.auto_advance or here.confirmation:
             return
-        for transition in here.transitions:
+        for transition in definition.transitions_from(here.id):
             if not transition.is_guarded:
                 continue
             nxt = definition.states.get(transition.target_state)
@@ -183,7 +183,7 @@ def _chains(
                 out.append((target, extended))
                 walk(target, nxt, extended, _with(trial, assignment), depth + 1)
 
-    for transition in state.transitions:
+    for transition in definition.transitions_from(state.id):
         target = definition.states.get(transition.target_state)
         if target is None or target.id == state.id:
             continue
@@ -204,7 +204,7 @@ def moves(definition: FSMDefinition, abstraction: Abstraction, builder: PromptBu
     flows = builder.flow_names_for(definition, instance, state)
     explored = updates(definition, abstraction, state, instance.context.data)
     combos = explored.own
-    targets = ["", *dict.fromkeys(t.target_state for t in state.transitions)]
+    targets = ["", *dict.fromkeys(t.target_state for t in definition.transitions_from(state.id))]
     found: list[Move] = []
     for target, combo in explored.chains:
         found.append(Move(user=_said(combo), target=target, update=tuple((key, value.value) for key, value in combo)))

@@ -105,8 +105,9 @@ class Judge:
             if node.approximate:
                 return False
             abstraction = self.driver.abstraction(node.fsm_id)
-            state = self.driver.definition(node.fsm_id).states.get(node.state)
-            if state is not None and _inexact_exit(state, abstraction):
+            definition = self.driver.definition(node.fsm_id)
+            state = definition.states.get(node.state)
+            if state is not None and _inexact_exit(definition, state, abstraction):
                 return False
         return self.found.complete
 
@@ -143,7 +144,7 @@ class Judge:
             stuck.add(place)
             if place[0]:
                 continue  # inside a sub-flow: the call is what fails (flows_return)
-            exits = ", ".join(dict.fromkeys(t.target_state for t in state.transitions))
+            exits = ", ".join(dict.fromkeys(t.target_state for t in definition.transitions_from(state.id)))
             claims.append(
                 Claim(
                     "progress",
@@ -295,7 +296,7 @@ class Judge:
             state = definition.states.get(node.state)
             if state is None:
                 continue
-            for index, transition in enumerate(state.transitions):
+            for index, transition in enumerate(definition.transitions_from(state.id)):
                 key = (node.fsm_id, state.id, index)
                 if key in done or tried.get(key, 0) >= 4:
                     continue
@@ -380,7 +381,7 @@ def matters(definition: FSMDefinition, state: State, transition: Transition) -> 
         current = definition.states.get(frontier.pop())
         if current is None:
             continue
-        for other in current.transitions:
+        for other in definition.transitions_from(current.id):
             if other is transition:
                 continue
             if other.target_state not in seen:
@@ -389,10 +390,10 @@ def matters(definition: FSMDefinition, state: State, transition: Transition) -> 
     return target.id not in seen
 
 
-def _inexact_exit(state: State, abstraction: Abstraction) -> bool:
+def _inexact_exit(definition: FSMDefinition, state: State, abstraction: Abstraction) -> bool:
     return any(
         not abstraction.exact(condition.logic)
-        for transition in state.transitions
+        for transition in definition.transitions_from(state.id)
         for condition in transition.conditions or ()
         if condition.logic is not None
     )
