@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -19,12 +20,14 @@ import pytest
 from llm_fsm.engine._instance import ArmedTimer, FSMInstance
 from llm_fsm.errors import ConcurrentUpdateError
 from llm_fsm.stores import ConversationStore, DueTimer, TimerStore, open_store
+from llm_fsm.stores.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
+from llm_fsm.stores.sqlite import SQLiteStore
 
 from .factories import plain_instance
 
 WORKER_SCRIPT = Path(__file__).with_name("timer_claim_worker.py")
 
-NOT_YET = {"sqlite", "postgres", "redis", "files"}
+NOT_YET = {"postgres", "redis", "files"}
 """Stores whose timer index is still to be written: their tests must fail (strict xfail) until it is."""
 
 
@@ -302,3 +305,26 @@ def test_concurrent_processes_never_share_an_unexpired_claim(
     assert set(counts) == armed
     assert max(counts.values()) == 1
     store.close()
+
+
+# --- upgrades -------------------------------------------------------------------------
+
+
+def test_a_sqlite_file_of_the_previous_schema_gains_the_table_and_indexes_what_its_records_arm(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "old.db"
+    store = SQLiteStore(db)
+    instance = _armed(("a", 100.0), ("b", 200.0))
+    store.save(instance, expected_version=None)
+    store.close()
+    with sqlite3.connect(db) as conn:
+        conn.executescript("DROP TABLE timers; PRAGMA user_version = 5;")
+    reopened = SQLiteStore(db)
+    assert reopened.timer_count() == 2
+    assert _claimed(reopened.claim_due_timers(now=150.0, limit=10, lease=60.0)) == [
+        (instance.conversation_id, "a", 100.0)
+    ]
+    reopened.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SQLITE_SCHEMA_VERSION,)
