@@ -20,14 +20,16 @@ import pytest
 from llm_fsm.engine._instance import ArmedTimer, FSMInstance
 from llm_fsm.errors import ConcurrentUpdateError
 from llm_fsm.stores import ConversationStore, DueTimer, TimerStore, open_store
+from llm_fsm.stores.postgres import PostgresStore
 from llm_fsm.stores.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 from llm_fsm.stores.sqlite import SQLiteStore
 
 from .factories import plain_instance
+from .test_postgres_store import sql
 
 WORKER_SCRIPT = Path(__file__).with_name("timer_claim_worker.py")
 
-NOT_YET = {"postgres", "redis", "files"}
+NOT_YET = {"redis", "files"}
 """Stores whose timer index is still to be written: their tests must fail (strict xfail) until it is."""
 
 
@@ -328,3 +330,21 @@ def test_a_sqlite_file_of_the_previous_schema_gains_the_table_and_indexes_what_i
     reopened.close()
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (SQLITE_SCHEMA_VERSION,)
+
+
+def test_a_postgres_schema_of_the_previous_layout_gains_the_table_and_indexes_what_its_records_arm(
+    postgres_url: str,
+) -> None:
+    store = open_store(postgres_url)
+    assert isinstance(store, PostgresStore)
+    instance = _armed(("a", 100.0), ("b", 200.0))
+    store.save(instance, expected_version=None)
+    sql(store, "DROP TABLE {s}.timers; UPDATE {s}.schema_version SET version = 3")
+    store.close()
+    reopened = open_store(postgres_url)
+    timers = _index(reopened)
+    assert timers.timer_count() == 2
+    assert _claimed(timers.claim_due_timers(now=150.0, limit=10, lease=60.0)) == [
+        (instance.conversation_id, "a", 100.0)
+    ]
+    reopened.close()
