@@ -21,15 +21,18 @@ from llm_fsm.engine._instance import ArmedTimer, FSMInstance
 from llm_fsm.errors import ConcurrentUpdateError
 from llm_fsm.stores import ConversationStore, DueTimer, TimerStore, open_store
 from llm_fsm.stores.postgres import PostgresStore
+from llm_fsm.stores.redis import FallbackStore, RedisStore
+from llm_fsm.stores.redis._keys import EXPIRY_GRACE_SECONDS
 from llm_fsm.stores.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 from llm_fsm.stores.sqlite import SQLiteStore
 
 from .factories import plain_instance
+from .redis_server import RedisServer
 from .test_postgres_store import sql
 
 WORKER_SCRIPT = Path(__file__).with_name("timer_claim_worker.py")
 
-NOT_YET = {"redis", "files"}
+NOT_YET = {"files"}
 """Stores whose timer index is still to be written: their tests must fail (strict xfail) until it is."""
 
 
@@ -348,3 +351,42 @@ def test_a_postgres_schema_of_the_previous_layout_gains_the_table_and_indexes_wh
         (instance.conversation_id, "a", 100.0)
     ]
     reopened.close()
+
+
+# --- Redis: expiry and the fallback to memory --------------------------------------------
+
+
+def test_a_redis_conversation_expired_by_ttl_leaves_the_timer_index_at_the_next_save(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = RedisStore(redis_url, ttl_seconds=1)
+    store.save(_armed(("a", 100.0), ("b", 200.0)), expected_version=None)
+    time.sleep(1.2)  # Redis expires the record by its own clock, the store forgets its entries by the client's
+    monkeypatch.setattr(store, "_clock", lambda: time.time() + 1 + EXPIRY_GRACE_SECONDS)
+    alive = _armed(("a", 300.0), user_id="bob")
+    store.save(alive, expected_version=None)
+    assert store.timer_count() == 1
+    assert _claimed(store.claim_due_timers(now=1000.0, limit=10, lease=60.0)) == [(alive.conversation_id, "a", 300.0)]
+    store.close()
+
+
+def test_the_fallback_claims_the_timers_of_conversations_held_in_memory_and_in_redis(own_redis: RedisServer) -> None:
+    store = open_store(own_redis.url, fallback_to_memory=True, connect_timeout=0.5, socket_timeout=0.5)
+    assert isinstance(store, FallbackStore)
+    remote = _armed(("r", 100.0))
+    store.save(remote, expected_version=None)
+    own_redis.shutdown_saving()
+    held = _armed(("m", 50.0))
+    store.save(held, expected_version=None)  # Redis is down: this one lives in memory
+    assert [t.conversation_id for t in store.claim_due_timers(now=1000.0, limit=10, lease=60.0)] == [
+        held.conversation_id
+    ]
+    own_redis.start()
+    claimed = store.claim_due_timers(now=1000.0, limit=10, lease=60.0)
+    assert [t.conversation_id for t in claimed] == [remote.conversation_id]
+    assert store.timer_count() == 2
+    for timer in claimed:
+        store.release_timer(timer)
+    store.release_timer(DueTimer(held.conversation_id, "m", 50.0, "not-a-claim"))
+    assert store.timer_count() == 1
+    store.close()
