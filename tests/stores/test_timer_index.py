@@ -32,17 +32,6 @@ from .test_postgres_store import sql
 
 WORKER_SCRIPT = Path(__file__).with_name("timer_claim_worker.py")
 
-NOT_YET = {"files"}
-"""Stores whose timer index is still to be written: their tests must fail (strict xfail) until it is."""
-
-
-@pytest.fixture(autouse=True)
-def _pending(request: pytest.FixtureRequest) -> None:
-    params = getattr(request.node, "callspec", None)
-    kind = params.params.get("store_kind", params.params.get("kind")) if params is not None else None
-    if kind in NOT_YET:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=f"{kind} has no timer index yet"))
-
 
 def _armed(*timers: tuple[str, float], **fields: Any) -> FSMInstance:
     return plain_instance(timers=[ArmedTimer(id=timer_id, due_at=due_at) for timer_id, due_at in timers], **fields)
@@ -390,3 +379,18 @@ def test_the_fallback_claims_the_timers_of_conversations_held_in_memory_and_in_r
     store.release_timer(DueTimer(held.conversation_id, "m", 50.0, "not-a-claim"))
     assert store.timer_count() == 1
     store.close()
+
+
+# --- files: the token names the conversation's folder -------------------------------------------
+
+
+def test_a_file_store_release_with_a_forged_token_touches_nothing_outside_its_folders(tmp_path: Path) -> None:
+    store = open_store(f"file://{tmp_path}/conversations")
+    instance = _armed(("a", 100.0))
+    store.save(instance, expected_version=None)
+    timers = _index(store)
+    (claim,) = timers.claim_due_timers(now=100.0, limit=10, lease=60.0)
+    for forged in ("x@../..", "x@alice/../..", "x@..%2F/room-1", claim.token.split("@")[0]):
+        timers.release_timer(DueTimer(claim.conversation_id, "a", 100.0, forged))
+    assert timers.timer_count() == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conversations"]
