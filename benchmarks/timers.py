@@ -398,36 +398,58 @@ def _stores_benchmark() -> Any:
 
 
 def print_report(results: list[dict[str, Any]], notes: list[str]) -> None:
-    print("Timers: claim and fire (fires/s), against the same store's plain load + save (saves/s), same run")
-    print(f"{'store':<10} {'timers':>8} {'workers':>7} {'saves/s':>9} {'fires/s':>9} {'x save':>7}")
-    for r in results:
-        for w in WORKERS:
-            print(
-                f"{r['store']:<10} {r['timers']:>8,} {w:>7} {r['baseline_saves_per_second'][w]:>9,.0f}"
-                f" {r['fires_per_second'][w]:>9,.0f} {r['x_baseline'][w]:>7.2f}"
-            )
-    print()
-    print("kill -9 of workers while draining the backlog (counted per timer id from what the conversations recorded)")
-    print(f"{'store':<10} {'kills':>5} {'fired':>8} {'twice':>6} {'lost':>5} {'drain s':>8}")
-    for r in results:
-        k = r["kill9"]
-        print(
-            f"{r['store']:<10} {k['kills']:>5} {k['fired']:>8,} {k['fired_twice']:>6} {k['lost']:>5}"
-            f" {k['drain_seconds']:>8.1f}"
-        )
-    print()
-    print("lateness under load (4 workers polling; timers falling due at half the 4-worker fire rate)")
-    print(f"{'store':<10} {'due/s':>7} {'fired':>6} {'unfired':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
-    for r in results:
-        late = r["lateness"]
-        figures = " ".join(
-            f"{late[k]:>8.1f}" if late[k] is not None else f"{'-':>8}" for k in ("p50_ms", "p99_ms", "max_ms")
-        )
-        print(f"{r['store']:<10} {late['per_second']:>7.0f} {late['fired']:>6} {late['unfired']:>7} {figures}")
+    _table(
+        "Timers: claim and fire (fires/s), against the same store's plain load + save (saves/s), same run",
+        [("store", 10, "s"), ("timers", 8, ",d"), ("workers", 7, "d"), ("saves/s", 9, ",.0f"), ("fires/s", 9, ",.0f")]
+        + [("x save", 7, ".2f")],
+        [
+            [
+                r["store"],
+                r["timers"],
+                w,
+                r["baseline_saves_per_second"][w],
+                r["fires_per_second"][w],
+                r["x_baseline"][w],
+            ]
+            for r in results
+            for w in WORKERS
+        ],
+    )
+    _table(
+        "kill -9 of workers while draining the backlog (counted per timer id from what the conversations recorded)",
+        [("store", 10, "s"), ("kills", 5, "d"), ("fired", 8, ",d"), ("twice", 6, "d"), ("lost", 5, "d")]
+        + [("drain s", 8, ".1f")],
+        [
+            [r["store"], *(r["kill9"][k] for k in ("kills", "fired", "fired_twice", "lost", "drain_seconds"))]
+            for r in results
+        ],
+    )
+    _table(
+        "lateness under load (4 workers polling; timers falling due at half the 4-worker fire rate)",
+        [("store", 10, "s"), ("due/s", 7, ".0f"), ("fired", 6, "d"), ("unfired", 7, "d"), ("p50 ms", 8, ".1f")]
+        + [("p99 ms", 8, ".1f"), ("max ms", 8, ".1f")],
+        [
+            [r["store"], *(r["lateness"][k] for k in ("per_second", "fired", "unfired", "p50_ms", "p99_ms", "max_ms"))]
+            for r in results
+        ],
+    )
     for r in results:
         print(f"{r['store']}: arming saved {r['arm_saves_per_second']:,.0f} conversations/s (4 processes)")
     for note in notes:
         print(f"note: {note}")
+
+
+def _table(title: str, columns: list[tuple[str, int, str]], rows: list[list[Any]]) -> None:
+    """A title, a header and the rows: the first column left-aligned, the others right; None as '-'."""
+    print(title)
+    print(" ".join(f"{name:<{width}}" if i == 0 else f"{name:>{width}}" for i, (name, width, _) in enumerate(columns)))
+    for row in rows:
+        cells = [
+            f"{'-' if value is None else format(value, spec):{'<' if i == 0 else '>'}{width}}"
+            for i, (value, (_, width, spec)) in enumerate(zip(row, columns, strict=True))
+        ]
+        print(" ".join(cells))
+    print()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
