@@ -45,6 +45,9 @@ _DUE = (
 )
 
 
+_HELD = "SELECT 1 FROM timers WHERE conversation_id = ? AND timer_id = ? AND token = ?"
+
+
 def index_timers(conn: sqlite3.Connection, instance: FSMInstance) -> None:
     """Make the conversation's entries exactly its armed timers; inside the save's transaction.
 
@@ -92,11 +95,12 @@ class _SQLiteTimers:
         return claimed
 
     def release_timer(self, timer: DueTimer) -> None:
+        key = (timer.conversation_id, timer.timer_id, timer.token)
+        with self._read() as conn:  # the save that recorded a firing dropped the entry: no write lock for nothing
+            if conn.execute(_HELD, key).fetchone() is None:
+                return
         with self._write() as conn:
-            conn.execute(
-                "DELETE FROM timers WHERE conversation_id = ? AND timer_id = ? AND token = ?",
-                (timer.conversation_id, timer.timer_id, timer.token),
-            )
+            conn.execute("DELETE FROM timers WHERE conversation_id = ? AND timer_id = ? AND token = ?", key)
 
     def timer_count(self) -> int:
         with self._read() as conn:
