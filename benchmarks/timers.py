@@ -6,11 +6,12 @@ Per store, in one run:
   due now (the backlog, due times spread over the last minute) and one parked a year ahead, so the index holds at
   least half of them in every phase; saved by 4 worker processes (the rate is printed, not judged);
 - **baseline**: the same store's plain save throughput with 1 and 4 worker processes: ``load_for_turn`` + a
-  compare-and-set ``save`` of conversations without timers, round robin, for ``--seconds``. Every ratio printed is
-  against it, measured in the same run on the same store;
-- **claim and fire** with 1 and then 4 worker processes, ``--seconds`` each, on the backlog: fires per second and
-  the ratio to the baseline of the same number of workers (what a fire costs beyond a turn's save: the claim, the
-  release and, on SQLite, their write transactions);
+  compare-and-set ``save`` of conversations without timers, round robin. Every ratio printed is against it,
+  measured in the same run on the same store;
+- **claim and fire** with 1 and then 4 worker processes on the backlog: fires per second and the ratio to the
+  baseline of the same number of workers (what a fire costs beyond a turn's save: the claim, the release and, on
+  SQLite, their write transactions). For each number of workers the baseline and the firing take ``--seconds``
+  each, in half windows in ABBA order (save, fire, fire, save), so a machine that gets busier weighs on both;
 - **kill -9**: 4 workers drain the rest of the backlog with a short lease (``--lease``) while one of them, picked at
   random, is killed with SIGKILL every ``--kill-every`` seconds and replaced. Afterwards every conversation is
   loaded and the firings it *recorded* are counted per timer id: **fired twice** (a timer recorded more than once),
@@ -244,10 +245,17 @@ def arm(pool: list[Worker], url: str, conversations: int, **how: Any) -> float:
     return conversations / (time.perf_counter() - started)
 
 
-def rate(pool: list[Worker], workers: int, command: dict[str, Any]) -> float:
-    """Operations per second of ``workers`` workers running ``command``."""
-    results = run(pool[:workers], [command] * workers)
-    return float(sum(r["done"] for r in results) / max(r["seconds"] for r in results))
+def rates(pool: list[Worker], workers: int, commands: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Operations per second of ``workers`` workers in each mode of ``commands``, their windows taken in ABBA order
+    (the first mode, the second twice, the first again), so a machine that gets busier or quieter during the
+    phase weighs on both alike."""
+    first, second = commands
+    totals = {mode: [0.0, 0.0] for mode in commands}
+    for mode in (first, second, second, first):
+        results = run(pool[:workers], [commands[mode]] * workers)
+        totals[mode][0] += sum(r["done"] for r in results)
+        totals[mode][1] += max(r["seconds"] for r in results)
+    return {mode: done / seconds for mode, (done, seconds) in totals.items()}
 
 
 def chaos(pool: list[Worker], url: str, *, parked: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -343,15 +351,14 @@ def bench_store(pool: list[Worker], name: str, url: str, setup_url: str, args: a
     out["arm_saves_per_second"] = arm(
         pool, setup_url, conversations, prefix="c", due=(t0 - 60, t0), parked=t0 + PARKED_AHEAD
     )
-    out["baseline_saves_per_second"] = {
-        w: rate(pool, w, {"mode": "save", "url": url, "seconds": args.seconds}) for w in WORKERS
-    }
-    out["fires_per_second"] = {}
+    out["baseline_saves_per_second"], out["fires_per_second"] = {}, {}
     for w in WORKERS:
-        _progress(f"{name}: claim and fire, {w} worker(s)")
-        most = conversations // 3 // w  # each window leaves the kill -9 phase a backlog to drain
-        command = {"mode": "fire", "url": url, "seconds": args.seconds, "limit": 20, "lease": 30.0, "poll": args.poll}
-        out["fires_per_second"][w] = rate(pool, w, {**command, "max": most})
+        _progress(f"{name}: plain saves and claim and fire, {w} worker(s)")
+        half = args.seconds / 2
+        most = conversations // 6 // w  # each window leaves the kill -9 phase a backlog to drain
+        fire = {"mode": "fire", "url": url, "seconds": half, "limit": 20, "lease": 30.0, "poll": args.poll, "max": most}
+        measured = rates(pool, w, {"save": {"mode": "save", "url": url, "seconds": half}, "fire": fire})
+        out["baseline_saves_per_second"][w], out["fires_per_second"][w] = measured["save"], measured["fire"]
     out["x_baseline"] = {w: out["fires_per_second"][w] / out["baseline_saves_per_second"][w] for w in WORKERS}
     _progress(f"{name}: draining the backlog, kill -9 every {args.kill_every} s")
     out["kill9"] = chaos(pool, url, parked=conversations, args=args)
