@@ -269,8 +269,8 @@ def chaos(pool: list[Worker], url: str, *, parked: int, args: argparse.Namespace
         worker.send(command)
     kills = 0
     started = time.perf_counter()
-    next_kill = started + 0.05  # the first one as soon as the workers hold claims: a short run gets its kill too
-    while store.timer_count() > parked:
+    next_kill = started + 0.02  # the first one as soon as the workers hold claims: a short run gets its kill too
+    while kills == 0 or store.timer_count() > parked:
         if time.perf_counter() - started > args.timeout:
             raise RuntimeError(f"the backlog was not drained in {args.timeout} s")
         if time.perf_counter() >= next_kill:
