@@ -10,7 +10,8 @@ Archived transcript messages, turn records (``turns``, keyed by turn index) and
 processed message ids with their replies (``replies``) live in their own tables
 and are written in the same transaction as the record, so a save archives and
 logs exactly once or not at all, and trims the logs to its ``Retention``.
-Definition versions (``definition_versions``: content hash → canonical JSON) belong to no conversation.
+Definition versions (``definition_versions``: content hash → canonical JSON) belong to no conversation. Armed
+timers are indexed by due time in ``timers``, written by the save too (``_sqlite_timers``).
 
 One connection per store object, shared by its threads under a lock
 (``check_same_thread=False``); a child process that inherits the object opens
@@ -38,6 +39,7 @@ from llm_fsm.errors import (
     StoreUnavailableError,
 )
 from llm_fsm.stores._paging import ConversationPage, check_limit, cut, page_filter
+from llm_fsm.stores._sqlite_timers import BACKFILL, TIMERS_SCHEMA, _SQLiteTimers, index_timers
 from llm_fsm.stores._versions import checked_document, checked_version, version_not_found
 from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
 from llm_fsm.stores.codec import (
@@ -58,7 +60,7 @@ from llm_fsm.stores.codec import (
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """1: conversations and archive; 2: the turn log (turns, replies). Opening a version-1 file adds the tables; its
 records, which hold their turns, move them to the log on their next save. 3: fewer pages written per turn: ``turns``
 is a rowid table (a turn record of about 1 KB spilled to an overflow page in a WITHOUT ROWID table, whose rows are
@@ -68,9 +70,12 @@ from an index: listings are ordered by ``(updated_at, conversation_id)``, served
 (everyone's, and ``expire``; it replaces ``conversations_by_age``) and ``conversations_by_user`` (a user's, in every
 room or one: a room's page walks its user's entries), so a page costs its own rows whatever the table holds. A save
 rewrites two index entries (``updated_at`` changes) where it rewrote one. Opening an older file builds them. 5: the
-``definition_versions`` table (a version's text, once); opening an older file adds it, empty."""
+``definition_versions`` table (a version's text, once); opening an older file adds it, empty. 6: the ``timers``
+table (armed timers by due time, ``TimerStore``); opening an older file adds it and indexes the timers its records
+arm."""
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS conversations (
     conversation_id TEXT PRIMARY KEY,
     user_id TEXT,
@@ -111,8 +116,10 @@ CREATE TABLE IF NOT EXISTS definition_versions (
     document TEXT NOT NULL
 );
 """
+    + TIMERS_SCHEMA
+)
 
-_LOGS = ("archive", "turns", "replies")
+_LOGS = ("archive", "turns", "replies", "timers")
 """Tables whose rows belong to one conversation and go with it."""
 
 _SUMMARY_COLUMNS = "conversation_id, fsm_id, user_id, room_id, state, status, version, updated_at"
@@ -131,7 +138,7 @@ def _same_file(path: str, other: Path) -> bool:
     return os.path.abspath(Path(path).expanduser()) == os.path.abspath(other)
 
 
-class SQLiteStore(AsyncStoreMixin):
+class SQLiteStore(_SQLiteTimers, AsyncStoreMixin):
     """Conversations in one SQLite file (or ``":memory:"``)."""
 
     def __init__(
@@ -253,6 +260,7 @@ class SQLiteStore(AsyncStoreMixin):
                     [(cid, last + i, encode_message(m)) for i, m in enumerate(encoded.archive, start=1)],
                 )
             self._log(conn, cid, encoded)
+            index_timers(conn, instance)
         return committed(instance, encoded)
 
     @staticmethod
@@ -491,6 +499,7 @@ class SQLiteStore(AsyncStoreMixin):
                     "INSERT INTO turns (conversation_id, idx, record) SELECT conversation_id, idx, record FROM turns_v2"
                 )
                 conn.execute("DROP TABLE turns_v2")
+            conn.execute(BACKFILL)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:

@@ -126,6 +126,7 @@ def test_the_tables_are_created_on_first_use_with_their_layout_version(store: Po
         "definition_versions",
         "replies",
         "schema_version",
+        "timers",
         "turns",
     ]
 

@@ -8,7 +8,9 @@ Layout (every path segment escaped so any id is a safe file name, see ``segment`
     <root>/<user>/<room>/<id>.archive.<n>.jsonl  archived transcript, at most ``archive_part_size`` messages per part
     <root>/<user>/<room>/<id>.log.jsonl          turn log: turn records and processed message ids with their replies
     <root>/<user>/<room>/<id>.recovery.json      written when a record and its backup are both unreadable
+    <root>/<user>/<room>/<id>.timers.json        the armed timers and their claims (``_timers``), while it arms any
     <root>/versions.d/<version>.json             a definition version's canonical JSON, written once (``_versions``)
+    <root>/timers.lock                           flock target serialising timer claimers
 
 A missing user or room is written as ``_``. Because the owner is part of the
 path, a load for another user or room looks in another directory and finds

@@ -73,3 +73,11 @@ class _Paths:
     @property
     def log_temp(self) -> Path:
         return self.directory / f"{self.base}.log.jsonl.tmp"
+
+    @property
+    def timers(self) -> Path:
+        return self.directory / f"{self.base}.timers.json"
+
+    @property
+    def timers_temp(self) -> Path:
+        return self.directory / f"{self.base}.timers.json.tmp"

@@ -36,12 +36,13 @@ from llm_fsm.stores.files._archive import DEFAULT_ARCHIVE_PART_SIZE, _Archive, _
 from llm_fsm.stores.files._durable import _unlink
 from llm_fsm.stores.files._log import RECORD_TEXT, _find_reply, _kept, _log_entries, _read_log, _TurnLog
 from llm_fsm.stores.files._paths import _Paths, segment, unsegment
+from llm_fsm.stores.files._timers import _TimerIndex
 from llm_fsm.stores.files._versions import _DefinitionVersions
 
 logger = logging.getLogger("llm_fsm.stores.files")  # the name it had as one module: logging configs name it
 
 
-class FileStore(_Archive, _TurnLog, _DefinitionVersions, AsyncStoreMixin):
+class FileStore(_Archive, _TurnLog, _DefinitionVersions, _TimerIndex, AsyncStoreMixin):
     """Conversations as JSON files under one directory."""
 
     def __init__(
@@ -135,6 +136,7 @@ class FileStore(_Archive, _TurnLog, _DefinitionVersions, AsyncStoreMixin):
                     if encoded.archive:
                         self._append_archive(paths, cid, tail, encoded.version, encoded.archive)
                 self._log(paths, cid, committed_version, encoded)
+                arming = self._arm(paths, instance, created=expected_version is None)
                 self._write_atomic(paths.temp, encoded.record)
                 if paths.primary.exists():
                     if primary_ok:
@@ -143,6 +145,7 @@ class FileStore(_Archive, _TurnLog, _DefinitionVersions, AsyncStoreMixin):
                         os.replace(paths.primary, paths.corrupt)  # keep the good .bak; keep the bad file for forensics
                 os.replace(paths.temp, paths.primary)
                 self._sync_directory(paths.directory)
+                self._unarm(paths, arming)
         return committed(instance, encoded)
 
     def delete(self, conversation_id: str, *, user_id: str | None = None, room_id: str | None = None) -> bool:
@@ -245,6 +248,7 @@ class FileStore(_Archive, _TurnLog, _DefinitionVersions, AsyncStoreMixin):
                 return False
         for path in (paths.primary, paths.backup, paths.temp, paths.backup_temp, paths.corrupt, paths.recovery):
             _unlink(path)
+        _unlink(paths.timers)
         self._remove_archive(paths)
         self._remove_logs(paths)
         self._sync_directory(paths.directory)

@@ -11,8 +11,10 @@ Layout (every table in one PostgreSQL schema, ``llm_fsm`` by default, created on
     replies         processed message ids with their reply, by (conversation, message id), with a seq
     definition_versions  a definition version's canonical JSON by content hash, written once
                     (``INSERT ... ON CONFLICT DO NOTHING``); no conversation owns it, so none takes it along
+    timers          armed timers by (conversation, timer id), indexed by due time, with the claim holding each
+                    (token, claimed_until): written by the save's statement, claimed ``FOR UPDATE SKIP LOCKED``
 
-The log tables reference ``conversations`` with ``ON DELETE CASCADE``, so deleting or expiring a
+The log tables and ``timers`` reference ``conversations`` with ``ON DELETE CASCADE``, so deleting or expiring a
 conversation takes its archive and log with it and a conversation created again starts empty.
 
 A save is ONE statement: data-modifying CTEs that compare-and-set the row

@@ -4,6 +4,7 @@ an asyncio connection drive the same code (``_drive`` and ``_adrive``)."""
 from __future__ import annotations
 
 import builtins
+import logging
 import time
 import uuid
 from collections.abc import Callable, Generator
@@ -15,7 +16,7 @@ from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import ConcurrentUpdateError, StoreError
 from llm_fsm.stores._paging import ConversationPage, check_limit, cut, page_filter
 from llm_fsm.stores._versions import version_not_found
-from llm_fsm.stores.base import ConversationSummary, Retention
+from llm_fsm.stores.base import ConversationSummary, DueTimer, Retention
 from llm_fsm.stores.codec import (
     SizeLimits,
     committed,
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     import psycopg
 
 _T = TypeVar("_T")
+
+logger = logging.getLogger("llm_fsm.stores.postgres")
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,11 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], operation: _Ops[_T]) -> _T
             return value
         cursor = await conn.execute(sql.query.encode(), sql.params or None)
         result = _Result(cursor.rowcount, await cursor.fetchall() if cursor.description else [])
+
+
+def _due(row: tuple[Any, ...]) -> tuple[float, str, str]:
+    """A claimed row's place in the claim: earliest first (RETURNING keeps no order)."""
+    return float(row[2]), str(row[0]), str(row[1])
 
 
 def _unstorable(*ids: str | None) -> bool:
@@ -155,6 +163,8 @@ class _Operations:
             "message_ids": [escape_nul(message_id) for message_id, _ in encoded.replies],  # text holds no U+0000
             "replies": [escape_nul(reply) for _, reply in encoded.replies],
             "keep_ids": encoded.retention.message_ids - 1,
+            "timer_ids": [timer.id for timer in instance.timers],
+            "timer_due": [float(timer.due_at) for timer in instance.timers],
         }
 
         def save() -> _Ops[int]:
@@ -242,6 +252,24 @@ class _Operations:
         result = yield _Sql(self._q["versions"])
         return sorted(str(version) for (version,) in result.rows)  # the server's collation may order otherwise
 
+    def _claim_due_timers(self, now: float, limit: int, lease: float) -> _Ops[builtins.list[DueTimer]]:
+        """One statement: the due entries no live claim holds, locked with ``FOR UPDATE SKIP LOCKED`` (a concurrent
+        claimer skips them rather than waiting, and rechecks any it waited on), claimed until ``now + lease``."""
+        if limit <= 0:
+            return []
+        token = uuid.uuid4().hex  # one per claim call: an entry is released by its key and this token together
+        params = {"now": now, "until": now + lease, "limit": limit, "token": token}
+        result = yield _Sql(self._q["claim_timers"], params)
+        return [DueTimer(cid, timer_id, due_at, token) for cid, timer_id, due_at in sorted(result.rows, key=_due)]
+
+    def _release_timer(self, timer: DueTimer) -> _Ops[None]:
+        params = {"id": timer.conversation_id, "timer": timer.timer_id, "token": timer.token}
+        yield _Sql(self._q["release_timer"], params)
+
+    def _timer_count(self) -> _Ops[int]:
+        result = yield _Sql(self._q["timer_count"])
+        return int(result.rows[0][0])
+
     def _ping(self) -> _Ops[int]:
         result = yield _Sql("SELECT 1")
         return int(result.rows[0][0])
@@ -267,6 +295,8 @@ class _Operations:
         yield _Sql(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
         for statement in self._q["create_tables"].split(";"):
             yield _Sql(statement)
+        if version is not None and version < 4:  # records of an older layout may arm timers the table must index
+            yield from self._backfill_timers()
         yield _Sql(
             f'CREATE TABLE IF NOT EXISTS "{self.schema}".schema_version (version integer NOT NULL,'
             " one boolean PRIMARY KEY DEFAULT true CHECK (one))"
@@ -276,6 +306,21 @@ class _Operations:
             " ON CONFLICT (one) DO UPDATE SET version = excluded.version",
             {"v": SCHEMA_VERSION},
         )
+
+    def _backfill_timers(self) -> _Ops[None]:
+        arming = yield _Sql(self._q["arming"])
+        for conversation_id, record in arming.rows:
+            try:
+                timers = decode(record, where=self._where(conversation_id)).timers
+            except StoreError as exc:  # the conversation cannot be loaded either; its load will say so
+                logger.warning("not indexing the timers of an undecodable record: %s", exc)
+                continue
+            params = {
+                "id": conversation_id,
+                "timer_ids": [timer.id for timer in timers],
+                "timer_due": [float(timer.due_at) for timer in timers],
+            }
+            yield _Sql(self._q["backfill_timers"], params)
 
     def _where(self, conversation_id: str) -> str:
         return f"postgres {self.schema}.conversations[{conversation_id!r}]"

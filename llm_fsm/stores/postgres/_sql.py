@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The table layout this code reads and writes; a database whose ``schema_version`` is higher is refused.
 
 2: listings page through indexes on ``(updated_at, conversation_id)``: ``conversations_by_recency`` (everyone's,
@@ -12,7 +12,11 @@ the table holds. A database of version 1 gets them when a store first opens it.
 
 3: ``definition_versions``, a definition version's canonical JSON by content hash, written once and belonging to no
 conversation (no reference to ``conversations``: deleting a conversation keeps it). An older database gets the table,
-empty, when a store first opens it."""
+empty, when a store first opens it.
+
+4: ``timers``, the armed timers (``FSMInstance.timers``) by due time, written by the save's statement and claimed with
+``FOR UPDATE SKIP LOCKED`` (``TimerStore``); its rows go with their conversation (``ON DELETE CASCADE``). An older
+database gets the table when a store first opens it, filled from the timers its records arm."""
 
 _CREATE = """
 CREATE TABLE IF NOT EXISTS {s}.conversations (
@@ -58,14 +62,34 @@ CREATE INDEX IF NOT EXISTS replies_by_seq ON {s}.replies (conversation_id, seq);
 CREATE TABLE IF NOT EXISTS {s}.definition_versions (
     version text PRIMARY KEY,
     document text NOT NULL
-)
+);
+CREATE TABLE IF NOT EXISTS {s}.timers (
+    conversation_id text NOT NULL REFERENCES {s}.conversations ON DELETE CASCADE,
+    timer_id text NOT NULL,
+    due_at double precision NOT NULL,
+    token text,
+    claimed_until double precision NOT NULL DEFAULT 0,
+    PRIMARY KEY (conversation_id, timer_id)
+);
+CREATE INDEX IF NOT EXISTS timers_by_due ON {s}.timers (due_at, conversation_id, timer_id)
 """
+
+# Filled once, by the upgrade to layout 4, from the records of an older database that arm timers (decoded by the
+# store, so a record that does not decode is skipped rather than failing the upgrade).
+_ARMING = "SELECT conversation_id, record FROM {s}.conversations WHERE record LIKE '%%\"timers\"%%'"
+_BACKFILL = (
+    "INSERT INTO {s}.timers (conversation_id, timer_id, due_at)"
+    " SELECT %(id)s, a.id, a.due FROM unnest(%(timer_ids)s::text[], %(timer_due)s::double precision[]) AS a(id, due)"
+    " ON CONFLICT DO NOTHING"
+)
 
 _OWNER = "c.user_id IS NOT DISTINCT FROM %(user)s AND c.room_id IS NOT DISTINCT FROM %(room)s"
 _ALIVE = "(c.expires_at IS NULL OR c.expires_at > now())"
 _SUMMARY_COLUMNS = "conversation_id, fsm_id, user_id, room_id, state, status, version, updated_at"
 
-# The log half of a save, shared by the create and the update statement: it runs only when ``cas`` (the CTE
+# The log half of a save (and the timer index's: ``unarmed`` and ``armed`` make the conversation's entries its armed
+# timers; they touch disjoint rows, and an entry kept with its due time is not written, so it keeps its claim), shared
+# by the create and the update statement: it runs only when ``cas`` (the CTE
 # that wrote the row) returned it. Every subquery reads the statement's snapshot, which is the state the CAS
 # compared against: a concurrent save that committed in between changed the version and failed the CAS.
 # The trims cannot see the rows this statement inserts, so they count them in from the INSERTs' RETURNING.
@@ -103,6 +127,17 @@ forgotten AS (
         SELECT k.seq
         FROM (SELECT seq FROM {s}.replies WHERE conversation_id = %(id)s UNION ALL SELECT seq FROM answered) k
         ORDER BY k.seq DESC OFFSET %(keep_ids)s LIMIT 1)
+),
+unarmed AS (
+    DELETE FROM {s}.timers
+    WHERE conversation_id = %(id)s AND EXISTS (SELECT 1 FROM cas) AND timer_id <> ALL(%(timer_ids)s::text[])
+),
+armed AS (
+    INSERT INTO {s}.timers AS kept (conversation_id, timer_id, due_at)
+    SELECT cas.conversation_id, a.id, a.due
+    FROM cas, unnest(%(timer_ids)s::text[], %(timer_due)s::double precision[]) AS a(id, due)
+    ON CONFLICT (conversation_id, timer_id) DO UPDATE SET due_at = excluded.due_at, token = NULL, claimed_until = 0
+    WHERE kept.due_at <> excluded.due_at
 )
 SELECT count(*) FROM cas
 """
@@ -157,4 +192,14 @@ _QUERIES = {
     " ON CONFLICT (version) DO NOTHING",
     "load_version": "SELECT document FROM {s}.definition_versions WHERE version = %(version)s",
     "versions": "SELECT version FROM {s}.definition_versions",
+    "arming": _ARMING,
+    "backfill_timers": _BACKFILL,
+    "claim_timers": "UPDATE {s}.timers t SET token = %(token)s, claimed_until = %(until)s"
+    " FROM (SELECT conversation_id, timer_id FROM {s}.timers WHERE due_at <= %(now)s AND claimed_until <= %(now)s"
+    " ORDER BY due_at, conversation_id, timer_id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) p"
+    " WHERE t.conversation_id = p.conversation_id AND t.timer_id = p.timer_id"
+    " RETURNING t.conversation_id, t.timer_id, t.due_at",
+    "release_timer": "DELETE FROM {s}.timers WHERE conversation_id = %(id)s AND timer_id = %(timer)s"
+    " AND token = %(token)s",
+    "timer_count": "SELECT count(*) FROM {s}.timers",
 }

@@ -20,7 +20,7 @@ from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import StoreError, StoreUnavailableError
 from llm_fsm.stores._paging import ConversationPage
 from llm_fsm.stores._versions import checked_document, checked_version
-from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention, close_in_loop
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, DueTimer, Retention, close_in_loop
 from llm_fsm.stores.codec import DEFAULT_MAX_RECORD_BYTES, SizeLimits
 from llm_fsm.stores.postgres._loop_pool import _LoopPool
 from llm_fsm.stores.postgres._operations import _adrive, _drive, _Operations, _Ops
@@ -145,6 +145,15 @@ class PostgresStore(_Operations, AsyncStoreMixin):
     def definition_versions(self) -> builtins.list[str]:
         return self._run(self._definition_versions)
 
+    def claim_due_timers(self, *, now: float, limit: int, lease: float) -> builtins.list[DueTimer]:
+        return self._run(lambda: self._claim_due_timers(now, limit, lease))
+
+    def release_timer(self, timer: DueTimer) -> None:
+        self._run(lambda: self._release_timer(timer))
+
+    def timer_count(self) -> int:
+        return self._run(self._timer_count)
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -220,6 +229,15 @@ class PostgresStore(_Operations, AsyncStoreMixin):
 
     async def adefinition_versions(self) -> builtins.list[str]:
         return await self._arun(self._definition_versions)
+
+    async def aclaim_due_timers(self, *, now: float, limit: int, lease: float) -> builtins.list[DueTimer]:
+        return await self._arun(lambda: self._claim_due_timers(now, limit, lease))
+
+    async def arelease_timer(self, timer: DueTimer) -> None:
+        await self._arun(lambda: self._release_timer(timer))
+
+    async def atimer_count(self) -> int:
+        return await self._arun(self._timer_count)
 
     def ping(self) -> bool:
         """Whether the server answers now (no exception; for health checks)."""

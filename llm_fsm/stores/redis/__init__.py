@@ -16,6 +16,9 @@ user, room and conversation ids escaped by ``key_part`` so no id can contain
     P:%expiry          zset  "U:R:C" of every conversation with a TTL, scored by when its record expires
     P:%version:V       str   definition version V's canonical JSON, set once (SET NX), never expiring
     P:%versions        set   every version V stored (``definition_versions``)
+    P:U:R:C:timers     hash  the conversation's armed timers: timer id → due time (no TTL: goes with the conversation)
+    P:%timers          zset  "U:R:C:T" of every armed timer T, scored by due time (``TimerStore``)
+    P:%timer_claims    hash  "U:R:C:T" → the claim holding it, "claimed_until token"
 
 The owner is part of every key, so a request for another user or room reads
 another key and finds nothing. A save is one Lua script: compare the stored
@@ -36,6 +39,11 @@ one entry and removes up to 100, so ``%all`` holds the conversations alive plus
 at most those expired since the busiest recent saves, instead of every conversation
 ever started. (Those other conversations' keys are named inside the script, so the
 store needs one Redis, not a cluster, as the shared ``%all`` already did.)
+
+Timers: the save script makes the conversation's entries in ``P:%timers`` its armed timers (one kept with its due
+time keeps its claim); the delete script and the forgetting of expired conversations drop them. A claim is a script
+too: it walks the due members earliest first, passes over those a live claim holds and claims the rest up to the
+limit, so concurrent claimers never share one. A release drops an entry only while its claim holds it.
 
 Async: the async twins (``aload``, ``asave``, ...) talk to Redis with a
 ``redis.asyncio`` client of the running event loop, created on first use in

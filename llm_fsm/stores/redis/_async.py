@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from llm_fsm.stores.redis._operations import _Call, _Command, _Pipeline
-from llm_fsm.stores.redis._scripts import _DELETE, _SAVE
+from llm_fsm.stores.redis._scripts import SCRIPTS
 
 _ASYNC_MAX_CONNECTIONS = 100
 """Connections of one event loop's client (the manager runs at most max_concurrent_turns, 100, turns at once)."""
@@ -20,8 +20,7 @@ class _AsyncClient:
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        self.save = client.register_script(_SAVE)
-        self.delete = client.register_script(_DELETE)
+        self.scripts = {name: client.register_script(text) for name, text in SCRIPTS.items()}
         self.closer = self._close_with_the_loop()
 
     @classmethod
@@ -49,8 +48,7 @@ class _AsyncClient:
             for command in call.commands:
                 getattr(pipe, command.name)(*command.args)  # buffered: a pipeline's commands are not awaited
             return await pipe.execute()
-        script = self.save if call.name == "save" else self.delete
-        return await script(keys=call.keys, args=call.args)
+        return await self.scripts[call.name](keys=call.keys, args=call.args)
 
     async def _close_with_the_loop(self) -> AsyncIterator[None]:
         """Suspended for the client's life; ``asyncio.run`` finalises it (closing the client) before the loop closes.

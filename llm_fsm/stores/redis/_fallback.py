@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import ConversationNotFoundError, DefinitionVersionNotFoundError, StoreUnavailableError
 from llm_fsm.stores._paging import ConversationPage, encode_cursor, sort_key
-from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, DueTimer, Retention
 from llm_fsm.stores.memory import MemoryStore
 from llm_fsm.stores.redis._store import RedisStore, _redact
 
@@ -32,7 +32,8 @@ class FallbackStore(AsyncStoreMixin):
     pretending the conversation does not exist. Every switch to memory is logged
     as a warning. The async twins follow the same rules on Redis's asyncio path
     (the memory store needs no I/O). Definition versions follow the conversations: one saved while Redis
-    is down is kept in memory, and a version is looked up in memory first.
+    is down is kept in memory, and a version is looked up in memory first. Timers too: a conversation held in memory has
+    its timers indexed there, and a claim takes them before Redis's.
     """
 
     def __init__(self, primary: RedisStore, fallback: MemoryStore | None = None) -> None:
@@ -267,6 +268,54 @@ class FallbackStore(AsyncStoreMixin):
             self._warn("listing only definition versions held in process memory")
             remote = []
         return sorted({*self.fallback.definition_versions(), *remote})
+
+    def claim_due_timers(self, *, now: float, limit: int, lease: float) -> builtins.list[DueTimer]:
+        """The due timers of conversations held in memory first, then Redis's up to ``limit`` (earliest first within
+        each; while Redis is down, memory's alone)."""
+        held = self.fallback.claim_due_timers(now=now, limit=limit, lease=lease)
+        try:
+            remote = self._redis(lambda: self.primary.claim_due_timers(now=now, limit=limit - len(held), lease=lease))
+        except StoreUnavailableError:
+            self._warn("claiming only timers of conversations held in process memory")
+            remote = []
+        return held + remote
+
+    def release_timer(self, timer: DueTimer) -> None:
+        self.fallback.release_timer(timer)  # a no-op unless memory gave that claim
+        if not self.fallback.contains(timer.conversation_id):
+            self._redis(lambda: self.primary.release_timer(timer))
+
+    def timer_count(self) -> int:
+        try:
+            remote = self._redis(self.primary.timer_count)
+        except StoreUnavailableError:
+            self._warn("counting only timers of conversations held in process memory")
+            remote = 0
+        return self.fallback.timer_count() + remote
+
+    async def aclaim_due_timers(self, *, now: float, limit: int, lease: float) -> builtins.list[DueTimer]:
+        held = self.fallback.claim_due_timers(now=now, limit=limit, lease=lease)
+        try:
+            remote: builtins.list[DueTimer] = await self._aredis(
+                lambda: self.primary.aclaim_due_timers(now=now, limit=limit - len(held), lease=lease)
+            )
+        except StoreUnavailableError:
+            self._warn("claiming only timers of conversations held in process memory")
+            remote = []
+        return held + remote
+
+    async def arelease_timer(self, timer: DueTimer) -> None:
+        self.fallback.release_timer(timer)
+        if not self.fallback.contains(timer.conversation_id):
+            await self._aredis(lambda: self.primary.arelease_timer(timer))
+
+    async def atimer_count(self) -> int:
+        try:
+            remote: int = await self._aredis(self.primary.atimer_count)
+        except StoreUnavailableError:
+            self._warn("counting only timers of conversations held in process memory")
+            remote = 0
+        return self.fallback.timer_count() + remote
 
     def _held_version(self, version: str) -> str | None:
         """The version's text when this process kept it in memory (saved while Redis was down)."""

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import ConcurrentUpdateError, StoreUnavailableError
 from llm_fsm.stores._versions import checked_document, checked_version, version_not_found
-from llm_fsm.stores.base import ConversationSummary, Retention
+from llm_fsm.stores.base import ConversationSummary, DueTimer, Retention
 from llm_fsm.stores.codec import (
     SizeLimits,
     committed,
@@ -67,7 +67,7 @@ class _Pipeline:
 class _Script:
     """The save or the delete script; answered with its reply."""
 
-    name: Literal["save", "delete"]
+    name: Literal["save", "delete", "claim", "release"]
     keys: builtins.list[str]
     args: builtins.list[str]
 
@@ -100,9 +100,21 @@ class _Operations:
         return record, f"{record}:archive", pair, f"{self.prefix}:%all"
 
     def _all_keys(self, conversation_id: str, user_id: str | None, room_id: str | None) -> list[str]:
-        """What the save and delete scripts take: ``_keys``, the turn log's keys, the user's and the expiry index."""
+        """What the save and delete scripts take: ``_keys``, the turn log's keys, the user's and the expiry index,
+        the conversation's timers and the timer index with its claims."""
         keys = self._keys(conversation_id, user_id, room_id)
-        return [*keys, *_log_keys(keys[0]), user_index(self.prefix, user_id), f"{self.prefix}:%expiry"]
+        return [
+            *keys,
+            *_log_keys(keys[0]),
+            user_index(self.prefix, user_id),
+            f"{self.prefix}:%expiry",
+            f"{keys[0]}:timers",
+            *self._timer_keys(),
+        ]
+
+    def _timer_keys(self) -> list[str]:
+        """The timer index (members by due time) and the claims on its members."""
+        return [f"{self.prefix}:%timers", f"{self.prefix}:%timer_claims"]
 
     @staticmethod
     def _member(conversation_id: str, user_id: str | None, room_id: str | None) -> str:
@@ -175,12 +187,15 @@ class _Operations:
             repr(now + self.ttl_ms / 1000 + EXPIRY_GRACE_SECONDS) if self.ttl_ms else "",
             repr(now),
             self.prefix,
+            str(len(instance.timers)),
             *[encode_message(m) for m in encoded.archive],
         ]
         for index, text in turns:
             args += [str(index), text]
         for message_id, reply in encoded.replies:
             args += [message_id, reply]
+        for timer in instance.timers:
+            args += [timer.id, repr(float(timer.due_at))]
         outcome, stored = yield _Script("save", self._all_keys(cid, user, room), args)
         if int(outcome) == 0:
             stored_text = stored.decode() if isinstance(stored, bytes) else str(stored)
@@ -269,6 +284,31 @@ class _Operations:
             room_member(conversation_id, room_id),
         ]
         return bool((yield _Script("delete", self._all_keys(conversation_id, user_id, room_id), args)))
+
+    def _claim_due_timers(self, now: float, limit: int, lease: float) -> _Ops[builtins.list[DueTimer]]:
+        """One script claims them all (see ``_CLAIM``). A token names the claim and, after ``@``, the owner's key
+        segments, which a release needs to find the conversation's timers (a DueTimer carries only its id)."""
+        if limit <= 0:
+            return []
+        claim = uuid.uuid4().hex
+        args = [repr(float(now)), str(limit), repr(float(now + lease)), claim]
+        flat = yield _Script("claim", self._timer_keys(), args)
+        claimed: list[DueTimer] = []
+        for member, due in zip(flat[0::2], flat[1::2], strict=True):
+            user, room, cid, timer_id = _text(member).split(":", 3)
+            claimed.append(DueTimer(_unescape(cid), timer_id, float(_text(due)), f"{claim}@{user}:{room}"))
+        return claimed
+
+    def _release_timer(self, timer: DueTimer) -> _Ops[None]:
+        claim, _, owner = timer.token.partition("@")
+        if owner.count(":") != 1:
+            return  # no claim of this store's gave that token
+        conversation = f"{owner}:{key_part(timer.conversation_id)}"
+        keys = [*self._timer_keys(), f"{self.prefix}:{conversation}:timers"]
+        yield _Script("release", keys, [f"{conversation}:{timer.timer_id}", claim, timer.timer_id])
+
+    def _timer_count(self) -> _Ops[int]:
+        return int((yield _Command("zcard", f"{self.prefix}:%timers")))
 
     def _save_definition_version(self, version: str, document: str) -> _Ops[None]:
         """SET NX: a version stored already keeps its text; indexed in the same MULTI, so listed once written."""

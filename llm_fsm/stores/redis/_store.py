@@ -14,12 +14,12 @@ from llm_fsm._threads import run_blocking
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.errors import StoreError, StoreUnavailableError
 from llm_fsm.stores._paging import ConversationPage
-from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, Retention, close_in_loop
+from llm_fsm.stores.base import AsyncStoreMixin, ConversationSummary, DueTimer, Retention, close_in_loop
 from llm_fsm.stores.codec import REDIS_MAX_CONTEXT_BYTES, REDIS_MAX_RECORD_BYTES, SizeLimits, not_found
 from llm_fsm.stores.redis._async import _AsyncClient
 from llm_fsm.stores.redis._operations import _Call, _Command, _Ops, _Pipeline
 from llm_fsm.stores.redis._paging import _Paging
-from llm_fsm.stores.redis._scripts import _DELETE, _SAVE
+from llm_fsm.stores.redis._scripts import SCRIPTS
 
 logger = logging.getLogger("llm_fsm.stores.redis")  # the name it had as one module: logging configs name it
 
@@ -83,8 +83,7 @@ class RedisStore(_Paging, AsyncStoreMixin):
             except ValueError as exc:
                 raise StoreError(f"invalid redis URL {_redact(url)!r}: {exc}") from exc
         self._client = client
-        self._save_script = client.register_script(_SAVE)
-        self._delete_script = client.register_script(_DELETE)
+        self._scripts = {name: client.register_script(text) for name, text in SCRIPTS.items()}
 
     def __repr__(self) -> str:
         return f"RedisStore({_redact(self.url)!r}, prefix={self.prefix!r})"
@@ -142,6 +141,15 @@ class RedisStore(_Paging, AsyncStoreMixin):
 
     def definition_versions(self) -> builtins.list[str]:
         return self._run(self._definition_versions())
+
+    def claim_due_timers(self, *, now: float, limit: int, lease: float) -> builtins.list[DueTimer]:
+        return self._run(self._claim_due_timers(now, limit, lease))
+
+    def release_timer(self, timer: DueTimer) -> None:
+        self._run(self._release_timer(timer))
+
+    def timer_count(self) -> int:
+        return self._run(self._timer_count())
 
     def close(self) -> None:
         try:
@@ -212,6 +220,15 @@ class RedisStore(_Paging, AsyncStoreMixin):
 
     async def adefinition_versions(self) -> builtins.list[str]:
         return await self._arun(self._definition_versions())
+
+    async def aclaim_due_timers(self, *, now: float, limit: int, lease: float) -> builtins.list[DueTimer]:
+        return await self._arun(self._claim_due_timers(now, limit, lease))
+
+    async def arelease_timer(self, timer: DueTimer) -> None:
+        await self._arun(self._release_timer(timer))
+
+    async def atimer_count(self) -> int:
+        return await self._arun(self._timer_count())
 
     def ping(self) -> bool:
         """Whether Redis answers now (no exception; for health checks)."""
@@ -289,8 +306,7 @@ class RedisStore(_Paging, AsyncStoreMixin):
             for command in call.commands:
                 getattr(pipe, command.name)(*command.args)
             return pipe.execute()
-        script = self._save_script if call.name == "save" else self._delete_script
-        return script(keys=call.keys, args=call.args)
+        return self._scripts[call.name](keys=call.keys, args=call.args)
 
     @contextmanager
     def _calls(self) -> Iterator[None]:
