@@ -40,9 +40,11 @@ BACKFILL = (
 """Index the timers that records of a database older than the table arm (run once, by the upgrade)."""
 
 _DUE = (
-    "SELECT conversation_id, timer_id, due_at FROM timers WHERE due_at <= ? AND claimed_until <= ?"
-    " ORDER BY due_at, conversation_id, timer_id LIMIT ?"
+    "SELECT t.conversation_id, t.timer_id, t.due_at, c.user_id, c.room_id FROM timers t"
+    " JOIN conversations c ON c.conversation_id = t.conversation_id"
+    " WHERE t.due_at <= ? AND t.claimed_until <= ? ORDER BY t.due_at, t.conversation_id, t.timer_id LIMIT ?"
 )
+"""The due entries no live claim holds, with their conversation's owner (whom the firing worker loads it as)."""
 
 
 _HELD = "SELECT 1 FROM timers WHERE conversation_id = ? AND timer_id = ? AND token = ?"
@@ -87,7 +89,10 @@ class _SQLiteTimers:
                 return []
         with self._write() as conn:
             due = conn.execute(_DUE, (now, now, limit)).fetchall()
-            claimed = [DueTimer(cid, timer_id, due_at, uuid.uuid4().hex) for cid, timer_id, due_at in due]
+            claimed = [
+                DueTimer(cid, timer_id, due_at, uuid.uuid4().hex, user_id, room_id)
+                for cid, timer_id, due_at, user_id, room_id in due
+            ]
             conn.executemany(
                 "UPDATE timers SET token = ?, claimed_until = ? WHERE conversation_id = ? AND timer_id = ?",
                 [(t.token, now + lease, t.conversation_id, t.timer_id) for t in claimed],

@@ -69,6 +69,18 @@ def test_the_same_timer_id_in_two_conversations_is_two_entries(store: Conversati
     assert sorted(t.conversation_id for t in claimed) == sorted([first.conversation_id, second.conversation_id])
 
 
+@pytest.mark.parametrize(("user_id", "room_id"), [("bob", "room:1"), ("bob", None), (None, None), ("_", "%")])
+def test_a_claim_names_the_conversation_s_owner_so_the_firing_worker_can_load_it(
+    store: ConversationStore, user_id: str | None, room_id: str | None
+) -> None:
+    timers = _index(store)
+    instance = _armed(("t", 100.0), user_id=user_id, room_id=room_id)
+    store.save(instance, expected_version=None)
+    [claimed] = timers.claim_due_timers(now=100.0, limit=10, lease=60.0)
+    assert (claimed.user_id, claimed.room_id) == (user_id, room_id)
+    assert store.load(claimed.conversation_id, user_id=claimed.user_id, room_id=claimed.room_id).timers
+
+
 def test_a_save_that_drops_a_timer_drops_its_entry(store: ConversationStore) -> None:
     timers = _index(store)
     instance = _armed(("a", 100.0), ("b", 200.0))

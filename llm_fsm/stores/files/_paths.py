@@ -30,6 +30,11 @@ def unsegment(text: str) -> str:
     return "" if text == "%" else unquote(text)
 
 
+def owner_of(text: str) -> str | None:
+    """A user or room directory's name back to the id (``_`` is None): the inverse of ``segment``."""
+    return None if text == "_" else unsegment(text)
+
+
 @dataclass(frozen=True)
 class _Paths:
     directory: Path

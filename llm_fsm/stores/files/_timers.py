@@ -25,7 +25,7 @@ from typing import Any
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.stores.base import DueTimer
 from llm_fsm.stores.files._durable import _Durable, _unlink
-from llm_fsm.stores.files._paths import _Paths, segment, unsegment
+from llm_fsm.stores.files._paths import _Paths, owner_of, segment, unsegment
 
 TIMERS_SUFFIX = ".timers.json"
 CLAIMS = "timers"
@@ -93,7 +93,8 @@ class _TimerIndex(_Durable):
                         free = entry["token"] is None or entry["until"] <= now
                         if entry["id"] in wanted and entry["due_at"] <= now and free:
                             entry["token"], entry["until"] = token, now + lease
-                            claimed.append(DueTimer(unsegment(paths.base), entry["id"], entry["due_at"], token))
+                            owner = owner_of(path.parent.parent.name), owner_of(path.parent.name)
+                            claimed.append(DueTimer(unsegment(paths.base), entry["id"], entry["due_at"], token, *owner))
                     if any(t.token == token for t in claimed):
                         self._write_entries(paths, entries)
         return sorted(claimed, key=lambda t: (t.due_at, t.conversation_id, t.timer_id))

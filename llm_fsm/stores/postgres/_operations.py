@@ -260,7 +260,10 @@ class _Operations:
         token = uuid.uuid4().hex  # one per claim call: an entry is released by its key and this token together
         params = {"now": now, "until": now + lease, "limit": limit, "token": token}
         result = yield _Sql(self._q["claim_timers"], params)
-        return [DueTimer(cid, timer_id, due_at, token) for cid, timer_id, due_at in sorted(result.rows, key=_due)]
+        return [
+            DueTimer(cid, timer_id, due_at, token, user_id, room_id)  # the owner: whom the firing worker loads it as
+            for cid, timer_id, due_at, user_id, room_id in sorted(result.rows, key=_due)
+        ]
 
     def _release_timer(self, timer: DueTimer) -> _Ops[None]:
         params = {"id": timer.conversation_id, "timer": timer.timer_id, "token": timer.token}

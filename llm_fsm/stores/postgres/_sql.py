@@ -198,7 +198,9 @@ _QUERIES = {
     " FROM (SELECT conversation_id, timer_id FROM {s}.timers WHERE due_at <= %(now)s AND claimed_until <= %(now)s"
     " ORDER BY due_at, conversation_id, timer_id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) p"
     " WHERE t.conversation_id = p.conversation_id AND t.timer_id = p.timer_id"
-    " RETURNING t.conversation_id, t.timer_id, t.due_at",
+    " RETURNING t.conversation_id, t.timer_id, t.due_at,"
+    " (SELECT c.user_id FROM {s}.conversations c WHERE c.conversation_id = t.conversation_id),"
+    " (SELECT c.room_id FROM {s}.conversations c WHERE c.conversation_id = t.conversation_id)",
     "release_timer": "DELETE FROM {s}.timers WHERE conversation_id = %(id)s AND timer_id = %(timer)s"
     " AND token = %(token)s",
     "timer_count": "SELECT count(*) FROM {s}.timers",

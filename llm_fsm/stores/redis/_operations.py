@@ -31,6 +31,7 @@ from llm_fsm.stores.codec import (
 from llm_fsm.stores.redis._keys import (
     EXPIRY_GRACE_SECONDS,
     _log_keys,
+    _owner,
     _split_member,
     _unescape,
     key_part,
@@ -296,7 +297,8 @@ class _Operations:
         claimed: list[DueTimer] = []
         for member, due in zip(flat[0::2], flat[1::2], strict=True):
             user, room, cid, timer_id = _text(member).split(":", 3)
-            claimed.append(DueTimer(_unescape(cid), timer_id, float(_text(due)), f"{claim}@{user}:{room}"))
+            owner = _owner(user), _owner(room)  # whom the firing worker loads the conversation as
+            claimed.append(DueTimer(_unescape(cid), timer_id, float(_text(due)), f"{claim}@{user}:{room}", *owner))
         return claimed
 
     def _release_timer(self, timer: DueTimer) -> _Ops[None]:
