@@ -30,6 +30,7 @@ def test_a_quick_run_kills_workers_and_fires_every_timer_exactly_once(capsys: py
     assert kill9["kills"] >= 1
     assert (kill9["fired_twice"], kill9["lost"], kill9["parked_fired"]) == (0, 0, 0)
     assert kill9["fired"] == result["timers"] // 2
+    assert kill9["index_left"] == result["timers"] // 2  # the parked timers, and nothing else
     assert result["lateness"]["unfired"] == 0 and result["lateness"]["p99_ms"] is not None
     for key in ("fires_per_second", "baseline_saves_per_second", "baseline_turns_per_second"):
         assert all(result[key][w] > 0 for w in ("1", "4")), key
