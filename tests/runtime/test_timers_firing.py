@@ -345,6 +345,24 @@ def test_a_timer_move_into_a_state_with_timers_arms_them(runner: str) -> None:
     assert armed.id.startswith("root/expired/0@") and armed.due_at == clock.epoch + 3600
 
 
+def test_a_timer_may_move_along_a_global_transition(runner: str) -> None:
+    from llm_fsm.definition import FSMDefinition
+
+    from .timed import HOLD
+
+    document: dict[str, Any] = json.loads(json.dumps(HOLD))
+    held = document["states"]["held"]
+    held["transitions"] = [t for t in held["transitions"] if t["target_state"] != "expired"]
+    held["after"] = [{"in": "15m", "go": "expired"}]
+    document["global_transitions"] = [{"target_state": "expired", "description": "The hold ran out"}]
+    clock = Clock()
+    manager, cid = started(clock, definition=FSMDefinition.model_validate(document))
+    clock.advance(15 * MINUTE)
+    report = run_timers(runner, manager)
+    assert [f.state for f in report.fired] == ["expired"]
+    assert instance_of(manager, cid).current_state == "expired"
+
+
 def test_a_timers_fixed_text_is_said_in_the_conversations_language(runner: str) -> None:
     from llm_fsm.definition import FSMDefinition
 
