@@ -24,6 +24,7 @@ from llm_fsm.server import (
     _api_docs,
     _conversations,
     _definitions_api,
+    _events_api,
     _health,
     _inspector,
     _operators,
@@ -35,6 +36,7 @@ from llm_fsm.server._bodies import JsonBodyMiddleware, malformed
 from llm_fsm.server._definitions import DefinitionRegistry, DefinitionSource
 from llm_fsm.server._deps import MAX_CONVERSATION_ID_LENGTH, Access, Caller
 from llm_fsm.server._errors import ApiError, api_error_for, code_for_status, unknown_definition
+from llm_fsm.server._events import DEFAULT_POLL_SECONDS, EventSource, SaveSignals
 from llm_fsm.server._health import READINESS_TIMEOUT_SECONDS
 from llm_fsm.server._keys import KeyRing
 from llm_fsm.server._limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, CatchAllMiddleware, RateLimiter
@@ -60,6 +62,7 @@ def create_app(
     rate_limit_per_minute: float = DEFAULT_RATE_LIMIT_PER_MINUTE,
     rate_limit_burst: int | None = None,
     title: str = "llm-fsm",
+    events_poll_seconds: float = DEFAULT_POLL_SECONDS,
 ) -> FastAPI:
     """The API for ``manager``, serving ``definitions`` (files, folders, or ``{id: file or FSMDefinition}``).
 
@@ -70,7 +73,8 @@ def create_app(
     browser on another origin may call. The rate limit is per key and per process. ``aliases`` (``{name: file or
     FSMDefinition}``) name versions served beside the files: each belongs to the served definition whose ``name``
     it has, is read now and held by its content hash (``POST /v1/conversations`` takes ``alias``; the inspector
-    replays recorded turns against one).
+    replays recorded turns against one). ``events_poll_seconds``: how often an open event stream reads the store
+    for changes this process did not save (other workers' and processes'); its own saves wake the stream at once.
     """
     keyring = keys if keys is not None else KeyRing.from_env()
     if not keyring and anonymous_tenant is None:
@@ -83,12 +87,17 @@ def create_app(
     for alias in registry.add_aliases(aliases or {}):
         _versions.hold(manager, alias.definition)
     limiter = RateLimiter(rate_limit_per_minute, rate_limit_burst) if rate_limit_per_minute > 0 else None
+    if events_poll_seconds <= 0:
+        raise UsageError(f"events_poll_seconds must be positive, not {events_poll_seconds}")
     runner = TurnRunner()
+    signals = SaveSignals()
+    signals.attach(manager)  # this process's saves wake the event streams at once (_events)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         await runner.drain(SHUTDOWN_GRACE_SECONDS)  # turns already running are saved before the process ends
+        signals.detach(manager)
 
     app = FastAPI(
         title=title,
@@ -103,6 +112,7 @@ def create_app(
     app.state.registry = registry
     app.state.turns = runner
     app.state.access = Access(keyring, anonymous_tenant, limiter)
+    app.state.events = EventSource(signals, events_poll_seconds)
     app.state.proofs = _proof.ProofCache()  # the inspector's proofs, per served definition and version
 
     _install_error_handlers(app)
@@ -120,6 +130,7 @@ def create_app(
 
     app.include_router(_definitions_api.router)
     app.include_router(_conversations.router)
+    app.include_router(_events_api.router)  # GET /v1/conversations/{id}/events (server-sent), docs/server.md
     app.include_router(_operators.router)  # docs/operations.md: write right; each answers the conversation after
     app.include_router(_inspector.router)  # the web inspector: its page at / (docs/server.md), /v1/me, lint
     app.include_router(_proof.router)  # GET /v1/definitions/{id}/prove, the inspector's lint panel's proof
