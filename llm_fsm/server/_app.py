@@ -31,6 +31,7 @@ from llm_fsm.server import (
     _proof,
     _replay,
     _versions,
+    _webhooks_api,
 )
 from llm_fsm.server._bodies import JsonBodyMiddleware, malformed
 from llm_fsm.server._definitions import DefinitionRegistry, DefinitionSource
@@ -42,6 +43,8 @@ from llm_fsm.server._keys import KeyRing
 from llm_fsm.server._limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, CatchAllMiddleware, RateLimiter
 from llm_fsm.server._protocol import ManagerProtocol
 from llm_fsm.server._turns import StreamEvent, TurnRunner
+from llm_fsm.server._webhooks import WebhookDispatcher
+from llm_fsm.webhooks import WebhookSettings
 
 DEFAULT_RATE_LIMIT_PER_MINUTE = 600
 """Requests a minute per key (a bucket of as many, refilled evenly); 0 turns the limit off."""
@@ -63,6 +66,7 @@ def create_app(
     rate_limit_burst: int | None = None,
     title: str = "llm-fsm",
     events_poll_seconds: float = DEFAULT_POLL_SECONDS,
+    webhooks: WebhookSettings | None = None,
 ) -> FastAPI:
     """The API for ``manager``, serving ``definitions`` (files, folders, or ``{id: file or FSMDefinition}``).
 
@@ -75,6 +79,8 @@ def create_app(
     it has, is read now and held by its content hash (``POST /v1/conversations`` takes ``alias``; the inspector
     replays recorded turns against one). ``events_poll_seconds``: how often an open event stream reads the store
     for changes this process did not save (other workers' and processes'); its own saves wake the stream at once.
+    ``webhooks``: POST every event of the conversations this process saves, signed, to these URLs (docs/server.md,
+    Webhooks); the deliveries run in the app's lifespan, so run the app with a server that runs it (uvicorn does).
     """
     keyring = keys if keys is not None else KeyRing.from_env()
     if not keyring and anonymous_tenant is None:
@@ -92,12 +98,19 @@ def create_app(
     runner = TurnRunner()
     signals = SaveSignals()
     signals.attach(manager)  # this process's saves wake the event streams at once (_events)
+    dispatcher = WebhookDispatcher(webhooks, manager) if webhooks is not None else None
+    if dispatcher is not None:
+        signals.subscribers.append(dispatcher.on_save)  # a save only notes the conversation: no turn waits
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if dispatcher is not None:
+            await dispatcher.start()
         yield
         await runner.drain(SHUTDOWN_GRACE_SECONDS)  # turns already running are saved before the process ends
         signals.detach(manager)
+        if dispatcher is not None:
+            await dispatcher.stop(SHUTDOWN_GRACE_SECONDS)  # what is still owed stays in the outbox
 
     app = FastAPI(
         title=title,
@@ -113,6 +126,7 @@ def create_app(
     app.state.turns = runner
     app.state.access = Access(keyring, anonymous_tenant, limiter)
     app.state.events = EventSource(signals, events_poll_seconds)
+    app.state.webhooks = dispatcher
     app.state.proofs = _proof.ProofCache()  # the inspector's proofs, per served definition and version
 
     _install_error_handlers(app)
@@ -131,6 +145,7 @@ def create_app(
     app.include_router(_definitions_api.router)
     app.include_router(_conversations.router)
     app.include_router(_events_api.router)  # GET /v1/conversations/{id}/events (server-sent), docs/server.md
+    app.include_router(_webhooks_api.router)  # /v1/webhooks: the outbox's counts and dead letters (write right)
     app.include_router(_operators.router)  # docs/operations.md: write right; each answers the conversation after
     app.include_router(_inspector.router)  # the web inspector: its page at / (docs/server.md), /v1/me, lint
     app.include_router(_proof.router)  # GET /v1/definitions/{id}/prove, the inspector's lint panel's proof

@@ -74,6 +74,9 @@ class ConversationEvent:
     event: str
     """``message``; ``state``, ``handoff`` (a person has it) or ``ended`` for the state; ``deleted``."""
     data: dict[str, Any]
+    key: str = ""
+    """The event's own name in its conversation, whatever cursor it was read from: ``message-<position>``,
+    ``state-<position>-<digest>``; a webhook's idempotency id is the conversation id and this."""
 
     def encode(self) -> bytes:
         # JSON escapes newlines, so one data: line carries the whole object
@@ -123,13 +126,15 @@ async def read_events(
     for view in views:
         position += 1
         data = {"conversation_id": conversation_id, "position": position, **view}
-        events.append(ConversationEvent(Cursor(position, cursor.state).encode(), "message", data))
+        events.append(
+            ConversationEvent(Cursor(position, cursor.state).encode(), "message", data, f"message-{position}")
+        )
     state = state_of(instance)
     digest = _digest(state)
     after = Cursor(position, digest)
     if digest != cursor.state:
         data = {"conversation_id": conversation_id, **state, "version": instance.version, "at": instance.updated_at}
-        events.append(ConversationEvent(after.encode(), state_event_type(state), data))
+        events.append(ConversationEvent(after.encode(), state_event_type(state), data, f"state-{position}-{digest}"))
     return events, after
 
 
