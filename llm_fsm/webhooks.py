@@ -115,6 +115,10 @@ class WebhookSettings:
     """One attempt's time to get a 2xx answer."""
     concurrency: int = 8
     """Deliveries in flight at once."""
+    sweep_seconds: float = 5.0
+    """How often the store is swept for conversations saved by other processes (another channel's FSMManager, a
+    timer worker, another server without webhooks): they are delivered within about this long. 0: only this
+    process's saves (and a sweep at start and after an overflow)."""
     queue_size: int = 10_000
     """Conversations saved and waiting for their events to be put in the outbox; past it, see docs/server.md
     (nothing is lost: the overflow is found again by a sweep of the store)."""
@@ -129,6 +133,8 @@ class WebhookSettings:
             raise UsageError("webhooks need a secret to sign with")
         if self.max_attempts < 1 or self.concurrency < 1 or self.queue_size < 1:
             raise UsageError("max_attempts, concurrency and queue_size must be at least 1")
+        if self.sweep_seconds < 0:
+            raise UsageError("sweep_seconds must be 0 (off) or positive")
         if self.first_retry_seconds <= 0 or self.max_retry_seconds < self.first_retry_seconds:
             raise UsageError("retry waits must be positive, the longest at least the first")
 

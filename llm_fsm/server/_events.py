@@ -26,7 +26,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from llm_fsm.engine import FSMInstance
 from llm_fsm.engine._messages import entry_view
@@ -106,9 +106,16 @@ def state_event_type(state: dict[str, Any]) -> str:
     return "handoff" if state["mode"] == "human" else "state"
 
 
-async def read_events(
-    manager: ManagerProtocol, conversation_id: str, user_id: str | None, cursor: Cursor
-) -> tuple[list[ConversationEvent], Cursor]:
+class Reading(NamedTuple):
+    """What one read of a conversation gives: the events after the cursor, the cursor after them, and the version
+    of the conversation they were read from."""
+
+    events: list[ConversationEvent]
+    cursor: Cursor
+    version: int
+
+
+async def read_events(manager: ManagerProtocol, conversation_id: str, user_id: str | None, cursor: Cursor) -> Reading:
     """The events after ``cursor`` as the store holds them now, and the cursor after them.
 
     Raises ConversationNotFoundError for an unknown id (or another tenant's). The transcript is read from the
@@ -135,7 +142,7 @@ async def read_events(
     if digest != cursor.state:
         data = {"conversation_id": conversation_id, **state, "version": instance.version, "at": instance.updated_at}
         events.append(ConversationEvent(after.encode(), state_event_type(state), data, f"state-{position}-{digest}"))
-    return events, after
+    return Reading(events, after, instance.version)
 
 
 @dataclass(eq=False)
@@ -221,12 +228,12 @@ async def event_stream(
     manager: ManagerProtocol,
     conversation_id: str,
     user_id: str,
-    first: tuple[list[ConversationEvent], Cursor],
+    first: Reading,
 ) -> AsyncIterator[bytes]:
     """The body of the stream: the first read's events, then each read's after a save or a poll, until the
     conversation is deleted or the client goes (Starlette cancels this generator at the disconnect, and leaving
     ``watching`` forgets the stream: a client gone costs nothing)."""
-    events, cursor = first
+    events, cursor, _ = first
     loop = asyncio.get_running_loop()
     with source.signals.watching(conversation_id) as wake:
         wake.set()  # read once more at once: a save between the first read and watching would wait for a poll
@@ -240,7 +247,7 @@ async def event_stream(
                     await asyncio.wait_for(wake.wait(), timeout=source.poll_seconds)
                 wake.clear()  # cleared before the read: a save during it wakes the next wait
                 try:
-                    events, cursor = await read_events(manager, conversation_id, user_id, cursor)
+                    events, cursor, _ = await read_events(manager, conversation_id, user_id, cursor)
                 except ConversationNotFoundError:
                     yield ConversationEvent(cursor.encode(), "deleted", {"conversation_id": conversation_id}).encode()
                     return
@@ -260,6 +267,7 @@ __all__ = [
     "ConversationEvent",
     "Cursor",
     "EventSource",
+    "Reading",
     "SaveSignals",
     "event_stream",
     "read_events",

@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS deliveries (
 );
 CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (status, next_at);
 CREATE INDEX IF NOT EXISTS deliveries_heads ON deliveries (status, conversation_id, url, seq);
-CREATE TABLE IF NOT EXISTS cursors (conversation_id TEXT PRIMARY KEY, cursor TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cursors (conversation_id TEXT PRIMARY KEY, cursor TEXT NOT NULL, version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -119,9 +119,11 @@ class Outbox:
         events: Iterable[tuple[str, bytes]],
         urls: Sequence[str],
         cursor: str,
+        version: int,
     ) -> int:
-        """Owe each ``(event_id, body)`` to every URL and move the conversation's cursor past them, atomically;
-        an event already owed (the same id) is not owed twice. Returns the deliveries added."""
+        """Owe each ``(event_id, body)`` to every URL and move the conversation's cursor past them (read from its
+        ``version``), atomically; an event already owed (the same id) is not owed twice. Returns the deliveries
+        added."""
         now = time.time()
         added = 0
         with self._write() as db:
@@ -134,11 +136,25 @@ class Outbox:
                     )
                     added += cursor_row.rowcount
             db.execute(
-                "INSERT INTO cursors (conversation_id, cursor) VALUES (?, ?) "
-                "ON CONFLICT (conversation_id) DO UPDATE SET cursor = excluded.cursor",
-                (conversation_id, cursor),
+                "INSERT INTO cursors (conversation_id, cursor, version) VALUES (?, ?, ?) "
+                "ON CONFLICT (conversation_id) DO UPDATE SET cursor = excluded.cursor, version = excluded.version",
+                (conversation_id, cursor, version),
             )
         return added
+
+    def versions(self, conversation_ids: Sequence[str]) -> dict[str, int]:
+        """The version each conversation's cursor was read from (absent: never read), so a sweep reads again only
+        the conversations saved since."""
+        found: dict[str, int] = {}
+        with self._guard:
+            for start in range(0, len(conversation_ids), 500):
+                chunk = list(conversation_ids[start : start + 500])
+                marks = ", ".join("?" * len(chunk))
+                rows = self._db.execute(
+                    f"SELECT conversation_id, version FROM cursors WHERE conversation_id IN ({marks})", chunk
+                ).fetchall()
+                found.update({str(cid): int(version) for cid, version in rows})
+        return found
 
     def forget(self, conversation_id: str) -> None:
         """Drop the cursor of a deleted conversation (what it still owes is delivered all the same)."""

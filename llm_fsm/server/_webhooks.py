@@ -66,6 +66,8 @@ class WebhookDispatcher:
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpointed = 0.0
+        self._unsweepable = False
+        self._swept_at = time.time()
         self.overflows = 0
         """Saves not kept in the bounded set (each found again by a sweep)."""
 
@@ -128,10 +130,16 @@ class WebhookDispatcher:
     # --- the producer ------------------------------------------------------------------------------------------
 
     async def _produce(self) -> None:
+        every = self.settings.sweep_seconds
         while True:
-            await self._produce_wake.wait()
+            with contextlib.suppress(TimeoutError):
+                wait = None if not every else max(0.0, self._swept_at + every - time.time())
+                await asyncio.wait_for(self._produce_wake.wait(), timeout=wait)
             self._produce_wake.clear()
             taken_at = time.time()
+            if every and taken_at >= self._swept_at + every and not self._unsweepable:
+                self._note_again({}, self._swept_at)  # other processes' saves: a sweep since the last one
+                self._swept_at = taken_at
             with self._guard:
                 batch, self._dirty = self._dirty, {}
                 since, self._overflow_since = self._overflow_since, None
@@ -168,9 +176,7 @@ class WebhookDispatcher:
         """Put the conversation's new events in the outbox; False when the store could not be read (retried)."""
         try:
             cursor = Cursor.parse(await run_blocking(self.outbox.cursor_of, conversation_id))
-            events, after = await read_events(self.manager, conversation_id, tenant, cursor)
-            if not events:
-                return True
+            events, after, version = await read_events(self.manager, conversation_id, tenant, cursor)
             now = time.time()
             bodies = [
                 (
@@ -189,7 +195,9 @@ class WebhookDispatcher:
                 )
                 for event in events
             ]
-            await run_blocking(self.outbox.record, conversation_id, tenant, bodies, self.settings.urls, after.encode())
+            await run_blocking(
+                self.outbox.record, conversation_id, tenant, bodies, self.settings.urls, after.encode(), version
+            )
             return True
         except ConversationNotFoundError:  # deleted since its save: nothing more will be said
             await run_blocking(self.outbox.forget, conversation_id)
@@ -199,20 +207,28 @@ class WebhookDispatcher:
             return False
 
     async def _sweep(self, since: float) -> dict[str, str | None]:
-        """Conversations of every tenant saved since ``since`` (a manager that cannot list them all: none)."""
+        """Conversations of every tenant saved since ``since`` whose saved version the outbox has not read yet.
+
+        Listings are newest-saved first, so the sweep reads pages only until the first older conversation; a manager
+        that cannot list every tenant's conversations is swept by nobody (said once in the log)."""
         lister: Any = getattr(self.manager, "alist_conversations", None)
-        found: dict[str, str | None] = {}
+        listed: dict[str, tuple[str | None, int]] = {}
         cursor: str | None = None
         while True:
             try:
-                page = await lister(all_users=True, limit=500, cursor=cursor)
+                page = await lister(all_users=True, limit=200, cursor=cursor)
             except TypeError:
-                logger.warning("webhooks: this manager cannot list every tenant's conversations; no sweep")
-                return found
-            found.update({s.conversation_id: s.user_id for s in page.items if s.updated_at >= since})
+                if not self._unsweepable:
+                    logger.warning("webhooks: this manager cannot list every tenant's conversations; no sweeps")
+                self._unsweepable = True
+                return {}
+            recent = [s for s in page.items if s.updated_at >= since]
+            listed.update({s.conversation_id: (s.user_id, s.version) for s in recent})
             cursor = page.next_cursor
-            if cursor is None:
-                return found
+            if cursor is None or len(recent) < len(page.items):
+                break
+        read = await run_blocking(self.outbox.versions, list(listed))
+        return {cid: user for cid, (user, version) in listed.items() if read.get(cid, -1) < version}
 
     # --- the deliverer -----------------------------------------------------------------------------------------
 

@@ -175,6 +175,18 @@ def test_the_end_of_a_conversation_is_an_ended_event(quiet: Server) -> None:
     assert ended.data["state"] == "done" and ended.data["ended"] is True
 
 
+def test_any_save_of_the_served_manager_wakes_the_stream_not_only_turns_and_operators(quiet: Server) -> None:
+    """The wake-up is the manager's save listener, not the routes: an application's own call (here ending the
+    conversation) shows at once, as a timer's firing through the same manager will."""
+    cid = quiet.start()
+    with uvicorn_serving(quiet.app) as origin, streaming(origin, cid) as stream:
+        stream.until("state")
+        started = time.monotonic()
+        later(lambda: asyncio.run(quiet.manager.aend_conversation(cid, user_id="alice")))
+        ended = stream.until("ended")[-1]
+    assert ended.data["ended"] is True and time.monotonic() - started < 10  # the poll is a minute away
+
+
 def test_last_event_id_resumes_after_the_event_it_names(server: Server) -> None:
     cid = server.start()
     server.send(cid, "one")

@@ -74,7 +74,7 @@ def test_a_signature_verifies_the_exact_body_at_its_timestamp_only() -> None:
 def test_settings_refuse_what_cannot_deliver() -> None:
     from llm_fsm.errors import UsageError
 
-    for bad in ({"urls": ()}, {"urls": ("ftp://x",)}, {"secret": ""}, {"max_attempts": 0}):
+    for bad in ({"urls": ()}, {"urls": ("ftp://x",)}, {"secret": ""}, {"max_attempts": 0}, {"sweep_seconds": -1}):
         with pytest.raises(UsageError):
             WebhookSettings(**{"urls": ("http://x",), "secret": "s", **bad})
     assert [settings("http://x").retry_delay(n) for n in (1, 2, 3, 4, 5)] == [0.1, 0.2, 0.4, 0.4, 0.4]
@@ -244,6 +244,24 @@ def test_turns_of_other_channels_and_operator_messages_reach_the_webhooks(make_s
         ("handoff", None),
         ("message", "Bea here"),
     ]
+
+
+def test_a_turn_of_another_process_on_the_same_store_is_delivered_by_the_next_sweep(
+    make_server: MakeServer, store_url: str
+) -> None:
+    with receiving() as receiver:
+        server = make_server(webhooks=settings(receiver.url, sweep_seconds=0.2))
+        with uvicorn_serving(server.app):
+            cid = server.start()
+            receiver.wait_for(lambda r: len(of(r, cid)) == 2)
+            store = open_store(store_url)
+            try:  # a manager the server does not know (another channel's worker, a timer worker): no save signal
+                other = FSMManager(llm_interface=FunctionLLM(Model()), store=store)
+                asyncio.run(other.aprocess_turn(cid, "elsewhere", user_id="alice"))
+            finally:
+                store.close()
+            got = receiver.wait_for(lambda r: len(of(r, cid)) == 4)
+    assert [e["data"].get("text") for e in of(got, cid)[2:]] == ["elsewhere", "echo: elsewhere"]
 
 
 def test_without_webhooks_the_routes_answer_not_configured(server: Server) -> None:
