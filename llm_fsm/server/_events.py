@@ -124,6 +124,8 @@ async def read_events(manager: ManagerProtocol, conversation_id: str, user_id: s
     instance = await manager.aget_instance(conversation_id, user_id=user_id)
     transcript = instance.context.conversation
     archived = transcript.archived_messages
+    if cursor.messages > archived + len(transcript.exchanges):  # no id we gave for this conversation: from the start
+        cursor = Cursor()
     if cursor.messages < archived:
         views = (await manager.aget_conversation_history(conversation_id, user_id=user_id))[cursor.messages :]
     else:

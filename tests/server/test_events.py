@@ -203,6 +203,36 @@ def test_last_event_id_resumes_after_the_event_it_names(server: Server) -> None:
     assert middle.data["position"] == 2 and middle.data["text"] == "one"
 
 
+def test_an_id_beyond_the_transcript_starts_from_the_beginning(server: Server) -> None:
+    cid = server.start()
+    with uvicorn_serving(server.app) as origin, streaming(origin, cid, last_event_id="99-abc") as stream:
+        first = stream.next()
+    assert first.data["position"] == 1
+
+
+def test_messages_moved_to_the_archive_are_events_at_their_positions(make_server: MakeServer, store_url: str) -> None:
+    from llm_fsm.engine import EngineConfig
+
+    store = open_store(store_url)
+    manager = FSMManager(llm_interface=FunctionLLM(Model()), store=store, config=EngineConfig(max_stored_messages=2))
+    try:
+        server = make_server(manager=manager)
+        cid = server.start()
+        for n in range(3):
+            server.send(cid, f"m{n}")
+        with uvicorn_serving(server.app) as origin:
+            with streaming(origin, cid) as stream:
+                everything = stream.until("state")
+            with streaming(origin, cid, last_event_id=everything[2].id) as stream:  # resumed inside the archive
+                rest = [stream.next() for _ in range(4)]
+    finally:
+        store.close()
+    texts = [e.data["text"] for e in everything[:-1]]
+    assert texts == ["Hello! Your name and card, please.", "m0", "echo: m0", "m1", "echo: m1", "m2", "echo: m2"]
+    assert [e.data["position"] for e in everything[:-1]] == list(range(1, 8))
+    assert [e.data["position"] for e in rest] == [4, 5, 6, 7]
+
+
 def test_resuming_after_a_state_change_sends_the_state_as_it_is_now(server: Server) -> None:
     cid = server.start()
     with uvicorn_serving(server.app) as origin:
