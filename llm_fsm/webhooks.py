@@ -28,6 +28,7 @@ import hmac
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from llm_fsm.errors import UsageError
 
@@ -94,6 +95,15 @@ def verify_request(
     )
 
 
+def _well_formed(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is not a number raises here, not at the first delivery
+    except ValueError:
+        return False
+    return bool(parts.hostname) and not any(ord(c) < 33 or ord(c) == 127 for c in url)
+
+
 @dataclass(frozen=True)
 class WebhookSettings:
     """Where the server POSTs its conversation events, and how hard it tries (``create_app(webhooks=...)``)."""
@@ -127,8 +137,8 @@ class WebhookSettings:
         if not self.urls:
             raise UsageError("webhooks need at least one URL")
         for url in self.urls:
-            if not url.startswith(("http://", "https://")):
-                raise UsageError(f"a webhook URL is http:// or https://, not {url!r}")
+            if not url.startswith(("http://", "https://")) or not _well_formed(url):
+                raise UsageError(f"a webhook URL is http:// or https:// with a host, not {url!r}")
         if not self.secret:
             raise UsageError("webhooks need a secret to sign with")
         if self.max_attempts < 1 or self.concurrency < 1 or self.queue_size < 1:

@@ -23,6 +23,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -66,6 +67,7 @@ class WebhookDispatcher:
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpointed = 0.0
+        self._clean_since = time.time()
         self._unsweepable = False
         self._swept_at = time.time()
         self.overflows = 0
@@ -109,9 +111,10 @@ class WebhookDispatcher:
         else:  # what was saved while no dispatcher was running (or before a crash) is found by a sweep
             with self._guard:
                 self._overflow_since = float(clean)
+        self._clean_since = time.time() if clean is None else float(clean)
         self._tasks = [
-            asyncio.create_task(self._produce(), name="webhooks-producer"),
-            asyncio.create_task(self._deliver(), name="webhooks-deliverer"),
+            asyncio.create_task(self._guarded("producer", self._produce), name="webhooks-producer"),
+            asyncio.create_task(self._guarded("deliverer", self._deliver), name="webhooks-deliverer"),
         ]
         self._produce_wake.set()
 
@@ -126,6 +129,22 @@ class WebhookDispatcher:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
         await run_blocking(self.outbox.close)
+
+    async def _guarded(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
+        """Run one of the two tasks; a fault it did not expect (the outbox's disk, a bug) is logged and the task
+        starts again, never dies silently. What a failed producer pass had taken is found by a sweep from the last
+        clean point; a delivery a failed deliverer had claimed is claimed again when its lease ends."""
+        while True:
+            try:
+                await run()
+                return
+            except Exception:  # noqa: BLE001 - logged; the task starts again
+                logger.exception("webhooks: the %s failed; it starts again", name)
+                if self._stopping:
+                    return
+                self._note_again({}, self._clean_since)
+                await asyncio.sleep(IDLE_POLL_SECONDS)
+                self._produce_wake.set()
 
     # --- the producer ------------------------------------------------------------------------------------------
 
@@ -156,7 +175,7 @@ class WebhookDispatcher:
                 since = None
                 if not failed and (taken_at - self._checkpointed >= _CHECKPOINT_EVERY or self._stopping):
                     await run_blocking(self.outbox.set_meta, CLEAN_UNTIL, repr(taken_at))
-                    self._checkpointed = taken_at
+                    self._checkpointed = self._clean_since = taken_at
             self._deliver_wake.set()
             if self._stopping:
                 return  # one last pass; what failed in it is found by the next start's sweep
@@ -262,7 +281,7 @@ class WebhookDispatcher:
             try:
                 response = await client.post(delivery.url, content=delivery.body, headers=headers)
                 error = None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
-            except httpx.HTTPError as exc:
+            except Exception as exc:  # noqa: BLE001 - whatever the attempt met is a failed attempt, never a dead task
                 error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if error is None:
             await run_blocking(self.outbox.delivered, delivery.seq)

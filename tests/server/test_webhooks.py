@@ -74,7 +74,14 @@ def test_a_signature_verifies_the_exact_body_at_its_timestamp_only() -> None:
 def test_settings_refuse_what_cannot_deliver() -> None:
     from llm_fsm.errors import UsageError
 
-    for bad in ({"urls": ()}, {"urls": ("ftp://x",)}, {"secret": ""}, {"max_attempts": 0}, {"sweep_seconds": -1}):
+    urls = ("ftp://x", "http://[::1/x", "http://a:b:c/x", "http:///path", "http://exa mple/")
+    for bad in (
+        {"urls": ()},
+        *({"urls": (url,)} for url in urls),
+        {"secret": ""},
+        {"max_attempts": 0},
+        {"sweep_seconds": -1},
+    ):
         with pytest.raises(UsageError):
             WebhookSettings(**{"urls": ("http://x",), "secret": "s", **bad})
     assert [settings("http://x").retry_delay(n) for n in (1, 2, 3, 4, 5)] == [0.1, 0.2, 0.4, 0.4, 0.4]
@@ -156,6 +163,26 @@ def test_a_delivery_that_fails_every_attempt_is_a_dead_letter_that_can_be_sent_a
             got = receiver.wait_for(lambda r: len(of(r, cid)) == 2)
             assert server.client.get("/v1/webhooks", headers=server.headers()).json() == {"pending": 0, "dead": 0}
     assert {e["id"] for e in of(got, cid)} == {d["event_id"] for d in letters}
+
+
+def test_a_fault_of_the_outbox_is_logged_and_the_deliveries_go_on(
+    make_server: MakeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    with receiving() as receiver:
+        server = make_server(webhooks=settings(receiver.url))
+        outbox = server.app.state.webhooks.outbox
+        claim, faults = outbox.claim, [RuntimeError("disk I/O error")]
+
+        def failing_once(*args: Any, **kwargs: Any) -> Any:
+            if faults:
+                raise faults.pop()
+            return claim(*args, **kwargs)
+
+        outbox.claim = failing_once
+        with uvicorn_serving(server.app):
+            cid = server.start()
+            receiver.wait_for(lambda r: len(of(r, cid)) == 2)
+    assert "the deliverer failed; it starts again" in caplog.text
 
 
 def test_a_receiver_that_hangs_never_slows_a_turn(make_server: MakeServer) -> None:
