@@ -230,7 +230,8 @@ async def main_async(conversations: int, turns: int, as_json: bool) -> int:
         print(f"receiver (another process), raw POSTs/s, 8 at once: {baseline:,.0f}")
         for name, run in (("steady", steady), ("receiver restarted", restarted)):
             print(
-                f"{name}: {run['events']:,} events delivered in {run['delivered_in_s']:.2f} s = "
+                f"{name}: {run['events']:,} events (the turns that made them took {run['saved_in_s']:.2f} s) "
+                f"delivered in {run['delivered_in_s']:.2f} s = "
                 f"{run['events_per_s']:,.0f} events/s = {run['events_per_s'] / baseline:.2f}x the raw POST rate; "
                 f"lost {run['lost']}, duplicates {run['duplicates']}"
             )

@@ -194,9 +194,10 @@ class Outbox:
             )
         return [_delivery(row) for row in rows]
 
-    def delivered(self, seq: int) -> None:
+    def delivered(self, seqs: Sequence[int]) -> None:
+        """Forget deliveries their URL acknowledged (one transaction for a batch)."""
         with self._write() as db:
-            db.execute("DELETE FROM deliveries WHERE seq = ?", (seq,))
+            db.executemany("DELETE FROM deliveries WHERE seq = ?", [(seq,) for seq in seqs])
 
     def failed(self, seq: int, attempts: int, error: str, retry_at: float | None) -> None:
         """Record a failed attempt: due again at ``retry_at``, or a dead letter when it is None."""

@@ -259,7 +259,8 @@ class WebhookDispatcher:
             while True:
                 batch = await run_blocking(self.outbox.claim, settings.concurrency * 4, lease)
                 if batch:
-                    await asyncio.gather(*(self._attempt(client, slots, delivery) for delivery in batch))
+                    sent = await asyncio.gather(*(self._attempt(client, slots, delivery) for delivery in batch))
+                    await run_blocking(self.outbox.delivered, [seq for seq in sent if seq is not None])
                     continue
                 if self._stopping and self._tasks[0].done():
                     return  # the producer's last pass is in the outbox, nothing is due now: the rest waits there
@@ -269,7 +270,8 @@ class WebhookDispatcher:
                     await asyncio.wait_for(self._deliver_wake.wait(), timeout=wait)
                 self._deliver_wake.clear()
 
-    async def _attempt(self, client: httpx.AsyncClient, slots: asyncio.Semaphore, delivery: Delivery) -> None:
+    async def _attempt(self, client: httpx.AsyncClient, slots: asyncio.Semaphore, delivery: Delivery) -> int | None:
+        """One attempt; the delivery's ``seq`` when it was acknowledged (forgotten with its batch), else None."""
         async with slots:
             stamp = int(time.time())
             headers = {
@@ -284,8 +286,7 @@ class WebhookDispatcher:
             except Exception as exc:  # noqa: BLE001 - whatever the attempt met is a failed attempt, never a dead task
                 error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if error is None:
-            await run_blocking(self.outbox.delivered, delivery.seq)
-            return
+            return delivery.seq
         attempts = delivery.attempts + 1
         retry_at = None if attempts >= self.settings.max_attempts else time.time() + self.settings.retry_delay(attempts)
         if retry_at is None:
@@ -297,6 +298,7 @@ class WebhookDispatcher:
                 error,
             )
         await run_blocking(self.outbox.failed, delivery.seq, attempts, error, retry_at)
+        return None
 
 
 __all__ = ["CLEAN_UNTIL", "IDLE_POLL_SECONDS", "SWEEP_MARGIN_SECONDS", "WebhookDispatcher"]
