@@ -84,3 +84,22 @@ def test_serve_has_options_to_run_timers_or_not_and_how_often() -> None:
 
     result = CliRunner().invoke(main, ["serve", "--help"])
     assert "--timers / --no-timers" in result.output and "--timer-interval" in result.output
+
+
+def test_a_timer_the_loop_fires_reaches_an_open_event_stream_at_once(
+    make_server: MakeServer, definitions: Path
+) -> None:
+    """The loop fires through the served manager, so its save wakes the stream (whose own poll is a minute away)."""
+    from .serving import uvicorn_serving
+    from .test_events import streaming
+
+    clock = Clock()
+    server = timed_server(make_server, definitions, clock, timer_interval=0.05, events_poll_seconds=60.0)
+    cid = server.start(definition="hold")
+    with uvicorn_serving(server.app) as origin, streaming(origin, cid) as stream:
+        stream.until("state")
+        started = time.monotonic()
+        clock.advance(10 * 60)
+        texts = [stream.next().data.get("text") for _ in range(2)]
+    assert "Your table is held for 5 more minutes." in texts
+    assert time.monotonic() - started < 30
