@@ -33,6 +33,7 @@ from llm_fsm.engine._effects import (
 )
 from llm_fsm.engine._handoff import hand_off_declared
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._languages import conversation_language
 from llm_fsm.engine._moves import _chain, _complete_finished_flows, _move, _scope
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult, TurnInputs, TurnRecord, Verdict
@@ -122,7 +123,7 @@ class _Fired:
 def _said(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state: State, say: Text | Say) -> str:
     """The entry's fixed text in the conversation's language, filled from the context; nothing is said when it cannot
     be (and the trace says why): no model wrote anything to fall back on."""
-    wording = worded(definition, say, instance.context.data, language=instance.language)
+    wording = worded(definition, say, instance.context.data, language=conversation_language(definition, instance))
     if wording is None or wording.text is None:
         _trace(instance, config, "say_fallback", state=state.id, reason=wording.reason if wording else None)
         return ""
@@ -216,7 +217,7 @@ def _arrived(
     """What the user is told of a move a timer made: the state reached's approved text, else a message the model
     writes for it (in a handoff state too: the person takes over after it, as after a user's turn)."""
     reached = active.get_state(instance.current_state)
-    wording = approved(active, reached, instance.context.data, language=instance.language)
+    wording = approved(active, reached, instance.context.data, language=conversation_language(active, instance))
     if wording is not None and wording.text is not None and wording.mode == "strict":
         return wording.text
     note = f"The conversation has just moved to this state: {fired.entry.in_} passed without a message. Tell the user."

@@ -404,3 +404,23 @@ def test_workers_running_timers_at_once_fire_each_timer_exactly_once() -> None:
         thread.join()
     assert len(fired) == len(set(fired)) == 24
     assert {instance_of(workers[0], cid).turn_count for cid in cids} == {2}
+
+
+def test_a_timers_fixed_text_follows_a_language_switch_the_application_wrote(runner: str) -> None:
+    from llm_fsm.definition import FSMDefinition
+
+    from .timed import HOLD
+
+    document: dict[str, Any] = json.loads(json.dumps(HOLD))
+    document["languages"] = ["en", "de"]
+    document["language_key"] = "lang"
+    document["context_keys"]["lang"] = {"type": "string", "writable_by": "application"}
+    document["states"]["held"]["after"] = [
+        {"in": "10m", "say": {"en": "Your table is held.", "de": "Ihr Tisch ist reserviert."}}
+    ]
+    clock = Clock()
+    manager = timed_manager(clock, definition=FSMDefinition.model_validate(document))
+    cid, _ = manager.start_conversation("hold", user_id=USER)
+    manager.update_context(cid, {"lang": "de"}, user_id=USER)  # the next turn would be in German: so is the timer
+    clock.advance(10 * MINUTE)
+    assert [f.reply for f in run_timers(runner, manager).fired] == ["Ihr Tisch ist reserviert."]
