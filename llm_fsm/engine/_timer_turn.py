@@ -81,13 +81,13 @@ def run_timer(
     instance.timers = [timer for timer in instance.timers if timer.id != timer_id]
     flow_before = instance.flow_id
     scope = _scope(config, timer_id, action_memo)
-    fired = _Fired(state, entry, scope, started)
+    fired = _Fired(state, entry, scope, started, config)
     _trace(instance, config, "timer", id=timer_id, state=state.id, effect=entry.effect)
     active = definition
     if entry.say is not None:
         fired.reply = _said(definition, instance, config, state, entry.say)
     elif entry.instructions is not None:
-        fired.reply = yield from _nudge(definition, instance, builder, config, fired, entry.instructions, schema_sent)
+        fired.reply = yield from _ask(definition, instance, builder, fired, state, entry.instructions, schema_sent)
     elif entry.go is not None:
         active = yield from _go(definition, instance, builder, config, fired, index, entry.go, schema_sent)
     else:
@@ -108,8 +108,11 @@ def run_timer(
 class _Fired:
     """What the timer's turn gathers on the way to its record."""
 
-    def __init__(self, state: State, entry: TimerEntry, scope: ActionScope, started: float) -> None:
+    def __init__(
+        self, state: State, entry: TimerEntry, scope: ActionScope, started: float, config: EngineConfig
+    ) -> None:
         self.state = state
+        self.config = config
         self.entry = entry
         self.scope = scope
         self.started = started
@@ -139,7 +142,13 @@ def _ask(
     note: str,
     schema_sent: bool,
 ) -> Generator[Effect, Any, str]:
-    """A message the model writes for ``state``, told ``note``; it may not move (nobody spoke)."""
+    """A message the model writes for ``state``, told ``note``; it may not move (nobody spoke). A conversation that
+    spent its budget gets none ("": the timer is spent, and a move it made stands)."""
+    try:
+        _check_budget(instance, fired.config)
+    except BudgetExceededError as exc:
+        _trace(instance, fired.config, "timer_skipped", state=fired.state.id, reason=str(exc))
+        return ""
     waited = f"{fired.entry.in_}" if isinstance(fired.entry.in_, str) else f"{fired.entry.seconds:g} seconds"
     request = _request(
         builder,
@@ -155,23 +164,6 @@ def _ask(
     result: LLMResult = yield CallLLM(request)
     fired.calls.append(LLMCallRecord.of("timer", result))
     return result.response.message
-
-
-def _nudge(
-    definition: FSMDefinition,
-    instance: FSMInstance,
-    builder: PromptBuilder,
-    config: EngineConfig,
-    fired: _Fired,
-    instructions: str,
-    schema_sent: bool,
-) -> Generator[Effect, Any, str]:
-    try:
-        _check_budget(instance, config)
-    except BudgetExceededError as exc:  # a conversation that spent its budget writes no nudge; the timer is spent
-        _trace(instance, config, "timer_skipped", state=fired.state.id, reason=str(exc))
-        return ""
-    return (yield from _ask(definition, instance, builder, fired, fired.state, instructions, schema_sent))
 
 
 def _go(

@@ -424,3 +424,18 @@ def test_a_timers_fixed_text_follows_a_language_switch_the_application_wrote(run
     manager.update_context(cid, {"lang": "de"}, user_id=USER)  # the next turn would be in German: so is the timer
     clock.advance(10 * MINUTE)
     assert [f.reply for f in run_timers(runner, manager).fired] == ["Ihr Tisch ist reserviert."]
+
+
+def test_a_conversation_past_its_budget_makes_no_model_call_for_a_timers_move(runner: str) -> None:
+    from llm_fsm import EngineConfig
+
+    clock = Clock()
+    model = Metered(Model())
+    manager = timed_manager(clock, hold(held_after=[{"in": "15m", "go": "booked"}]), model=model)
+    manager.config = EngineConfig(clock=clock, max_conversation_tokens=1)  # the opening spent it
+    cid, _ = manager.start_conversation("hold", user_id=USER)
+    clock.advance(15 * MINUTE)
+    report = run_timers(runner, manager)
+    assert [(f.outcome, f.state) for f in report.fired] == [("fired", "booked")]  # the move is made, unworded
+    assert model.calls("timer") == 0
+    assert any(event.event == "timer_skipped" for event in manager.get_trace(cid, user_id=USER))
