@@ -293,3 +293,12 @@ def test_a_turn_of_another_process_on_the_same_store_is_delivered_by_the_next_sw
 def test_without_webhooks_the_routes_answer_not_configured(server: Server) -> None:
     response = server.client.get("/v1/webhooks/dead-letters", headers=server.headers())
     assert response.status_code == 404 and response.json()["error"]["code"] == "webhooks_not_configured"
+
+
+def test_a_dead_letter_id_or_page_beyond_any_the_outbox_holds_is_an_input_error(make_server: MakeServer) -> None:
+    server = make_server(webhooks=settings(closed_port_url()))
+    huge = 2**64  # more than SQLite's integers hold
+    one = server.client.post(f"/v1/webhooks/dead-letters/{huge}/redeliver", headers=server.headers())
+    page = server.client.get(f"/v1/webhooks/dead-letters?after={huge}", headers=server.headers())
+    assert (one.status_code, page.status_code) == (422, 422)
+    assert one.json()["error"]["code"] == page.json()["error"]["code"] == "invalid_request"
