@@ -184,9 +184,12 @@ def _go(
         for position, transition in enumerate(definition.transitions_from(state.id))  # own, then global
         if transition.target_state == target
     ]
-    eligible = sorted((e for e in candidates if e.eligible), key=lambda e: e.priority)
+    # only the user's yes leads to a confirmation's on_yes (as in a turn's decision): silence is no yes
+    yes_only = candidates and state.confirmation is not None and target == state.confirmation.on_yes
+    eligible = [] if yes_only else sorted((e for e in candidates if e.eligible), key=lambda e: e.priority)
     if not eligible:
-        reason = f"timer {index}: {_why_not(candidates[0] if candidates else None, target)}"
+        why = f"{target!r} is the confirmation's yes, which only the user gives" if yes_only else None
+        reason = f"timer {index}: {why or _why_not(candidates[0] if candidates else None, target)}"
         fired.verdict = Verdict(kind="stay_rejected", target_state=state.id, reason=reason)
         _trace(instance, config, "rejection", proposal=target, intent="timer", reason=reason)
         return definition

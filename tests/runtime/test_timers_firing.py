@@ -439,3 +439,15 @@ def test_a_conversation_past_its_budget_makes_no_model_call_for_a_timers_move(ru
     assert [(f.outcome, f.state) for f in report.fired] == [("fired", "booked")]  # the move is made, unworded
     assert model.calls("timer") == 0
     assert any(event.event == "timer_skipped" for event in manager.get_trace(cid, user_id=USER))
+
+
+def test_a_timer_never_takes_a_confirmation_steps_yes_for_the_user(runner: str) -> None:
+    clock = Clock()
+    definition = hold(held_confirmation={"on_yes": "booked", "on_no": None}, held_after=[{"in": "15m", "go": "booked"}])
+    manager = timed_manager(clock, definition)
+    cid, _ = manager.start_conversation("hold", user_id=USER)
+    clock.advance(15 * MINUTE)
+    report = run_timers(runner, manager)
+    assert [(f.outcome, f.state) for f in report.fired] == [("fired", "held")]  # spent, refused, recorded
+    assert instance_of(manager, cid).current_state == "held"
+    assert manager.explain(cid, user_id=USER).verdict.kind == "stay_rejected"
