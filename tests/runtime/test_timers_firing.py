@@ -451,3 +451,15 @@ def test_a_timer_never_takes_a_confirmation_steps_yes_for_the_user(runner: str) 
     assert [(f.outcome, f.state) for f in report.fired] == [("fired", "held")]  # spent, refused, recorded
     assert instance_of(manager, cid).current_state == "held"
     assert manager.explain(cid, user_id=USER).verdict.kind == "stay_rejected"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"limit": 0}, {"limit": -1}, {"lease": 0.0}, {"lease": float("nan")}, {"now": float("nan")}],
+)
+def test_run_due_timers_refuses_a_limit_lease_or_now_that_means_nothing(runner: str, options: dict[str, Any]) -> None:
+    from llm_fsm.errors import UsageError
+
+    manager, _ = started(Clock())
+    with pytest.raises(UsageError):  # SQLite reads LIMIT -1 as no limit; a lease of 0 is no claim at all
+        run_timers(runner, manager, **options)
