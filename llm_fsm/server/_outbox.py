@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from llm_fsm.errors import StoreError
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -81,11 +83,14 @@ class Outbox:
     def __init__(self, path: str | None) -> None:
         self.path = path
         self._guard = threading.Lock()
-        self._db = sqlite3.connect(path or ":memory:", isolation_level=None, check_same_thread=False, timeout=30)
-        if path:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: a commit survives a process crash
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db = sqlite3.connect(path or ":memory:", isolation_level=None, check_same_thread=False, timeout=30)
+            if path:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: a commit survives a process crash
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:  # a folder that is not there, a file that is no database: say which file
+            raise StoreError(f"webhook outbox {path}: {exc}") from exc
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
