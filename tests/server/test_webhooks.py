@@ -87,6 +87,23 @@ def test_settings_refuse_what_cannot_deliver() -> None:
     assert [settings("http://x").retry_delay(n) for n in (1, 2, 3, 4, 5)] == [0.1, 0.2, 0.4, 0.4, 0.4]
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"timeout_seconds": 0},
+        {"timeout_seconds": float("nan")},
+        {"sweep_seconds": float("nan")},  # the producer would wake at once, forever
+        {"first_retry_seconds": float("nan")},  # a nan retry time is no due time: the outbox refuses to store it
+        {"max_retry_seconds": float("inf")},
+    ],
+)
+def test_settings_refuse_times_that_are_not_finite_numbers(bad: dict[str, Any]) -> None:
+    from llm_fsm.errors import UsageError
+
+    with pytest.raises(UsageError):
+        WebhookSettings(**{"urls": ("http://x",), "secret": "s", **bad})
+
+
 # --- delivery -----------------------------------------------------------------------------------------------
 
 
