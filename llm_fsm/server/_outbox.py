@@ -127,11 +127,15 @@ class Outbox:
         version: int,
     ) -> int:
         """Owe each ``(event_id, body)`` to every URL and move the conversation's cursor past them (read from its
-        ``version``), atomically; an event already owed (the same id) is not owed twice. Returns the deliveries
+        ``version``), atomically; an event already owed (the same id) is not owed twice, and a read older than the
+        cursor's (a worker sharing the file recorded a newer one meanwhile) changes nothing. Returns the deliveries
         added."""
         now = time.time()
         added = 0
         with self._write() as db:
+            stored = db.execute("SELECT version FROM cursors WHERE conversation_id = ?", (conversation_id,)).fetchone()
+            if stored is not None and int(stored[0]) > version:
+                return 0  # another worker read a newer version and owes these events already (or delivered them)
             for event_id, body in events:
                 for url in urls:
                     cursor_row = db.execute(

@@ -319,3 +319,17 @@ def test_a_dead_letter_id_or_page_beyond_any_the_outbox_holds_is_an_input_error(
     page = server.client.get(f"/v1/webhooks/dead-letters?after={huge}", headers=server.headers())
     assert (one.status_code, page.status_code) == (422, 422)
     assert one.json()["error"]["code"] == page.json()["error"]["code"] == "invalid_request"
+
+
+def test_a_read_older_than_the_outboxs_cursor_neither_owes_its_events_again_nor_moves_the_cursor_back() -> None:
+    """Two workers sharing the outbox: the one that read the conversation at an older version records last."""
+    from llm_fsm.server._outbox import Outbox
+
+    outbox = Outbox(None)
+    events = [("c:message-1", b"{}"), ("c:message-2", b"{}")]
+    outbox.record("c", "t", events, ["http://x"], cursor="2-aa", version=2)
+    for _ in events:  # delivered, one after the other (a conversation's next waits for the one before)
+        outbox.delivered([d.seq for d in outbox.claim(10, 30.0)])
+    assert outbox.counts() == {"pending": 0, "dead": 0}
+    added = outbox.record("c", "t", events[:1], ["http://x"], cursor="1-bb", version=1)
+    assert (added, outbox.cursor_of("c"), outbox.counts()["pending"]) == (0, "2-aa", 0)
