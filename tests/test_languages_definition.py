@@ -185,7 +185,7 @@ def _hash_before_languages(definition: FSMDefinition) -> str:
     dumped = definition.model_dump(mode="json", by_alias=True)
     for name in ("languages", "default_language", "language_key"):
         dumped.pop(name)
-    for name in ("migrations", "responses"):
+    for name in ("migrations", "responses", "global_transitions", "state_groups"):  # left out while unset
         if dumped[name] is None:
             del dumped[name]
     for state in dumped["states"].values():
@@ -197,6 +197,10 @@ def _hash_before_languages(definition: FSMDefinition) -> str:
             for name in ("say", "refusal"):
                 if transition[name] is None:
                     del transition[name]
+    for transition in dumped.get("global_transitions") or ():  # a global transition's wording as a state's own
+        for name in ("say", "refusal"):
+            if transition[name] is None:
+                del transition[name]
     canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
