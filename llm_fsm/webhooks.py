@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -143,6 +144,11 @@ class WebhookSettings:
             raise UsageError("webhooks need a secret to sign with")
         if self.max_attempts < 1 or self.concurrency < 1 or self.queue_size < 1:
             raise UsageError("max_attempts, concurrency and queue_size must be at least 1")
+        times = (self.first_retry_seconds, self.max_retry_seconds, self.timeout_seconds, self.sweep_seconds)
+        if not all(math.isfinite(seconds) for seconds in times):  # a nan wait is a busy loop or no due time at all
+            raise UsageError("the webhooks' times must be finite numbers of seconds")
+        if self.timeout_seconds <= 0:
+            raise UsageError("timeout_seconds must be positive")
         if self.sweep_seconds < 0:
             raise UsageError("sweep_seconds must be 0 (off) or positive")
         if self.first_retry_seconds <= 0 or self.max_retry_seconds < self.first_retry_seconds:

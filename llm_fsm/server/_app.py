@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator, Iterable, Mapping
 
 from fastapi import FastAPI, Request, Response
@@ -100,8 +101,8 @@ def create_app(
     for alias in registry.add_aliases(aliases or {}):
         _versions.hold(manager, alias.definition)
     limiter = RateLimiter(rate_limit_per_minute, rate_limit_burst) if rate_limit_per_minute > 0 else None
-    if events_poll_seconds <= 0:
-        raise UsageError(f"events_poll_seconds must be positive, not {events_poll_seconds}")
+    if not (math.isfinite(events_poll_seconds) and events_poll_seconds > 0):
+        raise UsageError(f"events_poll_seconds must be a finite number above 0, not {events_poll_seconds}")
     runner = TurnRunner()
     signals = SaveSignals()
     signals.attach(manager)  # this process's saves wake the event streams at once (_events)

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from llm_fsm.errors import StoreError
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -81,11 +83,14 @@ class Outbox:
     def __init__(self, path: str | None) -> None:
         self.path = path
         self._guard = threading.Lock()
-        self._db = sqlite3.connect(path or ":memory:", isolation_level=None, check_same_thread=False, timeout=30)
-        if path:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: a commit survives a process crash
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db = sqlite3.connect(path or ":memory:", isolation_level=None, check_same_thread=False, timeout=30)
+            if path:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: a commit survives a process crash
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:  # a folder that is not there, a file that is no database: say which file
+            raise StoreError(f"webhook outbox {path}: {exc}") from exc
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -122,11 +127,15 @@ class Outbox:
         version: int,
     ) -> int:
         """Owe each ``(event_id, body)`` to every URL and move the conversation's cursor past them (read from its
-        ``version``), atomically; an event already owed (the same id) is not owed twice. Returns the deliveries
+        ``version``), atomically; an event already owed (the same id) is not owed twice, and a read older than the
+        cursor's (a worker sharing the file recorded a newer one meanwhile) changes nothing. Returns the deliveries
         added."""
         now = time.time()
         added = 0
         with self._write() as db:
+            stored = db.execute("SELECT version FROM cursors WHERE conversation_id = ?", (conversation_id,)).fetchone()
+            if stored is not None and int(stored[0]) > version:
+                return 0  # another worker read a newer version and owes these events already (or delivered them)
             for event_id, body in events:
                 for url in urls:
                     cursor_row = db.execute(

@@ -9,7 +9,7 @@ call is scoped to the caller's tenant: another tenant's dead letter is, to a cal
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from llm_fsm._threads import run_blocking
@@ -22,6 +22,9 @@ from llm_fsm.server._webhooks import WebhookDispatcher
 NOT_CONFIGURED: Responses = {
     404: {"model": ErrorOut, "description": "The server sends no webhooks (`webhooks_not_configured`)"}
 }
+
+MAX_ID = 2**63 - 1
+"""The largest dead-letter id the outbox (SQLite's integers) can hold: a larger one is an input error, not a fault."""
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], responses={**ERRORS, **NOT_CONFIGURED})
 
@@ -85,7 +88,7 @@ async def dead_letters(
     request: Request,
     caller: Writer,
     limit: Annotated[int, Query(ge=1, le=1000, description="At most this many, oldest first.")] = 100,
-    after: Annotated[int, Query(ge=0, description="The `next_after` of the page before.")] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_ID, description="The `next_after` of the page before.")] = 0,
 ) -> DeadLetters:
     """The caller's tenant's dead letters, oldest first, with the body each attempt sent and the last error."""
     found = await run_blocking(_dispatcher(request).outbox.dead_letters, caller.tenant, limit, after)
@@ -108,7 +111,9 @@ async def redeliver_all(request: Request, caller: Writer) -> Redelivered:
     response_model=Redelivered,
     responses={404: {"model": ErrorOut, "description": "No such dead letter (`dead_letter_not_found`)"}},
 )
-async def redeliver_one(dead_letter_id: int, request: Request, caller: Writer) -> Redelivered:
+async def redeliver_one(
+    dead_letter_id: Annotated[int, Path(ge=1, le=MAX_ID)], request: Request, caller: Writer
+) -> Redelivered:
     """Send one dead letter again."""
     dispatcher = _dispatcher(request)
     count = await run_blocking(dispatcher.outbox.redeliver, caller.tenant, dead_letter_id)

@@ -404,3 +404,62 @@ def test_workers_running_timers_at_once_fire_each_timer_exactly_once() -> None:
         thread.join()
     assert len(fired) == len(set(fired)) == 24
     assert {instance_of(workers[0], cid).turn_count for cid in cids} == {2}
+
+
+def test_a_timers_fixed_text_follows_a_language_switch_the_application_wrote(runner: str) -> None:
+    from llm_fsm.definition import FSMDefinition
+
+    from .timed import HOLD
+
+    document: dict[str, Any] = json.loads(json.dumps(HOLD))
+    document["languages"] = ["en", "de"]
+    document["language_key"] = "lang"
+    document["context_keys"]["lang"] = {"type": "string", "writable_by": "application"}
+    document["states"]["held"]["after"] = [
+        {"in": "10m", "say": {"en": "Your table is held.", "de": "Ihr Tisch ist reserviert."}}
+    ]
+    clock = Clock()
+    manager = timed_manager(clock, definition=FSMDefinition.model_validate(document))
+    cid, _ = manager.start_conversation("hold", user_id=USER)
+    manager.update_context(cid, {"lang": "de"}, user_id=USER)  # the next turn would be in German: so is the timer
+    clock.advance(10 * MINUTE)
+    assert [f.reply for f in run_timers(runner, manager).fired] == ["Ihr Tisch ist reserviert."]
+
+
+def test_a_conversation_past_its_budget_makes_no_model_call_for_a_timers_move(runner: str) -> None:
+    from llm_fsm import EngineConfig
+
+    clock = Clock()
+    model = Metered(Model())
+    manager = timed_manager(clock, hold(held_after=[{"in": "15m", "go": "booked"}]), model=model)
+    manager.config = EngineConfig(clock=clock, max_conversation_tokens=1)  # the opening spent it
+    cid, _ = manager.start_conversation("hold", user_id=USER)
+    clock.advance(15 * MINUTE)
+    report = run_timers(runner, manager)
+    assert [(f.outcome, f.state) for f in report.fired] == [("fired", "booked")]  # the move is made, unworded
+    assert model.calls("timer") == 0
+    assert any(event.event == "timer_skipped" for event in manager.get_trace(cid, user_id=USER))
+
+
+def test_a_timer_never_takes_a_confirmation_steps_yes_for_the_user(runner: str) -> None:
+    clock = Clock()
+    definition = hold(held_confirmation={"on_yes": "booked", "on_no": None}, held_after=[{"in": "15m", "go": "booked"}])
+    manager = timed_manager(clock, definition)
+    cid, _ = manager.start_conversation("hold", user_id=USER)
+    clock.advance(15 * MINUTE)
+    report = run_timers(runner, manager)
+    assert [(f.outcome, f.state) for f in report.fired] == [("fired", "held")]  # spent, refused, recorded
+    assert instance_of(manager, cid).current_state == "held"
+    assert manager.explain(cid, user_id=USER).verdict.kind == "stay_rejected"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"limit": 0}, {"limit": -1}, {"lease": 0.0}, {"lease": float("nan")}, {"now": float("nan")}],
+)
+def test_run_due_timers_refuses_a_limit_lease_or_now_that_means_nothing(runner: str, options: dict[str, Any]) -> None:
+    from llm_fsm.errors import UsageError
+
+    manager, _ = started(Clock())
+    with pytest.raises(UsageError):  # SQLite reads LIMIT -1 as no limit; a lease of 0 is no claim at all
+        run_timers(runner, manager, **options)

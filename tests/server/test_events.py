@@ -279,3 +279,13 @@ def test_a_read_key_may_follow_events_and_no_key_may_not(server: Server) -> None
     assert server.client.get(f"/v1/conversations/{cid}/events").status_code == 401
     with uvicorn_serving(server.app) as origin, streaming(origin, cid, key=READER_KEY) as stream:
         assert stream.until("state")[-1].data["state"] == "ask"
+
+
+@pytest.mark.parametrize("seconds", [0.0, float("nan"), float("inf")])
+def test_a_poll_interval_that_is_not_a_finite_positive_number_is_refused(
+    make_server: MakeServer, seconds: float
+) -> None:
+    from llm_fsm.errors import UsageError
+
+    with pytest.raises(UsageError, match="events_poll_seconds"):  # nan broke every stream at its first line
+        make_server(events_poll_seconds=seconds)

@@ -8,7 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from llm_fsm import EngineConfig
+from llm_fsm.errors import UsageError
 from llm_fsm.manager import FSMManager
 from llm_fsm.server._timer_loop import DEFAULT_TIMER_INTERVAL
 from llm_fsm.stores.memory import MemoryStore
@@ -103,3 +106,26 @@ def test_a_timer_the_loop_fires_reaches_an_open_event_stream_at_once(
         texts = [stream.next().data.get("text") for _ in range(2)]
     assert "Your table is held for 5 more minutes." in texts
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("interval", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_timer_interval_that_is_not_a_finite_positive_number_is_refused(
+    make_server: MakeServer, definitions: Path, interval: float
+) -> None:
+    with pytest.raises(UsageError, match="timer interval"):  # nan and inf would sleep forever: no timer would fire
+        timed_server(make_server, definitions, Clock(), timer_interval=interval)
+
+
+@pytest.mark.parametrize("interval", ["nan", "inf"])
+def test_serve_exits_2_for_a_timer_interval_that_is_not_a_finite_number(
+    definitions: Path, tmp_path: Path, interval: str
+) -> None:
+    from click.testing import CliRunner
+
+    from llm_fsm.cli._app import main
+
+    replies = tmp_path / "replies.yaml"
+    replies.write_text("- Hello!\n", encoding="utf-8")
+    arguments = ["serve", str(definitions), "--model", f"scripted:{replies}", "--store", "memory://"]
+    result = CliRunner().invoke(main, [*arguments, "--timer-interval", interval], env={"LLM_FSM_API_KEYS": ""})
+    assert result.exit_code == 2 and "timer interval" in result.output

@@ -87,6 +87,23 @@ def test_settings_refuse_what_cannot_deliver() -> None:
     assert [settings("http://x").retry_delay(n) for n in (1, 2, 3, 4, 5)] == [0.1, 0.2, 0.4, 0.4, 0.4]
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"timeout_seconds": 0},
+        {"timeout_seconds": float("nan")},
+        {"sweep_seconds": float("nan")},  # the producer would wake at once, forever
+        {"first_retry_seconds": float("nan")},  # a nan retry time is no due time: the outbox refuses to store it
+        {"max_retry_seconds": float("inf")},
+    ],
+)
+def test_settings_refuse_times_that_are_not_finite_numbers(bad: dict[str, Any]) -> None:
+    from llm_fsm.errors import UsageError
+
+    with pytest.raises(UsageError):
+        WebhookSettings(**{"urls": ("http://x",), "secret": "s", **bad})
+
+
 # --- delivery -----------------------------------------------------------------------------------------------
 
 
@@ -293,3 +310,26 @@ def test_a_turn_of_another_process_on_the_same_store_is_delivered_by_the_next_sw
 def test_without_webhooks_the_routes_answer_not_configured(server: Server) -> None:
     response = server.client.get("/v1/webhooks/dead-letters", headers=server.headers())
     assert response.status_code == 404 and response.json()["error"]["code"] == "webhooks_not_configured"
+
+
+def test_a_dead_letter_id_or_page_beyond_any_the_outbox_holds_is_an_input_error(make_server: MakeServer) -> None:
+    server = make_server(webhooks=settings(closed_port_url()))
+    huge = 2**64  # more than SQLite's integers hold
+    one = server.client.post(f"/v1/webhooks/dead-letters/{huge}/redeliver", headers=server.headers())
+    page = server.client.get(f"/v1/webhooks/dead-letters?after={huge}", headers=server.headers())
+    assert (one.status_code, page.status_code) == (422, 422)
+    assert one.json()["error"]["code"] == page.json()["error"]["code"] == "invalid_request"
+
+
+def test_a_read_older_than_the_outboxs_cursor_neither_owes_its_events_again_nor_moves_the_cursor_back() -> None:
+    """Two workers sharing the outbox: the one that read the conversation at an older version records last."""
+    from llm_fsm.server._outbox import Outbox
+
+    outbox = Outbox(None)
+    events = [("c:message-1", b"{}"), ("c:message-2", b"{}")]
+    outbox.record("c", "t", events, ["http://x"], cursor="2-aa", version=2)
+    for _ in events:  # delivered, one after the other (a conversation's next waits for the one before)
+        outbox.delivered([d.seq for d in outbox.claim(10, 30.0)])
+    assert outbox.counts() == {"pending": 0, "dead": 0}
+    added = outbox.record("c", "t", events[:1], ["http://x"], cursor="1-bb", version=1)
+    assert (added, outbox.cursor_of("c"), outbox.counts()["pending"]) == (0, "2-aa", 0)

@@ -76,3 +76,21 @@ def test_serve_posts_each_event_signed_to_the_webhook(
             process.wait(timeout=20)
     assert all(verify_request("file-secret-0123", r.body, r.headers) for r in got)
     assert (tmp_path / "outbox.db").exists()
+
+
+@pytest.mark.parametrize("outbox", ["missing/folder/outbox.db", "not-sqlite.db"])
+def test_an_outbox_that_cannot_be_opened_exits_2_naming_it(
+    definitions: Path,
+    tmp_path: Path,
+    replies: str,  # noqa: F811
+    outbox: str,
+) -> None:
+    (tmp_path / "not-sqlite.db").write_text("not a database", encoding="utf-8")
+    path = tmp_path / outbox
+    result = CliRunner().invoke(
+        main,
+        ["serve", str(definitions), "--model", replies, "--store", "memory://", "--webhook", "http://127.0.0.1:9/h"]
+        + ["--webhook-outbox", str(path)],
+        env={"LLM_FSM_API_KEYS": "", "LLM_FSM_WEBHOOK_SECRET": "s3cret"},
+    )
+    assert result.exit_code == 2 and f"webhook outbox {path}" in result.output and "unexpected" not in result.output
