@@ -60,6 +60,17 @@ def due(definition: FSMDefinition, instance: FSMInstance, timer_id: str, at: flo
     return found[2] if found is not None else None
 
 
+def drop_orphan(definition: FSMDefinition, instance: FSMInstance, timer_id: str, config: EngineConfig) -> bool:
+    """Drop ``timer_id`` when the conversation arms it but it names no entry of the state it is in (a definition
+    changed under a running conversation): such a timer can never fire, and a store indexes whatever the
+    conversation holds, so kept it would be claimed again after every save. True when it was dropped (and traced)."""
+    if all(timer.id != timer_id for timer in instance.timers) or entry_of(definition, instance, timer_id) is not None:
+        return False
+    instance.timers = [timer for timer in instance.timers if timer.id != timer_id]
+    instance.add_trace("timer_dropped", {"timer": timer_id, "state": instance.current_state}, config.max_trace_events)
+    return True
+
+
 def run_timer(
     definition: FSMDefinition,
     instance: FSMInstance,
@@ -344,4 +355,4 @@ def recorded_timer(
     return outcome
 
 
-__all__ = ["TIMER_MESSAGE", "due", "recorded_timer", "run_timer"]
+__all__ = ["TIMER_MESSAGE", "drop_orphan", "due", "recorded_timer", "run_timer"]

@@ -27,7 +27,7 @@ from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._actions import ActionMemo
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._prompts import PromptBuilder
-from llm_fsm.engine._timer_turn import due, recorded_timer
+from llm_fsm.engine._timer_turn import drop_orphan, due, recorded_timer
 from llm_fsm.engine._timers import instant
 from llm_fsm.engine._turn import EngineConfig, TurnOutcome
 from llm_fsm.errors import ConversationNotFoundError, UsageError
@@ -104,6 +104,8 @@ class _TimerAttempts(_TurnAttempts):
     def __call__(self, instance: FSMInstance) -> Operation[Any]:
         definition: FSMDefinition = yield LoadActiveDefinition(instance)
         if due(definition, instance, self.timer.timer_id, self.at) is None:
+            if drop_orphan(definition, instance, self.timer.timer_id, self.config):
+                return None  # stale for good: saved without it
             return Unchanged(None)  # fired already, or the conversation moved on, ended or went to a person
         outcome: TurnOutcome = yield from recorded_timer(
             definition,

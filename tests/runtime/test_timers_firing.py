@@ -138,6 +138,24 @@ def test_a_conversation_that_moved_on_never_fires_its_old_timer(runner: str) -> 
     assert instance_of(manager, cid).version == version
 
 
+def test_a_timer_naming_no_entry_of_the_state_is_dropped_once_not_claimed_again_after_every_save(runner: str) -> None:
+    """A conversation that runs on a changed definition may still hold a timer of an entry the state no longer has:
+    stale, and dropped from the conversation, or its next save would index it and the timers claim it again."""
+    from llm_fsm.engine._instance import ArmedTimer
+
+    clock = Clock()
+    manager, cid = started(clock)
+    stored = manager.store.load(cid, user_id=USER)
+    orphan = ArmedTimer(id=f"root/held/7@{stored.version}", due_at=clock.epoch)
+    stored.timers = [*stored.timers, orphan]
+    manager.store.save(stored, expected_version=stored.version)
+    report = run_timers(runner, manager)
+    assert [(f.timer_id, f.outcome) for f in report.stale] == [(orphan.id, "stale")]
+    assert orphan.id not in {timer.id for timer in instance_of(manager, cid).timers}
+    manager.update_context(cid, {"name": "Ann"}, user_id=USER)  # any later save
+    assert run_timers(runner, manager).claimed == 0
+
+
 def test_an_ended_conversation_never_fires(runner: str) -> None:
     clock = Clock()
     store = GhostIndex()
@@ -463,3 +481,57 @@ def test_run_due_timers_refuses_a_limit_lease_or_now_that_means_nothing(runner: 
     manager, _ = started(Clock())
     with pytest.raises(UsageError):  # SQLite reads LIMIT -1 as no limit; a lease of 0 is no claim at all
         run_timers(runner, manager, **options)
+
+
+def _renamed_hold(renamed: bool) -> Any:
+    """HOLD's next version: the held state renamed to 'holding' (by its migrations block), or kept with one entry."""
+    from llm_fsm.definition import FSMDefinition
+
+    from .timed import HOLD
+
+    document: dict[str, Any] = json.loads(json.dumps(HOLD))
+    document["description"] = "A table held while the guest confirms (version 2)."
+    if renamed:
+        held = document["states"].pop("held")
+        document["states"]["holding"] = {**held, "id": "holding"}
+        document["initial_state"] = "holding"
+        for state in document["states"].values():
+            for transition in state.get("transitions") or ():
+                if transition["target_state"] == "held":
+                    transition["target_state"] = "holding"
+        document["migrations"] = {"states": {"held": "holding"}}
+    else:
+        document["states"]["held"]["after"] = [{"in": "15m", "go": "expired"}]
+    return FSMDefinition.model_validate(document)
+
+
+def test_a_migration_that_renames_the_state_arms_the_new_states_timers_from_the_migration() -> None:
+    clock = Clock()
+    manager, cid = started(clock)
+    clock.advance(2 * MINUTE)
+    manager.migrate(cid, _renamed_hold(renamed=True), user_id=USER)
+    timers = instance_of(manager, cid).timers
+    assert {timer.id.split("@")[0] for timer in timers} == {"root/holding/0", "root/holding/1", "root/holding/2"}
+    assert min(timer.due_at for timer in timers) == clock.epoch + 5 * MINUTE
+
+
+def test_a_migration_keeps_the_due_times_of_entries_the_new_version_declares_alike() -> None:
+    from llm_fsm.definition import FSMDefinition
+
+    from .timed import HOLD
+
+    clock = Clock()
+    manager, cid = started(clock)
+    before = [(timer.id, timer.due_at) for timer in instance_of(manager, cid).timers]
+    clock.advance(2 * MINUTE)
+    manager.migrate(cid, FSMDefinition.model_validate({**HOLD, "description": "version 2"}), user_id=USER)
+    assert [(timer.id, timer.due_at) for timer in instance_of(manager, cid).timers] == before
+
+
+def test_a_migration_drops_removed_entries_and_times_changed_ones_from_the_migration() -> None:
+    clock = Clock()
+    manager, cid = started(clock)
+    clock.advance(2 * MINUTE)
+    manager.migrate(cid, _renamed_hold(renamed=False), user_id=USER)
+    (timer,) = instance_of(manager, cid).timers
+    assert (timer.id.split("@")[0], timer.due_at) == ("root/held/0", clock.epoch + 15 * MINUTE)
