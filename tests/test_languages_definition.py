@@ -185,9 +185,13 @@ def _hash_before_languages(definition: FSMDefinition) -> str:
     dumped = definition.model_dump(mode="json", by_alias=True)
     for name in ("languages", "default_language", "language_key"):
         dumped.pop(name)
-    for name in ("migrations", "responses"):
+    for name in ("migrations", "responses", "global_transitions", "state_groups"):
         if dumped[name] is None:
             del dumped[name]
+    for transition in dumped.get("global_transitions") or ():  # their unset wording is left out too
+        for name in ("say", "refusal"):
+            if transition[name] is None:
+                del transition[name]
     for state in dumped["states"].values():
         if state["say"] is None:
             del state["say"]

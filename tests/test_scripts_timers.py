@@ -125,3 +125,9 @@ def test_a_timers_action_counts_for_action_coverage_when_a_wait_fires_it(folder:
     coverage = DefinitionCoverage.of(result.definition, file="hold.json")
     coverage.add(result.records, initial_state="held")
     assert [(site.call, site.calls) for site in coverage.actions] == [("release", 1)]
+
+
+def test_a_wait_past_the_clocks_last_year_fails_its_step_not_the_run(folder: Path) -> None:
+    result = run(write(folder, "definition: hold.json\nname: forever\nturns:\n  - wait: 100000000d\n"))
+    assert not result.passed
+    assert "year" in " ".join(result.turns[0].failures)

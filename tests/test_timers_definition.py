@@ -101,3 +101,10 @@ def test_a_definition_without_timers_keeps_the_hash_it_had_before_timers_existed
 def test_adding_a_timer_makes_a_new_version() -> None:
     timed = FSMDefinition.model_validate(with_after([{"in": "15m", "go": "b"}]))
     assert timed.content_hash != BASE_HASH
+
+
+@pytest.mark.parametrize("written", [float("inf"), float("nan"), "9" * 400 + "s"])
+def test_a_duration_that_is_no_finite_number_of_seconds_is_refused(written: Any) -> None:
+    # an infinite due time is stored as null in the JSON record, which then cannot be read again
+    with pytest.raises(ValidationError, match="finite"):
+        FSMDefinition.model_validate(with_after([{"in": written, "say": "Still there?"}]))

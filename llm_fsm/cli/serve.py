@@ -35,6 +35,10 @@ DEFAULT_TIMER_INTERVAL = 5.0
 needs FastAPI, and ``--help`` must work without the [server] extra)."""
 
 SETTINGS_ENV = "LLM_FSM_SERVE_SETTINGS"
+WEBHOOK_SECRET_ENV = "LLM_FSM_WEBHOOK_SECRET"
+"""Where ``serve --webhook`` reads the signing secret when ``--webhook-secret-file`` is not given (a secret on the
+command line would show in the process list)."""
+DEFAULT_WEBHOOK_OUTBOX = "webhook-outbox.db"
 ANONYMOUS_TENANT = "local"
 """The tenant of every request when no key is configured (allowed on a loopback host only)."""
 
@@ -59,6 +63,11 @@ class ServeSettings:
     timers: bool = True
     """``--timers/--no-timers``: each worker runs the conversations' due timers (``server._timer_loop``)."""
     timer_interval: float = DEFAULT_TIMER_INTERVAL
+    webhooks: list[str] = field(default_factory=list)
+    """``--webhook URL``: where every conversation event is POSTed, signed with ``webhook_secret``."""
+    webhook_secret: str | None = None
+    webhook_outbox: str | None = None
+    """The outbox's SQLite file, absolute (the workers of one host share it)."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -111,7 +120,33 @@ def build_app(settings: ServeSettings) -> Any:
         rate_limit_per_minute=settings.rate_limit,
         rate_limit_burst=settings.rate_burst,
         timer_interval=settings.timer_interval if settings.timers else None,
+        webhooks=_webhook_settings(settings),
     )
+
+
+def _webhook_settings(settings: ServeSettings) -> Any:
+    if not settings.webhooks:
+        return None
+    from llm_fsm.webhooks import WebhookSettings
+
+    return WebhookSettings(
+        urls=tuple(settings.webhooks), secret=settings.webhook_secret or "", outbox=settings.webhook_outbox
+    )
+
+
+def webhook_secret(path: str | None) -> str:
+    """The signing secret: the first line of ``--webhook-secret-file``, else ``$LLM_FSM_WEBHOOK_SECRET``."""
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as file:
+                secret = file.readline().strip()
+        except OSError as exc:
+            raise UsageError(f"--webhook-secret-file {path}: {exc.strerror}") from None
+    else:
+        secret = os.environ.get(WEBHOOK_SECRET_ENV, "").strip()
+    if not secret:
+        raise UsageError(f"--webhook needs a signing secret: --webhook-secret-file FILE or ${WEBHOOK_SECRET_ENV}")
+    return secret
 
 
 def parse_aliases(values: tuple[str, ...]) -> dict[str, str]:
@@ -254,6 +289,27 @@ def _server_modules() -> Any:
     metavar="SECONDS",
     help="Seconds between runs of the timer loop: how late a timer may fire, at most.",
 )
+@click.option(
+    "--webhook",
+    "webhooks",
+    multiple=True,
+    metavar="URL",
+    help="POST every conversation event to URL, signed (repeatable); the secret from --webhook-secret-file or "
+    f"${WEBHOOK_SECRET_ENV}. See docs/server.md, Webhooks.",
+)
+@click.option(
+    "--webhook-secret-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A file whose first line is the webhooks' signing secret.",
+)
+@click.option(
+    "--webhook-outbox",
+    default=DEFAULT_WEBHOOK_OUTBOX,
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The webhooks' outbox (SQLite): what is owed survives a restart; the workers share it.",
+)
 @actions_option
 def serve_command(
     definitions: tuple[str, ...],
@@ -273,6 +329,9 @@ def serve_command(
     aliases: tuple[str, ...],
     timers: bool,
     timer_interval: float,
+    webhooks: tuple[str, ...],
+    webhook_secret_file: str | None,
+    webhook_outbox: str,
     actions: str | None,
 ) -> None:
     """Serve DEFINITIONS (files or folders) over HTTP: JSON under /v1, OpenAPI at /docs.
@@ -288,6 +347,7 @@ def serve_command(
       llm-fsm serve definitions/ --model gpt-4o-mini --store redis://localhost:6379/0 \\
           --host 0.0.0.0 --workers 4 --keys keys.yaml
       llm-fsm serve defs/loan.yaml --alias staging=staging/loan.yaml --alias production=defs/loan.yaml
+      LLM_FSM_WEBHOOK_SECRET=... llm-fsm serve definitions/ --webhook https://app.example/hooks/llm-fsm
     """
     if key_to_hash is not None:
         from llm_fsm.server._keys import hash_key
@@ -324,6 +384,9 @@ def serve_command(
         aliases=parse_aliases(aliases),
         timers=timers,
         timer_interval=timer_interval,
+        webhooks=list(webhooks),
+        webhook_secret=webhook_secret(webhook_secret_file) if webhooks else None,
+        webhook_outbox=os.path.abspath(webhook_outbox) if webhooks else None,
     )
     app = build_app(settings)  # every check now, in this process: a mistake exits 2 before anything listens
     model_name = model or os.environ.get(MODEL_ENV) or ""  # build_app refused an unset one

@@ -12,6 +12,7 @@ This module is the format's side: what an entry is, and what a duration means.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -47,6 +48,8 @@ def _duration(value: Any) -> Any:
         raise ValueError("a duration is a number of seconds or text such as '15m', '1h 30m', '90s', '2d'")
     if not isinstance(value, (str, int, float)):
         raise ValueError("a duration is a number of seconds or text such as '15m'")
+    if not math.isfinite(duration_seconds(value)):  # an infinite due time is stored as null: the record is lost
+        raise ValueError("a duration is a finite number of seconds")
     return value
 
 

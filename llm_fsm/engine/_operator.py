@@ -28,6 +28,7 @@ from llm_fsm.engine._flows import pop_flow as _pop
 from llm_fsm.engine._flows import push_flow as _push
 from llm_fsm.engine._handoff import conversation_ended, hand_off, hand_off_declared
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._languages import follow_language
 from llm_fsm.engine._messages import UserMessage, timestamp
 from llm_fsm.engine._provenance import between_turns, note, settle_between_turns
 from llm_fsm.engine._records import ContextChange, TurnRecord, Verdict
@@ -137,6 +138,7 @@ def push_flow(
     if inputs is not None and not isinstance(inputs, Mapping):
         raise OperatorError(f"inputs must be a mapping of the sub-flow's keys, not {type(inputs).__name__}")
     parent_flow = instance.flow_id
+    follow_language(definition, instance)  # the parent's language_key goes out of sight in the sub-flow
     try:
         handed = _push(
             instance,

@@ -14,7 +14,7 @@ from llm_fsm.engine._context import _MISSING
 from llm_fsm.engine._effects import Effect, EngineConfig, LoadDefinition, LoadFlow, _policy, _trace
 from llm_fsm.engine._flows import find_paused, pop_flow, push_flow, resume_flow
 from llm_fsm.engine._instance import FSMInstance
-from llm_fsm.engine._languages import conversation_language, label, sentence
+from llm_fsm.engine._languages import conversation_language, follow_language, label, sentence
 from llm_fsm.engine._records import (
     ContextChange,
     TransitionEvaluation,
@@ -273,6 +273,9 @@ def _start_flow(
         verdict = _stay_rejected(state_before, f"sub-flow {name!r} could not be loaded: {exc.message}")
         return _Decision(verdict, note=_decision_note(verdict, definition.get_state(state_before)))
     parent_flow = instance.flow_id
+    follow_language(
+        definition, instance
+    )  # a switch this turn wrote is in the parent's context, out of the child's sight
     try:
         inputs = push_flow(
             instance,

@@ -33,6 +33,7 @@ from llm_fsm.engine._effects import (
 )
 from llm_fsm.engine._handoff import hand_off_declared
 from llm_fsm.engine._instance import FSMInstance
+from llm_fsm.engine._languages import conversation_language
 from llm_fsm.engine._moves import _chain, _complete_finished_flows, _move, _scope
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult, TurnInputs, TurnRecord, Verdict
@@ -59,6 +60,17 @@ def due(definition: FSMDefinition, instance: FSMInstance, timer_id: str, at: flo
     return found[2] if found is not None else None
 
 
+def drop_orphan(definition: FSMDefinition, instance: FSMInstance, timer_id: str, config: EngineConfig) -> bool:
+    """Drop ``timer_id`` when the conversation arms it but it names no entry of the state it is in (a definition
+    changed under a running conversation): such a timer can never fire, and a store indexes whatever the
+    conversation holds, so kept it would be claimed again after every save. True when it was dropped (and traced)."""
+    if all(timer.id != timer_id for timer in instance.timers) or entry_of(definition, instance, timer_id) is not None:
+        return False
+    instance.timers = [timer for timer in instance.timers if timer.id != timer_id]
+    instance.add_trace("timer_dropped", {"timer": timer_id, "state": instance.current_state}, config.max_trace_events)
+    return True
+
+
 def run_timer(
     definition: FSMDefinition,
     instance: FSMInstance,
@@ -80,13 +92,13 @@ def run_timer(
     instance.timers = [timer for timer in instance.timers if timer.id != timer_id]
     flow_before = instance.flow_id
     scope = _scope(config, timer_id, action_memo)
-    fired = _Fired(state, entry, scope, started)
+    fired = _Fired(state, entry, scope, started, config)
     _trace(instance, config, "timer", id=timer_id, state=state.id, effect=entry.effect)
     active = definition
     if entry.say is not None:
         fired.reply = _said(definition, instance, config, state, entry.say)
     elif entry.instructions is not None:
-        fired.reply = yield from _nudge(definition, instance, builder, config, fired, entry.instructions, schema_sent)
+        fired.reply = yield from _ask(definition, instance, builder, fired, state, entry.instructions, schema_sent)
     elif entry.go is not None:
         active = yield from _go(definition, instance, builder, config, fired, index, entry.go, schema_sent)
     else:
@@ -107,8 +119,11 @@ def run_timer(
 class _Fired:
     """What the timer's turn gathers on the way to its record."""
 
-    def __init__(self, state: State, entry: TimerEntry, scope: ActionScope, started: float) -> None:
+    def __init__(
+        self, state: State, entry: TimerEntry, scope: ActionScope, started: float, config: EngineConfig
+    ) -> None:
         self.state = state
+        self.config = config
         self.entry = entry
         self.scope = scope
         self.started = started
@@ -122,7 +137,7 @@ class _Fired:
 def _said(definition: FSMDefinition, instance: FSMInstance, config: EngineConfig, state: State, say: Text | Say) -> str:
     """The entry's fixed text in the conversation's language, filled from the context; nothing is said when it cannot
     be (and the trace says why): no model wrote anything to fall back on."""
-    wording = worded(definition, say, instance.context.data, language=instance.language)
+    wording = worded(definition, say, instance.context.data, language=conversation_language(definition, instance))
     if wording is None or wording.text is None:
         _trace(instance, config, "say_fallback", state=state.id, reason=wording.reason if wording else None)
         return ""
@@ -138,7 +153,13 @@ def _ask(
     note: str,
     schema_sent: bool,
 ) -> Generator[Effect, Any, str]:
-    """A message the model writes for ``state``, told ``note``; it may not move (nobody spoke)."""
+    """A message the model writes for ``state``, told ``note``; it may not move (nobody spoke). A conversation that
+    spent its budget gets none ("": the timer is spent, and a move it made stands)."""
+    try:
+        _check_budget(instance, fired.config)
+    except BudgetExceededError as exc:
+        _trace(instance, fired.config, "timer_skipped", state=fired.state.id, reason=str(exc))
+        return ""
     waited = f"{fired.entry.in_}" if isinstance(fired.entry.in_, str) else f"{fired.entry.seconds:g} seconds"
     request = _request(
         builder,
@@ -154,23 +175,6 @@ def _ask(
     result: LLMResult = yield CallLLM(request)
     fired.calls.append(LLMCallRecord.of("timer", result))
     return result.response.message
-
-
-def _nudge(
-    definition: FSMDefinition,
-    instance: FSMInstance,
-    builder: PromptBuilder,
-    config: EngineConfig,
-    fired: _Fired,
-    instructions: str,
-    schema_sent: bool,
-) -> Generator[Effect, Any, str]:
-    try:
-        _check_budget(instance, config)
-    except BudgetExceededError as exc:  # a conversation that spent its budget writes no nudge; the timer is spent
-        _trace(instance, config, "timer_skipped", state=fired.state.id, reason=str(exc))
-        return ""
-    return (yield from _ask(definition, instance, builder, fired, fired.state, instructions, schema_sent))
 
 
 def _go(
@@ -191,9 +195,12 @@ def _go(
         for position, transition in enumerate(definition.transitions_from(state.id))  # own, then global
         if transition.target_state == target
     ]
-    eligible = sorted((e for e in candidates if e.eligible), key=lambda e: e.priority)
+    # only the user's yes leads to a confirmation's on_yes (as in a turn's decision): silence is no yes
+    yes_only = candidates and state.confirmation is not None and target == state.confirmation.on_yes
+    eligible = [] if yes_only else sorted((e for e in candidates if e.eligible), key=lambda e: e.priority)
     if not eligible:
-        reason = f"timer {index}: {_why_not(candidates[0] if candidates else None, target)}"
+        why = f"{target!r} is the confirmation's yes, which only the user gives" if yes_only else None
+        reason = f"timer {index}: {why or _why_not(candidates[0] if candidates else None, target)}"
         fired.verdict = Verdict(kind="stay_rejected", target_state=state.id, reason=reason)
         _trace(instance, config, "rejection", proposal=target, intent="timer", reason=reason)
         return definition
@@ -216,7 +223,7 @@ def _arrived(
     """What the user is told of a move a timer made: the state reached's approved text, else a message the model
     writes for it (in a handoff state too: the person takes over after it, as after a user's turn)."""
     reached = active.get_state(instance.current_state)
-    wording = approved(active, reached, instance.context.data, language=instance.language)
+    wording = approved(active, reached, instance.context.data, language=conversation_language(active, instance))
     if wording is not None and wording.text is not None and wording.mode == "strict":
         return wording.text
     note = f"The conversation has just moved to this state: {fired.entry.in_} passed without a message. Tell the user."
@@ -348,4 +355,4 @@ def recorded_timer(
     return outcome
 
 
-__all__ = ["TIMER_MESSAGE", "due", "recorded_timer", "run_timer"]
+__all__ = ["TIMER_MESSAGE", "drop_orphan", "due", "recorded_timer", "run_timer"]

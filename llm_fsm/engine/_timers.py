@@ -109,6 +109,40 @@ def settle(
     )
 
 
+def migrated(
+    old: State | None, new: State | None, instance: FSMInstance, now: Callable[[], float], *, moved: bool
+) -> None:
+    """The timers of a conversation a migration moved onto a new version (``old``/``new``: its state in the version
+    it ran on, when that version is known, and in the new one).
+
+    An entry both versions declare alike keeps its due time (a hold runs on as it would have); an entry the new
+    version changed or added counts from the migration, as if the conversation had entered the state then; an
+    entry it removed is dropped, never fired. A conversation whose state was renamed or merged (``moved``), or
+    whose old version is unknown, has entered the state the new version names: all of its timers are armed from
+    now. A timer that fired already stays fired while its entry is unchanged.
+    """
+    entries = (new.after or []) if new is not None else []
+    if not entries or instance.status != "active" or instance.mode != "bot":
+        instance.timers = []
+        return
+    if moved or old is None:
+        settle_new = [_armed(instance, index, entry, now()) for index, entry in enumerate(entries) if entry.seconds > 0]
+        instance.timers = sorted(settle_new, key=lambda timer: timer.due_at)
+        return
+    before = old.after or []
+    armed = {ref.index: timer for timer in instance.timers if (ref := parse_timer_id(timer.id)) is not None}
+    kept: list[ArmedTimer] = []
+    at: float | None = None
+    for index, entry in enumerate(entries):
+        if index < len(before) and before[index] == entry:
+            if index in armed:
+                kept.append(armed[index])
+        elif entry.seconds > 0:
+            at = now() if at is None else at
+            kept.append(_armed(instance, index, entry, at))
+    instance.timers = sorted(kept, key=lambda timer: timer.due_at)
+
+
 def disarm(instance: FSMInstance) -> None:
     """Drop every armed timer (the conversation ended, or a person has it)."""
     instance.timers = []
@@ -118,4 +152,4 @@ def _armed(instance: FSMInstance, index: int, entry: TimerEntry, at: float) -> A
     return ArmedTimer(id=timer_id(instance, index), due_at=at + entry.seconds)
 
 
-__all__ = ["TimerRef", "disarm", "entry_of", "instant", "parse_timer_id", "settle", "timer_id"]
+__all__ = ["TimerRef", "disarm", "entry_of", "instant", "migrated", "parse_timer_id", "settle", "timer_id"]

@@ -7,7 +7,8 @@ ran on, from the manager's own definitions first and the store's version table a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from llm_fsm._threads import run_blocking
@@ -16,8 +17,11 @@ from llm_fsm.audit._versions import Versions
 from llm_fsm.definition._migrations import Migrations
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._instance import FSMInstance
-from llm_fsm.engine._migrate import MigrationResult
+from llm_fsm.engine._migrate import ROOT, MigrationResult
 from llm_fsm.engine._migrate import migrate as migrate_instance
+from llm_fsm.engine._timers import instant
+from llm_fsm.engine._timers import migrated as migrated_timers
+from llm_fsm.engine._turn import LoadDefinition
 from llm_fsm.errors import DefinitionError, MigrationError, StoreCorruptedError
 from llm_fsm.runtime._effects import LoadConversation
 from llm_fsm.runtime._operations import Change, Operation, Unchanged, compare_and_set
@@ -93,7 +97,9 @@ class AuditAPI(OperatorAPI):
         # the performer stores every version a saved conversation runs on: it must hold the new ones
         for known in (definition, *(flows or {}).values()):
             self.definitions.remember(known)
-        return migrating(definition, migrations, flows, self.config.max_trace_events)
+        return migrating(
+            definition, migrations, flows, self.config.max_trace_events, lambda: instant(self.config, time.time())
+        )
 
     def versions_for(self, instance: FSMInstance, into: Versions | None = None) -> Versions:
         """Definitions by version for ``instance``: those this manager holds, the current ones of its flows when
@@ -114,11 +120,13 @@ def migrating(
     migrations: Migrations | None,
     flows: Mapping[str, FSMDefinition] | None,
     max_trace_events: int,
+    now: Callable[[], float],
 ) -> Change:
-    """The change ``migrate`` makes: the conversation moved as ``engine.migrate`` says, or ``MigrationError``."""
+    """The change ``migrate`` makes: the conversation moved as ``engine.migrate`` says, or ``MigrationError``; its
+    timers follow the new version (``engine._timers.migrated``), ``now`` being the engine's clock."""
 
     def change(instance: FSMInstance) -> Operation[Any]:
-        yield from ()
+        old: FSMDefinition = yield LoadDefinition(instance.fsm_id, version=instance.definition_hash)
         result = migrate_instance(instance, definition, migrations, flows=flows)
         if not result.ok:
             reasons = "; ".join(problem.message for problem in result.problems[:3])
@@ -130,6 +138,12 @@ def migrating(
             return Unchanged(result)
         moved = result.instance
         previous = instance.definition_hash
+        active = definition if not moved.flow_stack else (flows or {}).get(moved.flow_name or "")
+        if active is not None:
+            where = ROOT if not moved.flow_stack else moved.flow_name
+            renamed = any(c.kind == "state" and c.where == where for c in result.changes)
+            known = old.states.get(instance.current_state) if old.content_hash == previous else None
+            migrated_timers(known, active.states.get(moved.current_state), moved, now, moved=renamed)
         for name in type(instance).model_fields:
             if name not in ("version", "turns", "processed_messages"):
                 setattr(instance, name, getattr(moved, name))

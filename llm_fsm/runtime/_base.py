@@ -33,7 +33,7 @@ from llm_fsm.runtime._drivers import arun, run
 from llm_fsm.runtime._loading import load_fsm_definition
 from llm_fsm.runtime._locking import FairLock
 from llm_fsm.runtime._operations import Operation
-from llm_fsm.runtime._performer import Ledger, Performer, model_name
+from llm_fsm.runtime._performer import Ledger, Performer, SaveListener, model_name
 from llm_fsm.stores import ConversationStore, open_store
 from llm_fsm.stores.base import Retention, TurnLogStore
 
@@ -89,6 +89,10 @@ class RuntimeBase:
         elif actions:
             for name, function in actions.items():
                 self.actions.register(name, function)
+        self.save_listeners: list[SaveListener] = []
+        """Called with a ``Saved`` after every successful save of a conversation, whoever made it (a turn, a start,
+        an operator change, a timer): how the server's event streams and webhooks learn of this process's saves
+        at once. Append to it; a listener must return at once (``runtime/_performer.SaveListener``)."""
         self.telemetry = telemetry
         """OpenTelemetry spans and metrics (``llm_fsm.telemetry``); None emits and imports nothing."""
         self.definitions = DefinitionSource(fsm_loader, definition_recheck_seconds, lambda: self.on_definition_change)

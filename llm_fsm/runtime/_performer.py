@@ -60,6 +60,22 @@ logger = logging.getLogger(__name__)
 Handling = Generator[Wait, Any, Any]
 
 
+@dataclass(frozen=True)
+class Saved:
+    """A conversation a save has just written: what a save listener is told (``FSMManager.save_listeners``)."""
+
+    conversation_id: str
+    user_id: str | None
+    room_id: str | None
+    version: int
+
+
+SaveListener = Callable[[Saved], None]
+"""Called after every successful save, on the saving thread or event loop: it must return at once (an event
+stream's wake-up, a webhook outbox's note) and may raise nothing that matters (a raise is logged and dropped:
+the conversation is saved whatever a listener does)."""
+
+
 class Parts(Protocol):
     """What the performer uses of the runtime it serves (``FSMManager`` is one)."""
 
@@ -70,6 +86,7 @@ class Parts(Protocol):
     telemetry: Telemetry | None
     config: EngineConfig
     definitions: DefinitionSource
+    save_listeners: list[SaveListener]
 
     def turn_log(self) -> bool: ...
     def retention(self) -> Retention | None: ...
@@ -202,6 +219,10 @@ class Performer:
                     message_id=effect.message_id,
                 ) from exc
         self.ledger.saved()
+        if self.parts.save_listeners:
+            _tell(
+                self.parts.save_listeners, Saved(instance.conversation_id, instance.user_id, instance.room_id, version)
+            )
         return version
 
     def _keep_versions(self, instance: FSMInstance) -> Handling:
@@ -403,6 +424,14 @@ def _model_calls(llm: Any, request: LLMRequest) -> tuple[Callable[[], Any], Call
     return call, None
 
 
+def _tell(listeners: list[SaveListener], saved: Saved) -> None:
+    for listener in list(listeners):  # a copy: a listener may remove itself
+        try:
+            listener(saved)
+        except Exception:  # noqa: BLE001 - the save stands; a listener's fault is its own
+            logger.exception("save listener %r failed for conversation %s", listener, saved.conversation_id)
+
+
 def as_result(value: Any) -> LLMResult:
     """Interfaces may return an LLMResult (with attempts) or just the response (the seed's API)."""
     if isinstance(value, LLMResult):
@@ -429,4 +458,4 @@ def _versions_of(instance: FSMInstance) -> list[str]:
     return list(dict.fromkeys(version for version in found if version))
 
 
-__all__ = ["Ledger", "Parts", "Performer", "as_result", "model_name"]
+__all__ = ["Ledger", "Parts", "Performer", "SaveListener", "Saved", "as_result", "model_name"]

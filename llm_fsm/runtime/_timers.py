@@ -17,6 +17,7 @@ the timer is tried again once the lease runs out, as a turn would be retried.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._actions import ActionMemo
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._prompts import PromptBuilder
-from llm_fsm.engine._timer_turn import due, recorded_timer
+from llm_fsm.engine._timer_turn import drop_orphan, due, recorded_timer
 from llm_fsm.engine._timers import instant
 from llm_fsm.engine._turn import EngineConfig, TurnOutcome
 from llm_fsm.errors import ConversationNotFoundError, UsageError
@@ -103,6 +104,8 @@ class _TimerAttempts(_TurnAttempts):
     def __call__(self, instance: FSMInstance) -> Operation[Any]:
         definition: FSMDefinition = yield LoadActiveDefinition(instance)
         if due(definition, instance, self.timer.timer_id, self.at) is None:
+            if drop_orphan(definition, instance, self.timer.timer_id, self.config):
+                return None  # stale for good: saved without it
             return Unchanged(None)  # fired already, or the conversation moved on, ended or went to a person
         outcome: TurnOutcome = yield from recorded_timer(
             definition,
@@ -146,7 +149,15 @@ def _releasing(timer: DueTimer) -> Operation[None]:
 class TimersAPI(RuntimeBase):
     """``run_due_timers`` and its async twin; ``FSMManager`` inherits them."""
 
-    def _timer_instant(self, now: float | None) -> float:
+    def _timer_instant(self, now: float | None, limit: int, lease: float) -> float:
+        """The run's now, once its options are known to mean something (stores read a limit below 1 apart: SQLite
+        as no limit at all)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise UsageError(f"run_due_timers: limit must be a whole number above 0, not {limit!r}")
+        if not (isinstance(lease, (int, float)) and math.isfinite(lease) and lease > 0):
+            raise UsageError(f"run_due_timers: lease must be a number of seconds above 0, not {lease!r}")
+        if now is not None and not (isinstance(now, (int, float)) and math.isfinite(now)):
+            raise UsageError(f"run_due_timers: now must be epoch seconds, not {now!r}")
         return now if now is not None else instant(self.config, time.time())
 
     def _timer_store(self) -> None:
@@ -166,7 +177,7 @@ class TimersAPI(RuntimeBase):
         fires once whoever claimed it); call it every few seconds from a scheduler, or let ``llm-fsm serve`` do it.
         """
         self._timer_store()
-        at = self._timer_instant(now)
+        at = self._timer_instant(now, limit, lease)
         report = TimerRun()
         for timer in self._run(_claiming(at, limit, lease)):
             ledger = Ledger()
@@ -187,7 +198,7 @@ class TimersAPI(RuntimeBase):
     ) -> TimerRun:
         """``run_due_timers`` from async code: nothing blocking runs on the event loop."""
         self._timer_store()
-        at = self._timer_instant(now)
+        at = self._timer_instant(now, limit, lease)
         report = TimerRun()
         for timer in await self._arun(_claiming(at, limit, lease)):
             ledger = Ledger()

@@ -20,7 +20,13 @@ from typing import Any
 
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.definition._timers import duration_seconds
-from llm_fsm.errors import ActionNotRegisteredError, FSMError, LLMConfigurationError, LLMScriptExhaustedError
+from llm_fsm.errors import (
+    ActionNotRegisteredError,
+    FSMError,
+    LLMConfigurationError,
+    LLMScriptExhaustedError,
+    UsageError,
+)
 from llm_fsm.scripting._expectations import check_expectations, flow_stack, match, same_value
 from llm_fsm.scripting._results import ConversationResult, PathStep, TurnResult
 from llm_fsm.scripting._scripted_model import ScriptedConversationModel, set_turn
@@ -225,7 +231,10 @@ def _wait(manager: Any, conversation_id: str, turn: ScriptTurn, outcome: TurnRes
     """Let the step's time pass, fire what is then due, and check how many fired; the reply is what they said."""
     clock = manager.config.clock
     assert isinstance(clock, ScriptClock) and turn.spec.wait is not None
-    clock.now += dt.timedelta(seconds=duration_seconds(turn.spec.wait))
+    try:
+        clock.now += dt.timedelta(seconds=duration_seconds(turn.spec.wait))
+    except OverflowError:  # the step fails, not the whole run
+        raise UsageError(f"wait: {turn.spec.wait} takes the script's clock past the year 9999") from None
     before = manager.get_instance(conversation_id).turn_count
     report = manager.run_due_timers()
     outcome.failures += [f"timer {f.timer_id} failed: {f.error}" for f in report.failed]

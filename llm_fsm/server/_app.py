@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator, Iterable, Mapping
 
 from fastapi import FastAPI, Request, Response
@@ -25,23 +26,28 @@ from llm_fsm.server import (
     _api_docs,
     _conversations,
     _definitions_api,
+    _events_api,
     _health,
     _inspector,
     _operators,
     _proof,
     _replay,
     _versions,
+    _webhooks_api,
 )
 from llm_fsm.server._bodies import JsonBodyMiddleware, malformed
 from llm_fsm.server._definitions import DefinitionRegistry, DefinitionSource
 from llm_fsm.server._deps import MAX_CONVERSATION_ID_LENGTH, Access, Caller
 from llm_fsm.server._errors import ApiError, api_error_for, code_for_status, unknown_definition
+from llm_fsm.server._events import DEFAULT_POLL_SECONDS, EventSource, SaveSignals
 from llm_fsm.server._health import READINESS_TIMEOUT_SECONDS
 from llm_fsm.server._keys import KeyRing
 from llm_fsm.server._limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, CatchAllMiddleware, RateLimiter
 from llm_fsm.server._protocol import ManagerProtocol
 from llm_fsm.server._timer_loop import TimerLoop
 from llm_fsm.server._turns import StreamEvent, TurnRunner
+from llm_fsm.server._webhooks import WebhookDispatcher
+from llm_fsm.webhooks import WebhookSettings
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +71,8 @@ def create_app(
     rate_limit_burst: int | None = None,
     title: str = "llm-fsm",
     timer_interval: float | None = None,
+    events_poll_seconds: float = DEFAULT_POLL_SECONDS,
+    webhooks: WebhookSettings | None = None,
 ) -> FastAPI:
     """The API for ``manager``, serving ``definitions`` (files, folders, or ``{id: file or FSMDefinition}``).
 
@@ -77,7 +85,10 @@ def create_app(
     it has, is read now and held by its content hash (``POST /v1/conversations`` takes ``alias``; the inspector
     replays recorded turns against one). ``timer_interval``: run the conversations' due timers every that many
     seconds while the app runs (``llm-fsm serve`` does, every 5 s; None: the application runs them itself, with
-    ``FSMManager.arun_due_timers``).
+    ``FSMManager.arun_due_timers``). ``events_poll_seconds``: how often an open event stream reads the store
+    for changes this process did not save (other workers' and processes'); its own saves wake the stream at once.
+    ``webhooks``: POST every event of the conversations this process saves, signed, to these URLs (docs/server.md,
+    Webhooks); the deliveries run in the app's lifespan, so run the app with a server that runs it (uvicorn does).
     """
     keyring = keys if keys is not None else KeyRing.from_env()
     if not keyring and anonymous_tenant is None:
@@ -90,7 +101,15 @@ def create_app(
     for alias in registry.add_aliases(aliases or {}):
         _versions.hold(manager, alias.definition)
     limiter = RateLimiter(rate_limit_per_minute, rate_limit_burst) if rate_limit_per_minute > 0 else None
+    if not (math.isfinite(events_poll_seconds) and events_poll_seconds > 0):
+        raise UsageError(f"events_poll_seconds must be a finite number above 0, not {events_poll_seconds}")
     runner = TurnRunner()
+    signals = SaveSignals()
+    signals.attach(manager)  # this process's saves wake the event streams at once (_events)
+    dispatcher = WebhookDispatcher(webhooks, manager) if webhooks is not None else None
+    if dispatcher is not None:
+        signals.subscribers.append(dispatcher.on_save)  # a save only notes the conversation: no turn waits
+
     timers = TimerLoop(manager, timer_interval) if timer_interval is not None else None
 
     @contextlib.asynccontextmanager
@@ -99,10 +118,15 @@ def create_app(
             timers.start()
         elif timers is not None:
             logger.warning("the store does not index timers: no timer fires in this server (docs/server.md)")
+        if dispatcher is not None:
+            await dispatcher.start()
         yield
         if timers is not None:
             await timers.stop()
         await runner.drain(SHUTDOWN_GRACE_SECONDS)  # turns already running are saved before the process ends
+        signals.detach(manager)
+        if dispatcher is not None:
+            await dispatcher.stop(SHUTDOWN_GRACE_SECONDS)  # what is still owed stays in the outbox
 
     app = FastAPI(
         title=title,
@@ -118,6 +142,8 @@ def create_app(
     app.state.turns = runner
     app.state.timers = timers  # the timer loop (None: not run here); its listeners hear each timer fired
     app.state.access = Access(keyring, anonymous_tenant, limiter)
+    app.state.events = EventSource(signals, events_poll_seconds)
+    app.state.webhooks = dispatcher
     app.state.proofs = _proof.ProofCache()  # the inspector's proofs, per served definition and version
 
     _install_error_handlers(app)
@@ -135,6 +161,8 @@ def create_app(
 
     app.include_router(_definitions_api.router)
     app.include_router(_conversations.router)
+    app.include_router(_events_api.router)  # GET /v1/conversations/{id}/events (server-sent), docs/server.md
+    app.include_router(_webhooks_api.router)  # /v1/webhooks: the outbox's counts and dead letters (write right)
     app.include_router(_operators.router)  # docs/operations.md: write right; each answers the conversation after
     app.include_router(_inspector.router)  # the web inspector: its page at / (docs/server.md), /v1/me, lint
     app.include_router(_proof.router)  # GET /v1/definitions/{id}/prove, the inspector's lint panel's proof

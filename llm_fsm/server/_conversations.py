@@ -141,11 +141,12 @@ async def get_conversation(
 
 
 @router.delete("/conversations/{conversation_id}", status_code=204, response_class=Response)
-async def delete_conversation(conversation_id: str, caller: Writer, manager: Manager) -> Response:
+async def delete_conversation(conversation_id: str, request: Request, caller: Writer, manager: Manager) -> Response:
     """Delete a conversation and everything stored of it."""
     check_id(conversation_id)
     if not await manager.adelete_conversation(conversation_id, user_id=caller.tenant):
         raise ConversationNotFoundError(conversation_id)
+    request.app.state.events.signals.wake(conversation_id)  # its open event streams end now, not at their poll
     return Response(status_code=204)
 
 

@@ -195,6 +195,8 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "turn_not_found": (404, "the conversation keeps no record of this turn"),
     "version_not_found": (404, "no version of this definition with this content hash is held or kept in the store"),
     "alias_not_found": (404, "the definition has no alias of this name (GET /v1/definitions lists them)"),
+    "webhooks_not_configured": (404, "the server sends no webhooks (`create_app(webhooks=...)`, `serve --webhook`)"),
+    "dead_letter_not_found": (404, "the tenant has no dead letter with this id"),
     "method_not_allowed": (405, "the route does not take this method"),
     "conversation_ended": (409, "the conversation has ended; it takes no more messages"),
     "concurrent_update": (409, "another worker kept changing the conversation; retry"),

@@ -16,8 +16,11 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
+
+from llm_fsm.errors import UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +38,8 @@ class TimerLoop:
     """Runs ``manager.arun_due_timers`` every ``interval`` seconds while started."""
 
     def __init__(self, manager: Any, interval: float = DEFAULT_TIMER_INTERVAL) -> None:
-        if interval <= 0:
-            raise ValueError(f"the timer interval must be above 0 seconds, not {interval}")
+        if not (math.isfinite(interval) and interval > 0):  # nan and inf would sleep forever: nothing would fire
+            raise UsageError(f"the timer interval must be a number of seconds above 0, not {interval}")
         self.manager = manager
         self.interval = interval
         self.listeners: list[Listener] = []

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from llm_fsm.definition import FSMDefinition
 from llm_fsm.errors import UnknownLanguageError
 
-from .drivers import Driver, data_of, instance_of
+from .drivers import USER, Driver, data_of, instance_of
 from .models import SUPPORT, Metered, Model, manager_for, reply
 
 PARCEL = str(Path(__file__).resolve().parents[2] / "definitions" / "parcel_redelivery.yaml")
@@ -167,3 +168,57 @@ def test_a_definition_without_languages_takes_no_language(driver: Driver) -> Non
     with pytest.raises(UnknownLanguageError):
         driver.start(manager, SUPPORT, language="en")
     assert model.calls() == 0
+
+
+def _state(sid: str, *targets: str) -> dict[str, Any]:
+    moves = [{"target_state": t, "description": f"go to {t}"} for t in targets]
+    return {"id": sid, "description": sid, "purpose": f"purpose of {sid}", "transitions": moves}
+
+
+GIFT = FSMDefinition.model_validate(
+    {
+        "name": "child",
+        "description": "A sub-flow",
+        "initial_state": "ask",
+        "states": {"ask": _state("ask", "end"), "end": _state("end")},
+    }
+)
+SHOP = FSMDefinition.model_validate(
+    {
+        "name": "shop",
+        "description": "Buy something",
+        "initial_state": "browse",
+        "languages": ["en", "de"],
+        "language_key": "lang",
+        "context_keys": {"lang": {"type": "string"}},
+        "flows": [{"name": "gift", "definition": "child", "description": "The user wants a gift wrap"}],
+        "states": {"browse": _state("browse", "done"), "done": _state("done")},
+    }
+)
+"""A definition in two languages whose sub-flow declares none: the child cannot see the parent's language_key."""
+
+
+def _shop(model: Metered) -> Any:
+    manager = manager_for(model, definition=SHOP)
+    manager.fsm_loader = lambda fsm_id: GIFT if fsm_id == "child" else SHOP
+    return manager
+
+
+def test_a_switch_made_in_the_turn_that_starts_a_sub_flow_holds_inside_it(driver: Driver) -> None:
+    if driver.over_http:
+        pytest.skip("the HTTP driver serves definitions by id from its own table")
+    model = Metered(Model(reply("Gern.", "", intent="start_flow", lang="de") | {"flow": "gift"}, reply("Ja?")))
+    manager = _shop(model)
+    cid, _ = driver.start(manager, "shop")
+    driver.send(manager, cid, "Sprache: de. Und als Geschenk verpackt, bitte")
+    assert (instance_of(manager, cid).flow_name, instance_of(manager, cid).language) == ("gift", "de")
+    driver.send(manager, cid, "Rot")
+    assert "Write your message in German (de)" in model.requests[-1].system_prompt
+
+
+def test_a_switch_the_application_wrote_holds_in_a_sub_flow_an_operator_starts() -> None:
+    manager = _shop(Metered(Model()))
+    cid, _ = manager.start_conversation("shop", user_id=USER)
+    manager.update_context(cid, {"lang": "de"}, user_id=USER)
+    manager.push_flow(cid, "gift", actor="alice", user_id=USER)
+    assert (instance_of(manager, cid).flow_name, instance_of(manager, cid).language) == ("gift", "de")

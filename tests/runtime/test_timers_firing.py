@@ -138,6 +138,24 @@ def test_a_conversation_that_moved_on_never_fires_its_old_timer(runner: str) -> 
     assert instance_of(manager, cid).version == version
 
 
+def test_a_timer_naming_no_entry_of_the_state_is_dropped_once_not_claimed_again_after_every_save(runner: str) -> None:
+    """A conversation that runs on a changed definition may still hold a timer of an entry the state no longer has:
+    stale, and dropped from the conversation, or its next save would index it and the timers claim it again."""
+    from llm_fsm.engine._instance import ArmedTimer
+
+    clock = Clock()
+    manager, cid = started(clock)
+    stored = manager.store.load(cid, user_id=USER)
+    orphan = ArmedTimer(id=f"root/held/7@{stored.version}", due_at=clock.epoch)
+    stored.timers = [*stored.timers, orphan]
+    manager.store.save(stored, expected_version=stored.version)
+    report = run_timers(runner, manager)
+    assert [(f.timer_id, f.outcome) for f in report.stale] == [(orphan.id, "stale")]
+    assert orphan.id not in {timer.id for timer in instance_of(manager, cid).timers}
+    manager.update_context(cid, {"name": "Ann"}, user_id=USER)  # any later save
+    assert run_timers(runner, manager).claimed == 0
+
+
 def test_an_ended_conversation_never_fires(runner: str) -> None:
     clock = Clock()
     store = GhostIndex()
@@ -345,6 +363,24 @@ def test_a_timer_move_into_a_state_with_timers_arms_them(runner: str) -> None:
     assert armed.id.startswith("root/expired/0@") and armed.due_at == clock.epoch + 3600
 
 
+def test_a_timer_may_move_along_a_global_transition(runner: str) -> None:
+    from llm_fsm.definition import FSMDefinition
+
+    from .timed import HOLD
+
+    document: dict[str, Any] = json.loads(json.dumps(HOLD))
+    held = document["states"]["held"]
+    held["transitions"] = [t for t in held["transitions"] if t["target_state"] != "expired"]
+    held["after"] = [{"in": "15m", "go": "expired"}]
+    document["global_transitions"] = [{"target_state": "expired", "description": "The hold ran out"}]
+    clock = Clock()
+    manager, cid = started(clock, definition=FSMDefinition.model_validate(document))
+    clock.advance(15 * MINUTE)
+    report = run_timers(runner, manager)
+    assert [f.state for f in report.fired] == ["expired"]
+    assert instance_of(manager, cid).current_state == "expired"
+
+
 def test_a_timers_fixed_text_is_said_in_the_conversations_language(runner: str) -> None:
     from llm_fsm.definition import FSMDefinition
 
@@ -386,3 +422,116 @@ def test_workers_running_timers_at_once_fire_each_timer_exactly_once() -> None:
         thread.join()
     assert len(fired) == len(set(fired)) == 24
     assert {instance_of(workers[0], cid).turn_count for cid in cids} == {2}
+
+
+def test_a_timers_fixed_text_follows_a_language_switch_the_application_wrote(runner: str) -> None:
+    from llm_fsm.definition import FSMDefinition
+
+    from .timed import HOLD
+
+    document: dict[str, Any] = json.loads(json.dumps(HOLD))
+    document["languages"] = ["en", "de"]
+    document["language_key"] = "lang"
+    document["context_keys"]["lang"] = {"type": "string", "writable_by": "application"}
+    document["states"]["held"]["after"] = [
+        {"in": "10m", "say": {"en": "Your table is held.", "de": "Ihr Tisch ist reserviert."}}
+    ]
+    clock = Clock()
+    manager = timed_manager(clock, definition=FSMDefinition.model_validate(document))
+    cid, _ = manager.start_conversation("hold", user_id=USER)
+    manager.update_context(cid, {"lang": "de"}, user_id=USER)  # the next turn would be in German: so is the timer
+    clock.advance(10 * MINUTE)
+    assert [f.reply for f in run_timers(runner, manager).fired] == ["Ihr Tisch ist reserviert."]
+
+
+def test_a_conversation_past_its_budget_makes_no_model_call_for_a_timers_move(runner: str) -> None:
+    from llm_fsm import EngineConfig
+
+    clock = Clock()
+    model = Metered(Model())
+    manager = timed_manager(clock, hold(held_after=[{"in": "15m", "go": "booked"}]), model=model)
+    manager.config = EngineConfig(clock=clock, max_conversation_tokens=1)  # the opening spent it
+    cid, _ = manager.start_conversation("hold", user_id=USER)
+    clock.advance(15 * MINUTE)
+    report = run_timers(runner, manager)
+    assert [(f.outcome, f.state) for f in report.fired] == [("fired", "booked")]  # the move is made, unworded
+    assert model.calls("timer") == 0
+    assert any(event.event == "timer_skipped" for event in manager.get_trace(cid, user_id=USER))
+
+
+def test_a_timer_never_takes_a_confirmation_steps_yes_for_the_user(runner: str) -> None:
+    clock = Clock()
+    definition = hold(held_confirmation={"on_yes": "booked", "on_no": None}, held_after=[{"in": "15m", "go": "booked"}])
+    manager = timed_manager(clock, definition)
+    cid, _ = manager.start_conversation("hold", user_id=USER)
+    clock.advance(15 * MINUTE)
+    report = run_timers(runner, manager)
+    assert [(f.outcome, f.state) for f in report.fired] == [("fired", "held")]  # spent, refused, recorded
+    assert instance_of(manager, cid).current_state == "held"
+    assert manager.explain(cid, user_id=USER).verdict.kind == "stay_rejected"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"limit": 0}, {"limit": -1}, {"lease": 0.0}, {"lease": float("nan")}, {"now": float("nan")}],
+)
+def test_run_due_timers_refuses_a_limit_lease_or_now_that_means_nothing(runner: str, options: dict[str, Any]) -> None:
+    from llm_fsm.errors import UsageError
+
+    manager, _ = started(Clock())
+    with pytest.raises(UsageError):  # SQLite reads LIMIT -1 as no limit; a lease of 0 is no claim at all
+        run_timers(runner, manager, **options)
+
+
+def _renamed_hold(renamed: bool) -> Any:
+    """HOLD's next version: the held state renamed to 'holding' (by its migrations block), or kept with one entry."""
+    from llm_fsm.definition import FSMDefinition
+
+    from .timed import HOLD
+
+    document: dict[str, Any] = json.loads(json.dumps(HOLD))
+    document["description"] = "A table held while the guest confirms (version 2)."
+    if renamed:
+        held = document["states"].pop("held")
+        document["states"]["holding"] = {**held, "id": "holding"}
+        document["initial_state"] = "holding"
+        for state in document["states"].values():
+            for transition in state.get("transitions") or ():
+                if transition["target_state"] == "held":
+                    transition["target_state"] = "holding"
+        document["migrations"] = {"states": {"held": "holding"}}
+    else:
+        document["states"]["held"]["after"] = [{"in": "15m", "go": "expired"}]
+    return FSMDefinition.model_validate(document)
+
+
+def test_a_migration_that_renames_the_state_arms_the_new_states_timers_from_the_migration() -> None:
+    clock = Clock()
+    manager, cid = started(clock)
+    clock.advance(2 * MINUTE)
+    manager.migrate(cid, _renamed_hold(renamed=True), user_id=USER)
+    timers = instance_of(manager, cid).timers
+    assert {timer.id.split("@")[0] for timer in timers} == {"root/holding/0", "root/holding/1", "root/holding/2"}
+    assert min(timer.due_at for timer in timers) == clock.epoch + 5 * MINUTE
+
+
+def test_a_migration_keeps_the_due_times_of_entries_the_new_version_declares_alike() -> None:
+    from llm_fsm.definition import FSMDefinition
+
+    from .timed import HOLD
+
+    clock = Clock()
+    manager, cid = started(clock)
+    before = [(timer.id, timer.due_at) for timer in instance_of(manager, cid).timers]
+    clock.advance(2 * MINUTE)
+    manager.migrate(cid, FSMDefinition.model_validate({**HOLD, "description": "version 2"}), user_id=USER)
+    assert [(timer.id, timer.due_at) for timer in instance_of(manager, cid).timers] == before
+
+
+def test_a_migration_drops_removed_entries_and_times_changed_ones_from_the_migration() -> None:
+    clock = Clock()
+    manager, cid = started(clock)
+    clock.advance(2 * MINUTE)
+    manager.migrate(cid, _renamed_hold(renamed=False), user_id=USER)
+    (timer,) = instance_of(manager, cid).timers
+    assert (timer.id.split("@")[0], timer.due_at) == ("root/held/0", clock.epoch + 15 * MINUTE)

@@ -19,6 +19,7 @@ BODIES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("GET", "/turns/{turn}"): None,
     ("GET", "/trace"): None,
     ("GET", "/provenance"): None,
+    ("GET", "/events"): None,
     ("POST", "/state"): {"state": "ask"},
     ("POST", "/flows"): {"flow": "sub"},
     ("POST", "/flows/pop"): {},

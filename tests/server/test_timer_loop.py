@@ -8,7 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from llm_fsm import EngineConfig
+from llm_fsm.errors import UsageError
 from llm_fsm.manager import FSMManager
 from llm_fsm.server._timer_loop import DEFAULT_TIMER_INTERVAL
 from llm_fsm.stores.memory import MemoryStore
@@ -84,3 +87,45 @@ def test_serve_has_options_to_run_timers_or_not_and_how_often() -> None:
 
     result = CliRunner().invoke(main, ["serve", "--help"])
     assert "--timers / --no-timers" in result.output and "--timer-interval" in result.output
+
+
+def test_a_timer_the_loop_fires_reaches_an_open_event_stream_at_once(
+    make_server: MakeServer, definitions: Path
+) -> None:
+    """The loop fires through the served manager, so its save wakes the stream (whose own poll is a minute away)."""
+    from .serving import uvicorn_serving
+    from .test_events import streaming
+
+    clock = Clock()
+    server = timed_server(make_server, definitions, clock, timer_interval=0.05, events_poll_seconds=60.0)
+    cid = server.start(definition="hold")
+    with uvicorn_serving(server.app) as origin, streaming(origin, cid) as stream:
+        stream.until("state")
+        started = time.monotonic()
+        clock.advance(10 * 60)
+        texts = [stream.next().data.get("text") for _ in range(2)]
+    assert "Your table is held for 5 more minutes." in texts
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("interval", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_timer_interval_that_is_not_a_finite_positive_number_is_refused(
+    make_server: MakeServer, definitions: Path, interval: float
+) -> None:
+    with pytest.raises(UsageError, match="timer interval"):  # nan and inf would sleep forever: no timer would fire
+        timed_server(make_server, definitions, Clock(), timer_interval=interval)
+
+
+@pytest.mark.parametrize("interval", ["nan", "inf"])
+def test_serve_exits_2_for_a_timer_interval_that_is_not_a_finite_number(
+    definitions: Path, tmp_path: Path, interval: str
+) -> None:
+    from click.testing import CliRunner
+
+    from llm_fsm.cli._app import main
+
+    replies = tmp_path / "replies.yaml"
+    replies.write_text("- Hello!\n", encoding="utf-8")
+    arguments = ["serve", str(definitions), "--model", f"scripted:{replies}", "--store", "memory://"]
+    result = CliRunner().invoke(main, [*arguments, "--timer-interval", interval], env={"LLM_FSM_API_KEYS": ""})
+    assert result.exit_code == 2 and "timer interval" in result.output

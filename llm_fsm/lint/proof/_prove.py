@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.engine._actions import registered_names
 from llm_fsm.engine._effects import EngineConfig
 from llm_fsm.lint.proof._drive import Driver, Move, Resolve
 from llm_fsm.lint.proof._explore import Exploration, Node, explore
@@ -123,7 +124,8 @@ def _finding(driver: Driver, found: Exploration, claim: Claim, definition: FSMDe
 
 
 def _every_action(driver: Driver) -> dict[str, dict[str, Any]]:
-    """A stub for every action the definitions declare (a script must stub what it may call): its first result."""
+    """A stub for every action the definitions declare (a script must stub what it may call): its first result;
+    an action only a timer calls, an empty result (the prover's paths let no time pass, so it is never called)."""
     stubs: dict[str, dict[str, Any]] = {}
     for fsm_id, definition in list(driver.flows.items()):
         for state in definition.states.values():
@@ -131,6 +133,8 @@ def _every_action(driver: Driver) -> dict[str, dict[str, Any]]:
                 if action.call not in stubs:
                     first = driver.action_results(fsm_id, action.call)[0]
                     stubs[action.call] = dict(first) if first is not None else {}
+        for name in registered_names(definition) - stubs.keys():  # a timer's: no clock runs in a proof, so {}
+            stubs[name] = {}
     return stubs
 
 
