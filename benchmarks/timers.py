@@ -1,29 +1,36 @@
 """Timers at scale: claim-and-fire throughput, lateness and exactly-once firing on SQLite, PostgreSQL and Redis.
 
+Conversations run on a small definition (``DEFINITIONS["bench_timers"]``): its one state arms two ``after``
+entries, a fixed-text nudge (``say``, so no model call) due ``NUDGE_SECONDS`` after the conversation starts, and one
+parked a year ahead. Everything goes through ``FSMManager`` on the store under test, as users run it, with the
+engine's clock injected (``EngineConfig.clock``) so due times are whatever the benchmark says.
+
 Per store, in one run:
 
-- **arming**: ``--timers`` armed timers (100,000 by default) in ``--timers / 2`` conversations, each arming one timer
-  due now (the backlog, due times spread over the last minute) and one parked a year ahead, so the index holds at
-  least half of them in every phase; saved by 4 worker processes (the rate is printed, not judged);
-- **baseline**: the same store's plain save throughput with 1 and 4 worker processes: ``load_for_turn`` + a
-  compare-and-set ``save`` of conversations without timers, round robin. Every ratio printed is against it,
-  measured in the same run on the same store;
-- **claim and fire** with 1 and then 4 worker processes on the backlog: fires per second and the ratio to the
-  baseline of the same number of workers (what a fire costs beyond a turn's save: the claim, the release and, on
-  SQLite, their write transactions). For each number of workers the baseline and the firing take ``--seconds``
-  each, in half windows in ABBA order (save, fire, fire, save), so a machine that gets busier weighs on both;
+- **arming**: ``--timers`` armed timers (100,000 by default) in ``--timers / 2`` conversations, started with
+  ``start_conversation`` by 4 worker processes, each on a clock set so that its nudge falls due in the last minute
+  (the backlog) and its parked one a year on: the index holds at least half of them in every phase. The time it
+  takes is printed, not judged;
+- **baselines**: the same store's plain save throughput (``load_for_turn`` + a compare-and-set ``save`` of
+  conversations without timers, round robin) and a plain user turn through the manager (``process_message`` with a
+  zero-latency fake model, on the same definition less its timers, round robin over ``TURN_CONVERSATIONS`` of
+  each worker's own), with 1 and 4 worker processes. Every ratio printed is against them, measured in the same
+  run on the same store: a firing is a turn without a model call;
+- **claim and fire** with 1 and then 4 worker processes on the backlog: fires per second, and the ratios to the
+  baselines of the same number of workers. For each number of workers the three take ``--seconds`` each, in half
+  windows in ABCCBA order, so a machine that gets busier weighs on all alike;
 - **kill -9**: 4 workers drain the rest of the backlog with a short lease (``--lease``) while one of them, picked at
-  random, is killed with SIGKILL every ``--kill-every`` seconds and replaced. Afterwards every conversation is
-  loaded and the firings it *recorded* are counted per timer id: **fired twice** (a timer recorded more than once),
-  **lost** (a due timer never recorded, or still armed), and the index must hold only the parked timers;
+  random, is killed with SIGKILL every ``--kill-every`` seconds and replaced. Afterwards every conversation's turn
+  log is read and its timer turns (intent ``timer``) are counted per timer id: **fired twice** (a timer recorded
+  more than once), **lost** (a due nudge never recorded, or still armed), and the index must hold only the parked
+  timers;
 - **lateness under load**: 4 workers polling every ``--poll`` seconds while new timers fall due at half the 4-worker
-  fire rate, for ``--lateness-seconds``; lateness = the time a firing recorded minus the timer's due time, p50 / p99
-  / max. The phase runs on a shifted clock (the workers' ``now`` starts a month ahead), the injected-clock way, so
-  arming its timers beforehand takes nothing from the window.
+  fire rate, for ``--lateness-seconds``; lateness = the engine's clock when the timer turn ran (its record's
+  ``inputs.clock``) minus the timer's due time, p50 / p99 / max. The phase runs on a shifted clock (the workers'
+  clock starts a month ahead), so arming its conversations beforehand takes nothing from the window.
 
-"Fire" is ``fire_due``: claim, load the conversation, check it still arms the timer and that it is due, save with
-compare-and-set dropping it and recording the firing (a trace event), release; that is exactly what a firing
-records. It is the one function to switch to ``FSMManager.run_due_timers`` once the engine fires timers.
+"Fire" is ``fire_due``: ``manager.run_due_timers(now=..., limit=..., lease=...)`` in each worker process, counting
+the report's fired, stale and failed.
 
 A local redis-server and a throwaway PostgreSQL cluster (fsync off) are started as ``benchmarks/stores.py`` does,
 unless ``--redis-url`` / ``--postgres-url`` name them; SQLite is a file in a temp dir with the default
@@ -57,120 +64,68 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 HERE = Path(__file__).resolve().parent
-FIRED = "timer_fired"
-"""The trace event a firing records (``data``: the timer id and its due time)."""
-PARKED_AHEAD = 365 * 86400.0
 SHIFTED_AHEAD = 30 * 86400.0
 """The lateness phase's clock starts this far ahead: past every backlog timer, short of the parked ones."""
 WORKERS = (1, 4)
 
 
-# --- the firing ----------------------------------------------------------------------------
+sys.path.insert(0, str(HERE))  # timers_firing, beside this file, whoever runs it
 
-
-def fire_due(store: Any, *, now: float, limit: int, lease: float) -> tuple[int, int]:
-    """Claim the timers due at ``now`` and fire each; returns (fired, stale).
-
-    The one place the benchmark fires: switch its body to ``manager.run_due_timers(now=now, limit=limit,
-    lease=lease)`` (counting the report's fired and stale) once the engine fires timers.
-    """
-    fired = stale = 0
-    for timer in store.claim_due_timers(now=now, limit=limit, lease=lease):
-        if _fire(store, timer, now):
-            fired += 1
-        else:
-            stale += 1
-        store.release_timer(timer)
-    return fired, stale
-
-
-def _fire(store: Any, timer: Any, now: float) -> bool:
-    """Record the firing of one claimed timer, unless the conversation is gone or no longer arms it (due)."""
-    from llm_fsm.engine._records import TraceEvent
-    from llm_fsm.errors import ConcurrentUpdateError, ConversationNotFoundError
-
-    while True:
-        try:
-            instance = store.load_for_turn(timer.conversation_id)
-        except ConversationNotFoundError:
-            return False
-        if not any(t.id == timer.timer_id and t.due_at <= now for t in instance.timers):
-            return False  # moved on, or another worker recorded it already
-        instance.timers = [t for t in instance.timers if t.id != timer.timer_id]
-        event = TraceEvent(event=FIRED, timestamp=now, data={"timer_id": timer.timer_id, "due_at": timer.due_at})
-        instance.trace.append(event)
-        try:
-            store.save(instance, expected_version=instance.version)
-            return True
-        except ConcurrentUpdateError:
-            continue  # a turn got in first: look again at what it left
-
+from timers_firing import (  # noqa: E402
+    NUDGE,
+    NUDGE_SECONDS,
+    Bench,
+    due_time,
+    entry_index,
+    exactly_once,
+    fire_due,
+    recorded,
+)
 
 # --- worker processes ------------------------------------------------------------------------
 
 
-def conversation(cid: str, *timers: tuple[str, float]) -> Any:
-    from llm_fsm.engine._instance import ArmedTimer, FSMInstance
-
-    armed = [ArmedTimer(id=timer_id, due_at=due) for timer_id, due in timers]
-    return FSMInstance(fsm_id="bench", current_state="waiting", conversation_id=cid, timers=armed)
-
-
 def run_worker() -> int:
     """``timers.py worker``: prints ``ready``, then runs one JSON command a line from stdin, answering each with a
-    JSON line (``done``, ``stale``, ``seconds``), until ``exit`` or the end of input.
+    JSON line (``done``, ``stale``, ``failed``, ``seconds``, and for ``arm`` the ``cids``), until ``exit`` or the end
+    of input.
 
-    Commands (``mode``): ``arm`` saves conversations ``first`` .. ``first + count - 1`` (one timer due between
-    ``due``'s two times, spread over ``total`` conversations, and one due at ``parked`` unless 0); ``save`` (the
-    baseline) loads and saves 20 conversations of its own round robin for ``seconds``; ``fire`` runs ``fire_due`` for
-    ``seconds`` or until it fired ``max``, sleeping ``poll`` when nothing was due, on a clock that reads ``clock``
-    when the command arrives (None: the real one).
+    Commands (``mode``): ``arm`` starts conversations ``first`` .. ``first + count - 1`` of ``total`` (``Bench.arm``);
+    ``save`` and ``turn`` run a baseline for ``seconds``; ``fire`` runs ``fire_due`` for ``seconds`` or until it fired
+    ``max``, sleeping ``poll`` when nothing was due, on a clock that reads ``clock`` when the command arrives (None:
+    the real one).
     """
-    from llm_fsm.stores import open_store
-
-    stores: dict[str, Any] = {}
-    own: list[str] = []
+    benches: dict[str, Bench] = {}
     print("ready", flush=True)
     for line in sys.stdin:
         command = json.loads(line)
         if command["mode"] == "exit":
             break
-        store = stores.get(command["url"]) or stores.setdefault(command["url"], open_store(command["url"]))
-        shift = 0.0 if command.get("clock") is None else command["clock"] - time.time()
+        bench = benches.get(command["url"]) or benches.setdefault(command["url"], Bench(command["url"]))
+        bench.clock.shift = 0.0 if command.get("clock") is None else command["clock"] - time.time()
         started = time.perf_counter()
-        deadline = started + command.get("seconds", 0.0)
-        done = stale = 0
+        answer: dict[str, Any] = {"done": 0, "stale": 0, "failed": 0}
         if command["mode"] == "arm":
-            low, high = command["due"]
-            for n in range(command["first"], command["first"] + command["count"]):
-                timers = [(f"{command['prefix']}{n}-due", low + (high - low) * n / command["total"])]
-                if command["parked"]:
-                    timers.append((f"{command['prefix']}{n}-parked", command["parked"]))
-                store.save(conversation(f"{command['prefix']}{n}", *timers), expected_version=None)
-                done += 1
+            answer["cids"] = bench.arm(command["first"], command["count"], command["total"], command["due"])
+            answer["done"] = len(answer["cids"])
         elif command["mode"] == "save":
-            while len(own) < 20:
-                instance = conversation(f"base-{os.getpid()}-{len(own)}")
-                store.save(instance, expected_version=None)
-                own.append(instance.conversation_id)
-            started = time.perf_counter()
-            deadline = started + command["seconds"]
-            while time.perf_counter() < deadline:
-                instance = store.load_for_turn(own[done % len(own)])
-                instance.updated_at = time.time()
-                store.save(instance, expected_version=instance.version)
-                done += 1
+            answer["done"] = bench.saves(command["seconds"])
+        elif command["mode"] == "turn":
+            answer["done"] = bench.turns(command["seconds"])
         else:
+            deadline = started + command["seconds"]
             most = command.get("max") or sys.maxsize
-            while time.perf_counter() < deadline and done < most:
-                limit = min(command["limit"], most - done)
-                fired, skipped = fire_due(store, now=time.time() + shift, limit=limit, lease=command["lease"])
-                done, stale = done + fired, stale + skipped
-                if not fired and not skipped:
+            while time.perf_counter() < deadline and answer["done"] < most:
+                limit = min(command["limit"], most - answer["done"])
+                ran = fire_due(bench.manager, now=bench.clock.epoch(), limit=limit, lease=command["lease"])
+                for key, count in zip(("done", "stale", "failed"), ran, strict=True):
+                    answer[key] += count
+                if not any(ran):
                     time.sleep(command["poll"])
-        print(json.dumps({"done": done, "stale": stale, "seconds": time.perf_counter() - started}), flush=True)
-    for store in stores.values():
-        store.close()
+        answer["seconds"] = time.perf_counter() - started
+        print(json.dumps(answer), flush=True)
+    for bench in benches.values():
+        bench.close()
     return 0
 
 
@@ -232,26 +187,25 @@ def run(workers: list[Worker], commands: list[dict[str, Any]]) -> list[dict[str,
 # --- the phases ----------------------------------------------------------------------------
 
 
-def arm(pool: list[Worker], url: str, conversations: int, **how: Any) -> float:
-    """Save ``conversations`` conversations with every worker; returns saves per second."""
+def arm(pool: list[Worker], url: str, conversations: int, due: tuple[float, float]) -> tuple[float, list[str]]:
+    """Start ``conversations`` conversations with every worker; returns the seconds it took and their ids, in the
+    order of their due times."""
     share = -(-conversations // len(pool))
     firsts = range(0, conversations, share)
     commands = [
-        {"mode": "arm", "url": url, "first": f, "count": min(share, conversations - f), "total": conversations, **how}
+        {"mode": "arm", "url": url, "first": f, "count": min(share, conversations - f), "total": conversations}
         for f in firsts
     ]
     started = time.perf_counter()
-    run(pool[: len(commands)], commands)
-    return conversations / (time.perf_counter() - started)
+    results = run(pool[: len(commands)], [{**command, "due": due} for command in commands])
+    return time.perf_counter() - started, [cid for result in results for cid in result["cids"]]
 
 
 def rates(pool: list[Worker], workers: int, commands: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """Operations per second of ``workers`` workers in each mode of ``commands``, their windows taken in ABBA order
-    (the first mode, the second twice, the first again), so a machine that gets busier or quieter during the
-    phase weighs on both alike."""
-    first, second = commands
+    """Operations per second of ``workers`` workers in each mode of ``commands``, their windows taken forward and
+    then backward (ABCCBA), so a machine that gets busier or quieter during the phase weighs on all alike."""
     totals = {mode: [0.0, 0.0] for mode in commands}
-    for mode in (first, second, second, first):
+    for mode in [*commands, *reversed(commands)]:
         results = run(pool[:workers], [commands[mode]] * workers)
         totals[mode][0] += sum(r["done"] for r in results)
         totals[mode][1] += max(r["seconds"] for r in results)
@@ -282,60 +236,37 @@ def chaos(pool: list[Worker], url: str, *, parked: int, args: argparse.Namespace
             next_kill = time.perf_counter() + args.kill_every
         time.sleep(0.02)
     drained = time.perf_counter() - started
+    left = store.timer_count()
     store.close()
     for worker in pool:
         worker.kill()
     pool[:] = spawn(len(pool))
-    return {"kills": kills, "drain_seconds": drained}
-
-
-def recorded(url: str, cids: list[str]) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """Every conversation's firings as recorded (trace events, with the time each recorded) and what it still arms."""
-    from llm_fsm.stores import open_store
-
-    store: Any = open_store(url)
-    events: list[dict[str, Any]] = []
-    armed: list[tuple[str, str]] = []
-    for cid in cids:
-        instance = store.load_for_turn(cid)
-        events += [{**e.data, "fired_at": e.timestamp} for e in instance.trace if e.event == FIRED]
-        armed += [(cid, t.id) for t in instance.timers]
-    store.close()
-    return events, armed
-
-
-def exactly_once(url: str, conversations: int, prefix: str) -> dict[str, int]:
-    """Fired twice and lost, counted per timer id from what the conversations recorded."""
-    events, armed = recorded(url, [f"{prefix}{n}" for n in range(conversations)])
-    counts: dict[str, int] = {}
-    for data in events:
-        counts[data["timer_id"]] = counts.get(data["timer_id"], 0) + 1
-    still_armed = {timer_id for _, timer_id in armed}
-    due = [f"{prefix}{n}-due" for n in range(conversations)]
-    return {
-        "fired": sum(counts.values()),
-        "fired_twice": sum(1 for c in counts.values() if c > 1),
-        "lost": sum(1 for t in due if counts.get(t, 0) == 0 or t in still_armed),
-        "parked_fired": sum(1 for t in counts if t.endswith("-parked")),
-    }
+    return {"kills": kills, "drain_seconds": drained, "index_left": left}
 
 
 def lateness(pool: list[Worker], url: str, *, per_second: float, t0: float, args: argparse.Namespace) -> dict[str, Any]:
     """Timers falling due at ``per_second`` for ``--lateness-seconds`` while every worker polls: each firing's
-    lateness, from what it recorded. On a clock a month ahead, so the arming beforehand takes nothing from it."""
+    lateness, from what its turn recorded. On a clock a month ahead, so the arming beforehand takes nothing from
+    it."""
     seconds = args.lateness_seconds
     count = max(10, int(per_second * seconds))
     start = t0 + SHIFTED_AHEAD
-    arm(pool, url, count, prefix="late", due=(start + 0.5, start + 0.5 + seconds), parked=0.0)
+    due = (start + 0.5, start + 0.5 + seconds)
+    _, cids = arm(pool, url, count, due)
     command = {"mode": "fire", "url": url, "seconds": seconds + 2.0, "limit": 20, "lease": 30.0, "poll": args.poll}
-    run(pool, [{**command, "clock": start}] * len(pool))
-    events, armed = recorded(url, [f"late{n}" for n in range(count)])
-    late_ms = sorted((e["fired_at"] - e["due_at"]) * 1000.0 for e in events)
+    results = run(pool, [{**command, "clock": start}] * len(pool))
+    late_ms, unfired = [], 0
+    for n, (fired, _) in enumerate(recorded(url, cids)):
+        nudges = [at for timer_id, at in fired if entry_index(timer_id) == NUDGE]
+        late_ms += [(at - due_time(due, n, count)) * 1000.0 for at in nudges]
+        unfired += not nudges
+    late_ms.sort()
     return {
         "timers": count,
         "per_second": count / seconds,
         "fired": len(late_ms),
-        "unfired": len(armed),
+        "unfired": unfired,
+        "failed": sum(r["failed"] for r in results),
         "p50_ms": statistics.median(late_ms) if late_ms else None,
         "p99_ms": late_ms[min(len(late_ms) - 1, int(0.99 * len(late_ms)))] if late_ms else None,
         "max_ms": late_ms[-1] if late_ms else None,
@@ -347,22 +278,33 @@ def bench_store(pool: list[Worker], name: str, url: str, setup_url: str, args: a
     conversations = args.timers // 2
     t0 = time.time()
     out: dict[str, Any] = {"store": name, "timers": 2 * conversations}
-    _progress(f"{name}: arming {2 * conversations:,} timers")
-    out["arm_saves_per_second"] = arm(
-        pool, setup_url, conversations, prefix="c", due=(t0 - 60, t0), parked=t0 + PARKED_AHEAD
-    )
-    out["baseline_saves_per_second"], out["fires_per_second"] = {}, {}
+    _progress(f"{name}: arming {2 * conversations:,} timers (start_conversation)")
+    out["arm_seconds"], cids = arm(pool, setup_url, conversations, (t0 - NUDGE_SECONDS, t0))
+    out["arm_starts_per_second"] = conversations / out["arm_seconds"]
+    for key in ("baseline_saves_per_second", "baseline_turns_per_second", "fires_per_second"):
+        out[key] = {}
     for w in WORKERS:
-        _progress(f"{name}: plain saves and claim and fire, {w} worker(s)")
+        _progress(f"{name}: plain saves, user turns and claim and fire, {w} worker(s)")
         half = args.seconds / 2
         most = conversations // 6 // w  # each window leaves the kill -9 phase a backlog to drain
-        fire = {"mode": "fire", "url": url, "seconds": half, "limit": 20, "lease": 30.0, "poll": args.poll, "max": most}
-        measured = rates(pool, w, {"save": {"mode": "save", "url": url, "seconds": half}, "fire": fire})
-        out["baseline_saves_per_second"][w], out["fires_per_second"][w] = measured["save"], measured["fire"]
+        measured = rates(
+            pool,
+            w,
+            {
+                "save": {"mode": "save", "url": url, "seconds": half},
+                "turn": {"mode": "turn", "url": url, "seconds": half},
+                "fire": {"mode": "fire", "url": url, "seconds": half, "limit": 20, "lease": 30.0}
+                | {"poll": args.poll, "max": most},
+            },
+        )
+        out["baseline_saves_per_second"][w] = measured["save"]
+        out["baseline_turns_per_second"][w] = measured["turn"]
+        out["fires_per_second"][w] = measured["fire"]
     out["x_baseline"] = {w: out["fires_per_second"][w] / out["baseline_saves_per_second"][w] for w in WORKERS}
+    out["x_turn"] = {w: out["fires_per_second"][w] / out["baseline_turns_per_second"][w] for w in WORKERS}
     _progress(f"{name}: draining the backlog, kill -9 every {args.kill_every} s")
     out["kill9"] = chaos(pool, url, parked=conversations, args=args)
-    out["kill9"].update(exactly_once(url, conversations, "c"))
+    out["kill9"].update(exactly_once(url, cids))
     _progress(f"{name}: lateness under load")
     per_second = max(5.0, 0.5 * out["fires_per_second"][4])
     out["lateness"] = lateness(pool, url, per_second=per_second, t0=t0, args=args)
@@ -406,24 +348,20 @@ def _stores_benchmark() -> Any:
 
 def print_report(results: list[dict[str, Any]], notes: list[str]) -> None:
     _table(
-        "Timers: claim and fire (fires/s), against the same store's plain load + save (saves/s), same run",
-        [("store", 10, "s"), ("timers", 8, ",d"), ("workers", 7, "d"), ("saves/s", 9, ",.0f"), ("fires/s", 9, ",.0f")]
-        + [("x save", 7, ".2f")],
+        "Timers: run_due_timers (fires/s) against the same store's plain load + save (saves/s) and a user turn through "
+        "the manager with a fake model (turns/s), same run",
+        [("store", 10, "s"), ("timers", 8, ",d"), ("workers", 7, "d"), ("saves/s", 9, ",.0f"), ("turns/s", 9, ",.0f")]
+        + [("fires/s", 9, ",.0f"), ("x save", 7, ".2f"), ("x turn", 7, ".2f")],
         [
-            [
-                r["store"],
-                r["timers"],
-                w,
-                r["baseline_saves_per_second"][w],
-                r["fires_per_second"][w],
-                r["x_baseline"][w],
-            ]
+            [r["store"], r["timers"], w]
+            + [r[k][w] for k in ("baseline_saves_per_second", "baseline_turns_per_second", "fires_per_second")]
+            + [r["x_baseline"][w], r["x_turn"][w]]
             for r in results
             for w in WORKERS
         ],
     )
     _table(
-        "kill -9 of workers while draining the backlog (counted per timer id from what the conversations recorded)",
+        "kill -9 of workers while draining the backlog (timer turns counted per timer id from the turn logs)",
         [("store", 10, "s"), ("kills", 5, "d"), ("fired", 8, ",d"), ("twice", 6, "d"), ("lost", 5, "d")]
         + [("drain s", 8, ".1f")],
         [
@@ -441,7 +379,10 @@ def print_report(results: list[dict[str, Any]], notes: list[str]) -> None:
         ],
     )
     for r in results:
-        print(f"{r['store']}: arming saved {r['arm_saves_per_second']:,.0f} conversations/s (4 processes)")
+        print(
+            f"{r['store']}: arming started {r['timers'] // 2:,} conversations in {r['arm_seconds']:.1f} s "
+            f"({r['arm_starts_per_second']:,.0f}/s, start_conversation in 4 processes)"
+        )
     for note in notes:
         print(f"note: {note}")
 
@@ -464,9 +405,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--stores", default="sqlite,postgres,redis", help="comma-separated: sqlite, postgres, redis")
     parser.add_argument("--timers", type=int, default=100_000, help="armed timers (half due now, half parked)")
     parser.add_argument("--seconds", type=float, default=10.0, help="each throughput window")
-    parser.add_argument(
-        "--lease", type=float, default=2.0, help="claim lease: how soon a killed worker's claims return"
-    )
+    parser.add_argument("--lease", type=float, default=2.0, help="claim lease: a killed worker's claims return then")
     parser.add_argument("--kill-every", type=float, default=1.0)
     parser.add_argument("--lateness-seconds", type=float, default=10.0)
     parser.add_argument("--poll", type=float, default=0.05, help="a worker's sleep when nothing is due")
