@@ -266,6 +266,21 @@ class FSMInstance(_Data):
             return []
         return [frame.flow_name for frame in self.flow_stack[1:]] + [self.flow_name or self.fsm_id]
 
+    def keep_turn(
+        self, record: TurnRecord, *, max_turn_records: int, message_id: str | None, reply: str, max_message_ids: int
+    ) -> None:
+        """Keep a finished turn's record (the newest ``max_turn_records``) and, for a message with an id, its reply
+        (the newest ``max_message_ids``), so a retried delivery is answered once: every kind of turn (a user's, a
+        person's, a timer's) is kept alike."""
+        self.turns.append(record)
+        if len(self.turns) > max_turn_records:
+            del self.turns[: len(self.turns) - max_turn_records]
+        if message_id is not None:
+            self.processed_messages[message_id] = reply
+            while len(self.processed_messages) > max_message_ids:
+                self.processed_messages.pop(next(iter(self.processed_messages)))
+        self.updated_at = record.finished_at
+
     def add_trace(self, event: str, data: dict[str, Any], limit: int) -> None:
         """Append an audit-trail event, keeping the last ``limit`` (``EngineConfig.max_trace_events``)."""
         self.trace.append(TraceEvent(event=event, data=data))

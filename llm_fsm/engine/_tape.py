@@ -59,16 +59,9 @@ def recorded_turn(
     action_memo: ActionMemo | None = None,
 ) -> TurnGenerator:
     """``run_turn``, with what it was given kept in its record's ``inputs``."""
-    memo = action_memo if action_memo is not None else ActionMemo()
-    memo.turn_label(message_id)
-    secrets = () if config.record_sensitive_values else _secrets(definition)
-    inputs = TurnInputs(definition=definition.content_hash, before=snapshot(instance, secrets))
-    clock = _ClockReading(config.clock)
-    if config.clock is not None:
-        config = dataclasses.replace(config, clock=clock)
-    tape = Tape(secrets, mask_flows=not config.record_sensitive_values)
-    outcome = yield from tape.record(
-        run_turn(
+
+    def turn(config: EngineConfig, memo: ActionMemo) -> TurnGenerator:
+        return run_turn(
             definition,
             instance,
             message,
@@ -78,14 +71,40 @@ def recorded_turn(
             schema_sent=schema_sent,
             action_memo=memo,
         )
-    )
+
+    outcome = yield from recording(definition, instance, config, message_id, action_memo, turn)
+    if outcome.record is not None and outcome.record.inputs is not None:
+        text = message.text if isinstance(message, UserMessage) else message
+        if text != outcome.record.user_message and config.record_sensitive_values:
+            outcome.record.inputs.message = text
+    return outcome
+
+
+def recording(
+    definition: FSMDefinition,
+    instance: FSMInstance,
+    config: EngineConfig,
+    label: str | None,
+    action_memo: ActionMemo | None,
+    run: Callable[[EngineConfig, ActionMemo], TurnGenerator],
+) -> TurnGenerator:
+    """Run a turn (``run``, given the config and action memo to use) with what it was given kept in its record's
+    ``inputs``: the conversation it found, the tape of answers, the actions' results and the clock's reading.
+    ``label`` names the turn in its actions' idempotency keys (a message id, a timer id). A user's turn and a timer's
+    are recorded alike, so the audit decides both again."""
+    memo = action_memo if action_memo is not None else ActionMemo()
+    memo.turn_label(label)
+    secrets = () if config.record_sensitive_values else _secrets(definition)
+    inputs = TurnInputs(definition=definition.content_hash, before=snapshot(instance, secrets))
+    clock = _ClockReading(config.clock)
+    if config.clock is not None:
+        config = dataclasses.replace(config, clock=clock)
+    tape = Tape(secrets, mask_flows=not config.record_sensitive_values)
+    outcome = yield from tape.record(run(config, memo))
     if outcome.record is not None:
         inputs.tape = tape.entries
         inputs.actions = _action_results(memo, instance.conversation_id, tape.secrets)
         inputs.clock = clock.reading
-        text = message.text if isinstance(message, UserMessage) else message
-        if text != outcome.record.user_message and config.record_sensitive_values:
-            inputs.message = text
         outcome.record.inputs = inputs
     return outcome
 

@@ -11,7 +11,6 @@ makes it fire once.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Generator
 from typing import Any
 
@@ -36,8 +35,8 @@ from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._languages import conversation_language
 from llm_fsm.engine._moves import _chain, _complete_finished_flows, _move, _scope
 from llm_fsm.engine._prompts import PromptBuilder
-from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult, TurnInputs, TurnRecord, Verdict
-from llm_fsm.engine._tape import Tape, _action_results, _ClockReading, _secrets, snapshot
+from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult, TurnRecord, Verdict
+from llm_fsm.engine._tape import recording
 from llm_fsm.engine._timers import entry_of, instant, settle
 from llm_fsm.engine._transitions import _why_not, evaluate_transition
 from llm_fsm.engine._turn_phases import _check_budget, _hand_off_for_actions
@@ -307,10 +306,13 @@ def _record(
     )
     for call in fired.calls:
         instance.usage.add(call)
-    instance.turns.append(record)
-    if len(instance.turns) > config.max_turn_records:
-        del instance.turns[: len(instance.turns) - config.max_turn_records]
-    instance.updated_at = record.finished_at
+    instance.keep_turn(
+        record,
+        max_turn_records=config.max_turn_records,
+        message_id=None,
+        reply=fired.reply,
+        max_message_ids=config.max_processed_message_ids,
+    )
     return TurnOutcome(
         reply=fired.reply,
         record=record,
@@ -336,23 +338,11 @@ def recorded_timer(
     """``run_timer``, with what it was given kept in its record's ``inputs`` (``engine._tape``), so the audit decides
     it again as it does a user's turn. Its actions' idempotency keys carry the timer's id: a retried firing reuses
     a result rather than calling the backend twice."""
-    memo = action_memo if action_memo is not None else ActionMemo()
-    memo.turn_label(timer_id)
-    secrets = () if config.record_sensitive_values else _secrets(definition)
-    inputs = TurnInputs(definition=definition.content_hash, before=snapshot(instance, secrets))
-    clock = _ClockReading(config.clock)
-    if config.clock is not None:
-        config = dataclasses.replace(config, clock=clock)
-    tape = Tape(secrets, mask_flows=not config.record_sensitive_values)
-    outcome = yield from tape.record(
-        run_timer(definition, instance, timer_id, builder, config, schema_sent=schema_sent, action_memo=memo)
-    )
-    if outcome.record is not None:
-        inputs.tape = tape.entries
-        inputs.actions = _action_results(memo, instance.conversation_id, tape.secrets)
-        inputs.clock = clock.reading
-        outcome.record.inputs = inputs
-    return outcome
+
+    def fire(config: EngineConfig, memo: ActionMemo) -> TurnGenerator:
+        return run_timer(definition, instance, timer_id, builder, config, schema_sent=schema_sent, action_memo=memo)
+
+    return (yield from recording(definition, instance, config, timer_id, action_memo, fire))
 
 
 __all__ = ["TIMER_MESSAGE", "drop_orphan", "due", "recorded_timer", "run_timer"]

@@ -252,14 +252,13 @@ def _record(turn: _Turn, understood: _Understood, decision: _Decision, applied: 
     )
     for call in turn.calls:
         instance.usage.add(call)
-    instance.turns.append(record)
-    if len(instance.turns) > config.max_turn_records:
-        del instance.turns[: len(instance.turns) - config.max_turn_records]
-    if message_id is not None:
-        instance.processed_messages[message_id] = reply
-        while len(instance.processed_messages) > config.max_processed_message_ids:
-            instance.processed_messages.pop(next(iter(instance.processed_messages)))
-    instance.updated_at = record.finished_at
+    instance.keep_turn(
+        record,
+        max_turn_records=config.max_turn_records,
+        message_id=message_id,
+        reply=reply,
+        max_message_ids=config.max_processed_message_ids,
+    )
     return TurnOutcome(
         reply=reply,
         record=record,
