@@ -47,6 +47,14 @@ def test_a_timer_moving_to_a_state_that_is_not_a_declared_transition_is_fsm062()
     assert codes([{"in": "15m", "go": "held_elsewhere"}]) == ["FSM062"]
 
 
+def test_a_timer_moving_to_a_confirmations_on_yes_is_fsm062_since_only_the_users_yes_leads_there() -> None:
+    document = copy.deepcopy(BASE)
+    document["states"]["held"]["confirmation"] = {"on_yes": "booked"}
+    document["states"]["held"]["after"] = [{"in": "15m", "go": "booked"}]
+    found = [d for d in lint_data(document).diagnostics if d.code == "FSM062"]
+    assert [(d.code, "on_yes" in d.message) for d in found] == [("FSM062", True)]
+
+
 def test_a_timer_on_a_terminal_state_is_fsm063() -> None:
     assert codes([{"in": "1m", "say": "Bye again."}], state="booked") == ["FSM063"]
 

@@ -53,6 +53,14 @@ def timers(run: LintRun) -> None:
                     f"declare a transition from {state_id!r} to {entry.go!r}, or go to one of: "
                     + (", ".join(sorted(targets)) or "(none)"),
                 )
+            elif entry.go is not None and state.confirmation is not None and entry.go == state.confirmation.on_yes:
+                run.add(
+                    "timer-go-undeclared",
+                    (*where, "go"),
+                    f"state {state_id!r}: timer {index} moves to {entry.go!r}, the confirmation's on_yes: only the "
+                    "user's yes leads there, so the engine refuses the move every time (silence is no yes)",
+                    "move to another state when the time runs out (e.g. one that releases the hold)",
+                )
             if entry.say is not None:
                 _check_say(run, definition, state_id, index, entry)
         _shadowed(run, state_id, entries)

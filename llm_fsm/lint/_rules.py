@@ -377,7 +377,8 @@ RULES: dict[str, Rule] = {
             "FSM062",
             "timer-go-undeclared",
             _E,
-            "A timer moves to a state that is not a declared transition of its state: the engine refuses the move.",
+            "A timer moves to a state that is not a declared transition of its state, or to its confirmation's "
+            "on_yes: the engine refuses the move.",
         ),
         Rule(
             "FSM063",
