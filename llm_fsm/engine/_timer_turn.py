@@ -211,6 +211,9 @@ def _go(
     )
     fired.verdict, changes, _ = yield from _move(definition, instance, config, proposed, "", fired.scope)
     fired.changes += changes
+    if fired.verdict.moved and fired.verdict.kind == "timer" and fired.scope.handoff is None:
+        fired.chained, chained = yield from _chain(definition, instance, config, "", fired.scope)  # as after a turn
+        fired.changes += chained
     active = yield from _settle_move(definition, instance, config, fired)
     fired.reply = yield from _arrived(active, instance, builder, fired, schema_sent)
     return active

@@ -363,6 +363,32 @@ def test_a_timer_move_into_a_state_with_timers_arms_them(runner: str) -> None:
     assert armed.id.startswith("root/expired/0@") and armed.due_at == clock.epoch + 3600
 
 
+def test_a_timer_move_follows_guarded_transitions_that_already_hold_as_a_turns_move_does(runner: str) -> None:
+    from llm_fsm.definition import FSMDefinition
+
+    from .timed import HOLD
+
+    document: dict[str, Any] = json.loads(json.dumps(HOLD))
+    document["states"]["held"]["after"] = [{"in": "15m", "go": "expired"}]
+    document["states"]["expired"]["transitions"] = [
+        {
+            "target_state": "booked",
+            "description": "A name was given",
+            "conditions": [{"description": "named", "requires_context_keys": ["name"]}],
+        },
+        {"target_state": "held", "description": "Hold again"},
+    ]
+    clock = Clock()
+    manager, cid = started(clock, definition=FSMDefinition.model_validate(document))
+    manager.update_context(cid, {"name": "Ann"}, user_id=USER)
+    clock.advance(15 * MINUTE)
+    report = run_timers(runner, manager)
+    assert [f.state for f in report.fired] == ["booked"]
+    record = manager.explain(cid, user_id=USER)
+    assert (record.verdict.target_state, [step.target_state for step in record.chained]) == ("expired", ["booked"])
+    assert manager.verify(cid, user_id=USER).ok  # the audit decides the chained steps again
+
+
 def test_a_timer_may_move_along_a_global_transition(runner: str) -> None:
     from llm_fsm.definition import FSMDefinition
 
