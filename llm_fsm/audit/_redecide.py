@@ -36,7 +36,8 @@ from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._operator import human_turn
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import LLMResponse, LLMResult, StateTransition, TurnRecord
-from llm_fsm.engine._tape import action_memo_key, action_result_of
+from llm_fsm.engine._retrieval import CallRetriever, RetrievalResult
+from llm_fsm.engine._tape import action_memo_key, action_result_of, retrieval_result_of
 from llm_fsm.engine._timer_turn import run_timer
 from llm_fsm.engine._turn import run_turn
 from llm_fsm.errors import DefinitionError, FSMError, NotRecomputableError
@@ -162,6 +163,8 @@ class _Answers:
             return None if entry is None else entry.get("answer")
         if isinstance(effect, CallAction):
             return self._action(effect)
+        if isinstance(effect, CallRetriever):
+            return self._retrieval(effect)
         if isinstance(effect, LoadFlow):
             return self._flow(effect)
         if isinstance(effect, LoadDefinition):
@@ -225,6 +228,16 @@ class _Answers:
         result = action_result_of(data)
         if result is None:
             raise NotRecomputableError(f"turn {self.record.index}: action {effect.call.name}'s result was not recorded")
+        return result
+
+    def _retrieval(self, effect: CallRetriever) -> RetrievalResult:
+        entry = self._next("retrieval", name=effect.name)
+        if entry is None:
+            self.unrecorded.append(f"retrieval from {effect.name} in {effect.state}")
+            return RetrievalResult(error="replay: production never asked this retriever")
+        result = retrieval_result_of(entry.get("answer"))
+        if result is None:
+            raise NotRecomputableError(f"turn {self.record.index}: retriever {effect.name}'s answer was not recorded")
         return result
 
     def _flow(self, effect: LoadFlow) -> tuple[str, FSMDefinition]:
