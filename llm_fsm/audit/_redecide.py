@@ -274,9 +274,9 @@ def flow_name(flow_id: str) -> str:
 
 def decision_of(record: TurnRecord) -> dict[str, Any]:
     """What a turn decided, as comparable data: the verdict and its chained steps, where it left the conversation,
-    the values stored or refused, and the actions called. Timings, usage, random flow ids and the reply's wording
-    are left out (a regenerated reply is the model's, not the engine's)."""
-    return {
+    the values stored or refused, the actions called, and what was retrieved and cited. Timings, usage, random flow
+    ids and the reply's wording are left out (a regenerated reply is the model's, not the engine's)."""
+    decided = {
         "intent": record.intent,
         "proposal": record.proposal,
         "verdict": {
@@ -304,6 +304,18 @@ def decision_of(record: TurnRecord) -> dict[str, Any]:
             if not a.lost_attempt
         ],
     }
+    retrieval = record.retrieval
+    if retrieval is not None:  # (absent from records of states that retrieve nothing, as from older records)
+        decided["retrieval"] = {
+            "retriever": retrieval.retriever,
+            "query": retrieval.query,
+            "snippets": [snippet.id for snippet in retrieval.snippets],
+            "cited": retrieval.cited,
+            "error": retrieval.error,
+            "on_error": retrieval.on_error,
+            "skipped": retrieval.skipped,
+        }
+    return decided
 
 
 def differences(recorded: dict[str, Any], again: dict[str, Any]) -> list[str]:
