@@ -276,7 +276,7 @@ def decision_of(record: TurnRecord) -> dict[str, Any]:
     """What a turn decided, as comparable data: the verdict and its chained steps, where it left the conversation,
     the values stored or refused, the actions called, and what was retrieved and cited. Timings, usage, random flow
     ids and the reply's wording are left out (a regenerated reply is the model's, not the engine's)."""
-    decided = {
+    decided: dict[str, Any] = {
         "intent": record.intent,
         "proposal": record.proposal,
         "verdict": {
