@@ -76,3 +76,45 @@ def test_the_new_codes_are_in_the_table_and_documented() -> None:
     for code in ("FSM075", "FSM076", "FSM077"):
         rule = RULES_BY_CODE[code]
         assert f"| `{code}` | `{rule.name}` |" in text
+
+
+RETRIEVERS_MODULE = """
+from llm_fsm.retrieval import Snippet
+
+
+class Docs:
+    def retrieve(self, query, *, k):
+        return [Snippet("a", "text", "a.md")]
+
+
+retrievers = {"docs": Docs()}
+"""
+
+
+def _cli(tmp_path: Any, *options: str) -> Any:
+    import json
+
+    from click.testing import CliRunner
+
+    from llm_fsm.cli._app import main
+
+    definition = tmp_path / "faq.json"
+    definition.write_text(json.dumps(document({"retriever": "dosc"})), encoding="utf-8")
+    return CliRunner().invoke(main, ["lint", *options, str(definition)])
+
+
+def test_fsm_lint_with_retrievers_reports_an_unregistered_name(tmp_path: Any) -> None:
+    (tmp_path / "search.py").write_text(RETRIEVERS_MODULE, encoding="utf-8")
+    result = _cli(tmp_path, "--retrievers", f"{tmp_path / 'search.py'}:retrievers")
+    assert result.exit_code == 1
+    assert "FSM077 retriever-not-registered" in result.output and "did you mean 'docs'?" in result.output
+
+
+def test_fsm_lint_without_retrievers_checks_no_names(tmp_path: Any) -> None:
+    assert _cli(tmp_path).exit_code == 0
+
+
+def test_a_retrievers_spec_that_names_no_retrievers_is_a_usage_error(tmp_path: Any) -> None:
+    (tmp_path / "search.py").write_text(RETRIEVERS_MODULE, encoding="utf-8")
+    result = _cli(tmp_path, "--retrievers", f"{tmp_path / 'search.py'}:nothing")
+    assert result.exit_code == 2 and result.output.startswith("error: --retrievers")

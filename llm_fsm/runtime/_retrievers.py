@@ -26,7 +26,7 @@ from typing import Any
 from llm_fsm.engine._retrieval import CallRetriever, RetrievalResult
 from llm_fsm.errors import UsageError
 from llm_fsm.retrieval._types import AsyncRetriever, Retriever, Snippet
-from llm_fsm.runtime._actions import action_executor
+from llm_fsm.runtime._actions import action_executor, import_attribute
 
 DEFAULT_RETRIEVER_TIMEOUT_S = 5.0
 MAX_CALLS_PER_RETRIEVER = 8
@@ -164,6 +164,17 @@ class RetrieverRegistry:
             raise
 
 
+def load_retrievers(spec: str) -> RetrieverRegistry:
+    """``module:attribute`` or ``path/to/file.py:attribute`` → the ``RetrieverRegistry`` it names (for the CLI's
+    ``--retrievers``); the attribute may also be a dict of name → retriever."""
+    target, attribute, found = import_attribute(spec, "--retrievers")
+    if isinstance(found, RetrieverRegistry):
+        return found
+    if isinstance(found, dict) and found:
+        return RetrieverRegistry(found)
+    raise UsageError(f"--retrievers: {target} has no RetrieverRegistry (or dict of retrievers) named {attribute!r}")
+
+
 def _positive(timeout_s: float) -> float:
     if not timeout_s > 0:
         raise UsageError(f"a retriever's timeout_s must be above 0 seconds, not {timeout_s!r}")
@@ -210,4 +221,4 @@ def _unregistered(effect: CallRetriever) -> RetrievalResult:
     )
 
 
-__all__ = ["DEFAULT_RETRIEVER_TIMEOUT_S", "MAX_CALLS_PER_RETRIEVER", "RetrieverRegistry"]
+__all__ = ["DEFAULT_RETRIEVER_TIMEOUT_S", "MAX_CALLS_PER_RETRIEVER", "RetrieverRegistry", "load_retrievers"]
