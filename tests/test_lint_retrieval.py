@@ -118,3 +118,15 @@ def test_a_retrievers_spec_that_names_no_retrievers_is_a_usage_error(tmp_path: A
     (tmp_path / "search.py").write_text(RETRIEVERS_MODULE, encoding="utf-8")
     result = _cli(tmp_path, "--retrievers", f"{tmp_path / 'search.py'}:nothing")
     assert result.exit_code == 2 and result.output.startswith("error: --retrievers")
+
+
+def test_a_state_only_a_failed_retrieval_leads_to_is_reachable() -> None:
+    doc = document({"retriever": "docs", "on_error": "sorry"})
+    doc["states"]["sorry"] = {"id": "sorry", "description": "search is down", "purpose": "apologise"}
+    assert "unreachable-state" not in [d.name for d in lint_data(doc).diagnostics]
+
+
+def test_the_definitions_retrieve_leads_from_every_state_without_its_own() -> None:
+    doc = document(top_retrieve={"retriever": "docs", "on_error": "sorry"})
+    doc["states"]["sorry"] = {"id": "sorry", "description": "search is down", "purpose": "apologise"}
+    assert "unreachable-state" not in [d.name for d in lint_data(doc).diagnostics]

@@ -200,3 +200,18 @@ def test_explain_shows_a_failed_retrieval_and_what_it_did() -> None:
         line.startswith("retrieval: docs") and "failed (ConnectionError" in line and line.endswith("on_error sorry")
         for line in explain_lines(manager.explain(cid), cid)
     )
+
+
+def test_the_prover_explores_a_failed_retrieval_moving_the_conversation() -> None:
+    from llm_fsm.lint import prove
+
+    report = prove(faq({"retriever": "docs", "on_error": "sorry"}))
+    assert ((), "sorry") in report.reachable
+    assert not any("cannot answer" in str(finding) for finding in [*report.findings, *report.unknown])
+
+
+def test_the_prover_answers_a_retrieval_that_cannot_fail_with_no_snippets() -> None:
+    from llm_fsm.lint import prove
+
+    report = prove(faq({"retriever": "docs"}))
+    assert report.complete and ((), "ask") in report.reachable

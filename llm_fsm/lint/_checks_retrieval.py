@@ -31,6 +31,17 @@ def _declarations(run: LintRun) -> Iterator[tuple[Path, Mapping[str, Any]]]:
             yield ("states", key, "retrieve"), declared
 
 
+def retrieval_error_moves(run: LintRun) -> Iterator[tuple[str, str]]:
+    """(state, the state its failed retrieval moves to) for each state that retrieves with ``on_error`` naming a
+    state: its own ``retrieve``, else the definition's."""
+    top = run.data.get("retrieve")
+    for key, state in run.states():
+        declared = state.get("retrieve", top)
+        target = declared.get("on_error") if isinstance(declared, Mapping) else None
+        if isinstance(target, str) and target not in (ON_ERROR_CONTINUE, key):
+            yield key, target
+
+
 def budget(run: LintRun) -> None:
     """FSM075: ``max_chars: 0``, a retrieval whose snippets never reach the prompt."""
     for parts, declared in _declarations(run):
