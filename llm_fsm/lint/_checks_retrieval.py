@@ -49,8 +49,8 @@ def budget(run: LintRun) -> None:
             run.add(
                 "retrieve-budget-empty",
                 (*parts, "max_chars"),
-                f"retriever {declared.get('retriever')!r} is asked, but max_chars is 0: none of its snippets fit "
-                "in the prompt, so the model answers without the documents",
+                f"retriever {declared.get('retriever')!r} is named, but max_chars is 0: the engine asks nothing and "
+                "no snippet reaches the prompt, so the model answers without the documents",
                 "give it a budget (characters of snippet text the prompt may hold), or remove the retrieve",
             )
 

@@ -449,7 +449,7 @@ RULES: dict[str, Rule] = {
             "FSM075",
             "retrieve-budget-empty",
             _E,
-            "A retrieve with max_chars 0: none of its snippets fit in the prompt.",
+            "A retrieve with max_chars 0: nothing is asked, so no snippet reaches the prompt.",
         ),
         Rule(
             "FSM076",
