@@ -75,3 +75,26 @@ def test_chat_without_retrievers_answers_without_snippets_and_says_why(files: An
     assert result.exit_code == 0, result.output
     assert "<retrieved_knowledge>" not in files["llm"].requests[-1].system_prompt
     assert "no retriever is registered under that name" in result.output
+
+
+def test_the_served_app_every_worker_builds_has_the_retrievers(files: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llm_fsm.cli.serve import ServeSettings, build_app
+
+    tmp: Path = files["dir"]
+    replies = tmp / "replies.yaml"
+    replies.write_text("- Ask me anything.\n", encoding="utf-8")
+    spec = f"{tmp / 'search.py'}:retrievers"
+    settings = ServeSettings(
+        definitions=[str(tmp / "faq.json")],
+        store="memory://",
+        model=f"scripted:{replies}",
+        retrievers=spec,
+        anonymous=True,
+    )
+    app = build_app(ServeSettings.from_json(settings.to_json()))
+    assert list(app.state.manager.retrievers) == ["docs"]
+
+
+def test_serve_offers_retrievers_as_it_offers_actions() -> None:
+    result = CliRunner().invoke(main, ["serve", "--help"])
+    assert "--retrievers" in result.output and "--actions" in result.output
