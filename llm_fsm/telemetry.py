@@ -149,6 +149,8 @@ class Telemetry:
             decision["llm_fsm.not_eligible"] = [e.target_state for e in record.evaluations if not e.eligible]
         if record.chained:
             decision["llm_fsm.chained_to"] = [step.target_state for step in record.chained]
+        if record.retrieval is not None and record.retrieval.cited:
+            decision["llm_fsm.retrieval.cited"] = record.retrieval.cited
         span.add_event("llm_fsm.decision", decision)
         if self.capture_content:
             span.add_event(
@@ -183,6 +185,28 @@ class Telemetry:
         self.action_duration.record(
             result.duration_ms / 1000, {"llm_fsm.action.name": effect.call.name, "llm_fsm.action.outcome": outcome}
         )
+
+    # --- retrieval ------------------------------------------------------------------------------
+
+    def retrieval(self, effect: Any, result: Any) -> None:
+        """One retriever asked, as a span (a child of the turn): which retriever, in which state, how it went and
+        the ids of the snippets it gave (document ids, not user data; the query is, and is not recorded). The ids
+        the reply cites are on the turn's decision event."""
+        ended = time.time_ns()
+        started = ended - int(result.duration_ms * 1_000_000)
+        outcome = "timeout" if result.timed_out else ("error" if result.error else "ok")
+        attributes: dict[str, Any] = {
+            "llm_fsm.retrieval.retriever": effect.name,
+            "llm_fsm.state": effect.state,
+            "llm_fsm.retrieval.outcome": outcome,
+            "llm_fsm.retrieval.snippets": len(result.snippets),
+        }
+        if result.snippets:  # lists only when not empty: an SDK checks each list and each of its items
+            attributes["llm_fsm.retrieval.snippet_ids"] = [s.id for s in result.snippets]
+        span = self.tracer.start_span(f"llm_fsm.retrieval {effect.name}", attributes=attributes, start_time=started)
+        if result.error:
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, outcome))
+        span.end(end_time=ended)
 
     # --- store operations -------------------------------------------------------------------------
 

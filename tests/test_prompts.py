@@ -164,3 +164,20 @@ REFERENCE_TAGS = tags(build(instance({"k": "v"}, [{"user": "hi"}, {"assistant": 
 def test_the_tag_structure_is_the_same_whatever_the_user_writes(user, value, key):
     prompt = build(instance({key: value}, [{"user": user}, {"assistant": value}]))
     assert tags(prompt) == REFERENCE_TAGS
+
+
+def _snippet(snippet_id, text, source):
+    from llm_fsm.retrieval import Snippet
+
+    return Snippet(snippet_id, text, source)
+
+
+REFERENCE_WITH_SNIPPETS = tags(build(instance({"k": "v"}), retrieved=[_snippet("a", "text", "a.md")]))
+
+
+@settings(max_examples=200)
+@given(snippet_id=st.text(min_size=1, max_size=40), text=st.text(), source=st.text())
+def test_the_tag_structure_is_the_same_whatever_a_retrieved_snippet_holds(snippet_id, text, source):
+    prompt = build(instance({"k": "v"}), retrieved=[_snippet(snippet_id, text, source)])
+    assert tags(prompt) == REFERENCE_WITH_SNIPPETS
+    assert "<retrieved_knowledge>" in REFERENCE_WITH_SNIPPETS

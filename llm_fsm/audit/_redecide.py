@@ -36,7 +36,8 @@ from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._operator import human_turn
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import LLMResponse, LLMResult, StateTransition, TurnRecord
-from llm_fsm.engine._tape import action_memo_key, action_result_of
+from llm_fsm.engine._retrieval import CallRetriever, RetrievalResult
+from llm_fsm.engine._tape import action_memo_key, action_result_of, retrieval_result_of
 from llm_fsm.engine._timer_turn import run_timer
 from llm_fsm.engine._turn import run_turn
 from llm_fsm.errors import DefinitionError, FSMError, NotRecomputableError
@@ -162,6 +163,8 @@ class _Answers:
             return None if entry is None else entry.get("answer")
         if isinstance(effect, CallAction):
             return self._action(effect)
+        if isinstance(effect, CallRetriever):
+            return self._retrieval(effect)
         if isinstance(effect, LoadFlow):
             return self._flow(effect)
         if isinstance(effect, LoadDefinition):
@@ -227,6 +230,16 @@ class _Answers:
             raise NotRecomputableError(f"turn {self.record.index}: action {effect.call.name}'s result was not recorded")
         return result
 
+    def _retrieval(self, effect: CallRetriever) -> RetrievalResult:
+        entry = self._next("retrieval", name=effect.name)
+        if entry is None:
+            self.unrecorded.append(f"retrieval from {effect.name} in {effect.state}")
+            return RetrievalResult(error="replay: production never asked this retriever")
+        result = retrieval_result_of(entry.get("answer"))
+        if result is None:
+            raise NotRecomputableError(f"turn {self.record.index}: retriever {effect.name}'s answer was not recorded")
+        return result
+
     def _flow(self, effect: LoadFlow) -> tuple[str, FSMDefinition]:
         if self.flows is not None:
             return self.flows(effect.declaration.name, effect.parent)
@@ -261,9 +274,9 @@ def flow_name(flow_id: str) -> str:
 
 def decision_of(record: TurnRecord) -> dict[str, Any]:
     """What a turn decided, as comparable data: the verdict and its chained steps, where it left the conversation,
-    the values stored or refused, and the actions called. Timings, usage, random flow ids and the reply's wording
-    are left out (a regenerated reply is the model's, not the engine's)."""
-    return {
+    the values stored or refused, the actions called, and what was retrieved and cited. Timings, usage, random flow
+    ids and the reply's wording are left out (a regenerated reply is the model's, not the engine's)."""
+    decided: dict[str, Any] = {
         "intent": record.intent,
         "proposal": record.proposal,
         "verdict": {
@@ -291,6 +304,18 @@ def decision_of(record: TurnRecord) -> dict[str, Any]:
             if not a.lost_attempt
         ],
     }
+    retrieval = record.retrieval
+    if retrieval is not None:  # (absent from records of states that retrieve nothing, as from older records)
+        decided["retrieval"] = {
+            "retriever": retrieval.retriever,
+            "query": retrieval.query,
+            "snippets": [snippet.id for snippet in retrieval.snippets],
+            "cited": retrieval.cited,
+            "error": retrieval.error,
+            "on_error": retrieval.on_error,
+            "skipped": retrieval.skipped,
+        }
+    return decided
 
 
 def differences(recorded: dict[str, Any], again: dict[str, Any]) -> list[str]:

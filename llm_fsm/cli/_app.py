@@ -56,6 +56,15 @@ actions_option = click.option(
     help="The ActionRegistry (or dict of functions) the definition's actions call: module:name or file.py:name.",
 )
 
+#: ``--retrievers``: where the retrievers a definition's ``retrieve`` names come from (chat, run)
+retrievers_option = click.option(
+    "--retrievers",
+    "retrievers",
+    metavar="MODULE:NAME",
+    default=None,
+    help="The RetrieverRegistry (or dict of retrievers) the definition's retrieve names: module:name or file.py:name.",
+)
+
 LINT_SUFFIXES = (".json", ".yaml", ".yml")
 
 #: conversation test scripts live next to definitions but are not definitions

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from llm_fsm.engine._records import ConditionResult, ContextChange, LLMCallRecord, TurnRecord
+from llm_fsm.engine._records import ConditionResult, ContextChange, LLMCallRecord, RetrievalRecord, TurnRecord
 
 
 def describe_turn(record: TurnRecord) -> str:
@@ -61,6 +61,8 @@ def explain_lines(record: TurnRecord, conversation_id: str) -> list[str]:
         lines.append(f"user: {record.user_message}")
         proposal = f"proposed {record.proposal}" if record.proposal else "proposed no move"
         lines.append(f"model: {proposal} (intent {record.intent})")
+    if record.retrieval is not None:  # looked up before the model was asked
+        lines += _retrieval_lines(record.retrieval)
     if record.context_changes:
         lines.append("context:")
         lines += [f"  {change.key} = {_value(change.value)}: {_outcome(change)}" for change in record.context_changes]
@@ -83,6 +85,19 @@ def explain_lines(record: TurnRecord, conversation_id: str) -> list[str]:
     if record.llm_calls:
         lines.append("model calls: " + ", ".join(_call(call) for call in record.llm_calls))
     lines.append(f"reply: {record.reply}")
+    return lines
+
+
+def _retrieval_lines(retrieval: RetrievalRecord) -> list[str]:
+    """What the state's retrieve looked up, what the prompt held and what the reply cited (or why nothing)."""
+    asked = f"retrieval: {retrieval.retriever}" + (f" for {_value(retrieval.query)}" if retrieval.query else "")
+    if retrieval.skipped is not None:
+        return [f"{asked}: not asked ({retrieval.skipped})"]
+    if retrieval.error is not None:
+        return [f"{asked}: failed ({retrieval.error}), on_error {retrieval.on_error}"]
+    lines = [f"{asked}: {len(retrieval.snippets)} snippets, {retrieval.duration_ms:.0f} ms"]
+    lines += [f"  [{s.id}] {s.source} ({s.chars} characters)" for s in retrieval.snippets]
+    lines.append("  cited: " + (", ".join(retrieval.cited) if retrieval.cited else "none"))
     return lines
 
 

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import click
 
-from llm_fsm.cli._app import EXIT_FINDINGS, GuardedCommand, actions_option
+from llm_fsm.cli._app import EXIT_FINDINGS, GuardedCommand, actions_option, retrievers_option
 from llm_fsm.cli._models import MODEL_ENV, ReplyFileModel, _model_option, _PromptEcho, make_llm
 from llm_fsm.cli._show import conversation_lines, describe_actions, describe_turn, explain_text, trace_lines
 from llm_fsm.cli._store_options import Owner, _looking_up, _owner_options, _store_option, _store_url
@@ -37,16 +37,19 @@ def _manager(
     *,
     fsm_loader: Any,
     actions: str | None = None,
+    retrievers: str | None = None,
 ) -> Any:
     from llm_fsm.actions import load_registry
     from llm_fsm.manager import FSMManager
+    from llm_fsm.runtime._retrievers import load_retrievers
 
     registry = load_registry(actions) if actions else None
+    found = load_retrievers(retrievers) if retrievers else None
     llm = make_llm(model, temperature=temperature)
     if show_prompt:
         llm = _PromptEcho(llm, click.echo)
     extra = {"fsm_loader": fsm_loader} if fsm_loader is not None else {}
-    return FSMManager(llm_interface=llm, store=store, actions=registry, **extra)
+    return FSMManager(llm_interface=llm, store=store, actions=registry, retrievers=found, **extra)
 
 
 def definition_location(definition: str) -> str:
@@ -144,6 +147,7 @@ def chat_loop(
     owner: Owner = Owner(),
     actions: str | None = None,
     language: str | None = None,
+    retrievers: str | None = None,
 ) -> ChatSession:
     """Run a conversation: interactive when ``messages`` is None.
 
@@ -159,7 +163,9 @@ def chat_loop(
         with _looking_up(resume, owner):
             instance = opened.load(resume, **mine)
         loader, note = resume_loader(definition, instance)
-    manager = _manager(model, opened, temperature, show_prompt, fsm_loader=loader, actions=actions)
+    manager = _manager(
+        model, opened, temperature, show_prompt, fsm_loader=loader, actions=actions, retrievers=retrievers
+    )
     if resume and instance is not None:
         conversation_id = resume
         # what start_conversation checks for a new chat: forgetting --actions on --resume (the registry is not
@@ -232,6 +238,7 @@ def chat_loop(
 )
 @_owner_options
 @actions_option
+@retrievers_option
 @click.option(
     "--language",
     metavar="TAG",
@@ -249,6 +256,7 @@ def chat_command(
     user_id: str | None,
     room_id: str | None,
     actions: str | None,
+    retrievers: str | None,
     language: str | None,
     explain: bool,
     show_prompt: bool,
@@ -279,6 +287,7 @@ def chat_command(
         owner=Owner(user_id, room_id),
         actions=actions,
         language=language,
+        retrievers=retrievers,
     )
 
 
@@ -295,6 +304,7 @@ def chat_command(
 )
 @_owner_options
 @actions_option
+@retrievers_option
 @click.option(
     "--language",
     metavar="TAG",
@@ -314,6 +324,7 @@ def run_command(
     user_id: str | None,
     room_id: str | None,
     actions: str | None,
+    retrievers: str | None,
     language: str | None,
     explain: bool,
     show_prompt: bool,
@@ -342,6 +353,7 @@ def run_command(
         owner=Owner(user_id, room_id),
         actions=actions,
         language=language,
+        retrievers=retrievers,
     )
     if session.failed_turns:
         ctx.exit(EXIT_FINDINGS)

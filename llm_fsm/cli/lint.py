@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,10 +67,12 @@ def lint_paths(
     skipped: list[str] | None = None,
     actions: Mapping[str, Callable[..., Any]] | None = None,
     roots: list[tuple[str, Any]] | None = None,
+    retrievers: Collection[str] | None = None,
 ) -> tuple[list[Any], int, int]:
     """Lint every file, and the sub-flows each one declares; returns (diagnostics, files checked, unreadable files).
 
-    ``actions`` (name → function, from ``--actions``) checks the names states call and the inputs they declare.
+    ``actions`` (name → function, from ``--actions``) checks the names states call and the inputs they declare;
+    ``retrievers`` (the names registered, from ``--retrievers``) the retrievers states name.
 
     A sub-flow finding belongs to the file that declares the flow, so when a
     parent and its sub-flow are both linted it is found twice: it is printed once.
@@ -107,7 +109,7 @@ def lint_paths(
                 )
             )
             continue
-        result = lint_document(doc, actions=actions)
+        result = lint_document(doc, actions=actions, retrievers=retrievers)
         diagnostics.extend(result.diagnostics)
         if result.definition is None:
             continue
@@ -264,6 +266,7 @@ def _lint_command_body(
     actions: str | None = None,
     proving: ProveOptions = ProveOptions(),
     previous: str | None = None,
+    retrievers: str | None = None,
 ) -> int:
     from llm_fsm.cli._prove import as_json, echo_text, prove_roots
     from llm_fsm.lint._rules import Severity
@@ -280,16 +283,21 @@ def _lint_command_body(
             return EXIT_UNREADABLE
 
     functions = None
-    if actions is not None:
-        try:
+    names: list[str] | None = None
+    try:
+        if actions is not None:
             functions = _registry(actions)
-        except UsageError as exc:
-            _fail(str(exc))
-            return EXIT_UNREADABLE
+        if retrievers is not None:
+            from llm_fsm.runtime._retrievers import load_retrievers
+
+            names = list(load_retrievers(retrievers))
+    except UsageError as exc:
+        _fail(str(exc))
+        return EXIT_UNREADABLE
     skipped: list[str] = []
     roots: list[tuple[str, Any]] | None = [] if proving.enabled or old is not None else None
     diagnostics, checked, unreadable = lint_paths(
-        paths, max_bytes=max_bytes, skipped=skipped, actions=functions, roots=roots
+        paths, max_bytes=max_bytes, skipped=skipped, actions=functions, roots=roots, retrievers=names
     )
     proved = []
     if roots is not None:
@@ -371,6 +379,7 @@ _LINT_HELP = """Check FSM definition files: schema, graph, conditions.
         {prog} definitions/
         {prog} --strict --format json booking.yaml
         {prog} --actions myapp.actions:registry definitions/
+        {prog} --retrievers myapp.search:retrievers definitions/
         {prog} --prove --counterexamples out/ booking.yaml
         {prog} --previous booking.v1.yaml booking.yaml
 """
@@ -415,6 +424,13 @@ def _lint_options(func: Any) -> Any:
         "and the functions must take the declared inputs.",
     )(func)
     func = click.option(
+        "--retrievers",
+        metavar="MODULE:REGISTRY",
+        default=None,
+        help="The application's RetrieverRegistry, or dict of retrievers (module:attr or file.py:attr): names states "
+        "retrieve from must be registered (FSM077).",
+    )(func)
+    func = click.option(
         "--previous",
         metavar="OLD",
         type=click.Path(dir_okay=False),
@@ -446,9 +462,10 @@ def lint_command(
     counterexamples: str | None,
     max_configurations: int,
     previous: str | None,
+    retrievers: str | None,
 ) -> None:
     proving = ProveOptions(prove or counterexamples is not None, counterexamples, max_configurations)
-    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving, previous))
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving, previous, retrievers))
 
 
 @click.command(
@@ -470,9 +487,10 @@ def fsm_lint(
     counterexamples: str | None,
     max_configurations: int,
     previous: str | None,
+    retrievers: str | None,
 ) -> None:
     proving = ProveOptions(prove or counterexamples is not None, counterexamples, max_configurations)
-    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving, previous))
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving, previous, retrievers))
 
 
 def lint_main(argv: Sequence[str] | None = None) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import click
 
-from llm_fsm.cli._app import GuardedCommand, actions_option
+from llm_fsm.cli._app import GuardedCommand, actions_option, retrievers_option
 from llm_fsm.cli._models import MODEL_ENV
 from llm_fsm.cli._serve_start import base_url, bind, check_model_environment, check_store, summary
 from llm_fsm.cli._store_options import _store_url
@@ -58,6 +58,8 @@ class ServeSettings:
     rate_burst: int | None = None
     actions: str | None = None
     """``module:name`` of the ActionRegistry the definitions' actions call (imported in every worker)."""
+    retrievers: str | None = None
+    """``module:name`` of the retrievers the definitions' ``retrieve`` names (imported in every worker)."""
     aliases: dict[str, str] = field(default_factory=dict)
     """``--alias NAME=FILE``: alias → absolute path of the version it names (read by every worker at its start)."""
     timers: bool = True
@@ -105,9 +107,14 @@ def build_app(settings: ServeSettings) -> Any:
     from llm_fsm.stores import open_store
 
     keys = KeyRing.load(settings.keys_file)
+    from llm_fsm.runtime._retrievers import load_retrievers
+
     registry = load_registry(settings.actions) if settings.actions else None
     manager = FSMManager(
-        llm_interface=make_llm(settings.model), store=open_store(_store_url(settings.store)), actions=registry
+        llm_interface=make_llm(settings.model),
+        store=open_store(_store_url(settings.store)),
+        actions=registry,
+        retrievers=load_retrievers(settings.retrievers) if settings.retrievers else None,
     )
     return create_app(
         manager,
@@ -311,6 +318,7 @@ def _server_modules() -> Any:
     help="The webhooks' outbox (SQLite): what is owed survives a restart; the workers share it.",
 )
 @actions_option
+@retrievers_option
 def serve_command(
     definitions: tuple[str, ...],
     store: str | None,
@@ -333,6 +341,7 @@ def serve_command(
     webhook_secret_file: str | None,
     webhook_outbox: str,
     actions: str | None,
+    retrievers: str | None,
 ) -> None:
     """Serve DEFINITIONS (files or folders) over HTTP: JSON under /v1, OpenAPI at /docs.
 
@@ -381,6 +390,7 @@ def serve_command(
         max_body_bytes=max_body_bytes,
         rate_limit=rate_limit,
         actions=_absolute_actions(actions),
+        retrievers=_absolute_actions(retrievers),
         aliases=parse_aliases(aliases),
         timers=timers,
         timer_interval=timer_interval,

@@ -30,6 +30,7 @@ from llm_fsm.definition._model import (
     Transition,
     TransitionCondition,
 )
+from llm_fsm.definition._retrieval import RetrieveDeclaration
 from llm_fsm.definition._schema import build_schema, render_schema
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "Node",
     "ParsedDocument",
     "Path",
+    "RetrieveDeclaration",
     "SCHEMA_ID",
     "SUPPORTED_VERSIONS",
     "State",

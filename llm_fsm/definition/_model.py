@@ -33,6 +33,7 @@ from llm_fsm.definition._global import GlobalTransitions
 from llm_fsm.definition._keys import KeyDeclaration
 from llm_fsm.definition._languages import TAG_PATTERN, LanguageTag, Text, is_tag
 from llm_fsm.definition._migrations import Migrations
+from llm_fsm.definition._retrieval import RetrieveDeclaration
 from llm_fsm.definition._timers import TimerEntry
 from llm_fsm.definition._wording import Say
 from llm_fsm.errors import StateNotFoundError
@@ -48,6 +49,7 @@ _HASHED_WHEN_SET = (
     "language_key",
     "global_transitions",
     "state_groups",
+    "retrieve",
 )
 """Top-level fields added after versions were pinned: left out of ``content_hash`` while unset."""
 
@@ -154,9 +156,11 @@ class Transition(_Model):
 
 
 def _unset_wording(state: State) -> dict[str, Any]:
-    """The approved-wording fields of a state and of its transitions that are unset, as a ``model_dump`` exclusion:
-    a definition that does not use them hashes as it did before they existed."""
+    """The approved-wording (and retrieval) fields of a state and of its transitions that are unset, as a
+    ``model_dump`` exclusion: a definition that does not use them hashes as it did before they existed."""
     unset: dict[str, Any] = {"say": True} if state.say is None else {}
+    if state.retrieve is None:  # retrieval, like wording, came after versions were pinned
+        unset["retrieve"] = True
     transitions = {
         index: fields
         for index, transition in enumerate(state.transitions or ())
@@ -245,6 +249,13 @@ class State(_Model):
     )
     confirmation: Confirmation | None = Field(
         default=None, description="Makes this state a confirmation step (yes / no / change a value)."
+    )
+    retrieve: RetrieveDeclaration | None = Field(
+        default=None,
+        description=(
+            "Snippets of the team's documents the engine looks up before the model answers in this state (replaces "
+            "the definition's retrieve here): put into the prompt as data, with ids the reply may cite."
+        ),
     )
     actions: list[ActionDeclaration] | None = Field(
         default=None,
@@ -374,6 +385,13 @@ class FSMDefinition(GlobalTransitions, _Model):
     flows: list[FlowDeclaration] | None = Field(
         default=None, description="Sub-flows the model may start from any state of this definition."
     )
+    retrieve: RetrieveDeclaration | None = Field(
+        default=None,
+        description=(
+            "Snippets of the team's documents the engine looks up before the model answers, in every state that "
+            "does not declare its own retrieve."
+        ),
+    )
     cancellable: StrictBool = Field(
         default=True, description="Whether the user can cancel this flow (a sub-flow pops; the root: see on_cancel)."
     )
@@ -454,6 +472,11 @@ class FSMDefinition(GlobalTransitions, _Model):
         if wrong:
             raise ValueError(f"not language tags (BCP 47, e.g. en, de, de-CH): {wrong[:5]!r}")
         return languages
+
+    def retrieve_for(self, state_id: str) -> RetrieveDeclaration | None:
+        """What ``state_id`` retrieves: its own ``retrieve``, else the definition's (None: nothing)."""
+        state = self.states.get(state_id)
+        return (state.retrieve if state else None) or self.retrieve
 
     def flows_for(self, state_id: str) -> list[FlowDeclaration]:
         """Sub-flows startable from ``state_id``: the state's own, then the definition-wide ones."""
@@ -544,6 +567,7 @@ __all__ = [
     "KeyDeclaration",
     "DEFAULT_PRIORITY",
     "Migrations",
+    "RetrieveDeclaration",
     "FlowDeclaration",
     "FSMDefinition",
     "GlobalTransition",

@@ -1,5 +1,5 @@
 """What the turn asks its driver for, and the limits it runs under: the engine's configuration, the effects
-(a model call, a hook, a definition, an action), the outcome of a turn, and the small helpers every part of
+(a model call, a hook, a definition, an action, a retrieval), the outcome of a turn, and the small helpers every part of
 the turn shares (trace events, hook effects, the key policy, application writes)."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from llm_fsm.engine._records import (
     LLMRequest,
     TurnRecord,
 )
+from llm_fsm.engine._retrieval import CallRetriever
 from llm_fsm.engine._values import Grounding, KeyPolicy
 
 DEFAULT_MAX_TRACE_EVENTS = 100
@@ -142,7 +143,7 @@ class TurnOutcome:
     arrived in human mode (the person answers), or the bot's last reply for a turn that reached a handoff state."""
 
 
-Effect = CallLLM | CallHook | LoadFlow | LoadDefinition | Decided | AwaitMessage | CallAction
+Effect = CallLLM | CallHook | LoadFlow | LoadDefinition | Decided | AwaitMessage | CallAction | CallRetriever
 TurnGenerator = Generator[Effect, Any, TurnOutcome]
 
 

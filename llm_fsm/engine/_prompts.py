@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from llm_fsm.definition._model import FSMDefinition, State
@@ -31,7 +32,9 @@ from llm_fsm.engine._reply_schema import (
     PLACEHOLDER_STATE,
     PLACEHOLDER_VALUE,
 )
+from llm_fsm.engine._retrieval import prompt_snippets
 from llm_fsm.engine._wording import approved
+from llm_fsm.retrieval._types import Snippet
 
 OPENING_MESSAGE = "(The conversation has just started. Greet the user and begin with the current purpose.)"
 
@@ -165,8 +168,10 @@ class PromptBuilder:
         definition: FSMDefinition | None = None,
         engine_decision: str | None = None,
         schema_sent: bool = False,
+        retrieved: Sequence[Snippet] = (),
     ) -> str:
-        """The prompt for ``state``. ``engine_decision`` explains a verdict the reply must reflect.
+        """The prompt for ``state``. ``engine_decision`` explains a verdict the reply must reflect; ``retrieved``:
+        the snippets the state's ``retrieve`` found for this message (data, escaped like the context).
 
         ``schema_sent``: the LLM edge sends the reply schema as ``response_format``,
         so the response section names it instead of showing an example.
@@ -205,6 +210,7 @@ class PromptBuilder:
         if definition is not None:
             told = reply_language(definition, instance, confirming=state.confirmation is not None)
             sections.append(_section("reply_language", escape_text(told) if told else None))
+        sections.append(_retrieved_section(retrieved))
         visible_context = {k: v for k, v in instance.context.data.items() if not str(k).startswith("_")}
         sections += [
             _section("current_context", escape_json(visible_context) if visible_context else None),
@@ -266,6 +272,15 @@ class PromptBuilder:
             helps = _CANCEL_PENDING_HELP if instance.pending_cancel else _INTENT_HELP
             sections.append(_section("intents", "\n".join(helps.get(i, _INTENT_HELP[i]) for i in intents)))
         return "\n".join(s for s in sections if s)
+
+
+def _retrieved_section(snippets: Sequence[Snippet]) -> str | None:
+    """The turn's snippets: what to do with them (escaped: the example id is the retriever's), then them as JSON."""
+    shown = prompt_snippets(snippets)
+    if shown is None:
+        return None
+    help_text, data = shown
+    return _section("retrieved_knowledge", f"{escape_text(help_text)}\n{escape_json(data)}")
 
 
 def _approved_section(definition: FSMDefinition | None, state: State, instance: FSMInstance) -> str | None:

@@ -158,6 +158,7 @@ VerdictKind = Literal[
     "flow_completed",  # the active sub-flow reached a terminal state; the one below resumed
     "conversation_cancelled",  # the root flow was cancelled: the conversation ended as cancelled
     "action_error",  # an action the state declares failed, and its on_error named the state to go to
+    "retrieval_error",  # the state's retrieval failed, and its on_error named the state to go to
     "handed_off",  # an action asked for a person (HandOff, or on_error: handoff) before the decision: stayed
     "cancel_pending",  # a cancel that would end the conversation was asked to be confirmed; nothing ended yet
     "conversation_restarted",  # a cancel at the root went back to the initial state (on_cancel: restart)
@@ -187,6 +188,7 @@ class Verdict(_Data):
             "guarded_fallback",
             "chained",
             "action_error",
+            "retrieval_error",
             "timer",
         )
 
@@ -372,6 +374,33 @@ class ActionRecord(_Data):
     )
 
 
+class RetrievedSnippet(_Data):
+    """One snippet the prompt held: which passage, from where, and how much of it (its text is in the turn's
+    inputs, where the audit reads it)."""
+
+    id: str
+    source: str
+    score: float = 0.0
+    chars: int = Field(description="Characters of its text the prompt held (the last one may be cut to the budget).")
+
+
+class RetrievalRecord(_Data):
+    """What the state's ``retrieve`` did this turn: the query, the snippets the prompt held, the ids the reply
+    cited, and a failure or why nothing was asked."""
+
+    retriever: str
+    query: str | None = Field(default=None, description="What was asked (None: nothing was: see skipped).")
+    snippets: list[RetrievedSnippet] = Field(default_factory=list, description="Best first, as the prompt held them.")
+    cited: list[str] = Field(default_factory=list, description="Ids of those snippets the reply cites ([id]).")
+    error: str | None = Field(default=None, description="Why the retriever gave nothing (an exception, a timeout).")
+    timed_out: bool = False
+    on_error: str | None = Field(default=None, description="What the failure did: continue, or the state moved to.")
+    skipped: str | None = Field(
+        default=None, description="Why the retriever was not asked (a query key without a value, a budget of 0)."
+    )
+    duration_ms: float = 0.0
+
+
 class TurnInputs(_Data):
     """What re-deciding a turn needs, kept with its record (``llm_fsm.audit``): the conversation as the turn found
     it and every answer the turn was given, in order. With the definition version it ran on, the engine's decision
@@ -447,6 +476,11 @@ class TurnRecord(_Data):
     finished_at: float
     inputs: TurnInputs | None = Field(default=None, description="What re-deciding the turn needs (llm_fsm.audit).")
     chain: Chain | None = Field(default=None, description="The record's link in the conversation's hash chain.")
+    retrieval: RetrievalRecord | None = Field(
+        default=None,
+        exclude_if=lambda retrieval: retrieval is None,  # records of states that retrieve nothing stay as they were
+        description="What the state's retrieve looked up and the reply cited (None: the state retrieves nothing).",
+    )
     timer: str | None = Field(
         default=None,
         exclude_if=lambda timer: timer is None,  # a user's turn carries nothing for it

@@ -1,9 +1,10 @@
 """Recording what a turn was given, so its decision can be computed again (``llm_fsm.audit``).
 
 The turn is a generator of effects; whatever the runtime answered (a model reply, a hook's additions, a definition,
-an action's result, a streamed message) is all the outside world ever told it. ``recorded_turn`` wraps the turn,
-writes those answers down in order with the conversation as the turn found it, and puts them in the turn record's
-``inputs``. Nothing here changes what the turn does: the wrapper forwards every effect, answer and thrown error.
+an action's result, a retriever's snippets, a streamed message) is all the outside world ever told it.
+``recorded_turn`` wraps the turn, writes those answers down in order with the conversation as the turn found it, and
+puts them in the turn record's ``inputs``. Nothing here changes what the turn does: the wrapper forwards every effect,
+answer and thrown error.
 
 Sensitive values are kept, as the hot record keeps them: a decision that read one cannot be recomputed from a mask
 (``explain`` and the API never show inputs). ``EngineConfig(record_sensitive_values=False)`` masks them here too,
@@ -37,8 +38,10 @@ from llm_fsm.engine._messages import UserMessage, entry_role
 from llm_fsm.engine._operator import human_turn
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import LLMResult, TurnInputs
+from llm_fsm.engine._retrieval import CallRetriever, RetrievalResult
 from llm_fsm.engine._turn import run_turn
 from llm_fsm.engine._values import MASK
+from llm_fsm.retrieval._types import Snippet
 
 SNAPSHOT_EXCLUDE = frozenset(
     {"turns", "processed_messages", "trace", "archive_outbox", "completed_flows", "provenance"}
@@ -229,6 +232,8 @@ class Tape:
         if isinstance(effect, AwaitMessage):
             message = answer.response.message if isinstance(answer, LLMResult) else None
             return {"effect": "message", "text": message}
+        if isinstance(effect, CallRetriever):
+            return {"effect": "retrieval", "name": effect.name, "answer": retrieval_result_data(answer)}
         return None  # Decided is answered with nothing; CallAction's results are kept by key (``_action_results``)
 
 
@@ -268,7 +273,32 @@ _KINDS: dict[type, str] = {
     LoadDefinition: "definition",
     LoadFlow: "flow",
     AwaitMessage: "message",
+    CallRetriever: "retrieval",
 }
+
+
+def retrieval_result_data(result: Any) -> dict[str, Any]:
+    """A retriever's answer as the tape keeps it: every snippet whole (the prompt held them), or the failure."""
+    if not isinstance(result, RetrievalResult):
+        return {"error": f"not a RetrievalResult: {type(result).__name__}"}
+    if not result.ok:
+        return {"error": result.error, "timed_out": result.timed_out}
+    return {"snippets": [dataclasses.asdict(snippet) for snippet in result.snippets]}
+
+
+def retrieval_result_of(data: Any) -> RetrievalResult | None:
+    """The ``RetrievalResult`` ``retrieval_result_data`` wrote down; None for data it did not write."""
+    if not isinstance(data, dict):
+        return None
+    if data.get("error") is not None:
+        return RetrievalResult(error=str(data["error"]), timed_out=bool(data.get("timed_out")))
+    snippets = data.get("snippets")
+    if not isinstance(snippets, list):
+        return None
+    try:
+        return RetrievalResult(snippets=tuple(Snippet(**snippet) for snippet in snippets))
+    except TypeError:
+        return None
 
 
 class _ClockReading:

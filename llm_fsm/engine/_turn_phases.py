@@ -37,6 +37,7 @@ from llm_fsm.engine._moves import _chain, _complete_finished_flows, _move, _scop
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._provenance import note_model
 from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult, Verdict
+from llm_fsm.engine._retrieval import Retrieved, retrieval_verdict, retrieve
 from llm_fsm.engine._routes import (
     _cancel,
     _confirmation,
@@ -81,6 +82,12 @@ class _Turn:
     calls: list[LLMCallRecord] = field(default_factory=list)
     actions_wrote: bool = False
     """Whether an action stored a value this turn: a condition may hold now, so the turn chains on."""
+    retrieved: Retrieved | None = None
+    """What the state's ``retrieve`` found for this message (None: the state retrieves nothing)."""
+
+    @property
+    def snippets(self) -> tuple[Any, ...]:
+        return self.retrieved.snippets if self.retrieved is not None else ()
 
 
 @dataclass(slots=True)
@@ -124,8 +131,9 @@ def _prepare(
     schema_sent: bool,
     action_memo: ActionMemo | None,
 ) -> Generator[Effect, Any, _Turn]:
-    """Refuse a turn over budget before anything is spent, note where the turn starts (its record compares), and let
-    ``before_llm`` hooks add to the context the model is about to read."""
+    """Refuse a turn over budget before anything is spent, note where the turn starts (its record compares), let
+    ``before_llm`` hooks add to the context the model is about to read, then look up what the state retrieves (its
+    query may read what the hooks added)."""
     user = message if isinstance(message, UserMessage) else UserMessage(text=message)
     _check_budget(instance, config)
     turn = _Turn(
@@ -146,6 +154,7 @@ def _prepare(
     )
     additions = yield _hook("before_llm", instance, message=user.text)
     turn.changes = _apply_application(definition, instance, additions, config, "before_llm")
+    turn.retrieved = yield from retrieve(definition, turn.state, instance.context.data, user.text)
     return turn
 
 
@@ -180,6 +189,7 @@ def _ask(turn: _Turn) -> Generator[Effect, Any, LLMResult]:
         "turn",
         schema_sent=turn.schema_sent,
         user_content=turn.user.model_content,
+        snippets=turn.snippets,
     )
     result: LLMResult = yield CallLLM(request)
     turn.calls.append(LLMCallRecord.of("turn", result))
@@ -302,6 +312,9 @@ def _decide(turn: _Turn, understood: _Understood) -> Generator[Effect, Any, _Dec
     if collected.handoff is not None:
         reason = f"{collected.handoff}; a person takes over"
         return _Decision(Verdict(kind="handed_off", target_state=state_before, reason=reason))
+    fallback = _retrieval_fallback(turn, route)
+    if fallback is not None:
+        return _Decision(fallback, note=_decision_note(fallback, definition.get_state(fallback.target_state)))
     if route == "digression":
         return _digression(definition, instance, config, state)
     if route in ("cancel", "cancel_confirmed"):
@@ -318,6 +331,19 @@ def _decide(turn: _Turn, understood: _Understood) -> Generator[Effect, Any, _Dec
         return (yield from _confirmation(definition, instance, config, state, intent, proposal, corrected))
     data, proposal = instance.context.data, understood.proposal
     return _decide_transition(definition, state_before, data, proposal, refused=understood.model_changes)
+
+
+def _retrieval_fallback(turn: _Turn, route: str) -> Verdict | None:
+    """The move a failed retrieval's ``on_error`` names, when it names a declared state other than this one; not on
+    a cancel (the user is leaving). A state the definition does not declare (fsm-lint's FSM076) goes on without."""
+    retrieved = turn.retrieved
+    target = retrieved.fallback if retrieved is not None else None
+    if retrieved is None or target is None or route in ("cancel", "cancel_confirmed"):
+        return None
+    if target not in turn.definition.states or target == turn.state_before:
+        retrieved.record.on_error = "continue"
+        return None
+    return retrieval_verdict(retrieved, target)
 
 
 # --- apply -----------------------------------------------------------------------------
@@ -379,7 +405,7 @@ def _move_and_chain(
     chained: list[Verdict] = []
     if (
         decision.definition is None
-        and verdict.kind != "action_error"
+        and verdict.kind not in ("action_error", "retrieval_error")
         and (
             _took_guarded(turn.definition, turn.state_before, verdict)
             or any(c.applied for c in understood.model_changes)

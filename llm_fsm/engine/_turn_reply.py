@@ -27,7 +27,8 @@ from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._languages import conversation_language, follow_language, invalid_message
 from llm_fsm.engine._languages import label as language_label
 from llm_fsm.engine._provenance import prune
-from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult, TurnRecord
+from llm_fsm.engine._records import ContextChange, LLMCallRecord, LLMResult, RetrievalRecord, TurnRecord
+from llm_fsm.engine._retrieval import cited
 from llm_fsm.engine._routes import _Decision
 from llm_fsm.engine._turn_phases import _Applied, _Turn, _Understood
 from llm_fsm.engine._turn_request import _request
@@ -134,6 +135,8 @@ def _regenerate(turn: _Turn, applied: _Applied, note: str | None) -> Generator[E
             allow_moves=False,
             schema_sent=turn.schema_sent,
             user_content=turn.user.model_content,
+            # the snippets were looked up for this state: another one's reply is written without them
+            snippets=turn.snippets if applied.state is turn.state else (),
         )
     )
     turn.calls.append(LLMCallRecord.of("regenerate", regenerated))
@@ -249,6 +252,7 @@ def _record(turn: _Turn, understood: _Understood, decision: _Decision, applied: 
         reply=shown_reply,
         started_at=turn.started,
         finished_at=now(),
+        retrieval=_retrieval(turn, applied, reply),
     )
     for call in turn.calls:
         instance.usage.add(call)
@@ -269,6 +273,18 @@ def _record(turn: _Turn, understood: _Understood, decision: _Decision, applied: 
         flow_depth=len(instance.flow_stack) + 1,
         mode=instance.mode,
     )
+
+
+def _retrieval(turn: _Turn, applied: _Applied, reply: str) -> RetrievalRecord | None:
+    """What the turn retrieved, with the ids the reply the user reads cites (the query masked as the message is:
+    it is the message, or made of context values)."""
+    if turn.retrieved is None:
+        return None
+    record = turn.retrieved.record
+    record.cited = cited(reply, turn.retrieved.snippets)
+    if record.query is not None:
+        [record.query] = _redact((turn.definition, applied.active), turn.instance.context.data, record.query)
+    return record
 
 
 def _prune_transcript(instance: FSMInstance, config: EngineConfig) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import LLMRequest
 from llm_fsm.engine._reply_schema import key_json_schema, response_json_schema
+from llm_fsm.retrieval._types import Snippet
 
 
 def _allowed_targets(definition: FSMDefinition, state: State) -> list[str]:
@@ -38,9 +40,10 @@ def _request(
     allow_moves: bool = True,
     schema_sent: bool = False,
     user_content: list[dict[str, Any]] | None = None,
+    snippets: Sequence[Snippet] = (),
 ) -> LLMRequest:
     prompt = builder.build_system_prompt(
-        instance, state, definition=definition, engine_decision=note, schema_sent=schema_sent
+        instance, state, definition=definition, engine_decision=note, schema_sent=schema_sent, retrieved=snippets
     )
     if allow_moves:
         options = _options(definition, state)

@@ -4,7 +4,7 @@ An approved text is said only when all its placeholders fill, so a placeholder m
 the text is said. Once set, a key stays set within its flow (the model cannot erase a value: empty values are
 ignored, refused ones are not stored), so a key is set in a state when, on every way into it, the application
 provides it or a condition on the way required it. That is a greatest fixed point over the graph's edges (declared
-transitions and actions' ``on_error`` moves), cheap enough for every lint run: no prover needed.
+transitions and actions' and retrievals' ``on_error`` moves), cheap enough for every lint run: no prover needed.
 
 Not followed: an operator's ``force_state`` or a ``null`` the application writes (both outside the conversation), a
 sub-flow's inputs (a sub-flow linted alone starts with what its application provides), and action outputs (an
@@ -31,6 +31,9 @@ def always_set(definition: FSMDefinition) -> dict[str, frozenset[str]]:
             incoming.setdefault(transition.target_state, []).append((source, required_by(transition)))
         for action in state.actions or ():
             incoming.setdefault(action.on_error, []).append((source, frozenset()))
+        retrieve = definition.retrieve_for(source)
+        if retrieve is not None:  # a failed retrieval's on_error moves too ("continue" is no state: skipped below)
+            incoming.setdefault(retrieve.on_error, []).append((source, frozenset()))
     known: dict[str, frozenset[str]] = {definition.initial_state: provided}
     changed = True
     while changed:  # every value only shrinks, or appears once: this ends

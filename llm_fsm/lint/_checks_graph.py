@@ -13,6 +13,7 @@ from llm_fsm.definition._graph import (
     graph_from_document,
     terminal_states,
 )
+from llm_fsm.lint._checks_retrieval import retrieval_error_moves
 from llm_fsm.lint._run import LintRun
 from llm_fsm.lint._support import (
     _did_you_mean,
@@ -103,12 +104,15 @@ def graph(run: LintRun) -> None:
 
 
 def _reachable(run: LintRun, graph: Graph, initial: str) -> set[str]:
-    """States reachable from ``initial`` by transitions or by a failed action's ``on_error``: a state only a
-    backend failure leads to (a support hand-over) is reachable all the same. One breadth-first walk."""
+    """States reachable from ``initial`` by transitions or by a failed action's or retrieval's ``on_error``: a state
+    only a backend failure leads to (a support hand-over) is reachable all the same. One breadth-first walk."""
     on_error: dict[str, list[str]] = {}
     for _, state_key, action in run.actions():
         target = action.get("on_error")
         if isinstance(target, str) and target in graph.nodes:
+            on_error.setdefault(state_key, []).append(target)
+    for state_key, target in retrieval_error_moves(run):
+        if target in graph.nodes:
             on_error.setdefault(state_key, []).append(target)
     seen = {initial}
     queue = deque(seen)

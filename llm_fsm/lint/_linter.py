@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from llm_fsm.definition._documents import ParsedDocument, paused_gc
@@ -20,6 +20,7 @@ from llm_fsm.lint import (
     _checks_languages,
     _checks_logic,
     _checks_migrations,
+    _checks_retrieval,
     _checks_timers,
     _checks_wording,
 )
@@ -60,6 +61,9 @@ CHECKS: tuple[Callable[[LintRun], None], ...] = (
     _checks_wording.wording,
     _checks_languages.languages,
     _checks_timers.timers,
+    _checks_retrieval.budget,
+    _checks_retrieval.on_error,
+    _checks_retrieval.registered,
 )
 """Every check, in the order findings depend on (the schema check builds the model later checks read).
 
@@ -91,13 +95,19 @@ def _sort_key(d: Diagnostic) -> tuple[Any, ...]:
     return (d.line is None, d.line or 0, d.code, d.path)
 
 
-def lint_document(doc: ParsedDocument, *, actions: Mapping[str, Callable[..., Any]] | None = None) -> LintResult:
+def lint_document(
+    doc: ParsedDocument,
+    *,
+    actions: Mapping[str, Callable[..., Any]] | None = None,
+    retrievers: Collection[str] | None = None,
+) -> LintResult:
     """Every diagnostic for one parsed document, sorted by line (at most ``MAX_FINDINGS_PER_RULE`` of one code,
     then one per code that had more, saying how many). Never raises.
 
     ``actions``: the application's functions by the names states call them (``fsm-lint --actions`` passes its
-    registry's); with it, names that are not registered and inputs the functions do not take are found too."""
-    run = LintRun(doc, registry=actions)
+    registry's); with it, names that are not registered and inputs the functions do not take are found too.
+    ``retrievers``: the names the application registered retrievers under; with them, unregistered ones are found."""
+    run = LintRun(doc, registry=actions, retrievers=retrievers)
     with paused_gc():  # the model of a large file is a large tree of objects (see paused_gc)
         _run_checks(run)
     diagnostics = (*sorted(run.out, key=_sort_key), *run.not_shown())
@@ -105,15 +115,23 @@ def lint_document(doc: ParsedDocument, *, actions: Mapping[str, Callable[..., An
 
 
 def lint_data(
-    data: Any, *, file: str | None = None, actions: Mapping[str, Callable[..., Any]] | None = None
+    data: Any,
+    *,
+    file: str | None = None,
+    actions: Mapping[str, Callable[..., Any]] | None = None,
+    retrievers: Collection[str] | None = None,
 ) -> LintResult:
     """Lint a document that exists only as data (no line numbers)."""
-    return lint_document(ParsedDocument(data=data, file=file), actions=actions)
+    return lint_document(ParsedDocument(data=data, file=file), actions=actions, retrievers=retrievers)
 
 
 def lint_definition(
-    definition: FSMDefinition, *, file: str | None = None, actions: Mapping[str, Callable[..., Any]] | None = None
+    definition: FSMDefinition,
+    *,
+    file: str | None = None,
+    actions: Mapping[str, Callable[..., Any]] | None = None,
+    retrievers: Collection[str] | None = None,
 ) -> list[Diagnostic]:
     """Lint an already-loaded definition (its unknown fields included)."""
     data = definition.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    return list(lint_data(data, file=file, actions=actions).diagnostics)
+    return list(lint_data(data, file=file, actions=actions, retrievers=retrievers).diagnostics)

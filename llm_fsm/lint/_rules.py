@@ -445,6 +445,24 @@ RULES: dict[str, Rule] = {
             _I,
             "A declared language the library's own sentences are not written in: they are quoted in English.",
         ),
+        Rule(
+            "FSM075",
+            "retrieve-budget-empty",
+            _E,
+            "A retrieve with max_chars 0: nothing is asked, so no snippet reaches the prompt.",
+        ),
+        Rule(
+            "FSM076",
+            "retrieve-error-state-undeclared",
+            _E,
+            "A retrieve's on_error names neither continue nor a declared state.",
+        ),
+        Rule(
+            "FSM077",
+            "retriever-not-registered",
+            _E,
+            "A retrieve names a retriever the application did not register (checked when the names are given).",
+        ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }

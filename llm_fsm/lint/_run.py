@@ -4,7 +4,7 @@ model, the graph), and tolerant walks over states, transitions, flows and condit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from llm_fsm.definition._documents import ParsedDocument, Path, format_path
@@ -28,10 +28,18 @@ Hint = str | Callable[[], str | None] | None
 class LintRun:
     """State shared by the checks of one document; checks are plain functions of it (see ``_linter.CHECKS``)."""
 
-    def __init__(self, doc: ParsedDocument, *, registry: Mapping[str, Callable[..., Any]] | None = None) -> None:
+    def __init__(
+        self,
+        doc: ParsedDocument,
+        *,
+        registry: Mapping[str, Callable[..., Any]] | None = None,
+        retrievers: Collection[str] | None = None,
+    ) -> None:
         self.doc = doc
         #: the application's functions by action name (``fsm-lint --actions``); None: registration is not checked
         self.registry = registry
+        #: the names the application registered retrievers under; None: registration is not checked
+        self.retrievers = frozenset(retrievers) if retrievers is not None else None
         self._data: Any = doc.data
         self.out: list[Diagnostic] = []
         #: findings made per rule name, kept or not

@@ -323,6 +323,17 @@ def load_registry(spec: str) -> ActionRegistry:
 
     The attribute may also be a plain dict of name → function.
     """
+    target, attribute, found = import_attribute(spec, "--actions")
+    if isinstance(found, ActionRegistry):
+        return found
+    if isinstance(found, dict) and all(callable(f) for f in found.values()):
+        return ActionRegistry(found)
+    raise UsageError(f"--actions: {target} has no ActionRegistry (or dict of functions) named {attribute!r}")
+
+
+def import_attribute(spec: str, option: str) -> tuple[str, str, Any]:
+    """``module:attribute`` or ``path/to/file.py:attribute`` → (module, attribute, the attribute's value or None),
+    for a CLI ``option`` naming the application's registry; ``UsageError`` (naming the option) when it cannot."""
     import importlib
     import importlib.util
     import sys
@@ -330,16 +341,16 @@ def load_registry(spec: str) -> ActionRegistry:
 
     target, _, attribute = spec.rpartition(":")
     if not target or not attribute:
-        raise UsageError(f"--actions takes module:registry or file.py:registry, not {spec!r}")
+        raise UsageError(f"{option} takes module:registry or file.py:registry, not {spec!r}")
     try:
         if target.endswith(".py") or "/" in target:
             path = Path(target).resolve()
             if not path.is_file():
-                raise UsageError(f"--actions: no file {target}")
+                raise UsageError(f"{option}: no file {target}")
             module_name = f"_llm_fsm_actions_{abs(hash(str(path)))}"
             module_spec = importlib.util.spec_from_file_location(module_name, path)
             if module_spec is None or module_spec.loader is None:
-                raise UsageError(f"--actions: cannot import {target}")
+                raise UsageError(f"{option}: cannot import {target}")
             module = importlib.util.module_from_spec(module_spec)
             sys.modules[module_name] = module
             module_spec.loader.exec_module(module)
@@ -348,13 +359,8 @@ def load_registry(spec: str) -> ActionRegistry:
     except UsageError:
         raise
     except Exception as exc:  # noqa: BLE001 - the user's module failed to import: say so, typed
-        raise UsageError(f"--actions: importing {target} failed: {type(exc).__name__}: {exc}") from exc
-    found = getattr(module, attribute, None)
-    if isinstance(found, ActionRegistry):
-        return found
-    if isinstance(found, dict) and all(callable(f) for f in found.values()):
-        return ActionRegistry(found)
-    raise UsageError(f"--actions: {target} has no ActionRegistry (or dict of functions) named {attribute!r}")
+        raise UsageError(f"{option}: importing {target} failed: {type(exc).__name__}: {exc}") from exc
+    return target, attribute, getattr(module, attribute, None)
 
 
 __all__ = ["ActionCall", "ActionFunction", "ActionRegistry", "ActionResult", "HandOff", "load_registry"]

@@ -34,6 +34,7 @@ from llm_fsm.runtime._loading import load_fsm_definition
 from llm_fsm.runtime._locking import FairLock
 from llm_fsm.runtime._operations import Operation
 from llm_fsm.runtime._performer import Ledger, Performer, SaveListener, model_name
+from llm_fsm.runtime._retrievers import RetrieverRegistry
 from llm_fsm.stores import ConversationStore, open_store
 from llm_fsm.stores.base import Retention, TurnLogStore
 
@@ -81,6 +82,7 @@ class RuntimeBase:
         telemetry: Telemetry | None = None,
         actions: ActionRegistry | Mapping[str, ActionFunction] | None = None,
         message_limits: MessageLimits | None = None,
+        retrievers: RetrieverRegistry | Mapping[str, Any] | None = None,
     ) -> None:
         self.actions = ActionRegistry()
         """The functions the definitions' actions call, by name (``manager.actions.register(name, fn)``)."""
@@ -89,6 +91,8 @@ class RuntimeBase:
         elif actions:
             for name, function in actions.items():
                 self.actions.register(name, function)
+        self.retrievers = retrievers if isinstance(retrievers, RetrieverRegistry) else RetrieverRegistry(retrievers)
+        """The retrievers the definitions' ``retrieve`` names, by name (``manager.retrievers.register(name, r)``)."""
         self.save_listeners: list[SaveListener] = []
         """Called with a ``Saved`` after every successful save of a conversation, whoever made it (a turn, a start,
         an operator change, a timer): how the server's event streams and webhooks learn of this process's saves

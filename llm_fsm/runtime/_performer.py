@@ -24,6 +24,7 @@ from llm_fsm.engine._chain import link
 from llm_fsm.engine._hooks import Hooks
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._records import LLMCallRecord, LLMRequest, LLMResponse, LLMResult
+from llm_fsm.engine._retrieval import CallRetriever
 from llm_fsm.engine._turn import AwaitMessage, CallHook, CallLLM, Decided, EngineConfig, LoadDefinition, LoadFlow
 from llm_fsm.errors import (
     ConcurrentUpdateError,
@@ -49,6 +50,7 @@ from llm_fsm.runtime._effects import (
     Wait,
 )
 from llm_fsm.runtime._hooks import run_async, run_sync
+from llm_fsm.runtime._retrievers import RetrieverRegistry
 from llm_fsm.stores import ConversationStore
 from llm_fsm.stores.base import Retention
 
@@ -83,6 +85,7 @@ class Parts(Protocol):
     llm_interface: Any
     hooks: Hooks
     actions: ActionRegistry
+    retrievers: RetrieverRegistry
     telemetry: Telemetry | None
     config: EngineConfig
     definitions: DefinitionSource
@@ -383,6 +386,13 @@ class Performer:
             self.parts.telemetry.action(effect, result)
         return result
 
+    def _retrieval(self, effect: CallRetriever) -> Handling:
+        retrievers = self.parts.retrievers
+        result = yield Blocking(functools.partial(retrievers.call, effect), functools.partial(retrievers.acall, effect))
+        if self.parts.telemetry is not None:
+            self.parts.telemetry.retrieval(effect, result)
+        return result
+
     def close(self) -> None:
         """End what a failed operation left open (a streamed call's span whose rest never came)."""
         pending, self._pending = self._pending, None
@@ -399,6 +409,7 @@ _HANDLERS: dict[type[Any], Callable[[Performer, Any], Handling]] = {
     CallLLM: Performer._model,
     CallHook: Performer._hook,
     CallAction: Performer._action,
+    CallRetriever: Performer._retrieval,
     LoadDefinition: Performer._definition,
     LoadFlow: Performer._flow,
     LoadActiveDefinition: Performer._active_definition,

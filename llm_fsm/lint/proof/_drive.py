@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_fsm.definition._model import FlowDeclaration, FSMDefinition
+from llm_fsm.definition._retrieval import ON_ERROR_CONTINUE
 from llm_fsm.engine._actions import ActionResult, CallAction
 from llm_fsm.engine._context import apply_update
 from llm_fsm.engine._effects import AwaitMessage, CallHook, CallLLM, Decided, LoadDefinition, LoadFlow
 from llm_fsm.engine._instance import Conversation, FSMContext, FSMInstance
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import LLMResponse, LLMResult, StateTransition
+from llm_fsm.engine._retrieval import CallRetriever, RetrievalResult
 from llm_fsm.engine._turn import EngineConfig, TurnGenerator, TurnOutcome, run_opening, run_turn
 from llm_fsm.engine._values import KeyPolicy
 from llm_fsm.errors import FSMError
@@ -189,6 +191,8 @@ class Driver:
             return LLMResult(response=response, response_format="prover")
         if isinstance(effect, CallAction):
             return self._action(effect, chosen, outcome)
+        if isinstance(effect, CallRetriever):
+            return self._retrieval(effect, chosen, outcome)
         if isinstance(effect, LoadFlow):
             return self._flow(effect.declaration, effect.parent)
         if isinstance(effect, LoadDefinition):
@@ -250,6 +254,17 @@ class Driver:
             return ActionResult(error="the prover's failure")
         outcome.stubs[name] = result
         return ActionResult(value=dict(result))
+
+    def _retrieval(self, effect: CallRetriever, chosen: Mapping[str, int], outcome: Outcome) -> RetrievalResult:
+        """Snippets never decide a turn (the model reads them), so the prover answers none; a failure is a second
+        answer when ``on_error`` names a state, as that moves the conversation."""
+        definition = self.definition(outcome.instance.fsm_id)
+        declared = definition.retrieve_for(effect.state)
+        if declared is None or declared.on_error == ON_ERROR_CONTINUE:
+            return RetrievalResult()
+        key = f"retrieve:{effect.name}"
+        outcome.options[key] = 2
+        return RetrievalResult(error="the prover's failure") if chosen.get(key, 0) else RetrievalResult()
 
 
 class _NoFlow(FSMError):

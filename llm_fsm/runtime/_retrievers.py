@@ -1,0 +1,224 @@
+"""The application's side of retrieval: a registry of retrievers by name, and asking one with its timeout.
+
+A definition's states declare *what* to look up (``retrieve: {retriever: docs, ...}``); the application registers
+the retriever under that name::
+
+    manager = FSMManager(retrievers={"docs": FTSRetriever("index.db")})
+    manager.retrievers.register("faq", my_async_retriever, timeout_s=2)
+
+A retriever has ``retrieve(query, *, k)`` or ``aretrieve(query, *, k)`` (or both: the async driver prefers the
+latter) and answers snippets (``llm_fsm.retrieval.Snippet``). Whatever it does — raise, hang past its timeout,
+answer something else, or not be registered — comes back to the engine as a ``RetrievalResult`` with ``error``
+set, never as an exception, so the declaration's ``on_error`` decides. A sync retriever runs on the actions' pool
+(so a timeout can be kept) and is abandoned, not killed, when it outlives it; at most
+``MAX_CALLS_PER_RETRIEVER`` calls of one retriever may be busy at once, so a hung index cannot take the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from llm_fsm.engine._retrieval import CallRetriever, RetrievalResult
+from llm_fsm.errors import UsageError
+from llm_fsm.retrieval._types import AsyncRetriever, Retriever, Snippet
+from llm_fsm.runtime._actions import action_executor, import_attribute
+
+DEFAULT_RETRIEVER_TIMEOUT_S = 5.0
+MAX_CALLS_PER_RETRIEVER = 8
+"""Calls of one retriever whose threads are still busy before the next fails at once as ``busy`` (see actions'
+``MAX_CALLS_PER_ACTION``: the pool is shared)."""
+MAX_SNIPPET_CHARS = 100_000
+"""A snippet's text is cut here on arrival: the declared budget is smaller still, and the tape keeps what came."""
+
+
+class _Registered:
+    __slots__ = ("_count", "in_flight", "retriever", "timeout_s")
+
+    def __init__(self, retriever: Any, timeout_s: float) -> None:
+        self.retriever = retriever
+        self.timeout_s = timeout_s
+        self.in_flight = 0
+        self._count = threading.Lock()
+
+    def enter(self) -> bool:
+        with self._count:
+            if self.in_flight >= MAX_CALLS_PER_RETRIEVER:
+                return False
+            self.in_flight += 1
+            return True
+
+    def leave(self) -> None:
+        with self._count:
+            self.in_flight -= 1
+
+    def run_guarded(self, effect: CallRetriever) -> RetrievalResult:
+        """On a pool thread: ask, keep whatever is raised as data, then free the slot."""
+        started = time.perf_counter()
+        try:
+            if isinstance(self.retriever, Retriever):
+                answer = self.retriever.retrieve(effect.query, k=effect.k)
+            else:
+                answer = asyncio.run(_awaited(self.retriever, effect))
+            return _result(answer, started)
+        except Exception as exc:  # noqa: BLE001 - a retriever's failure is data for on_error
+            return _failed(exc, started)
+        finally:
+            self.leave()
+
+
+async def _awaited(retriever: AsyncRetriever, effect: CallRetriever) -> Any:
+    return await retriever.aretrieve(effect.query, k=effect.k)
+
+
+class RetrieverRegistry:
+    """Retrievers by the names definitions use (``FSMManager(retrievers=...)``, ``manager.retrievers``)."""
+
+    def __init__(
+        self, retrievers: Mapping[str, Any] | None = None, *, timeout_s: float = DEFAULT_RETRIEVER_TIMEOUT_S
+    ) -> None:
+        self.timeout_s = _positive(timeout_s)
+        """The timeout of retrievers registered without their own."""
+        self._registered: dict[str, _Registered] = {}
+        for name, retriever in (retrievers or {}).items():
+            self.register(name, retriever)
+
+    def register(self, name: str, retriever: Any, *, timeout_s: float | None = None) -> None:
+        """Register ``retriever`` (a ``Retriever``, an ``AsyncRetriever`` or both) under ``name``."""
+        if not isinstance(retriever, (Retriever, AsyncRetriever)):
+            raise UsageError(
+                f"retriever {name!r} has neither retrieve(query, *, k) nor aretrieve(query, *, k): "
+                f"got {type(retriever).__name__}"
+            )
+        self._registered[name] = _Registered(
+            retriever, _positive(timeout_s if timeout_s is not None else self.timeout_s)
+        )
+
+    def update(self, other: RetrieverRegistry) -> None:
+        self._registered.update(other._registered)
+
+    def get(self, name: str) -> Any:
+        found = self._registered.get(name)
+        return found.retriever if found is not None else None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._registered
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._registered)
+
+    def __len__(self) -> int:
+        return len(self._registered)
+
+    def call(self, effect: CallRetriever) -> RetrievalResult:
+        """Ask from a thread, with the timeout (on the pool; an async-only retriever in its own event loop)."""
+        started = time.perf_counter()
+        registered = self._registered.get(effect.name)
+        if registered is None:
+            return _unregistered(effect)
+        if not registered.enter():
+            return _busy(effect, registered, started)
+        future = action_executor().submit(registered.run_guarded, effect)
+        try:
+            return future.result(timeout=registered.timeout_s)
+        except FutureTimeout:
+            if future.cancel():  # it never started, so it will never free its slot itself
+                registered.leave()
+            return _timed_out(registered, started)
+        except BaseException:  # this thread interrupted while waiting: not the retriever's failure
+            if future.cancel():
+                registered.leave()
+            raise
+
+    async def acall(self, effect: CallRetriever) -> RetrievalResult:
+        """Ask from async code, with the timeout; a sync-only retriever runs on the pool."""
+        started = time.perf_counter()
+        registered = self._registered.get(effect.name)
+        if registered is None:
+            return _unregistered(effect)
+        retriever = registered.retriever
+        if isinstance(retriever, AsyncRetriever):
+            try:
+                answer = await asyncio.wait_for(retriever.aretrieve(effect.query, k=effect.k), registered.timeout_s)
+            except TimeoutError:
+                return _timed_out(registered, started)
+            except Exception as exc:  # noqa: BLE001 - a retriever's failure is data for on_error
+                return _failed(exc, started)
+            return _result(answer, started)
+        if not registered.enter():
+            return _busy(effect, registered, started)
+        future = action_executor().submit(registered.run_guarded, effect)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), registered.timeout_s)
+        except TimeoutError:
+            if future.cancel():
+                registered.leave()
+            return _timed_out(registered, started)
+        except BaseException:  # the turn itself cancelled (a shutdown): not the retriever's failure
+            if future.cancel():
+                registered.leave()
+            raise
+
+
+def load_retrievers(spec: str) -> RetrieverRegistry:
+    """``module:attribute`` or ``path/to/file.py:attribute`` → the ``RetrieverRegistry`` it names (for the CLI's
+    ``--retrievers``); the attribute may also be a dict of name → retriever."""
+    target, attribute, found = import_attribute(spec, "--retrievers")
+    if isinstance(found, RetrieverRegistry):
+        return found
+    if isinstance(found, dict) and found:
+        return RetrieverRegistry(found)
+    raise UsageError(f"--retrievers: {target} has no RetrieverRegistry (or dict of retrievers) named {attribute!r}")
+
+
+def _positive(timeout_s: float) -> float:
+    if not timeout_s > 0:
+        raise UsageError(f"a retriever's timeout_s must be above 0 seconds, not {timeout_s!r}")
+    return float(timeout_s)
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+def _result(answer: Any, started: float) -> RetrievalResult:
+    """The answer as snippets; anything that is not a list of ``Snippet`` is a failure, not a crash later."""
+    if not isinstance(answer, (list, tuple)) or not all(isinstance(s, Snippet) for s in answer):
+        return RetrievalResult(
+            error=f"the retriever answered {type(answer).__name__}, not a list of Snippet", duration_ms=_ms(started)
+        )
+    snippets = tuple(
+        s if len(s.text) <= MAX_SNIPPET_CHARS else Snippet(s.id, s.text[:MAX_SNIPPET_CHARS], s.source, s.score)
+        for s in answer
+    )
+    return RetrievalResult(snippets=snippets, duration_ms=_ms(started))
+
+
+def _failed(exc: Exception, started: float) -> RetrievalResult:
+    return RetrievalResult(error=f"{type(exc).__name__}: {exc}"[:500], duration_ms=_ms(started))
+
+
+def _timed_out(registered: _Registered, started: float) -> RetrievalResult:
+    return RetrievalResult(
+        error=f"timed out after {registered.timeout_s:g} s", timed_out=True, duration_ms=_ms(started)
+    )
+
+
+def _busy(effect: CallRetriever, registered: _Registered, started: float) -> RetrievalResult:
+    return RetrievalResult(
+        error=f"busy: {registered.in_flight} calls of {effect.name!r} are still running (a hung index?)",
+        duration_ms=_ms(started),
+    )
+
+
+def _unregistered(effect: CallRetriever) -> RetrievalResult:
+    return RetrievalResult(
+        error=f"state {effect.state!r} retrieves from {effect.name!r}, but no retriever is registered under that name"
+    )
+
+
+__all__ = ["DEFAULT_RETRIEVER_TIMEOUT_S", "MAX_CALLS_PER_RETRIEVER", "RetrieverRegistry", "load_retrievers"]
