@@ -74,6 +74,8 @@ POLICY = {
     "AuditError": EXIT_UNREADABLE,  # a record or a version the audit cannot read: unusable input
     "NotRecomputableError": EXIT_UNREADABLE,
     "MigrationError": EXIT_FINDINGS,  # conversations the new version would strand: a finding
+    "RetrievalError": EXIT_UNREADABLE,  # outside a turn (a command building a retriever): it could not run
+    "RetrievalIndexError": EXIT_UNREADABLE,  # a missing or unusable index: unusable input
 }
 
 
