@@ -30,6 +30,9 @@ Block = tuple[int, str]
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+#: YAML front matter: metadata for a site generator, not text a reader sees
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 _HIDDEN_TAGS = frozenset({"script", "style", "template"})
 _BLOCK_TAGS = frozenset(
     {"p", "div", "br", "li", "ul", "ol", "tr", "table", "section", "article", "pre", "blockquote", "hr", "dd", "dt"}
@@ -67,7 +70,7 @@ def _markdown_blocks(text: str) -> list[Block]:
     blocks: list[Block] = []
     lines: list[str] = []
     fence: str | None = None
-    for line in text.splitlines():
+    for line in _FRONT_MATTER.sub("", text, count=1).splitlines():
         opening = _FENCE.match(line)
         if fence is not None:
             lines.append(line)
@@ -77,6 +80,11 @@ def _markdown_blocks(text: str) -> list[Block]:
         if opening:
             fence = opening.group(1)
             lines.append(line)
+            continue
+        underline = _SETEXT.match(line)
+        if underline and lines:  # the paragraph above was a heading ("Title" over "=====")
+            blocks.append((1 if underline.group(1)[0] == "=" else 2, " ".join(part.strip() for part in lines)))
+            lines = []
             continue
         heading = _HEADING.match(line)
         if heading or not line.strip():

@@ -42,3 +42,18 @@ def test_html_keeps_visible_text_and_never_the_text_of_scripts_or_styles() -> No
 
 def test_an_unclosed_script_hides_the_rest_of_the_page_rather_than_leaking_it() -> None:
     assert "leak" not in html_to_text("<p>Shown</p><script>leak = 1; <p>leak</p>")
+
+
+def test_setext_headings_are_headings() -> None:
+    chunks = chunk_document("a.md", "Billing\n=======\nIntro.\n\nRefunds\n-------\nThirty days.\n")
+    assert [(c.heading, c.text) for c in chunks] == [("Billing", "Intro."), ("Billing > Refunds", "Thirty days.")]
+
+
+def test_front_matter_is_not_indexed() -> None:
+    chunks = chunk_document("a.md", "---\ntitle: Secret draft\n---\n# Refunds\nThirty days.\n")
+    assert [(c.heading, c.text) for c in chunks] == [("Refunds", "Thirty days.")]
+
+
+def test_a_thematic_break_after_a_blank_line_is_text_not_a_heading() -> None:
+    chunks = chunk_document("a.md", "# A\nOne.\n\n---\n\nTwo.\n")
+    assert [c.heading for c in chunks] == ["A"]
