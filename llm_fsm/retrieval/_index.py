@@ -19,6 +19,7 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 
 from llm_fsm.errors import RetrievalIndexError
 from llm_fsm.retrieval._chunks import SUFFIXES, chunk_document
@@ -79,17 +80,23 @@ def build_index(
     db = _open_for_writing(Path(out))
     try:
         with db:
+            db.execute("BEGIN IMMEDIATE")  # two builds of one file take turns instead of interleaving
             known = {
                 row[0]: (row[1], row[2], row[3]) for row in db.execute("SELECT path, size, mtime_ns, sha256 FROM files")
             }
             seen: set[str] = set()
             for path, name in _documents(folder):
+                if not _is_utf8(name):  # SQLite holds text as UTF-8; such a name cannot be a source either
+                    report.problems.append(Problem(_printable(name), "its name is not UTF-8: skipped"))
+                    continue
                 seen.add(name)
                 _update_file(db, path, name, known.get(name), max_bytes, report)
             for name in sorted(set(known) - seen):
                 _forget(db, name)
                 report.removed.append(name)
             report.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    except sqlite3.Error as exc:  # locked by another writer past the timeout, a full disk, a damaged file
+        raise RetrievalIndexError(f"{out}: the index could not be written: {exc}") from exc
     finally:
         db.close()
     return report
@@ -145,6 +152,9 @@ def _update_file(
         if known is not None and (stat.st_size, stat.st_mtime_ns) == known[:2]:
             report.unchanged.append(name)
             return
+        if not S_ISREG(stat.st_mode):  # a FIFO or a device under a document's name: opening it could block
+            _skip(db, name, known, "not a regular file: skipped", report)
+            return
         data = None if stat.st_size > max_bytes else _read_capped(path, max_bytes)
     except OSError as exc:
         _skip(db, name, known, f"cannot be read: {exc.strerror or exc}", report)
@@ -174,6 +184,18 @@ def _update_file(
         (name, stat.st_size, stat.st_mtime_ns, digest, first, first + len(rows) - 1),
     )
     (report.added if known is None else report.updated).append(name)
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _printable(name: str) -> str:
+    return os.fsencode(name).decode("utf-8", errors="replace")
 
 
 def _read_capped(path: Path, cap: int) -> bytes | None:

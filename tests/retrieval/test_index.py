@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from llm_fsm.errors import RetrievalIndexError
 from llm_fsm.retrieval import _index
 from llm_fsm.retrieval._index import build_index
 
@@ -138,3 +139,26 @@ def test_an_unreadable_file_is_skipped_and_reported(
     report = build_index(docs, tmp_path / "i.db")
     assert report.added == ["refunds.md"]
     assert [p.path for p in report.problems] == ["shipping.txt"] and "Permission denied" in report.problems[0].reason
+
+
+def test_a_file_that_is_not_a_regular_file_is_skipped_and_reported_without_being_opened(
+    docs: Path, tmp_path: Path
+) -> None:
+    os.mkfifo(docs / "pipe.txt")  # opening a FIFO would wait for a writer forever
+    report = build_index(docs, tmp_path / "i.db")
+    assert [p.path for p in report.problems] == ["pipe.txt"] and "not a regular file" in report.problems[0].reason
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_and_reported(docs: Path, tmp_path: Path) -> None:
+    (docs / os.fsdecode(b"caf\xe9.txt")).write_text("Coffee.\n", encoding="utf-8")
+    report = build_index(docs, tmp_path / "i.db")
+    assert sorted(report.added) == ["refunds.md", "shipping.txt"]
+    assert [p.path for p in report.problems] == ["caf\ufffd.txt"] and "name" in report.problems[0].reason
+
+
+def test_an_index_of_another_format_is_refused_not_overwritten(docs: Path, tmp_path: Path) -> None:
+    build_index(docs, tmp_path / "i.db")
+    with sqlite3.connect(tmp_path / "i.db") as db:
+        db.execute("UPDATE meta SET value = 'llm-fsm-fts-0' WHERE key = 'format'")
+    with pytest.raises(RetrievalIndexError, match="llm-fsm-fts-0"):
+        build_index(docs, tmp_path / "i.db")
