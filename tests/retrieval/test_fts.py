@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_fsm.errors import RetrievalIndexError
+from llm_fsm.errors import RetrievalError, RetrievalIndexError
 from llm_fsm.retrieval import FTSRetriever, Retriever, Snippet
 from llm_fsm.retrieval._index import build_index
 
@@ -97,3 +97,10 @@ def test_an_index_of_no_documents_is_a_typed_error(tmp_path: Path) -> None:
     build_index(tmp_path / "empty", tmp_path / "i.db")
     with pytest.raises(RetrievalIndexError, match="no documents"):
         FTSRetriever(tmp_path / "i.db")
+
+
+def test_an_index_that_breaks_after_start_up_is_a_retrieval_error_the_state_can_handle(index: Path) -> None:
+    retriever = FTSRetriever(index)
+    index.write_bytes(b"not a database any more")
+    with pytest.raises(RetrievalError, match="could not be searched"):
+        retriever.retrieve("refunds", k=3)
