@@ -332,8 +332,22 @@ class MigrationError(AuditError):
     its own version, unchanged."""
 
 
+# --- retrieval -----------------------------------------------------------------------
+
+
+class RetrievalError(FSMError):
+    """A retriever could not answer a query (the state's ``on_error`` decides what the turn does)."""
+
+
+class RetrievalIndexError(RetrievalError):
+    """A full-text index that cannot be used: missing, not an index, of another format, or holding no documents.
+    Raised when the retriever is built, so a misconfigured index stops start-up rather than every turn."""
+
+
 __all__ = [
     "AuditError",
+    "RetrievalError",
+    "RetrievalIndexError",
     "MigrationError",
     "NotRecomputableError",
     "ActionError",

@@ -74,6 +74,8 @@ POLICY = {
     "AuditError": EXIT_UNREADABLE,  # a record or a version the audit cannot read: unusable input
     "NotRecomputableError": EXIT_UNREADABLE,
     "MigrationError": EXIT_FINDINGS,  # conversations the new version would strand: a finding
+    "RetrievalError": EXIT_UNREADABLE,  # outside a turn (a command building a retriever): it could not run
+    "RetrievalIndexError": EXIT_UNREADABLE,  # a missing or unusable index: unusable input
 }
 
 
@@ -207,6 +209,14 @@ def test_schema_check_of_a_stale_file_exits_1_and_of_a_missing_file_exits_2(tmp_
     stale.write_text("{}", encoding="utf-8")
     assert invoke("schema", "--check", str(stale)).exit_code == EXIT_FINDINGS
     assert invoke("schema", "--check", str(tmp_path / "missing.json")).exit_code == EXIT_UNREADABLE
+
+
+def test_index_of_a_missing_folder_exits_2_and_of_a_folder_with_a_skipped_file_exits_1(tmp_path: Path) -> None:
+    assert invoke("index", str(tmp_path / "missing"), "--out", str(tmp_path / "i.db")).exit_code == EXIT_UNREADABLE
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "big.txt").write_text("x" * 100, encoding="utf-8")
+    skipped = invoke("index", str(tmp_path / "docs"), "--out", str(tmp_path / "i.db"), "--max-bytes", "10")
+    assert skipped.exit_code == EXIT_FINDINGS
 
 
 def test_test_with_a_model_that_is_not_configured_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,6 +24,7 @@ for _name, _module, _attribute in (
     ("audit", "llm_fsm.cli.audit", "audit_group"),
     ("replay", "llm_fsm.cli.audit", "replay_command"),
     ("migrate", "llm_fsm.cli.audit", "migrate_command"),
+    ("index", "llm_fsm.cli.index", "index_command"),
 ):
     main.add_lazy_command(_name, _module, _attribute)
 

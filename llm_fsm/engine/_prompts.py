@@ -33,8 +33,8 @@ from llm_fsm.engine._reply_schema import (
     PLACEHOLDER_VALUE,
 )
 from llm_fsm.engine._retrieval import prompt_snippets
+from llm_fsm.engine._snippets import Snippet
 from llm_fsm.engine._wording import approved
-from llm_fsm.retrieval._types import Snippet
 
 OPENING_MESSAGE = "(The conversation has just started. Greet the user and begin with the current purpose.)"
 

@@ -20,7 +20,7 @@ from llm_fsm.definition._model import FSMDefinition, State
 from llm_fsm.definition._retrieval import ON_ERROR_CONTINUE, RetrieveDeclaration
 from llm_fsm.engine._context import _MISSING, get_path, is_empty
 from llm_fsm.engine._records import RetrievalRecord, RetrievedSnippet, Verdict
-from llm_fsm.retrieval._types import Snippet
+from llm_fsm.engine._snippets import Snippet
 
 MAX_QUERY_CHARS = 2000
 """A query longer than this is cut: a retriever is asked for passages, not handed a document."""

@@ -39,9 +39,9 @@ from llm_fsm.engine._operator import human_turn
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import LLMResult, TurnInputs
 from llm_fsm.engine._retrieval import CallRetriever, RetrievalResult
+from llm_fsm.engine._snippets import Snippet
 from llm_fsm.engine._turn import run_turn
 from llm_fsm.engine._values import MASK
-from llm_fsm.retrieval._types import Snippet
 
 SNAPSHOT_EXCLUDE = frozenset(
     {"turns", "processed_messages", "trace", "archive_outbox", "completed_flows", "provenance"}

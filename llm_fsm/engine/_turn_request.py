@@ -17,7 +17,7 @@ from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._prompts import PromptBuilder
 from llm_fsm.engine._records import LLMRequest
 from llm_fsm.engine._reply_schema import key_json_schema, response_json_schema
-from llm_fsm.retrieval._types import Snippet
+from llm_fsm.engine._snippets import Snippet
 
 
 def _allowed_targets(definition: FSMDefinition, state: State) -> list[str]:

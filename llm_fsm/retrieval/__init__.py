@@ -1,5 +1,27 @@
-"""Retrieval: snippets of the team's own documents for a state's prompt (issue 25; work in progress on branches)."""
+"""Retrieval: snippets of the team's own documents for a state's prompt (issue 25; work in progress on branches).
 
+The shared shapes (``Snippet``, ``Retriever``) load with the package; the built-in full-text retriever and its index
+builder load on first use (PEP 562), so code that only needs the shapes does not import sqlite3.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llm_fsm._lazy import lazy_exports
 from llm_fsm.retrieval._types import AsyncRetriever, Retriever, Snippet
 
-__all__ = ["AsyncRetriever", "Retriever", "Snippet"]
+if TYPE_CHECKING:
+    from llm_fsm.retrieval._fts import FTSRetriever
+    from llm_fsm.retrieval._index import IndexReport, Problem, build_index
+
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "FTSRetriever": ("llm_fsm.retrieval._fts", "FTSRetriever"),
+    "IndexReport": ("llm_fsm.retrieval._index", "IndexReport"),
+    "Problem": ("llm_fsm.retrieval._index", "Problem"),
+    "build_index": ("llm_fsm.retrieval._index", "build_index"),
+}
+
+__all__ = ["AsyncRetriever", "FTSRetriever", "IndexReport", "Problem", "Retriever", "Snippet", "build_index"]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -24,8 +24,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from llm_fsm.engine._retrieval import CallRetriever, RetrievalResult
+from llm_fsm.engine._snippets import AsyncRetriever, Retriever, Snippet
 from llm_fsm.errors import UsageError
-from llm_fsm.retrieval._types import AsyncRetriever, Retriever, Snippet
 from llm_fsm.runtime._actions import action_executor, import_attribute
 
 DEFAULT_RETRIEVER_TIMEOUT_S = 5.0
