@@ -64,24 +64,18 @@ call of it fails at once as ``busy``: one hung backend may take a quarter of the
 the other actions keep their threads."""
 
 
-class _Registered:
-    __slots__ = ("_count", "function", "in_flight", "is_async", "takes_call")
+class ThreadSlots:
+    """The pool threads one registered function (an action, a retriever) keeps busy, bounded: a call that finds
+    them all taken fails at once as ``busy`` rather than queueing behind a hung backend."""
 
-    def __init__(self, function: ActionFunction) -> None:
-        self.function = function
+    __slots__ = ("_count", "in_flight")
+
+    def __init__(self) -> None:
         self.in_flight = 0
         self._count = threading.Lock()
-        self.is_async = inspect.iscoroutinefunction(function)
-        try:
-            self.takes_call = "call" in inspect.signature(function).parameters
-        except (TypeError, ValueError):  # a builtin without a signature
-            self.takes_call = False
-
-    def arguments(self, effect: CallAction) -> dict[str, Any]:
-        return {**effect.arguments, "call": effect.call} if self.takes_call else dict(effect.arguments)
 
     def enter(self, bound: int) -> bool:
-        """Take one of this action's thread slots, or say there is none free."""
+        """Take one of the slots, or say there is none free."""
         with self._count:
             if self.in_flight >= bound:
                 return False
@@ -91,6 +85,22 @@ class _Registered:
     def leave(self) -> None:
         with self._count:
             self.in_flight -= 1
+
+
+class _Registered(ThreadSlots):
+    __slots__ = ("function", "is_async", "takes_call")
+
+    def __init__(self, function: ActionFunction) -> None:
+        super().__init__()
+        self.function = function
+        self.is_async = inspect.iscoroutinefunction(function)
+        try:
+            self.takes_call = "call" in inspect.signature(function).parameters
+        except (TypeError, ValueError):  # a builtin without a signature
+            self.takes_call = False
+
+    def arguments(self, effect: CallAction) -> dict[str, Any]:
+        return {**effect.arguments, "call": effect.call} if self.takes_call else dict(effect.arguments)
 
     def run_guarded(self, arguments: dict[str, Any]) -> _Outcome:
         """On a pool thread: call the function and keep whatever it raises as data, then free the slot."""

@@ -17,7 +17,6 @@ set, never as an exception, so the declaration's ``on_error`` decides. A sync re
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -26,7 +25,7 @@ from typing import Any
 from llm_fsm.engine._retrieval import CallRetriever, RetrievalResult
 from llm_fsm.engine._snippets import AsyncRetriever, Retriever, Snippet
 from llm_fsm.errors import UsageError
-from llm_fsm.runtime._actions import action_executor, import_attribute
+from llm_fsm.runtime._actions import ThreadSlots, action_executor, import_attribute
 
 DEFAULT_RETRIEVER_TIMEOUT_S = 5.0
 MAX_CALLS_PER_RETRIEVER = 8
@@ -36,25 +35,13 @@ MAX_SNIPPET_CHARS = 100_000
 """A snippet's text is cut here on arrival: the declared budget is smaller still, and the tape keeps what came."""
 
 
-class _Registered:
-    __slots__ = ("_count", "in_flight", "retriever", "timeout_s")
+class _Registered(ThreadSlots):
+    __slots__ = ("retriever", "timeout_s")
 
     def __init__(self, retriever: Any, timeout_s: float) -> None:
+        super().__init__()
         self.retriever = retriever
         self.timeout_s = timeout_s
-        self.in_flight = 0
-        self._count = threading.Lock()
-
-    def enter(self) -> bool:
-        with self._count:
-            if self.in_flight >= MAX_CALLS_PER_RETRIEVER:
-                return False
-            self.in_flight += 1
-            return True
-
-    def leave(self) -> None:
-        with self._count:
-            self.in_flight -= 1
 
     def run_guarded(self, effect: CallRetriever) -> RetrievalResult:
         """On a pool thread: ask, keep whatever is raised as data, then free the slot."""
@@ -120,7 +107,7 @@ class RetrieverRegistry:
         registered = self._registered.get(effect.name)
         if registered is None:
             return _unregistered(effect)
-        if not registered.enter():
+        if not registered.enter(MAX_CALLS_PER_RETRIEVER):
             return _busy(effect, registered, started)
         future = action_executor().submit(registered.run_guarded, effect)
         try:
@@ -149,7 +136,7 @@ class RetrieverRegistry:
             except Exception as exc:  # noqa: BLE001 - a retriever's failure is data for on_error
                 return _failed(exc, started)
             return _result(answer, started)
-        if not registered.enter():
+        if not registered.enter(MAX_CALLS_PER_RETRIEVER):
             return _busy(effect, registered, started)
         future = action_executor().submit(registered.run_guarded, effect)
         try:
