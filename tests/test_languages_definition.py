@@ -185,7 +185,7 @@ def _hash_before_languages(definition: FSMDefinition) -> str:
     dumped = definition.model_dump(mode="json", by_alias=True)
     for name in ("languages", "default_language", "language_key"):
         dumped.pop(name)
-    for name in ("migrations", "responses", "global_transitions", "state_groups"):
+    for name in ("migrations", "responses", "global_transitions", "state_groups", "retrieve"):
         if dumped[name] is None:
             del dumped[name]
     for transition in dumped.get("global_transitions") or ():  # their unset wording is left out too
@@ -197,6 +197,8 @@ def _hash_before_languages(definition: FSMDefinition) -> str:
             del state["say"]
         if state["after"] is None:  # timers: left out while unset too
             del state["after"]
+        if state["retrieve"] is None:  # retrieval: left out while unset too
+            del state["retrieve"]
         for transition in state["transitions"]:  # approved wording on transitions: left out while unset too
             for name in ("say", "refusal"):
                 if transition[name] is None:

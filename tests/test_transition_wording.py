@@ -292,6 +292,8 @@ def _hash_without_transition_wording(definition: FSMDefinition) -> str:
     for state in dumped["states"].values():
         if state.get("after") is None:  # timers: left out while unset too
             state.pop("after", None)
+        if state.get("retrieve") is None:  # retrieval: left out while unset too
+            state.pop("retrieve", None)
     own = [t for state in dumped["states"].values() for t in state.get("transitions") or ()]
     for transition in [*own, *dumped.get("global_transitions", ())]:
         for field in ("say", "refusal"):
