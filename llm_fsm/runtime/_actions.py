@@ -56,6 +56,8 @@ def action_executor() -> ThreadPoolExecutor:
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_A = TypeVar("_A")
+_T = TypeVar("_T")
 
 
 MAX_CALLS_PER_ACTION = 8
@@ -85,6 +87,24 @@ class ThreadSlots:
     def leave(self) -> None:
         with self._count:
             self.in_flight -= 1
+
+    def wait_for(self, run: Callable[[_A], _T], argument: _A, timeout: float) -> _T | None:
+        """``run(argument)`` on the pool, once a slot is taken (``enter``): its result, or None past ``timeout``.
+
+        ``run`` frees the slot itself when it ends (a hung call keeps it until then); a call that never started
+        is cancelled and its slot freed here, on a timeout or when this thread is interrupted while waiting.
+        """
+        future = action_executor().submit(run, argument)
+        try:
+            return future.result(timeout=timeout)
+        except FutureTimeout:
+            if future.cancel():
+                self.leave()
+            return None
+        except BaseException:  # this thread interrupted while waiting: not the call's failure
+            if future.cancel():
+                self.leave()
+            raise
 
 
 class _Registered(ThreadSlots):
@@ -252,17 +272,9 @@ class ActionRegistry:
         started = time.perf_counter()
         if not registered.enter(self.max_calls_per_action):
             return _busy(effect, registered, started)
-        future = action_executor().submit(registered.run_guarded, arguments)
-        try:
-            outcome: _Outcome = future.result(timeout=effect.timeout_s)
-        except FutureTimeout:
-            if future.cancel():  # it never started, so it will never free its slot itself
-                registered.leave()
+        outcome = registered.wait_for(registered.run_guarded, arguments, effect.timeout_s)
+        if outcome is None:
             return _timed_out(effect, started)
-        except BaseException:  # this thread interrupted while waiting: not the action's failure
-            if future.cancel():
-                registered.leave()
-            raise
         return outcome.result(started)
 
     async def acall(self, effect: CallAction) -> ActionResult:

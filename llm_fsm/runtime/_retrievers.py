@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator, Mapping
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from llm_fsm.engine._retrieval import CallRetriever, RetrievalResult
@@ -109,17 +108,8 @@ class RetrieverRegistry:
             return _unregistered(effect)
         if not registered.enter(MAX_CALLS_PER_RETRIEVER):
             return _busy(effect, registered, started)
-        future = action_executor().submit(registered.run_guarded, effect)
-        try:
-            return future.result(timeout=registered.timeout_s)
-        except FutureTimeout:
-            if future.cancel():  # it never started, so it will never free its slot itself
-                registered.leave()
-            return _timed_out(registered, started)
-        except BaseException:  # this thread interrupted while waiting: not the retriever's failure
-            if future.cancel():
-                registered.leave()
-            raise
+        result = registered.wait_for(registered.run_guarded, effect, registered.timeout_s)
+        return result if result is not None else _timed_out(registered, started)
 
     async def acall(self, effect: CallRetriever) -> RetrievalResult:
         """Ask from async code, with the timeout; a sync-only retriever runs on the pool."""
