@@ -323,6 +323,18 @@ def wait_for(driver: WebDriver, condition: Any, what: str, timeout: float = 10) 
         raise AssertionError(f"timed out waiting for {what}") from None
 
 
+def unfold(driver: WebDriver, section_id: str) -> None:
+    """Open a folded panel as a click on its summary does, but immune to the page's layout moving under the pointer.
+
+    A pointer click lands where the summary was when Selenium measured it: a panel above it that fills in meanwhile
+    (the lint findings, drawn after the page opens) moves the summary, and the click lands elsewhere. The summary's
+    own ``click()`` toggles the panel wherever it is.
+    """
+    summary = driver.find_element(By.CSS_SELECTOR, f"#{section_id} summary")
+    driver.execute_script("arguments[0].click()", summary)
+    wait_for(driver, lambda d: d.find_element(By.ID, section_id).get_attribute("open") is not None, section_id)
+
+
 def visible(driver: WebDriver, css: str) -> WebElement | None:
     found = [e for e in driver.find_elements(By.CSS_SELECTOR, css) if e.is_displayed()]
     return found[0] if found else None
@@ -582,7 +594,7 @@ def test_where_a_value_came_from_shows_the_users_words_marked(page: WebDriver, s
     wait_for(page, lambda d: len(assistant_texts(d)) == 2 and not visible(d, ".streaming"), "the second reply")
     send(page, "I am Ann")
     wait_for(page, lambda d: assistant_texts(d)[-1] == LONG_REPLY and not visible(d, ".streaming"), "the whole reply")
-    page.find_element(By.CSS_SELECTOR, "#provenance-section summary").click()
+    unfold(page, "provenance-section")
     row = wait_for(page, lambda d: visible(d, "#provenance tr[data-key='name']"), "the name's origin")
     assert row.get_attribute("data-by") == "model"
     assert row.find_element(By.CSS_SELECTOR, "mark").text == "Ann"

@@ -23,6 +23,7 @@ from .test_inspector_browser import (
     browser_fixture,
     page_fixture,
     requested_urls,
+    unfold,
     uvicorn_serving,
     visible,
     wait_for,
@@ -68,6 +69,6 @@ def test_with_the_lint_panel_folded_no_proof_is_asked_until_it_is_opened(page: W
     wait_for(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#lint .finding"), "the lint findings")
     assert not page.find_element(By.ID, "lint-section").get_attribute("open")
     assert [url for url in requested_urls(page) if url.endswith("/prove")] == []
-    page.find_element(By.CSS_SELECTOR, "#lint-section summary").click()
+    unfold(page, "lint-section")
     wait_for(page, lambda d: d.find_elements(By.CSS_SELECTOR, '#proof li[data-property="no_model_gate"]'), "the proof")
     assert [url for url in requested_urls(page) if url.endswith("/prove")] == [f"{base}v1/definitions/gate/prove"]

@@ -22,7 +22,7 @@ from llm_fsm.stores import open_store
 from llm_fsm.testing import FunctionLLM
 
 from .conftest import SIGNUP, Model
-from .test_inspector_browser import browser_fixture, page_fixture, uvicorn_serving, wait_for
+from .test_inspector_browser import browser_fixture, page_fixture, unfold, uvicorn_serving, wait_for
 from .test_versions import FINISH, SIGNUP_V2
 
 __all__ = ["browser_fixture", "page_fixture"]  # the fixtures, found here by pytest
@@ -62,7 +62,7 @@ def test_the_replay_panel_lists_the_turn_whose_decision_changes_under_an_alias(p
     assert sent.json()["state"] == "done", sent.text
     page.get(f"{base}#/d/signup")
     wait_for(page, lambda d: d.find_elements(By.ID, "replay-run"), "the replay button")
-    page.find_element(By.CSS_SELECTOR, "#replay-section summary").click()  # the panel starts folded
+    unfold(page, "replay-section")  # the panel starts folded
     Select(page.find_element(By.ID, "replay-alias")).select_by_value("staging")
     page.find_element(By.ID, "replay-run").click()
     row = wait_for(
@@ -80,7 +80,7 @@ def test_a_conversation_in_a_state_the_alias_lacks_is_listed_as_stranded(page: W
     cid = started.json()["conversation_id"]
     page.get(f"{base}#/d/signup")
     wait_for(page, lambda d: d.find_elements(By.ID, "replay-run"), "the replay button")
-    page.find_element(By.CSS_SELECTOR, "#replay-section summary").click()
+    unfold(page, "replay-section")
     Select(page.find_element(By.ID, "replay-alias")).select_by_value("renamed")
     page.find_element(By.ID, "replay-run").click()
     item = wait_for(
