@@ -15,6 +15,7 @@ from llm_fsm.retrieval._types import AsyncRetriever, Retriever, Snippet
 if TYPE_CHECKING:
     from llm_fsm.retrieval._fts import FTSRetriever
     from llm_fsm.retrieval._index import IndexReport, Problem, build_index
+    from llm_fsm.retrieval._pg import PostgresRetriever
     from llm_fsm.retrieval._pg_index import build_postgres_index
 
 _EXPORTS: dict[str, tuple[str, str]] = {
@@ -22,6 +23,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "IndexReport": ("llm_fsm.retrieval._index", "IndexReport"),
     "Problem": ("llm_fsm.retrieval._index", "Problem"),
     "build_index": ("llm_fsm.retrieval._index", "build_index"),
+    "PostgresRetriever": ("llm_fsm.retrieval._pg", "PostgresRetriever"),
     "build_postgres_index": ("llm_fsm.retrieval._pg_index", "build_postgres_index"),
 }
 
@@ -29,6 +31,7 @@ __all__ = [
     "AsyncRetriever",
     "FTSRetriever",
     "IndexReport",
+    "PostgresRetriever",
     "Problem",
     "Retriever",
     "Snippet",
