@@ -20,6 +20,7 @@ import errno
 import hashlib
 import os
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
@@ -77,12 +78,23 @@ def build_index(
     docs: str | os.PathLike[str], out: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> IndexReport:
     """Bring the index at ``out`` up to date with the documents under ``docs`` (created when missing)."""
-    folder = documents_folder(docs)
-    db = _open_for_writing(Path(out))
+    return build_sqlite_index(documents_folder(docs), Path(out), _SCHEMA, FORMAT, SQLiteTarget, max_bytes)
+
+
+def build_sqlite_index(
+    folder: Path,
+    out: Path,
+    schema: tuple[str, ...],
+    fmt: str,
+    target: Callable[[sqlite3.Connection], IndexTarget],
+    max_bytes: int,
+) -> IndexReport:
+    """``update_index`` into the SQLite file ``out`` (of layout ``schema`` and ``fmt``), in one transaction."""
+    db = open_for_writing(out, schema, fmt)
     try:
         with db:
             db.execute("BEGIN IMMEDIATE")  # two builds of one file take turns instead of interleaving
-            return update_index(folder, _SQLiteTarget(db), max_bytes)
+            return update_index(folder, target(db), max_bytes)
     except sqlite3.Error as exc:  # locked by another writer past the timeout, a full disk, a damaged file
         raise RetrievalIndexError(f"{out}: the index could not be written: {exc}") from exc
     finally:
@@ -147,11 +159,18 @@ def update_index(folder: Path, target: IndexTarget, max_bytes: int) -> IndexRepo
     return report
 
 
-class _SQLiteTarget:
+class SQLiteTarget:
     """A file's chunks are the rows first_row..last_row: replacing a file deletes a rowid range, not a table scan."""
+
+    #: the chunks table's columns after rowid; an index that stores more per chunk (a vector) adds its own
+    columns: tuple[str, ...] = ("id", "path", "heading", "text")
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
+
+    def values(self, chunks: list[IndexedChunk]) -> list[tuple[object, ...]]:
+        """Each chunk's row, in ``columns`` order."""
+        return [(c.id, c.path, c.heading, c.text) for c in chunks]
 
     def known(self) -> dict[str, Known]:
         rows = self.db.execute("SELECT path, size, mtime_ns, sha256 FROM files")
@@ -163,8 +182,9 @@ class _SQLiteTarget:
     def replace(self, name: str, known: Known, chunks: list[IndexedChunk]) -> None:
         self.forget(name)
         first = self.db.execute("SELECT coalesce(max(rowid), 0) + 1 FROM chunks").fetchone()[0]
-        rows = [(first + n, c.id, c.path, c.heading, c.text) for n, c in enumerate(chunks)]
-        self.db.executemany("INSERT INTO chunks (rowid, id, path, heading, text) VALUES (?, ?, ?, ?, ?)", rows)
+        rows = [(first + n, *values) for n, values in enumerate(self.values(chunks))]
+        marks = ", ".join("?" * (len(self.columns) + 1))
+        self.db.executemany(f"INSERT INTO chunks (rowid, {', '.join(self.columns)}) VALUES ({marks})", rows)
         self.db.execute(
             "INSERT INTO files (path, size, mtime_ns, sha256, first_row, last_row) VALUES (?, ?, ?, ?, ?, ?)",
             (name, *known, first, first + len(rows) - 1),
@@ -180,7 +200,9 @@ class _SQLiteTarget:
         return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
 
-def _open_for_writing(out: Path) -> sqlite3.Connection:
+def open_for_writing(out: Path, schema: tuple[str, ...], fmt: str) -> sqlite3.Connection:
+    """The index file at ``out``, created with ``schema`` when new; a file of other tables or another format is
+    refused, never altered."""
     db = sqlite3.connect(out)
     try:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -188,14 +210,14 @@ def _open_for_writing(out: Path) -> sqlite3.Connection:
             raise RetrievalIndexError(
                 f"{out} is not an index of `llm-fsm index` (it has other tables); choose another --out"
             )
-        for statement in _SCHEMA:
+        for statement in schema:
             db.execute(statement)
         row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if row is None:
-            db.execute("INSERT INTO meta (key, value) VALUES ('format', ?)", (FORMAT,))
+            db.execute("INSERT INTO meta (key, value) VALUES ('format', ?)", (fmt,))
             db.commit()
-        elif row[0] != FORMAT:
-            raise RetrievalIndexError(f"{out} is an index of format {row[0]!r}, not {FORMAT!r}; delete it to rebuild")
+        elif row[0] != fmt:
+            raise RetrievalIndexError(f"{out} is an index of format {row[0]!r}, not {fmt!r}; delete it to rebuild")
     except sqlite3.DatabaseError as exc:
         db.close()
         raise RetrievalIndexError(f"{out} is not an index of `llm-fsm index`: {exc}") from exc
@@ -295,8 +317,11 @@ __all__ = [
     "IndexedChunk",
     "Known",
     "Problem",
+    "SQLiteTarget",
     "build_index",
+    "build_sqlite_index",
     "documents_folder",
+    "open_for_writing",
     "snippet_id",
     "update_index",
 ]
