@@ -1,8 +1,8 @@
 """Retrieval: snippets of the team's own documents for a state's prompt (issue 25; work in progress on branches).
 
 The shared shapes (``Snippet``, ``Retriever``) load with the package; the built-in full-text retrievers (SQLite FTS5,
-PostgreSQL) and their index builders load on first use (PEP 562), so code that only needs the shapes does not import
-sqlite3, and nothing imports psycopg before a PostgreSQL index is used.
+PostgreSQL), the embeddings retriever and their index builders load on first use (PEP 562), so code that only needs
+the shapes does not import sqlite3, and nothing imports psycopg or numpy before such an index is used.
 """
 
 from __future__ import annotations
@@ -13,12 +13,15 @@ from llm_fsm._lazy import lazy_exports
 from llm_fsm.retrieval._types import AsyncRetriever, Retriever, Snippet
 
 if TYPE_CHECKING:
+    from llm_fsm.retrieval._embeddings import EmbeddingsRetriever, build_embeddings_index
     from llm_fsm.retrieval._fts import FTSRetriever
     from llm_fsm.retrieval._index import IndexReport, Problem, build_index
     from llm_fsm.retrieval._pg import PostgresRetriever
     from llm_fsm.retrieval._pg_index import build_postgres_index
 
 _EXPORTS: dict[str, tuple[str, str]] = {
+    "EmbeddingsRetriever": ("llm_fsm.retrieval._embeddings", "EmbeddingsRetriever"),
+    "build_embeddings_index": ("llm_fsm.retrieval._embeddings", "build_embeddings_index"),
     "FTSRetriever": ("llm_fsm.retrieval._fts", "FTSRetriever"),
     "IndexReport": ("llm_fsm.retrieval._index", "IndexReport"),
     "Problem": ("llm_fsm.retrieval._index", "Problem"),
@@ -29,12 +32,14 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 
 __all__ = [
     "AsyncRetriever",
+    "EmbeddingsRetriever",
     "FTSRetriever",
     "IndexReport",
     "PostgresRetriever",
     "Problem",
     "Retriever",
     "Snippet",
+    "build_embeddings_index",
     "build_index",
     "build_postgres_index",
 ]

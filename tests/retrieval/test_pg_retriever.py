@@ -11,22 +11,6 @@ from stores.postgres_server import PostgresServer, free_port
 from llm_fsm.errors import RetrievalError, RetrievalIndexError
 from llm_fsm.retrieval import PostgresRetriever, Retriever, build_postgres_index
 
-DOCS = {
-    "refunds.md": "# Refunds\nRefunds are paid within thirty days of the return.\n\n"
-    "## Exceptions\nSale items are final and never refunded.\n",
-    "shipping.md": "# Shipping\nParcels ship in five days; express shipping takes one day.\n",
-    "contact.txt": "Write to the help desk; the desk answers within a day.\n",
-}
-
-
-@pytest.fixture
-def docs(tmp_path: Path) -> Path:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    for name, text in DOCS.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    return folder
-
 
 @pytest.fixture
 def retriever(docs: Path, pg_url: str, pg_table: str) -> PostgresRetriever:
