@@ -95,10 +95,10 @@ def build_postgres_index(
     """Bring the index in ``table`` of the database at ``dsn`` (a libpq URL or ``key=value`` string) up to date with
     the documents under ``docs`` (tables created when missing)."""
     folder = documents_folder(docs)
+    import_psycopg()
     tables = Tables.named(table)
     if not _LANGUAGE.fullmatch(language):
         raise RetrievalIndexError(f"{language!r} is not the name of a PostgreSQL text search configuration")
-    import_psycopg()
     where = describe(dsn)
     with (
         translated_errors(where, f"{where}: index {table} could not be written"),

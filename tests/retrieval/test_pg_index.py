@@ -4,6 +4,8 @@ walk, change detection, report and snippet ids), rebuilding only what changed.""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,3 +138,19 @@ def test_a_database_that_is_down_is_a_typed_error(docs: Path) -> None:
     with pytest.raises(RetrievalError, match="unavailable") as raised:
         build_postgres_index(docs, url)
     assert "secret" not in str(raised.value)
+
+
+def test_without_psycopg_it_is_a_typed_error_naming_the_extra(docs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(RetrievalError, match=r"\[postgres\]"):
+        build_postgres_index(docs, "postgresql://127.0.0.1/x")
+
+
+def test_the_retrievers_load_without_importing_psycopg_or_numpy() -> None:
+    code = (
+        "import sys\n"
+        "from llm_fsm.retrieval import EmbeddingsRetriever, PostgresRetriever, build_postgres_index\n"
+        "assert not {'psycopg', 'numpy'} & set(sys.modules), sorted({'psycopg', 'numpy'} & set(sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

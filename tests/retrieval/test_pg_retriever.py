@@ -65,6 +65,9 @@ def test_snippet_ids_are_those_of_the_sqlite_index(retriever: PostgresRetriever,
         "-refunds",
         "",
         "?!",
+        "a" * 5000 + " refunds",
+        "refunds \ud800 caf\u00e9 \u0661\u0662",
+        " ".join(f"w{n}" for n in range(10_000)),
     ],
 )
 def test_query_syntax_in_the_users_words_never_raises(
