@@ -129,3 +129,13 @@ def test_a_restarted_database_is_answered_on_a_fresh_connection(docs: Path, own_
     own_pg.stop()
     own_pg.start()
     assert retriever.retrieve("refunds", k=1)[0].source == "refunds.md > Refunds"
+
+
+def test_a_query_is_answered_from_the_gin_index(retriever: PostgresRetriever, pg_url: str, pg_table: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("SET enable_seqscan = off")  # four rows: left alone, the planner would rightly scan them
+        plan = conn.execute(sql.SQL("EXPLAIN ") + retriever._statement(2), ("refunds", "days", 3)).fetchall()
+    assert f"Bitmap Index Scan on {pg_table}_tsv" in "\n".join(line for (line,) in plan)
