@@ -56,6 +56,9 @@ logger = logging.getLogger("llm_fsm.server")
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 """C0, DEL and C1 controls: never in an id the server makes, never echoed raw in a message."""
 SHOWN_ID_CHARACTERS = 80
+MAX_CONVERSATION_ID_LENGTH = 200
+"""Longer ids are no one's (the manager makes 36-character ids): 404 without asking the store, which
+might otherwise fail on a file name too long and answer as if it were down."""
 
 
 def safe_id(value: str, limit: int = SHOWN_ID_CHARACTERS) -> str:
@@ -65,6 +68,15 @@ def safe_id(value: str, limit: int = SHOWN_ID_CHARACTERS) -> str:
     """
     text = CONTROL_CHARACTERS.sub(lambda found: f"\\x{ord(found.group()):02x}", value[:limit])
     return text + "…" if len(value) > limit else text
+
+
+def check_id(conversation_id: str) -> None:
+    """Not found for an id that can be no one's, before any store is asked: one a store could fail on is not a 500.
+
+    No id the manager makes is over 200 characters or holds a control character, and PostgreSQL refuses a
+    NUL in text outright."""
+    if len(conversation_id) > MAX_CONVERSATION_ID_LENGTH or CONTROL_CHARACTERS.search(conversation_id):
+        raise ConversationNotFoundError("no such id")
 
 
 class ApiError(Exception):
@@ -138,14 +150,17 @@ _GENERIC = {
 }
 
 
-def unknown_definition(definition_id: str, served: Iterable[str] = ()) -> ApiError:
+def unknown_definition(
+    definition_id: str, served: Iterable[str] = (), listed_by: str = "GET /v1/definitions"
+) -> ApiError:
     """The 404 for a definition id a client named and no served definition has (the id escaped and cut), with
-    the served id it is one typo from: any key may list the served ids, so naming one tells nothing new."""
+    the served id it is one typo from: any key may list the served ids, so naming one tells nothing new.
+    ``listed_by`` is what lists them in the client's protocol (the MCP server's ``list_definitions`` tool)."""
     import difflib
 
     close = difflib.get_close_matches(definition_id[:200], list(served), n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
-    message = f"no definition '{safe_id(definition_id)}' is served{hint}; GET /v1/definitions lists them"
+    message = f"no definition '{safe_id(definition_id)}' is served{hint}; {listed_by} lists them"
     return ApiError(404, "definition_not_found", message)
 
 
@@ -238,8 +253,10 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
 __all__ = [
     "CONTROL_CHARACTERS",
     "ERROR_CODES",
+    "MAX_CONVERSATION_ID_LENGTH",
     "ApiError",
     "api_error_for",
+    "check_id",
     "code_for_status",
     "logger",
     "safe_id",
