@@ -1,4 +1,4 @@
-"""Conversations served over MCP (``pip install 'llm_fsm[mcp]'``): ``create_mcp_server(manager, definitions)`` and
+"""Conversations served over MCP (the ``mcp`` extra): ``create_mcp_server(manager, definitions)`` and
 ``llm-fsm mcp``, so an agent platform can hand a structured sub-task (a booking, a form) to a definition and get
 typed data back.
 
