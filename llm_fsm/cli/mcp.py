@@ -19,7 +19,7 @@ from llm_fsm.cli._app import GuardedCommand, actions_option, retrievers_option
 from llm_fsm.cli._models import MODEL_ENV, _model_option
 from llm_fsm.cli._serve_start import base_url, bind, check_model_environment, check_store
 from llm_fsm.cli._store_options import _owner_options, _store_option, _store_url
-from llm_fsm.cli.serve import _absolute_actions, is_loopback
+from llm_fsm.cli.serve import is_loopback
 from llm_fsm.errors import UsageError
 
 MCP_PATH = "/mcp"
@@ -109,8 +109,8 @@ def mcp_command(
         None,
         False,
         fsm_loader=None,
-        actions=_absolute_actions(actions),
-        retrievers=_absolute_actions(retrievers),
+        actions=actions,
+        retrievers=retrievers,
     )
     server = mcp_server.create_mcp_server(manager, list(definitions), user_id=user_id, room_id=room_id)
     model_name = model or os.environ.get(MODEL_ENV) or ""  # _manager refused an unset one

@@ -24,10 +24,10 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _mcp(*args: str, seconds: float = 30) -> tuple[int, str, str]:
+def _mcp(*args: str, env: dict[str, str] | None = None, seconds: float = 30) -> tuple[int, str, str]:
     """Run ``llm-fsm mcp`` to its exit (stdin closed: a stdio server that starts ends at once)."""
     done = subprocess.run(
-        [*CLI, "mcp", *args], capture_output=True, text=True, timeout=seconds, stdin=subprocess.DEVNULL
+        [*CLI, "mcp", *args], capture_output=True, text=True, timeout=seconds, stdin=subprocess.DEVNULL, env=env
     )
     return done.returncode, done.stdout, done.stderr
 
@@ -87,6 +87,13 @@ def test_a_stdio_server_says_nothing_on_stdout_but_the_protocol(tmp_path: Path) 
 def test_without_definitions_the_command_exits_2_with_one_error_line() -> None:
     code, out, err = _mcp("--model", "scripted:x.yaml")
     assert code == 2 and err == "error: name at least one definition file or folder to serve\n", err
+
+
+def test_without_a_model_the_command_exits_2_naming_the_option(tmp_path: Path) -> None:
+    definition, _ = write_booking(tmp_path)
+    env = {name: value for name, value in os.environ.items() if name != "LLM_FSM_MODEL"}
+    code, _, err = _mcp(str(definition), "--store", "memory://", env=env)
+    assert code == 2 and err.startswith("error: no model configured: pass --model") and err.count("\n") == 1, err
 
 
 def test_an_unknown_definition_file_exits_2_with_one_error_line(tmp_path: Path) -> None:
