@@ -88,6 +88,31 @@ def test_get_state_shows_the_state_the_data_and_the_recent_transcript(tmp_path: 
     ]
 
 
+def test_get_state_names_the_sub_flow_running_above_the_root(tmp_path: Path) -> None:
+    replies = tmp_path / "replies.json"
+    replies.write_text(
+        json.dumps(
+            [
+                "Hello! Where would you like to fly?",
+                {"intent": "start_flow", "flow": "check_booking", "message": "Sure. Your booking reference?"},
+            ]
+        ),
+        encoding="utf-8",
+    )
+    definition = Path(__file__).resolve().parents[2] / "definitions" / "flight_booking.yaml"
+    server = create_mcp_server(scripted_manager(replies), [definition], user_id="alice")
+
+    async def steps(client: Client) -> Any:
+        started = data(await client.call_tool("start_conversation", {"definition": "flight_booking"}))
+        cid = started["conversation_id"]
+        await client.call_tool("send_message", {"conversation_id": cid, "message": "check my booking"})
+        return await client.call_tool("get_state", {"conversation_id": cid})
+
+    answer = data(drive(server, steps))
+    assert answer["stack"] == ["check_booking"] and answer["state"] == "ask_reference"
+    assert answer["definition"] == "flight_booking"  # the root's id, whichever flow runs
+
+
 def test_a_sensitive_value_is_masked_in_every_answer(tmp_path: Path) -> None:
     async def steps(client: Client) -> list[Any]:
         started = data(
