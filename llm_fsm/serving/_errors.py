@@ -1,8 +1,9 @@
-"""Errors over HTTP: every failure is a JSON body with a stable code and an HTTP status, never a traceback.
+"""Errors of the servers: over HTTP, every failure is a JSON body with a stable code and a status, never a traceback.
 
 The body is always ``{"error": {"code": ..., "status": ..., "message": ...}}``; clients
 branch on ``code`` (stable), people read ``message`` (may change). The same object is
-the data of a server-sent ``error`` event.
+the data of a server-sent ``error`` event, and the MCP server's tool errors carry the same
+code and message (``{"error": {"code": ..., "message": ...}}``, ``isError``).
 
 The library's errors (``llm_fsm.errors``) map by type, most specific first. Errors a
 client can cause carry their message; errors of the server (a broken definition, a
