@@ -1,7 +1,9 @@
 """Retrieval: snippets of the team's own documents for a state's prompt (issue 25; work in progress on branches).
 
 The shared shapes (``Snippet``, ``Retriever``) load with the package; the built-in full-text retriever and its index
-builder load on first use (PEP 562), so code that only needs the shapes does not import sqlite3.
+builder load on first use (PEP 562), so code that only needs the shapes does not import sqlite3. ``RetrieverRegistry``
+(the runtime's, where retrievers are asked with their timeouts) is re-exported here, also on first use, so an
+application imports what it registers and how from one place, as it does actions from ``llm_fsm.actions``.
 """
 
 from __future__ import annotations
@@ -14,14 +16,25 @@ from llm_fsm.retrieval._types import AsyncRetriever, Retriever, Snippet
 if TYPE_CHECKING:
     from llm_fsm.retrieval._fts import FTSRetriever
     from llm_fsm.retrieval._index import IndexReport, Problem, build_index
+    from llm_fsm.runtime._retrievers import RetrieverRegistry
 
 _EXPORTS: dict[str, tuple[str, str]] = {
     "FTSRetriever": ("llm_fsm.retrieval._fts", "FTSRetriever"),
     "IndexReport": ("llm_fsm.retrieval._index", "IndexReport"),
     "Problem": ("llm_fsm.retrieval._index", "Problem"),
     "build_index": ("llm_fsm.retrieval._index", "build_index"),
+    "RetrieverRegistry": ("llm_fsm.runtime._retrievers", "RetrieverRegistry"),
 }
 
-__all__ = ["AsyncRetriever", "FTSRetriever", "IndexReport", "Problem", "Retriever", "Snippet", "build_index"]
+__all__ = [
+    "AsyncRetriever",
+    "FTSRetriever",
+    "IndexReport",
+    "Problem",
+    "Retriever",
+    "RetrieverRegistry",
+    "Snippet",
+    "build_index",
+]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
