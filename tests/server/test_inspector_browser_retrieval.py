@@ -43,6 +43,7 @@ states:
     purpose: answer questions about the shop
     retrieve:
       retriever: {retriever}
+      query: {query}
       on_error: sorry
     transitions:
       - target_state: sorry
@@ -73,8 +74,10 @@ def _model(request: Any) -> dict[str, Any]:
 @pytest.fixture(name="base")
 def base_fixture(tmp_path: Path) -> Iterator[str]:
     (tmp_path / "defs").mkdir()
-    (tmp_path / "defs" / "faq.yaml").write_text(FAQ.format(name="faq", retriever="docs"), encoding="utf-8")
-    (tmp_path / "defs" / "faq_down.yaml").write_text(FAQ.format(name="faq_down", retriever="down"), encoding="utf-8")
+    served = {"faq": ("docs", "null"), "faq_down": ("down", "null"), "faq_later": ("docs", '"{order_id} refund"')}
+    for name, (retriever, query) in served.items():
+        text = FAQ.format(name=name, retriever=retriever, query=query)
+        (tmp_path / "defs" / f"{name}.yaml").write_text(text, encoding="utf-8")
     store = open_store(f"sqlite:///{tmp_path}/conversations.db")
     manager = FSMManager(llm_interface=FunctionLLM(_model), store=store, retrievers={"docs": Docs(), "down": Down()})
     app = create_app(manager, [tmp_path / "defs"], keys=KeyRing(), anonymous_tenant="local")
@@ -132,3 +135,10 @@ def test_a_failed_retrieval_shows_the_error_and_where_on_error_led(page: WebDriv
     assert block.find_elements(By.CSS_SELECTOR, "li.snippet") == []
     verdict = page.find_element(By.CSS_SELECTOR, "#explain .verdict")
     assert verdict.get_attribute("data-kind") == "retrieval_error"
+
+
+def test_a_retrieval_not_asked_says_why(page: WebDriver, base: str) -> None:
+    block = _retrieval(page, base, _one_turn(base, "faq_later"))
+    assert block.get_attribute("data-outcome") == "skipped"
+    assert "no value yet" in block.find_element(By.CSS_SELECTOR, ".retrieval-skipped").text
+    assert block.find_elements(By.CSS_SELECTOR, "li.snippet") == []
