@@ -85,7 +85,7 @@ function verdictBlock(v, label = "Verdict") {
 // What the state's retrieve looked up before the model was asked: the query, each snippet the prompt held (id,
 // source, score, its text) with the ones the reply cited marked, or why there were none. Snippet text comes from
 // documents: like everything here it goes in as text, never as markup.
-function retrieval(r) {
+function retrievedBlock(r) {
   const outcome = r.skipped !== null && r.skipped !== undefined ? "skipped" : r.error ? "failed" : "ok";
   const cited = new Set(r.cited);
   const asked = [
@@ -138,7 +138,7 @@ export function renderTurn(record) {
     el("h3", {}, `Turn ${record.index}: ${record.state_before}${moved ? ` → ${record.chained.length ? steps.join(" → ") : record.state_after}` : " (stayed)"}${flows}`),
     el("p", { className: "quote user" }, el("span", { className: "who" }, "user: "), record.user_message),
     el("p", {}, "Intent: ", el("strong", {}, record.intent), " · proposal: ", el("strong", { className: "proposal" }, record.proposal ?? "stay")),
-    ...(record.retrieval ? [el("h4", {}, "Retrieved"), retrieval(record.retrieval)] : []),
+    ...(record.retrieval ? [el("h4", {}, "Retrieved"), retrievedBlock(record.retrieval)] : []),
     verdictBlock(record.verdict),
     record.chained.length ? el("div", { className: "chained" }, record.chained.map((v) => verdictBlock(v, "Then"))) : null,
     el("h4", {}, "Transitions considered"),
