@@ -100,6 +100,7 @@ if TYPE_CHECKING:
     from llm_fsm.loading import load_fsm_definition
     from llm_fsm.logic._rules import compile_logic, evaluate_logic
     from llm_fsm.manager import FSMManager
+    from llm_fsm.runtime._retrievers import RetrieverRegistry
     from llm_fsm.runtime._stream import StreamEvent
     from llm_fsm.runtime._timers import TimerFiring, TimerRun
     from llm_fsm.stores import ConversationStore, open_store
@@ -122,6 +123,7 @@ _EXPORTS: dict[str, str] = {
     "NotRecomputableError": "llm_fsm.errors",
     "RetrievalError": "llm_fsm.errors",
     "RetrievalIndexError": "llm_fsm.errors",
+    "RetrieverRegistry": "llm_fsm.runtime._retrievers",
     "EngineConfig": "llm_fsm.engine._turn",
     "FSMContext": "llm_fsm.engine._instance",
     "FSMDefinition": "llm_fsm.definition._model",
@@ -216,6 +218,7 @@ __all__ = [
     "NotRecomputableError",
     "RetrievalError",
     "RetrievalIndexError",
+    "RetrieverRegistry",
     "EngineConfig",
     "FSMContext",
     "FSMDefinition",

@@ -3,6 +3,9 @@
 The shared shapes (``Snippet``, ``Retriever``) load with the package; the built-in full-text retrievers (SQLite FTS5,
 PostgreSQL), the embeddings retriever and their index builders load on first use (PEP 562), so code that only needs
 the shapes does not import sqlite3, and nothing imports psycopg or numpy before such an index is used.
+``RetrieverRegistry`` (the runtime's, where retrievers are asked with their timeouts) is re-exported here, also on
+first use, so an application imports what it registers and how from one place, as it does actions from
+``llm_fsm.actions``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ if TYPE_CHECKING:
     from llm_fsm.retrieval._index import IndexReport, Problem, build_index
     from llm_fsm.retrieval._pg import PostgresRetriever
     from llm_fsm.retrieval._pg_index import build_postgres_index
+    from llm_fsm.runtime._retrievers import RetrieverRegistry
 
 _EXPORTS: dict[str, tuple[str, str]] = {
     "EmbeddingsRetriever": ("llm_fsm.retrieval._embeddings", "EmbeddingsRetriever"),
@@ -28,6 +32,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "build_index": ("llm_fsm.retrieval._index", "build_index"),
     "PostgresRetriever": ("llm_fsm.retrieval._pg", "PostgresRetriever"),
     "build_postgres_index": ("llm_fsm.retrieval._pg_index", "build_postgres_index"),
+    "RetrieverRegistry": ("llm_fsm.runtime._retrievers", "RetrieverRegistry"),
 }
 
 __all__ = [
@@ -38,6 +43,7 @@ __all__ = [
     "PostgresRetriever",
     "Problem",
     "Retriever",
+    "RetrieverRegistry",
     "Snippet",
     "build_embeddings_index",
     "build_index",
