@@ -216,7 +216,10 @@ def _check_retrieval(expect: Expectation, record: TurnRecord) -> list[str]:
         return []
     retrieval = record.retrieval
     if retrieval is None:
-        return [f"retrieval: expected, but state {record.state_before!r} retrieves nothing (it declares no retrieve)"]
+        return [
+            f"retrieval: expected, but the turn looked nothing up in state {record.state_before!r} "
+            "(it declares no retrieve, or no model was asked)"
+        ]
     failures: list[str] = []
     held = [snippet.id for snippet in retrieval.snippets]
     if expect.retrieved is not None:
