@@ -13,10 +13,20 @@ from form_yaml import FORM
 from llm_fsm.cli.test import test_command as llm_fsm_test
 from llm_fsm.engine._records import LLMRequest
 from llm_fsm.llm.fakes import FunctionLLM
+from llm_fsm.runtime._retrievers import RetrieverRegistry, load_retrievers
 from llm_fsm.scripting._recording import recording_name
 from llm_fsm.scripting._suite import run_suite
 
 ROOT = Path(__file__).resolve().parents[1]
+SHIPPED_RETRIEVERS = f"{ROOT / 'definitions' / 'retrievers.py'}:registry"
+"""The retrievers the shipped definitions name (shop_help.yaml answers from docs/shop_help/), as users pass them."""
+
+
+@pytest.fixture()
+def shipped_retrievers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RetrieverRegistry:
+    """The shipped retrievers, their index built in this test's folder rather than the user's cache."""
+    monkeypatch.setenv("SHOP_HELP_INDEX", str(tmp_path / "index" / "shop_help.db"))
+    return load_retrievers(SHIPPED_RETRIEVERS)
 
 
 SCRIPT = """\
@@ -129,14 +139,16 @@ def test_junit_xml_reports_unreadable_scripts_as_errors(folder: Path, tmp_path: 
     assert (suite.get("tests"), suite.get("errors")) == ("3", "1")
 
 
-def test_every_shipped_script_passes_with_full_transition_coverage() -> None:
-    result = invoke(ROOT / "definitions", "--min-coverage", "100")
+def test_every_shipped_script_passes_with_full_transition_coverage(shipped_retrievers: RetrieverRegistry) -> None:
+    result = invoke(ROOT / "definitions", "--min-coverage", "100", "--retrievers", SHIPPED_RETRIEVERS)
     assert result.exit_code == 0, result.output
     assert "FAIL" not in result.output
 
 
-def test_every_shipped_definition_has_conversations_that_take_every_transition() -> None:
-    report = run_suite([ROOT / "definitions"])
+def test_every_shipped_definition_has_conversations_that_take_every_transition(
+    shipped_retrievers: RetrieverRegistry,
+) -> None:
+    report = run_suite([ROOT / "definitions"], retrievers=shipped_retrievers)
     files = {
         p.resolve()
         for p in (ROOT / "definitions").rglob("*")
@@ -285,9 +297,11 @@ def test_recording_names_come_from_the_script_and_the_conversation(folder: Path)
     ]
 
 
-def test_recording_and_replaying_the_shipped_scripts_gives_the_same_routes(tmp_path: Path) -> None:
-    recorded = run_suite([ROOT / "definitions"], record_dir=tmp_path)
-    replayed = run_suite([ROOT / "definitions"], replay_dir=tmp_path)
+def test_recording_and_replaying_the_shipped_scripts_gives_the_same_routes(
+    tmp_path: Path, shipped_retrievers: RetrieverRegistry
+) -> None:
+    recorded = run_suite([ROOT / "definitions"], record_dir=tmp_path, retrievers=shipped_retrievers)
+    replayed = run_suite([ROOT / "definitions"], replay_dir=tmp_path, retrievers=shipped_retrievers)
     assert recorded.passed and replayed.passed, [f for r in replayed.results for f in r.failures]
     assert [[s.to_json() for s in r.path] for r in replayed.results] == [
         [s.to_json() for s in r.path] for r in recorded.results
