@@ -9,6 +9,7 @@ that answers each question the conversation scripts ask.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,12 @@ def test_every_id_the_scripts_expect_is_a_section_of_the_help_centre(help_docs: 
         for id_ in (t.spec.expect.retrieved or []) + (t.spec.expect.cited or [])
     }
     assert expected and expected <= ids, expected - ids
+
+
+def test_every_id_docs_knowledge_shows_is_a_section_of_the_help_centre(help_docs: FTSRetriever) -> None:
+    page = (DEFINITIONS.parent / "docs" / "knowledge.md").read_text(encoding="utf-8")
+    shown = set(re.findall(r"\[([0-9a-f]{16})\]", page))
+    sections = {s.id: s.source for s in help_docs.retrieve("delivery returns payment warranty", k=50)}
+    assert shown and shown <= set(sections), shown - set(sections)
+    assert "shop_help.db: 4 added, 0 updated, 0 removed, 0 unchanged; 20 chunks" in page
+    assert len(sections) == 20
