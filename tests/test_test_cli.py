@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from form_yaml import FORM
 
 from llm_fsm.cli.test import test_command as llm_fsm_test
@@ -55,7 +56,7 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def invoke(*args: str):
+def invoke(*args: str | Path) -> Result:
     return CliRunner().invoke(llm_fsm_test, [str(a) for a in args])
 
 
@@ -123,12 +124,13 @@ def test_junit_xml_has_one_testcase_per_conversation_and_the_failures(folder: Pa
     target = tmp_path / "out" / "report.xml"
     assert invoke(folder, "--junit-xml", target).exit_code == 1
     suite = ET.parse(target).getroot().find("testsuite")
+    assert suite is not None
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
     cases = {case.get("name"): case for case in suite.findall("testcase")}
     assert set(cases) == {"happy path", "small talk first"}
     assert cases["happy path"].find("failure") is None
     failure = cases["small talk first"].find("failure")
-    assert failure.get("message") == "turn 1: state: expected done, got ask_name"
+    assert failure is not None and failure.get("message") == "turn 1: state: expected done, got ask_name"
 
 
 def test_junit_xml_reports_unreadable_scripts_as_errors(folder: Path, tmp_path: Path) -> None:
@@ -136,7 +138,7 @@ def test_junit_xml_reports_unreadable_scripts_as_errors(folder: Path, tmp_path: 
     target = tmp_path / "report.xml"
     assert invoke(folder, "--junit-xml", target).exit_code == 2
     suite = ET.parse(target).getroot().find("testsuite")
-    assert (suite.get("tests"), suite.get("errors")) == ("3", "1")
+    assert suite is not None and (suite.get("tests"), suite.get("errors")) == ("3", "1")
 
 
 def test_every_shipped_script_passes_with_full_transition_coverage(shipped_retrievers: RetrieverRegistry) -> None:
@@ -165,10 +167,10 @@ def test_every_shipped_definition_has_conversations_that_take_every_transition(
 # --- record and replay --------------------------------------------------------------------------
 
 
-def live_model(request: LLMRequest) -> dict:
+def live_model(request: LLMRequest) -> dict[str, Any]:
     """A stand-in for a live model: answers from what the user said."""
 
-    def say(target, message, **update):
+    def say(target: str, message: str, **update: Any) -> dict[str, Any]:
         return {
             "transition": {"target_state": target, "context_update": update},
             "message": message,
@@ -313,13 +315,13 @@ def test_recording_and_replaying_the_shipped_scripts_gives_the_same_routes(
 
 
 def test_a_live_model_answers_instead_of_the_scripts_and_the_expectations_still_apply(
-    folder: Path, monkeypatch
+    folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import llm_fsm.cli.chat
 
     asked: list[str | None] = []
 
-    def fake_make_llm(model, *, temperature=None, **kwargs):
+    def fake_make_llm(model: str | None, *, temperature: float | None = None, **kwargs: Any) -> FunctionLLM:
         asked.append(model)
         return FunctionLLM(live_model)
 
@@ -331,11 +333,13 @@ def test_a_live_model_answers_instead_of_the_scripts_and_the_expectations_still_
     assert "reply: Thanks Ann, your email?" in result.output and "SCRIPTED" not in result.output
 
 
-def test_a_model_that_is_not_configured_stops_the_run_with_exit_two(folder: Path, monkeypatch) -> None:
+def test_a_model_that_is_not_configured_stops_the_run_with_exit_two(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import llm_fsm.cli.chat
     from llm_fsm.errors import LLMConfigurationError
 
-    def refuse(request):
+    def refuse(request: LLMRequest) -> dict[str, Any]:
         raise LLMConfigurationError("no API key for some-model")
 
     monkeypatch.setattr(llm_fsm.cli.chat, "make_llm", lambda model, **kwargs: FunctionLLM(refuse))
