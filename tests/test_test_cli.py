@@ -5,18 +5,29 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from form_yaml import FORM
 
 from llm_fsm.cli.test import test_command as llm_fsm_test
 from llm_fsm.engine._records import LLMRequest
 from llm_fsm.llm.fakes import FunctionLLM
+from llm_fsm.runtime._retrievers import RetrieverRegistry, load_retrievers
 from llm_fsm.scripting._recording import recording_name
 from llm_fsm.scripting._suite import run_suite
 
 ROOT = Path(__file__).resolve().parents[1]
+SHIPPED_RETRIEVERS = f"{ROOT / 'definitions' / 'retrievers.py'}:registry"
+"""The retrievers the shipped definitions name (shop_help.yaml answers from docs/shop_help/), as users pass them."""
+
+
+@pytest.fixture()
+def shipped_retrievers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RetrieverRegistry:
+    """The shipped retrievers, their index built in this test's folder rather than the user's cache."""
+    monkeypatch.setenv("SHOP_HELP_INDEX", str(tmp_path / "index" / "shop_help.db"))
+    return load_retrievers(SHIPPED_RETRIEVERS)
 
 
 SCRIPT = """\
@@ -45,7 +56,7 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def invoke(*args: str):
+def invoke(*args: str | Path) -> Result:
     return CliRunner().invoke(llm_fsm_test, [str(a) for a in args])
 
 
@@ -113,12 +124,13 @@ def test_junit_xml_has_one_testcase_per_conversation_and_the_failures(folder: Pa
     target = tmp_path / "out" / "report.xml"
     assert invoke(folder, "--junit-xml", target).exit_code == 1
     suite = ET.parse(target).getroot().find("testsuite")
+    assert suite is not None
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
     cases = {case.get("name"): case for case in suite.findall("testcase")}
     assert set(cases) == {"happy path", "small talk first"}
     assert cases["happy path"].find("failure") is None
     failure = cases["small talk first"].find("failure")
-    assert failure.get("message") == "turn 1: state: expected done, got ask_name"
+    assert failure is not None and failure.get("message") == "turn 1: state: expected done, got ask_name"
 
 
 def test_junit_xml_reports_unreadable_scripts_as_errors(folder: Path, tmp_path: Path) -> None:
@@ -126,17 +138,19 @@ def test_junit_xml_reports_unreadable_scripts_as_errors(folder: Path, tmp_path: 
     target = tmp_path / "report.xml"
     assert invoke(folder, "--junit-xml", target).exit_code == 2
     suite = ET.parse(target).getroot().find("testsuite")
-    assert (suite.get("tests"), suite.get("errors")) == ("3", "1")
+    assert suite is not None and (suite.get("tests"), suite.get("errors")) == ("3", "1")
 
 
-def test_every_shipped_script_passes_with_full_transition_coverage() -> None:
-    result = invoke(ROOT / "definitions", "--min-coverage", "100")
+def test_every_shipped_script_passes_with_full_transition_coverage(shipped_retrievers: RetrieverRegistry) -> None:
+    result = invoke(ROOT / "definitions", "--min-coverage", "100", "--retrievers", SHIPPED_RETRIEVERS)
     assert result.exit_code == 0, result.output
     assert "FAIL" not in result.output
 
 
-def test_every_shipped_definition_has_conversations_that_take_every_transition() -> None:
-    report = run_suite([ROOT / "definitions"])
+def test_every_shipped_definition_has_conversations_that_take_every_transition(
+    shipped_retrievers: RetrieverRegistry,
+) -> None:
+    report = run_suite([ROOT / "definitions"], retrievers=shipped_retrievers)
     files = {
         p.resolve()
         for p in (ROOT / "definitions").rglob("*")
@@ -153,10 +167,10 @@ def test_every_shipped_definition_has_conversations_that_take_every_transition()
 # --- record and replay --------------------------------------------------------------------------
 
 
-def live_model(request: LLMRequest) -> dict:
+def live_model(request: LLMRequest) -> dict[str, Any]:
     """A stand-in for a live model: answers from what the user said."""
 
-    def say(target, message, **update):
+    def say(target: str, message: str, **update: Any) -> dict[str, Any]:
         return {
             "transition": {"target_state": target, "context_update": update},
             "message": message,
@@ -285,9 +299,11 @@ def test_recording_names_come_from_the_script_and_the_conversation(folder: Path)
     ]
 
 
-def test_recording_and_replaying_the_shipped_scripts_gives_the_same_routes(tmp_path: Path) -> None:
-    recorded = run_suite([ROOT / "definitions"], record_dir=tmp_path)
-    replayed = run_suite([ROOT / "definitions"], replay_dir=tmp_path)
+def test_recording_and_replaying_the_shipped_scripts_gives_the_same_routes(
+    tmp_path: Path, shipped_retrievers: RetrieverRegistry
+) -> None:
+    recorded = run_suite([ROOT / "definitions"], record_dir=tmp_path, retrievers=shipped_retrievers)
+    replayed = run_suite([ROOT / "definitions"], replay_dir=tmp_path, retrievers=shipped_retrievers)
     assert recorded.passed and replayed.passed, [f for r in replayed.results for f in r.failures]
     assert [[s.to_json() for s in r.path] for r in replayed.results] == [
         [s.to_json() for s in r.path] for r in recorded.results
@@ -299,13 +315,13 @@ def test_recording_and_replaying_the_shipped_scripts_gives_the_same_routes(tmp_p
 
 
 def test_a_live_model_answers_instead_of_the_scripts_and_the_expectations_still_apply(
-    folder: Path, monkeypatch
+    folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import llm_fsm.cli.chat
 
     asked: list[str | None] = []
 
-    def fake_make_llm(model, *, temperature=None, **kwargs):
+    def fake_make_llm(model: str | None, *, temperature: float | None = None, **kwargs: Any) -> FunctionLLM:
         asked.append(model)
         return FunctionLLM(live_model)
 
@@ -317,11 +333,13 @@ def test_a_live_model_answers_instead_of_the_scripts_and_the_expectations_still_
     assert "reply: Thanks Ann, your email?" in result.output and "SCRIPTED" not in result.output
 
 
-def test_a_model_that_is_not_configured_stops_the_run_with_exit_two(folder: Path, monkeypatch) -> None:
+def test_a_model_that_is_not_configured_stops_the_run_with_exit_two(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import llm_fsm.cli.chat
     from llm_fsm.errors import LLMConfigurationError
 
-    def refuse(request):
+    def refuse(request: LLMRequest) -> dict[str, Any]:
         raise LLMConfigurationError("no API key for some-model")
 
     monkeypatch.setattr(llm_fsm.cli.chat, "make_llm", lambda model, **kwargs: FunctionLLM(refuse))

@@ -25,6 +25,7 @@ from llm_fsm.cli._app import (
     _fail,
     actions_option,
     recordings_note,
+    retrievers_option,
 )
 from llm_fsm.scripting._runner import ConversationResult, TurnResult
 from llm_fsm.scripting._scripts import shown_message
@@ -205,6 +206,7 @@ def _percentage(ctx: click.Context, param: click.Parameter, value: float | None)
     help="Run only conversations whose 'script::name' contains TEXT.",
 )
 @actions_option
+@retrievers_option
 @click.option("--verbose", "-v", is_flag=True, help="Also print each user message and reply.")
 @click.pass_context
 def test_command(
@@ -219,6 +221,7 @@ def test_command(
     show_coverage: bool,
     match: str | None,
     actions: str | None,
+    retrievers: str | None,
     verbose: bool,
 ) -> None:
     """Run conversation scripts (*.conv.yaml) against their definitions.
@@ -234,6 +237,7 @@ def test_command(
       llm-fsm test definitions/ --model gpt-4o-mini --record recordings/
       llm-fsm test definitions/ --replay recordings/ --junit-xml report.xml
       llm-fsm test definitions/ -k coffee_order --model local
+      llm-fsm test definitions/ --retrievers definitions/retrievers.py:registry
     """
     # an error that stops the run (a model that is not configured, a JUnit file that cannot be written)
     # reaches the guard, which applies the CLI's exit-code policy
@@ -250,6 +254,7 @@ def test_command(
             match,
             verbose,
             actions,
+            retrievers,
         )
     )
 
@@ -266,6 +271,7 @@ def _run(
     match: str | None,
     verbose: bool,
     actions: str | None = None,
+    retrievers: str | None = None,
 ) -> int:
     if model and replay_dir:
         click.echo("error: --replay answers from recordings; it cannot be combined with --model", err=True)
@@ -290,6 +296,11 @@ def _run(
         from llm_fsm.actions import load_registry
 
         registry = load_registry(actions)
+    found = None
+    if retrievers:
+        from llm_fsm.runtime._retrievers import load_retrievers
+
+        found = load_retrievers(retrievers)
     report = run_suite(
         paths,
         llm=llm,
@@ -299,6 +310,7 @@ def _run(
         on_result=show,
         match=match,
         actions=registry,
+        retrievers=found,
     )
     for error in report.errors:
         click.echo(f"ERROR {error}", err=True)

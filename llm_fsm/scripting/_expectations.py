@@ -133,7 +133,9 @@ def check_expectations(
 def _check_record(expect: Expectation, instance: FSMInstance, record: TurnRecord | None) -> list[str]:
     """The expectations read from the turn's explain record: refused keys, masked keys, chained states."""
     wanted = [
-        name for name in ("refused", "masked", "chained", "called", "not_called") if getattr(expect, name) is not None
+        name
+        for name in ("refused", "masked", "chained", "called", "not_called", "retrieved", "cited", "retrieval_error")
+        if getattr(expect, name) is not None
     ]
     if not wanted:
         return []
@@ -171,7 +173,7 @@ def _check_record(expect: Expectation, instance: FSMInstance, record: TurnRecord
         through = [step.target_state for step in record.chained]
         if through != list(expect.chained):
             failures.append(f"chained: expected {_show(list(expect.chained))}, got {_show(through)}")
-    return failures + _check_actions(expect, record)
+    return failures + _check_actions(expect, record) + _check_retrieval(expect, record)
 
 
 def _check_actions(expect: Expectation, record: TurnRecord) -> list[str]:
@@ -202,6 +204,48 @@ def _check_actions(expect: Expectation, record: TurnRecord) -> list[str]:
     for name in expect.not_called or ():
         if any(a.call == name for a in called):
             failures.append(f"not_called: {name} was called")
+    return failures
+
+
+_UNREGISTERED = "no retriever is registered under that name"
+
+
+def _check_retrieval(expect: Expectation, record: TurnRecord) -> list[str]:
+    """``retrieved``, ``cited`` and ``retrieval_error``, read from the turn's retrieval record."""
+    if not expect.checks_retrieval:
+        return []
+    retrieval = record.retrieval
+    if retrieval is None:
+        return [
+            f"retrieval: expected, but the turn looked nothing up in state {record.state_before!r} "
+            "(it declares no retrieve, or no model was asked)"
+        ]
+    failures: list[str] = []
+    held = [snippet.id for snippet in retrieval.snippets]
+    if expect.retrieved is not None:
+        missing = [id_ for id_ in expect.retrieved if id_ not in held]
+        if missing:
+            failures.append(
+                f"retrieved: expected {', '.join(missing)} among the snippets the prompt held, got {_show(held)}"
+            )
+        elif not expect.retrieved and held:
+            failures.append(f"retrieved: expected no snippet, got {_show(held)}")
+    if expect.cited is not None and retrieval.cited != list(expect.cited):
+        failures.append(f"cited: expected {_show(list(expect.cited))}, got {_show(retrieval.cited)}")
+    wanted = expect.retrieval_error
+    if wanted is not None:
+        if retrieval.error is None:
+            failures.append(f"retrieval_error: expected a failure containing {wanted!r}, but the retrieval succeeded")
+        elif wanted.lower() not in retrieval.error.lower():
+            failures.append(f"retrieval_error: expected a failure containing {wanted!r}, got {retrieval.error!r}")
+    if failures and retrieval.error is not None and wanted is None:
+        why = retrieval.error
+        if _UNREGISTERED in why:
+            why += (
+                f" (give the script one: llm-fsm test --retrievers MODULE:NAME, or stub it: "
+                f"retrievers: {{{retrieval.retriever}: [...]}})"
+            )
+        failures[-1] += f"; the retrieval failed: {why}"
     return failures
 
 

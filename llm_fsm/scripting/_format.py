@@ -160,6 +160,48 @@ _STUBS_DESCRIPTION = (
 )
 
 
+class StubSnippet(_Strict):
+    """One snippet a stubbed retriever answers, as ``llm_fsm.retrieval.Snippet`` holds it."""
+
+    id: str = Field(min_length=1)
+    text: str
+    source: str
+    score: float = 0.0
+
+
+def _retriever_stub(value: Any) -> Any:
+    """A stubbed retriever's answer: its snippets (best first; ``[]`` when the docs say nothing), or
+    ``{raise: "message"}`` to make the retrieval fail, so the state's ``on_error`` applies."""
+    if isinstance(value, Mapping) and "raise" in value:
+        if len(value) != 1 or not isinstance(value["raise"], str):
+            raise ValueError("{raise: text} takes only its text (a string)")
+        return dict(value)
+    if not isinstance(value, list):
+        raise ValueError(
+            "a retriever stub is a list of snippets ([{id, text, source}], [] for none) or {raise: message}"
+        )
+    snippets = []
+    for number, item in enumerate(value, start=1):
+        try:
+            snippets.append(StubSnippet.model_validate(item).model_dump())
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'it'}: {error['msg']}" for error in exc.errors()
+            )
+            raise ValueError(f"snippet {number} needs an id, a text and a source ({problems})") from None
+    return snippets
+
+
+RetrieverStub = Annotated[list[dict[str, Any]] | dict[str, Any], BeforeValidator(_retriever_stub)]
+RetrieverStubs = dict[str, RetrieverStub]
+_RETRIEVER_STUBS_DESCRIPTION = (
+    "Stubbed retrievers: name → the snippets it answers ([{id, text, source, score}], best first; [] for none) or "
+    "{raise: message} to make the retrieval fail (the state's on_error applies). A stub takes precedence over "
+    "the application's retriever of that name (llm-fsm test --retrievers). Turn-level stubs replace these from "
+    "that turn on."
+)
+
+
 class Expectation(_Strict):
     """What must hold after a turn. Every field is optional; only what is given is checked."""
 
@@ -205,6 +247,20 @@ class Expectation(_Strict):
     )
     not_called: list[str] | None = Field(default=None, description="Actions the turn must not have called.")
     timers: int | None = Field(default=None, ge=0, description="How many timers a wait: step fired.")
+    retrieved: list[str] | None = Field(
+        default=None,
+        description=("Snippet ids the turn's prompt must have held (from the state's retrieve); [] : it held none."),
+    )
+    cited: list[str] | None = Field(
+        default=None, description="The ids of retrieved snippets the reply cited ([id]), exactly, in prompt order."
+    )
+    retrieval_error: str | None = Field(
+        default=None, description="The turn's retrieval must have failed with an error containing this text."
+    )
+
+    @property
+    def checks_retrieval(self) -> bool:
+        return self.retrieved is not None or self.cited is not None or self.retrieval_error is not None
 
     @field_validator("reply", mode="before")
     @classmethod
@@ -296,6 +352,9 @@ class TurnSpec(_Strict):
         ),
     )
     actions: ActionStubs | None = Field(default=None, description="Stubs that replace earlier ones from this turn on.")
+    retrievers: RetrieverStubs | None = Field(
+        default=None, description="Retriever stubs that replace earlier ones from this turn on."
+    )
     expect: Expectation = Field(default_factory=Expectation)
 
     @model_validator(mode="after")
@@ -315,6 +374,11 @@ class TurnSpec(_Strict):
             raise ValueError(f"an {self.kind} step calls no model; remove model:/regenerate:")
         if self.wait is not None and self.regenerate is not None:
             raise ValueError("a wait: step's timers make no second call; remove regenerate:")
+        if self.kind in ("operator", "application") and self.expect.checks_retrieval:
+            raise ValueError(
+                f"a turn retrieves only for a user message; an {self.kind} step has no retrieval to check "
+                "(remove retrieved:, cited:, retrieval_error:)"
+            )
         if self.wait is None and self.expect.timers is not None:
             raise ValueError("expect: timers: counts the timers a wait: step fired; this step waits for nothing")
         return self
@@ -335,6 +399,7 @@ class ConversationSpec(_Strict):
     initial_context: dict[str, Any] | None = None
     opening: ModelReply | None = None
     actions: ActionStubs | None = Field(default=None, description=_STUBS_DESCRIPTION)
+    retrievers: RetrieverStubs | None = Field(default=None, description=_RETRIEVER_STUBS_DESCRIPTION)
     turns: list[TurnSpec] = Field(min_length=1)
     language: str | None = Field(
         default=None, description="The conversation's language (one of the definition's `languages`)."
@@ -350,6 +415,9 @@ class ScriptDocument(_Strict):
     initial_context: dict[str, Any] | None = Field(default=None, description="Default for every conversation.")
     opening: ModelReply | None = Field(default=None, description="Default opening answer for every conversation.")
     actions: ActionStubs | None = Field(default=None, description=_STUBS_DESCRIPTION + " (every conversation)")
+    retrievers: RetrieverStubs | None = Field(
+        default=None, description=_RETRIEVER_STUBS_DESCRIPTION + " (every conversation)"
+    )
     turns: list[TurnSpec] | None = None
     conversations: list[ConversationSpec] | None = None
     language: str | None = Field(
@@ -377,7 +445,10 @@ __all__ = [
     "Matcher",
     "ModelReply",
     "OperatorStep",
+    "RetrieverStub",
+    "RetrieverStubs",
     "ScriptDocument",
+    "StubSnippet",
     "TransitionReply",
     "TurnSpec",
 ]

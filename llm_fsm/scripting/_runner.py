@@ -20,6 +20,7 @@ from typing import Any
 
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.definition._timers import duration_seconds
+from llm_fsm.engine._snippets import Snippet
 from llm_fsm.errors import (
     ActionNotRegisteredError,
     FSMError,
@@ -27,6 +28,7 @@ from llm_fsm.errors import (
     LLMScriptExhaustedError,
     UsageError,
 )
+from llm_fsm.runtime._retrievers import RetrieverRegistry
 from llm_fsm.scripting._expectations import check_expectations, flow_stack, match, same_value
 from llm_fsm.scripting._results import ConversationResult, PathStep, TurnResult
 from llm_fsm.scripting._scripted_model import ScriptedConversationModel, set_turn
@@ -68,6 +70,45 @@ class ActionStubs:
         return stub
 
 
+class RetrieverStubError(RuntimeError):
+    """What a retriever stub written ``{raise: message}`` raises: the retrieval fails, and its on_error applies."""
+
+
+class RetrieverStubs:
+    """The script's stubbed retrievers, registered on the conversation's own registry (a copy of the
+    application's, so a stub never replaces a retriever other conversations use); a turn may replace them."""
+
+    def __init__(self, registry: RetrieverRegistry) -> None:
+        self.registry = registry
+        self.table: dict[str, Any] = {}
+
+    def apply(self, stubs: Mapping[str, Any]) -> None:
+        """From now on, each name in ``stubs`` answers as it says (before that, the application's retriever did)."""
+        for name, answer in stubs.items():
+            if name not in self.table:
+                self.registry.register(name, _StubRetriever(self, name))
+            self.table[name] = answer
+
+
+class _StubRetriever:
+    def __init__(self, stubs: RetrieverStubs, name: str) -> None:
+        self.stubs, self.name = stubs, name
+
+    def retrieve(self, query: str, *, k: int) -> list[Snippet]:
+        answer = self.stubs.table[self.name]
+        if isinstance(answer, Mapping):
+            raise RetrieverStubError(answer["raise"])
+        return [Snippet(s["id"], s["text"], s["source"], s["score"]) for s in answer[:k]]
+
+
+def conversation_retrievers(application: RetrieverRegistry | Mapping[str, Any] | None) -> RetrieverRegistry:
+    """A registry of its own for one conversation: the application's retrievers, which the script may stub."""
+    own = RetrieverRegistry()
+    if application is not None:
+        own.update(application if isinstance(application, RetrieverRegistry) else RetrieverRegistry(application))
+    return own
+
+
 # --- running one conversation -------------------------------------------------------------------
 
 ROOT_ID = "<script definition>"
@@ -82,12 +123,14 @@ def run_conversation(
     *,
     load_definition: Callable[[str], FSMDefinition] | None = None,
     actions: Any = None,
+    retrievers: RetrieverRegistry | Mapping[str, Any] | None = None,
 ) -> ConversationResult:
     """Play one conversation through the real engine and check every turn's expectations.
 
     ``load_definition`` loads sub-flow definitions by the path the engine
     resolved (default: ``load_fsm_definition``). ``actions`` is the application's
-    ``ActionRegistry`` (``llm-fsm test --actions``); the script's stubs replace its functions.
+    ``ActionRegistry`` (``llm-fsm test --actions``); the script's stubs replace its functions. ``retrievers`` are
+    the application's (``llm-fsm test --retrievers``); the script's retriever stubs take precedence over them.
     """
     from llm_fsm.engine._turn import EngineConfig
     from llm_fsm.loading import load_fsm_definition
@@ -112,7 +155,10 @@ def run_conversation(
             clock=ScriptClock() if waits else None,  # time passes only where the script says so
         ),
         actions=actions,
+        retrievers=conversation_retrievers(retrievers),
     )
+    retriever_stubs = RetrieverStubs(manager.retrievers)
+    retriever_stubs.apply(conversation.retrievers)
     stubs = ActionStubs(conversation.actions)
     stubs.register(
         manager.actions, {name for t in conversation.turns for name in t.spec.actions or {}} | set(stubs.table)
@@ -153,6 +199,7 @@ def run_conversation(
             stop = True
             continue
         stubs.table.update(turn.spec.actions or {})
+        retriever_stubs.apply(turn.spec.retrievers or {})
         result.turns.append(_run_turn(manager, conversation_id, turn, llm, definition))
         stop = isinstance(result.turns[-1].error, _StopMarker)
     final = manager.get_instance(conversation_id)
@@ -278,9 +325,12 @@ __all__ = [
     "ROOT_ID",
     "ConversationResult",
     "PathStep",
+    "RetrieverStubError",
+    "RetrieverStubs",
     "ScriptedConversationModel",
     "TurnResult",
     "check_expectations",
+    "conversation_retrievers",
     "flow_stack",
     "match",
     "model_for",

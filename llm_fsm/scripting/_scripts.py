@@ -38,7 +38,10 @@ from llm_fsm.scripting._format import (
     Matcher,
     ModelReply,
     OperatorStep,
+    RetrieverStub,
+    RetrieverStubs,
     ScriptDocument,
+    StubSnippet,
     TransitionReply,
     TurnSpec,
 )
@@ -81,6 +84,8 @@ class ScriptConversation:
     line: int | None
     actions: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     """Stubbed actions at the start: the script's, then the conversation's own."""
+    retrievers: Mapping[str, Any] = field(default_factory=dict)
+    """Stubbed retrievers at the start: the script's, then the conversation's own."""
     language: str | None = None
     """The language the conversation starts in: its own, else the script's (None: the definition's default)."""
 
@@ -191,6 +196,7 @@ def _conversations(script: Script) -> Iterator[ScriptConversation]:
             turns=turns,
             line=doc.line_for(prefix) if prefix else 1,
             actions={**(model.actions or {}), **(spec.actions or {})},
+            retrievers={**(model.retrievers or {}), **(spec.retrievers or {})},
             language=spec.language or model.language,
         )
 
@@ -296,10 +302,13 @@ __all__ = [
     "Matcher",
     "ModelReply",
     "OperatorStep",
+    "RetrieverStub",
+    "RetrieverStubs",
     "Script",
     "ScriptConversation",
     "ScriptDocument",
     "ScriptTurn",
+    "StubSnippet",
     "TransitionReply",
     "TurnSpec",
     "RECORDING_FORMAT",

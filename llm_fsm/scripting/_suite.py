@@ -87,13 +87,15 @@ def run_suite(
     on_result: Callable[[ConversationResult], None] | None = None,
     match: str | None = None,
     actions: Any = None,
+    retrievers: Any = None,
 ) -> SuiteReport:
     """Run every script under ``paths``.
 
     ``llm``: None for each script's own answers; an LLM interface shared by all
     conversations (a live model); or a callable conversation → interface.
     ``match`` keeps only conversations whose ``script::name`` label contains
-    it (case-insensitive). ``replay_dir`` takes the answers from recordings instead and reports
+    it (case-insensitive). ``actions`` and ``retrievers`` are the application's registries (the scripts' stubs
+    take precedence). ``replay_dir`` takes the answers from recordings instead and reports
     conversations whose route differs from the recorded one.
     """
     report = SuiteReport()
@@ -159,7 +161,12 @@ def run_suite(
             return definitions.get(Path(reference))[0]
 
         result = run_conversation(
-            conversation, definition, recorder or model, load_definition=load_flow, actions=actions
+            conversation,
+            definition,
+            recorder or model,
+            load_definition=load_flow,
+            actions=actions,
+            retrievers=retrievers,
         )
         if recording is not None:
             result.failures.extend(f"replay: {line}" for line in compare(recording, result))
