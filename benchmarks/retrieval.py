@@ -248,8 +248,9 @@ def help_definition(retrieve: dict[str, Any] | None) -> FSMDefinition:
     return FSMDefinition.model_validate({**document, "states": {"answer": answer, "done": done}})
 
 
-def turn_prompt_tokens(definition: FSMDefinition, index: Path, question: str) -> tuple[int, int]:
-    """Tokens of the turn's prompt (system prompt + user message) and the snippet characters it holds."""
+def turn_prompt_tokens(definition: FSMDefinition, index: Path, question: str) -> tuple[int, int, int]:
+    """Tokens of the turn's prompt (system prompt + user message), the snippet characters it holds and the tokens
+    of those characters alone (the rest of what retrieval adds is ids, sources, JSON and the section's preamble)."""
     prompts: list[tuple[str, str]] = []
 
     def model(request: Any) -> dict[str, Any]:
@@ -263,9 +264,10 @@ def turn_prompt_tokens(definition: FSMDefinition, index: Path, question: str) ->
     cid, _ = manager.start_conversation("booking_help")
     manager.process_turn(cid, question)
     system, user = prompts[-1]
-    record = manager.explain(cid).retrieval
-    chars = sum(s.chars for s in record.snippets) if record is not None else 0
-    return tokens_util.count_tokens(system) + tokens_util.count_tokens(user), chars
+    section = re.search(r"<retrieved_knowledge>\n.*\n(\[.*\])\n</retrieved_knowledge>", system, re.S)
+    texts = [snippet["text"] for snippet in json.loads(section.group(1))] if section else []
+    text_tokens = sum(tokens_util.count_tokens(text) for text in texts)
+    return tokens_util.count_tokens(system) + tokens_util.count_tokens(user), sum(map(len, texts)), text_tokens
 
 
 def token_cost(index: Path, questions: Sequence[Question], sample: int) -> dict[str, Any]:
@@ -277,15 +279,16 @@ def token_cost(index: Path, questions: Sequence[Question], sample: int) -> dict[
     for k, max_chars in TOKEN_CONFIGS:
         definition = help_definition({"retriever": "docs", "k": k, "max_chars": max_chars})
         measured = [turn_prompt_tokens(definition, index, q.text) for q in chosen]
-        added = [tokens - base for (tokens, _), base in zip(measured, without, strict=True)]
+        added = [tokens - base for (tokens, _, _), base in zip(measured, without, strict=True)]
         rows.append(
             {
                 "k": k,
                 "max_chars": max_chars,
                 "tokens_added_mean": statistics.mean(added),
                 "tokens_added_max": max(added),
-                "snippet_chars_mean": statistics.mean(chars for _, chars in measured),
-                "prompt_ratio": statistics.mean(t for t, _ in measured) / statistics.mean(without),
+                "snippet_chars_mean": statistics.mean(chars for _, chars, _ in measured),
+                "snippet_text_tokens_mean": statistics.mean(text for _, _, text in measured),
+                "prompt_ratio": statistics.mean(t for t, _, _ in measured) / statistics.mean(without),
             }
         )
     return {
@@ -337,7 +340,8 @@ def print_report(result: dict[str, Any]) -> None:
     for row in tokens["configs"]:
         print(
             f"  k={row['k']}, max_chars={row['max_chars']}: +{row['tokens_added_mean']:.0f} tokens a turn "
-            f"(max +{row['tokens_added_max']}), {row['snippet_chars_mean']:.0f} snippet chars, "
+            f"(max +{row['tokens_added_max']}), of which snippet text {row['snippet_text_tokens_mean']:.0f} "
+            f"({row['snippet_chars_mean']:.0f} chars), "
             f"{row['prompt_ratio']:.2f}x the prompt"
         )
 
