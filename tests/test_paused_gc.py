@@ -14,6 +14,7 @@ from llm_fsm.definition._documents import paused_gc
 def collector() -> Iterator[None]:
     """The collector on, nothing frozen, as most programs run; restored afterwards."""
     was_enabled = gc.isenabled()
+    gc.unfreeze()  # an earlier test may have frozen objects (serve freezes its start-up heap)
     gc.collect()
     gc.enable()
     yield

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import socket
@@ -215,7 +216,10 @@ def _serve_capturing_the_app(monkeypatch: pytest.MonkeyPatch, *args: str) -> tup
     # building uvicorn's Config applies serve's logging configuration (llm_fsm's logger stops propagating):
     # right for a served process, wrong for this test process, whose later tests read logs through the root
     monkeypatch.setattr(uvicorn.Config, "configure_logging", lambda self: None)
-    result = invoke("serve", *args, "--store", "memory://", "--port", "0")  # bound, never listened on
+    try:
+        result = invoke("serve", *args, "--store", "memory://", "--port", "0")  # bound, never listened on
+    finally:
+        gc.unfreeze()  # serve froze start-up's heap, a process-wide choice this test process must not keep
     return served.get("app"), result
 
 
