@@ -23,7 +23,9 @@ from llm_fsm.cli._app import (
     EXIT_UNREADABLE,
     GuardedCommand,
     _fail,
+    action_registry,
     actions_option,
+    mcp_option,
     recordings_note,
 )
 from llm_fsm.scripting._runner import ConversationResult, TurnResult
@@ -205,6 +207,7 @@ def _percentage(ctx: click.Context, param: click.Parameter, value: float | None)
     help="Run only conversations whose 'script::name' contains TEXT.",
 )
 @actions_option
+@mcp_option
 @click.option("--verbose", "-v", is_flag=True, help="Also print each user message and reply.")
 @click.pass_context
 def test_command(
@@ -219,6 +222,7 @@ def test_command(
     show_coverage: bool,
     match: str | None,
     actions: str | None,
+    mcp: str | None,
     verbose: bool,
 ) -> None:
     """Run conversation scripts (*.conv.yaml) against their definitions.
@@ -250,6 +254,7 @@ def test_command(
             match,
             verbose,
             actions,
+            mcp,
         )
     )
 
@@ -266,6 +271,7 @@ def _run(
     match: str | None,
     verbose: bool,
     actions: str | None = None,
+    mcp: str | None = None,
 ) -> int:
     if model and replay_dir:
         click.echo("error: --replay answers from recordings; it cannot be combined with --model", err=True)
@@ -285,11 +291,7 @@ def _run(
         for line in format_result(result, verbose=verbose):
             click.echo(line)
 
-    registry = None
-    if actions:
-        from llm_fsm.actions import load_registry
-
-        registry = load_registry(actions)
+    registry = action_registry(actions, mcp)
     report = run_suite(
         paths,
         llm=llm,

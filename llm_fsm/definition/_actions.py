@@ -29,6 +29,18 @@ _NAME = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_.:-]{0,99}|mcp:[A-Za-z0-9_][A-Za-z0
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 
 
+MCP_PREFIX = "mcp:"
+
+
+def mcp_tool_of(call: str) -> tuple[str, str] | None:
+    """``mcp:SERVER/TOOL`` → (server, tool): an action that calls a tool of a configured MCP server. None for any
+    other name (a function the application registered)."""
+    if not call.startswith(MCP_PREFIX):
+        return None
+    server, slash, tool = call[len(MCP_PREFIX) :].partition("/")
+    return (server, tool) if server and slash and tool else None
+
+
 def _seconds(value: Any) -> Any:
     # JSON Schema's number: 5 and 2.5, never "5" or true (pydantic's lax float would take both)
     if isinstance(value, (bool, str)):
@@ -135,4 +147,13 @@ class ActionDeclaration(BaseModel):
         return list(self.outputs or {})
 
 
-__all__ = ["ActionDeclaration", "ActionWhen", "DEFAULT_TIMEOUT_S", "MAX_TIMEOUT_S", "ON_ERROR_FAIL", "ON_ERROR_HANDOFF"]
+__all__ = [
+    "ActionDeclaration",
+    "ActionWhen",
+    "DEFAULT_TIMEOUT_S",
+    "MAX_TIMEOUT_S",
+    "MCP_PREFIX",
+    "ON_ERROR_FAIL",
+    "ON_ERROR_HANDOFF",
+    "mcp_tool_of",
+]

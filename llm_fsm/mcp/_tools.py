@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
+from llm_fsm.definition._actions import MCP_PREFIX as PREFIX
+from llm_fsm.definition._actions import mcp_tool_of as parse_name
 from llm_fsm.engine._actions import ActionCall
 from llm_fsm.errors import MCPToolError
 from llm_fsm.mcp._client import CONNECT_TIMEOUT_S, MCPConnections, _cause
 from llm_fsm.mcp._config import MCPConfig, load_config
-
-PREFIX = "mcp:"
 
 IDEMPOTENCY_META_KEY = "llm-fsm/idempotencyKey"
 """Where a call's idempotency key travels, in the request's ``_meta``: a tool that books or pays can do it once
@@ -36,14 +36,6 @@ recorded (``outcome: timeout``) and the call is then cancelled on the server."""
 
 LIST_TIMEOUT_S = 15.0
 """How long ``tool_schemas`` waits for each server (lint must finish even when a server hangs)."""
-
-
-def parse_name(name: str) -> tuple[str, str] | None:
-    """``mcp:SERVER/TOOL`` → (server, tool); None for any other action name."""
-    if not name.startswith(PREFIX):
-        return None
-    server, slash, tool = name[len(PREFIX) :].partition("/")
-    return (server, tool) if server and slash and tool else None
 
 
 class _ToolFunction:
