@@ -32,16 +32,16 @@ def iter_definition_files(paths: Iterable[str], *, skipped: list[str] | None = N
     for *.json, *.yaml and *.yml (conversation scripts ``*.conv.yaml`` skipped), sorted.
 
     Recordings written by ``llm-fsm test --record`` are JSON but not definitions:
-    they are left out, and appended to ``skipped`` when it is given.
+    they are left out, and appended to ``skipped`` when it is given. MCP config files are left out too.
     """
-    from llm_fsm.scripting._files import is_recording_file
+    from llm_fsm.scripting._files import is_mcp_config_file, is_recording_file
 
     def wanted(p: Path) -> bool:
         if is_recording_file(p):
             if skipped is not None:
                 skipped.append(str(p))
             return False
-        return True
+        return not is_mcp_config_file(p)  # the servers definitions call (--mcp CONFIG), not a definition
 
     for raw in paths:
         path = Path(raw)
