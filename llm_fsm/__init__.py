@@ -103,6 +103,7 @@ if TYPE_CHECKING:
     from llm_fsm.loading import load_fsm_definition
     from llm_fsm.logic._rules import compile_logic, evaluate_logic
     from llm_fsm.manager import FSMManager
+    from llm_fsm.runtime._retrievers import RetrieverRegistry
     from llm_fsm.runtime._stream import StreamEvent
     from llm_fsm.runtime._timers import TimerFiring, TimerRun
     from llm_fsm.stores import ConversationStore, open_store
@@ -128,6 +129,7 @@ _EXPORTS: dict[str, str] = {
     "MCPClientError": "llm_fsm.errors",
     "MCPConfigError": "llm_fsm.errors",
     "MCPToolError": "llm_fsm.errors",
+    "RetrieverRegistry": "llm_fsm.runtime._retrievers",
     "EngineConfig": "llm_fsm.engine._turn",
     "FSMContext": "llm_fsm.engine._instance",
     "FSMDefinition": "llm_fsm.definition._model",
@@ -225,6 +227,7 @@ __all__ = [
     "MCPClientError",
     "MCPConfigError",
     "MCPToolError",
+    "RetrieverRegistry",
     "EngineConfig",
     "FSMContext",
     "FSMDefinition",

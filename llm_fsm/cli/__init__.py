@@ -25,6 +25,7 @@ for _name, _module, _attribute in (
     ("replay", "llm_fsm.cli.audit", "replay_command"),
     ("migrate", "llm_fsm.cli.audit", "migrate_command"),
     ("index", "llm_fsm.cli.index", "index_command"),
+    ("mcp", "llm_fsm.cli.mcp", "mcp_command"),
 ):
     main.add_lazy_command(_name, _module, _attribute)
 

@@ -96,9 +96,17 @@ def _retrieval_lines(retrieval: RetrievalRecord) -> list[str]:
     if retrieval.error is not None:
         return [f"{asked}: failed ({retrieval.error}), on_error {retrieval.on_error}"]
     lines = [f"{asked}: {len(retrieval.snippets)} snippets, {retrieval.duration_ms:.0f} ms"]
-    lines += [f"  [{s.id}] {s.source} ({s.chars} characters)" for s in retrieval.snippets]
+    for snippet in retrieval.snippets:
+        lines.append(f"  [{snippet.id}] {snippet.source} ({snippet.chars} characters)")
+        text = snippet.text  # what the model was shown (explain reads it from the turn's inputs), cut for a line
+        shown = "" if text is None else ": " + _value(text if len(text) <= _TEXT_SHOWN else text[:_TEXT_SHOWN] + "…")
+        lines.append(f"      score {snippet.score:.2f}{shown}")
     lines.append("  cited: " + (", ".join(retrieval.cited) if retrieval.cited else "none"))
     return lines
+
+
+_TEXT_SHOWN = 300
+"""Characters of a snippet's text ``explain`` prints (``--format json`` has it whole)."""
 
 
 def _when(record: TurnRecord) -> str:

@@ -170,15 +170,16 @@ def parse_aliases(values: tuple[str, ...]) -> dict[str, str]:
     return aliases
 
 
-def _unregistered_actions(app: Any) -> str:
-    """The served definitions calling actions the manager has no function for, as ``id (name, ...)``; "" if none.
+def _unregistered(app: Any, registry: Any) -> str:
+    """The served definitions naming actions (or retrievers) ``registry`` has nothing for, as ``id (name, ...)``;
+    "" if none.
 
     A served definition may well lack them on purpose (the others still work), so this is said at start, where
-    whoever forgot ``--actions`` reads it, rather than only in the log of the first conversation's 500.
+    whoever forgot ``--actions`` or ``--retrievers`` reads it, rather than only in the log of the first
+    conversation's 500 or in the turn records of answers given without snippets.
     """
     from llm_fsm.loading import load_fsm_definition
 
-    registry = app.state.manager.actions
     missing: list[str] = []
     for served in app.state.registry.by_id.values():
         location = served.location
@@ -408,11 +409,18 @@ def serve_command(
         check_model_environment(model_name)
     check_store(app.state.manager)
     sock = bind(host, port)
-    unregistered = _unregistered_actions(app)
+    unregistered = _unregistered(app, app.state.manager.actions)
     if unregistered:
         click.echo(
             f"warning: no function is registered for the actions of {unregistered}: starting one of these "
             "answers 500 server_error; pass --actions module:name or file.py:name (--mcp CONFIG for mcp:SERVER/TOOL)",
+            err=True,
+        )
+    unregistered = _unregistered(app, app.state.manager.retrievers)
+    if unregistered:
+        click.echo(  # served as for an unreachable index: the retrieval fails, recorded, and on_error decides
+            f"warning: no retriever is registered for the retrieve of {unregistered}: their turns answer "
+            "without snippets or move to the state's on_error; pass --retrievers module:name or file.py:name",
             err=True,
         )
     if not keys:

@@ -376,12 +376,17 @@ class ActionRecord(_Data):
 
 class RetrievedSnippet(_Data):
     """One snippet the prompt held: which passage, from where, and how much of it (its text is in the turn's
-    inputs, where the audit reads it)."""
+    inputs, where the audit reads it; explain copies it here for people, the stored record keeps it once)."""
 
     id: str
     source: str
     score: float = 0.0
     chars: int = Field(description="Characters of its text the prompt held (the last one may be cut to the budget).")
+    text: str | None = Field(
+        default=None,
+        exclude_if=lambda text: text is None,  # stored records leave it to their inputs
+        description="The text the prompt held, in an explain record (None in the stored record, and when unknown).",
+    )
 
 
 class RetrievalRecord(_Data):

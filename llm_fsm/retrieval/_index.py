@@ -9,6 +9,9 @@ index or the new one, never half of each.
 
 Bad input never stops a build, it is reported: a file that is not UTF-8 is indexed with replacement characters, a
 file over the size cap is skipped without being read whole, a file that cannot be read is skipped.
+
+Walking, reading, hashing, chunking and change detection (``update_index``) do not depend on SQLite: an
+``IndexTarget`` holds the chunks, so the PostgreSQL index (``_pg_index``) is built by the same code.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import errno
 import hashlib
 import os
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
+from typing import Protocol
 
 from llm_fsm.errors import RetrievalIndexError
 from llm_fsm.retrieval._chunks import SUFFIXES, chunk_document
@@ -73,36 +78,131 @@ def build_index(
     docs: str | os.PathLike[str], out: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> IndexReport:
     """Bring the index at ``out`` up to date with the documents under ``docs`` (created when missing)."""
-    folder = Path(docs)
-    if not folder.is_dir():
-        raise FileNotFoundError(errno.ENOENT, "no such folder of documents", str(folder))
-    report = IndexReport()
-    db = _open_for_writing(Path(out))
+    return build_sqlite_index(documents_folder(docs), Path(out), _SCHEMA, FORMAT, SQLiteTarget, max_bytes)
+
+
+def build_sqlite_index(
+    folder: Path,
+    out: Path,
+    schema: tuple[str, ...],
+    fmt: str,
+    target: Callable[[sqlite3.Connection], IndexTarget],
+    max_bytes: int,
+) -> IndexReport:
+    """``update_index`` into the SQLite file ``out`` (of layout ``schema`` and ``fmt``), in one transaction."""
+    db = open_for_writing(out, schema, fmt)
     try:
         with db:
             db.execute("BEGIN IMMEDIATE")  # two builds of one file take turns instead of interleaving
-            known = {
-                row[0]: (row[1], row[2], row[3]) for row in db.execute("SELECT path, size, mtime_ns, sha256 FROM files")
-            }
-            seen: set[str] = set()
-            for path, name in _documents(folder):
-                if not _is_utf8(name):  # SQLite holds text as UTF-8; such a name cannot be a source either
-                    report.problems.append(Problem(_printable(name), "its name is not UTF-8: skipped"))
-                    continue
-                seen.add(name)
-                _update_file(db, path, name, known.get(name), max_bytes, report)
-            for name in sorted(set(known) - seen):
-                _forget(db, name)
-                report.removed.append(name)
-            report.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            return update_index(folder, target(db), max_bytes)
     except sqlite3.Error as exc:  # locked by another writer past the timeout, a full disk, a damaged file
         raise RetrievalIndexError(f"{out}: the index could not be written: {exc}") from exc
     finally:
         db.close()
+
+
+def documents_folder(docs: str | os.PathLike[str]) -> Path:
+    """``docs`` as a folder, checked before any index is opened: a typo must not create an empty index."""
+    folder = Path(docs)
+    if not folder.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such folder of documents", str(folder))
+    return folder
+
+
+@dataclass(frozen=True)
+class IndexedChunk:
+    """A chunk as an index stores it: with its stable id and the document it is from."""
+
+    id: str
+    path: str
+    heading: str
+    text: str
+
+
+#: what an index remembers of a file: size, modification time (ns) and the SHA-256 of its bytes
+Known = tuple[int, int, str]
+
+
+class IndexTarget(Protocol):
+    """Where a build writes its changes: the SQLite file here, a PostgreSQL table in ``_pg_index``. Every backend
+    walks, reads, hashes and chunks the same way (``update_index``), so the same folder gives the same snippet ids
+    and the same report whichever engine holds the index."""
+
+    def known(self) -> dict[str, Known]: ...
+
+    def touch(self, name: str, size: int, mtime_ns: int) -> None:
+        """The file's content is as indexed; remember its new size and time so it is not read next build."""
+
+    def replace(self, name: str, known: Known, chunks: list[IndexedChunk]) -> None:
+        """The file's old chunks (if any) go, ``chunks`` come in."""
+
+    def forget(self, name: str) -> None: ...
+
+    def count(self) -> int: ...
+
+
+def update_index(folder: Path, target: IndexTarget, max_bytes: int) -> IndexReport:
+    """Bring ``target`` up to date with the documents under ``folder``; the caller holds the transaction."""
+    report = IndexReport()
+    known = target.known()
+    seen: set[str] = set()
+    for path, name in _documents(folder):
+        if not _is_utf8(name):  # the engines hold text as UTF-8; such a name cannot be a source either
+            report.problems.append(Problem(_printable(name), "its name is not UTF-8: skipped"))
+            continue
+        seen.add(name)
+        _update_file(target, path, name, known.get(name), max_bytes, report)
+    for name in sorted(set(known) - seen):
+        target.forget(name)
+        report.removed.append(name)
+    report.chunks = target.count()
     return report
 
 
-def _open_for_writing(out: Path) -> sqlite3.Connection:
+class SQLiteTarget:
+    """A file's chunks are the rows first_row..last_row: replacing a file deletes a rowid range, not a table scan."""
+
+    #: the chunks table's columns after rowid; an index that stores more per chunk (a vector) adds its own
+    columns: tuple[str, ...] = ("id", "path", "heading", "text")
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def values(self, chunks: list[IndexedChunk]) -> list[tuple[object, ...]]:
+        """Each chunk's row, in ``columns`` order."""
+        return [(c.id, c.path, c.heading, c.text) for c in chunks]
+
+    def known(self) -> dict[str, Known]:
+        rows = self.db.execute("SELECT path, size, mtime_ns, sha256 FROM files")
+        return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
+    def touch(self, name: str, size: int, mtime_ns: int) -> None:
+        self.db.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?", (size, mtime_ns, name))
+
+    def replace(self, name: str, known: Known, chunks: list[IndexedChunk]) -> None:
+        self.forget(name)
+        first = self.db.execute("SELECT coalesce(max(rowid), 0) + 1 FROM chunks").fetchone()[0]
+        rows = [(first + n, *values) for n, values in enumerate(self.values(chunks))]
+        marks = ", ".join("?" * (len(self.columns) + 1))
+        self.db.executemany(f"INSERT INTO chunks (rowid, {', '.join(self.columns)}) VALUES ({marks})", rows)
+        self.db.execute(
+            "INSERT INTO files (path, size, mtime_ns, sha256, first_row, last_row) VALUES (?, ?, ?, ?, ?, ?)",
+            (name, *known, first, first + len(rows) - 1),
+        )
+
+    def forget(self, name: str) -> None:
+        row = self.db.execute("SELECT first_row, last_row FROM files WHERE path = ?", (name,)).fetchone()
+        if row is not None:
+            self.db.execute("DELETE FROM chunks WHERE rowid BETWEEN ? AND ?", row)
+            self.db.execute("DELETE FROM files WHERE path = ?", (name,))
+
+    def count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+
+def open_for_writing(out: Path, schema: tuple[str, ...], fmt: str) -> sqlite3.Connection:
+    """The index file at ``out``, created with ``schema`` when new; a file of other tables or another format is
+    refused, never altered."""
     db = sqlite3.connect(out)
     try:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -110,14 +210,14 @@ def _open_for_writing(out: Path) -> sqlite3.Connection:
             raise RetrievalIndexError(
                 f"{out} is not an index of `llm-fsm index` (it has other tables); choose another --out"
             )
-        for statement in _SCHEMA:
+        for statement in schema:
             db.execute(statement)
         row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if row is None:
-            db.execute("INSERT INTO meta (key, value) VALUES ('format', ?)", (FORMAT,))
+            db.execute("INSERT INTO meta (key, value) VALUES ('format', ?)", (fmt,))
             db.commit()
-        elif row[0] != FORMAT:
-            raise RetrievalIndexError(f"{out} is an index of format {row[0]!r}, not {FORMAT!r}; delete it to rebuild")
+        elif row[0] != fmt:
+            raise RetrievalIndexError(f"{out} is an index of format {row[0]!r}, not {fmt!r}; delete it to rebuild")
     except sqlite3.DatabaseError as exc:
         db.close()
         raise RetrievalIndexError(f"{out} is not an index of `llm-fsm index`: {exc}") from exc
@@ -140,12 +240,7 @@ def _documents(folder: Path) -> list[tuple[Path, str]]:
 
 
 def _update_file(
-    db: sqlite3.Connection,
-    path: Path,
-    name: str,
-    known: tuple[int, int, str] | None,
-    max_bytes: int,
-    report: IndexReport,
+    target: IndexTarget, path: Path, name: str, known: Known | None, max_bytes: int, report: IndexReport
 ) -> None:
     try:
         stat = path.stat()
@@ -153,18 +248,18 @@ def _update_file(
             report.unchanged.append(name)
             return
         if not S_ISREG(stat.st_mode):  # a FIFO or a device under a document's name: opening it could block
-            _skip(db, name, known, "not a regular file: skipped", report)
+            _skip(target, name, known, "not a regular file: skipped", report)
             return
         data = None if stat.st_size > max_bytes else _read_capped(path, max_bytes)
     except OSError as exc:
-        _skip(db, name, known, f"cannot be read: {exc.strerror or exc}", report)
+        _skip(target, name, known, f"cannot be read: {exc.strerror or exc}", report)
         return
     if data is None:
-        _skip(db, name, known, f"over the cap of {max_bytes} bytes (--max-bytes): skipped", report)
+        _skip(target, name, known, f"over the cap of {max_bytes} bytes (--max-bytes): skipped", report)
         return
     digest = hashlib.sha256(data).hexdigest()
     if known is not None and digest == known[2]:
-        db.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?", (stat.st_size, stat.st_mtime_ns, name))
+        target.touch(name, stat.st_size, stat.st_mtime_ns)
         report.unchanged.append(name)
         return
     try:
@@ -172,17 +267,10 @@ def _update_file(
     except UnicodeDecodeError as exc:
         text = data.decode("utf-8-sig", errors="replace")
         report.problems.append(Problem(name, f"not UTF-8 (byte {exc.start}): indexed with replacement characters"))
-    _forget(db, name)
-    first = db.execute("SELECT coalesce(max(rowid), 0) + 1 FROM chunks").fetchone()[0]
-    rows = [
-        (first + n, snippet_id(name, c.heading, c.index), name, c.heading, c.text)
-        for n, c in enumerate(chunk_document(name, text))
+    chunks = [
+        IndexedChunk(snippet_id(name, c.heading, c.index), name, c.heading, c.text) for c in chunk_document(name, text)
     ]
-    db.executemany("INSERT INTO chunks (rowid, id, path, heading, text) VALUES (?, ?, ?, ?, ?)", rows)
-    db.execute(
-        "INSERT INTO files (path, size, mtime_ns, sha256, first_row, last_row) VALUES (?, ?, ?, ?, ?, ?)",
-        (name, stat.st_size, stat.st_mtime_ns, digest, first, first + len(rows) - 1),
-    )
+    target.replace(name, (stat.st_size, stat.st_mtime_ns, digest), chunks)
     (report.added if known is None else report.updated).append(name)
 
 
@@ -213,21 +301,27 @@ def _read_capped(path: Path, cap: int) -> bytes | None:
     return None if total > cap else b"".join(parts)
 
 
-def _skip(
-    db: sqlite3.Connection, name: str, known: tuple[int, int, str] | None, reason: str, report: IndexReport
-) -> None:
+def _skip(target: IndexTarget, name: str, known: Known | None, reason: str, report: IndexReport) -> None:
     """A file that cannot be indexed now loses its old chunks too: answering from a version of it that no longer
     exists would be worse than not answering from it."""
     if known is not None:
-        _forget(db, name)
+        target.forget(name)
     report.problems.append(Problem(name, reason))
 
 
-def _forget(db: sqlite3.Connection, name: str) -> None:
-    row = db.execute("SELECT first_row, last_row FROM files WHERE path = ?", (name,)).fetchone()
-    if row is not None:
-        db.execute("DELETE FROM chunks WHERE rowid BETWEEN ? AND ?", row)
-        db.execute("DELETE FROM files WHERE path = ?", (name,))
-
-
-__all__ = ["DEFAULT_MAX_BYTES", "FORMAT", "IndexReport", "Problem", "build_index", "snippet_id"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "FORMAT",
+    "IndexReport",
+    "IndexTarget",
+    "IndexedChunk",
+    "Known",
+    "Problem",
+    "SQLiteTarget",
+    "build_index",
+    "build_sqlite_index",
+    "documents_folder",
+    "open_for_writing",
+    "snippet_id",
+    "update_index",
+]

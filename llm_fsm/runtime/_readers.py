@@ -14,6 +14,7 @@ from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._instance import FSMInstance
 from llm_fsm.engine._messages import entry_view
 from llm_fsm.engine._records import TraceEvent, TurnRecord, Usage
+from llm_fsm.engine._tape import retrieval_result_of
 from llm_fsm.engine._transitions import validate_transition as _validate_transition
 from llm_fsm.engine._turn import LoadDefinition
 from llm_fsm.errors import TurnNotFoundError, UsageError
@@ -277,13 +278,29 @@ def _turn_record(instance: FSMInstance, turn: int) -> TurnRecord:
     for record in records:
         if record.index == wanted:
             # what re-deciding it needs (sensitive values included) is the audit's, not a reader's
-            return record.model_copy(update={"inputs": None}) if record.inputs is not None else record
+            return record.model_copy(update={"inputs": None, **_with_snippet_texts(record)})
     named = f"turn {turn}" if turn > 0 else f"turn {turn} (turn {wanted})"
     kept = f"only turns {records[0].index} to {records[-1].index} are" if records else "no turn record is"
     raise TurnNotFoundError(
         f"{named} of conversation {cid} is not kept: {kept} (a conversation keeps the records of its last turns "
         "only, EngineConfig.max_turn_records)"
     )
+
+
+def _with_snippet_texts(record: TurnRecord) -> dict[str, Any]:
+    """``retrieval`` with each snippet's text as the prompt held it, read from the turn's tape (the retriever's
+    whole answer, cut here to the characters the record says the prompt held); {} when there is nothing to add."""
+    retrieval = record.retrieval
+    if retrieval is None or not retrieval.snippets or record.inputs is None:
+        return {}
+    texts: dict[str, str] = {}
+    for entry in record.inputs.tape:
+        answer = retrieval_result_of(entry.get("answer")) if entry.get("effect") == "retrieval" else None
+        texts.update({snippet.id: snippet.text for snippet in answer.snippets} if answer is not None else {})
+    snippets = [
+        s.model_copy(update={"text": texts[s.id][: s.chars]}) if s.id in texts else s for s in retrieval.snippets
+    ]
+    return {"retrieval": retrieval.model_copy(update={"snippets": snippets})}
 
 
 __all__ = ["ReadersAPI"]

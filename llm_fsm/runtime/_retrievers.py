@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._retrieval import CallRetriever, RetrievalResult
 from llm_fsm.engine._snippets import AsyncRetriever, Retriever, Snippet
 from llm_fsm.errors import UsageError
@@ -99,6 +100,12 @@ class RetrieverRegistry:
 
     def __len__(self) -> int:
         return len(self._registered)
+
+    def missing(self, definition: FSMDefinition) -> list[str]:
+        """The retriever names ``definition`` (a state's ``retrieve`` or its own) asks that none is registered
+        under, sorted. Not refused as missing actions are: a turn that asks one follows its ``on_error``."""
+        declared = [definition.retrieve, *(state.retrieve for state in definition.states.values())]
+        return sorted({d.retriever for d in declared if d is not None} - self._registered.keys())
 
     def call(self, effect: CallRetriever) -> RetrievalResult:
         """Ask from a thread, with the timeout (on the pool; an async-only retriever in its own event loop)."""

@@ -16,17 +16,13 @@ from typing import Annotated, Literal
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from llm_fsm.errors import ConversationNotFoundError, DefinitionNotFoundError
+from llm_fsm.errors import DefinitionNotFoundError
 from llm_fsm.server._definitions import Alias, DefinitionRegistry, ServedDefinition
-from llm_fsm.server._errors import CONTROL_CHARACTERS, ApiError, safe_id, unknown_definition
+from llm_fsm.server._errors import MAX_CONVERSATION_ID_LENGTH, ApiError, check_id, safe_id, unknown_definition
 from llm_fsm.server._keys import KeyRing
 from llm_fsm.server._limits import RateLimiter
 from llm_fsm.server._protocol import ManagerProtocol
 from llm_fsm.server._turns import TurnRunner
-
-MAX_CONVERSATION_ID_LENGTH = 200
-"""Longer ids are no one's (the manager makes 36-character ids): 404 without asking the store, which
-might otherwise fail on a file name too long and answer as if it were down."""
 
 
 @dataclass(frozen=True)
@@ -136,15 +132,6 @@ Manager = Annotated[ManagerProtocol, Depends(_manager)]
 Registry = Annotated[DefinitionRegistry, Depends(_registry)]
 Turns = Annotated[TurnRunner, Depends(_turns)]
 """The app's runner of turns and changes (a change once started lands whole)."""
-
-
-def check_id(conversation_id: str) -> None:
-    """404 for an id that can be no one's, before any store is asked: one a store could fail on is not a 500.
-
-    No id the manager makes is over 200 characters or holds a control character, and PostgreSQL refuses a
-    NUL in text outright."""
-    if len(conversation_id) > MAX_CONVERSATION_ID_LENGTH or CONTROL_CHARACTERS.search(conversation_id):
-        raise ConversationNotFoundError("no such id")
 
 
 def served(registry: DefinitionRegistry, definition_id: str) -> ServedDefinition:

@@ -82,6 +82,51 @@ function verdictBlock(v, label = "Verdict") {
   );
 }
 
+// What the state's retrieve looked up before the model was asked: the query, each snippet the prompt held (id,
+// source, score, its text) with the ones the reply cited marked, or why there were none. Snippet text comes from
+// documents: like everything here it goes in as text, never as markup.
+function retrievedBlock(r) {
+  const outcome = r.skipped !== null && r.skipped !== undefined ? "skipped" : r.error ? "failed" : "ok";
+  const cited = new Set(r.cited);
+  const asked = [
+    "From ",
+    el("strong", {}, r.retriever),
+    ...(r.query ? [" for ", el("q", { className: "retrieval-query" }, r.query)] : []),
+    outcome === "skipped" ? "" : ` · ${r.duration_ms.toFixed(0)} ms`,
+  ];
+  let body;
+  if (outcome === "skipped") body = el("p", { className: "note retrieval-skipped" }, `Not asked: ${r.skipped}.`);
+  else if (outcome === "failed") {
+    body = el("p", { className: "error retrieval-error" }, `${r.timed_out ? "Timed out" : "Failed"}: ${r.error} (on_error: ${r.on_error})`);
+  } else {
+    body = [
+      r.snippets.length
+        ? el(
+            "ol",
+            { className: "snippets" },
+            r.snippets.map((s) =>
+              el(
+                "li",
+                { className: `snippet${cited.has(s.id) ? " cited" : ""}`, dataset: { snippet: s.id } },
+                el("div", {}, el("code", { className: "snippet-id" }, `[${s.id}]`), " ", el("span", { className: "snippet-source" }, s.source)),
+                el(
+                  "div",
+                  { className: "note" },
+                  el("span", { className: "snippet-score" }, `score ${s.score.toFixed(2)}`),
+                  ` · ${s.chars} characters`,
+                  cited.has(s.id) ? el("span", { className: "yes" }, " · cited") : "",
+                ),
+                s.text === null || s.text === undefined ? null : el("blockquote", { className: "quote snippet-text" }, s.text),
+              ),
+            ),
+          )
+        : el("p", { className: "note" }, "The retriever found nothing."),
+      el("p", { className: "retrieval-cited" }, `cited: ${r.cited.length ? r.cited.join(", ") : "none"}`),
+    ];
+  }
+  return el("div", { className: "retrieval", dataset: { retriever: r.retriever, outcome } }, el("p", {}, asked), body);
+}
+
 export function renderTurn(record) {
   // a turn that chained transitions may come back to where it started: it did not stay, it went round
   const steps = [record.verdict, ...record.chained].map((v) => v.target_state);
@@ -93,6 +138,7 @@ export function renderTurn(record) {
     el("h3", {}, `Turn ${record.index}: ${record.state_before}${moved ? ` → ${record.chained.length ? steps.join(" → ") : record.state_after}` : " (stayed)"}${flows}`),
     el("p", { className: "quote user" }, el("span", { className: "who" }, "user: "), record.user_message),
     el("p", {}, "Intent: ", el("strong", {}, record.intent), " · proposal: ", el("strong", { className: "proposal" }, record.proposal ?? "stay")),
+    ...(record.retrieval ? [el("h4", {}, "Retrieved"), retrievedBlock(record.retrieval)] : []),
     verdictBlock(record.verdict),
     record.chained.length ? el("div", { className: "chained" }, record.chained.map((v) => verdictBlock(v, "Then"))) : null,
     el("h4", {}, "Transitions considered"),
