@@ -62,3 +62,25 @@ def test_a_bad_mcp_config_stops_the_command_with_one_line(tmp_path: Path) -> Non
     result = CliRunner().invoke(main, ["test", str(DEFINITION), "--mcp", str(bad)])
     assert result.exit_code == 2
     assert result.output.startswith("error: ") and result.output.count("\n") == 1
+
+
+def test_serve_with_mcp_has_a_function_for_the_tool_call() -> None:
+    from llm_fsm.cli.serve import ServeSettings, _unregistered, build_app
+
+    given = {"definitions": [str(DEFINITION)], "model": f"scripted:{SCRIPT}", "store": "memory://", "anonymous": True}
+    bare = build_app(ServeSettings(**given))
+    assert "mcp:helpdesk/ticket_status" in _unregistered(bare, bare.state.manager.actions)
+    app = build_app(ServeSettings(**given, mcp=str(CONFIG)))
+    try:
+        assert _unregistered(app, app.state.manager.actions) == ""
+    finally:
+        app.state.manager.close()
+
+
+def test_importing_the_library_and_its_mcp_package_does_not_import_the_sdk() -> None:
+    code = (
+        "import sys, llm_fsm, llm_fsm.mcp; llm_fsm.FSMManager; "
+        f"llm_fsm.mcp.MCPTools({str(CONFIG)!r}); print('mcp' in sys.modules)"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert found.stdout.strip() == "False", found.stderr
