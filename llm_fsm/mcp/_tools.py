@@ -112,7 +112,8 @@ class MCPTools:
             if exc.code == CONNECTION_CLOSED:
                 words = await self._connections.drop(server)
                 raise MCPToolError(
-                    f"MCP server {server!r} closed the connection during the call to {tool!r} (did it exit?){words}"
+                    f"the connection to MCP server {server!r} was lost during the call to {tool!r} (did the server "
+                    f"exit?){words}"
                 ) from None
             raise MCPToolError(f"MCP server {server!r} refused the call to {tool!r}: {exc.message}") from None
         except Exception as exc:  # a transport failure (HTTP), a result that is not MCP: this connection is done

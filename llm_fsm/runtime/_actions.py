@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol, TypeVar, overload
 
+from llm_fsm.definition._actions import mcp_tool_of
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._actions import ActionCall, ActionResult, CallAction, HandOff, registered_names
 from llm_fsm.errors import ActionNotRegisteredError, UsageError
@@ -350,7 +351,7 @@ class ActionRegistry:
 
 
 def _mcp(names: list[str]) -> bool:
-    return any(name.startswith("mcp:") for name in names)
+    return any(mcp_tool_of(name) is not None for name in names)
 
 
 def _run_coroutine(function: Callable[..., Awaitable[Any]], arguments: dict[str, Any]) -> Any:
