@@ -344,8 +344,28 @@ class RetrievalIndexError(RetrievalError):
     Raised when the retriever is built, so a misconfigured index stops start-up rather than every turn."""
 
 
+# --- MCP servers' tools as actions ------------------------------------------------------
+
+
+class MCPClientError(FSMError):
+    """Calling the tools of the MCP servers an application configured (``--mcp CONFIG``, ``llm_fsm.mcp``)."""
+
+
+class MCPConfigError(LocatedError, MCPClientError):
+    """The MCP config file cannot be used: unreadable, not the ``{"mcpServers": {...}}`` shape, an unknown key, an
+    unset ``${VARIABLE}``. Raised when it is loaded, so a wrong file stops start-up, not every turn."""
+
+
+class MCPToolError(MCPClientError):
+    """A tool call did not give a result: the tool answered ``isError``, the server died, hung past the action's
+    timeout or could not be reached. In a turn it is the action's failure, so the action's ``on_error`` applies."""
+
+
 __all__ = [
     "AuditError",
+    "MCPClientError",
+    "MCPConfigError",
+    "MCPToolError",
     "RetrievalError",
     "RetrievalIndexError",
     "MigrationError",

@@ -76,6 +76,9 @@ POLICY = {
     "MigrationError": EXIT_FINDINGS,  # conversations the new version would strand: a finding
     "RetrievalError": EXIT_UNREADABLE,  # outside a turn (a command building a retriever): it could not run
     "RetrievalIndexError": EXIT_UNREADABLE,  # a missing or unusable index: unusable input
+    "MCPClientError": EXIT_UNREADABLE,  # outside a turn (lint listing a server's tools): it could not run
+    "MCPConfigError": EXIT_UNREADABLE,  # an MCP config file that cannot be used: unusable input
+    "MCPToolError": EXIT_UNREADABLE,  # outside a turn; in one it is the action's failure (ActionError, exit 1)
 }
 
 

@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 
 from llm_fsm.actions import load_registry
-from llm_fsm.definition._actions import ActionDeclaration
+from llm_fsm.definition._actions import ActionDeclaration, mcp_tool_of
 from llm_fsm.llm.fakes import FunctionLLM
 from llm_fsm.loading import load_fsm_definition
 from llm_fsm.manager import FSMManager
+from llm_fsm.scripting._files import is_mcp_config_file
 
 DEFINITIONS = Path(__file__).resolve().parents[1] / "definitions"
 BACKEND = DEFINITIONS / "actions.py"
@@ -42,14 +43,15 @@ BACKEND_MODULE = _module()
 def _declarations() -> list[tuple[str, str, ActionDeclaration]]:
     found = []
     for path in sorted(DEFINITIONS.rglob("*")):
-        if path.suffix not in (".json", ".yaml", ".yml") or ".conv." in path.name:
+        if path.suffix not in (".json", ".yaml", ".yml") or ".conv." in path.name or is_mcp_config_file(path):
             continue
         definition = load_fsm_definition(path, cache=None)
         for state in definition.states.values():
             found += [(path.name, state.id, action) for action in state.actions or ()]
             timed = [entry.action_declaration for entry in state.after or ()]  # a timer's action is declared too
             found += [(path.name, state.id, action) for action in timed if action is not None]
-    return found
+    # mcp:SERVER/TOOL calls are tools of the shipped MCP server (definitions/mcp/, tests/mcp/test_client_example.py)
+    return [entry for entry in found if mcp_tool_of(entry[2].call) is None]
 
 
 DECLARATIONS = _declarations()

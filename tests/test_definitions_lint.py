@@ -17,6 +17,7 @@ import pytest
 
 from llm_fsm.definition._documents import parse_text
 from llm_fsm.lint._linter import lint_document
+from llm_fsm.scripting._files import is_mcp_config_file
 
 DEFINITIONS_DIR = Path(__file__).resolve().parents[1] / "definitions"
 SEED_ROUTER = Path(__file__).resolve().parent / "data" / "seed" / "customer_support_router.json"
@@ -25,7 +26,7 @@ EXAMPLES = sorted(
     path
     for pattern in ("*.json", "*.yaml", "*.yml")
     for path in DEFINITIONS_DIR.rglob(pattern)
-    if not path.name.endswith(".conv.yaml")
+    if not path.name.endswith(".conv.yaml") and not is_mcp_config_file(path)  # mcp/mcp.json: the servers it calls
 )
 
 

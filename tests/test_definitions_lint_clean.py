@@ -17,9 +17,14 @@ from click.testing import CliRunner
 from llm_fsm.cli._app import main
 from llm_fsm.lint._linter import lint_document
 from llm_fsm.loading import load_fsm_definition, read_document
+from llm_fsm.scripting._files import is_mcp_config_file
 
 DEFINITIONS = Path(__file__).resolve().parent.parent / "definitions"
-FILES = sorted(p for p in DEFINITIONS.rglob("*") if p.suffix in (".json", ".yaml", ".yml") and ".conv." not in p.name)
+FILES = sorted(
+    p
+    for p in DEFINITIONS.rglob("*")
+    if p.suffix in (".json", ".yaml", ".yml") and ".conv." not in p.name and not is_mcp_config_file(p)
+)
 
 
 def test_the_definitions_folder_has_examples() -> None:

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from llm_fsm.definition._model import FSMDefinition
+from llm_fsm.scripting._files import is_mcp_config_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFINITIONS_DIR = REPO_ROOT / "definitions"
@@ -34,7 +35,7 @@ def _definition_files() -> list[Path]:
         path
         for pattern in ("*.json", "*.yaml", "*.yml")
         for path in DEFINITIONS_DIR.rglob(pattern)
-        if not path.name.endswith(".conv.yaml")
+        if not path.name.endswith(".conv.yaml") and not is_mcp_config_file(path)  # mcp/mcp.json: not a definition
     ]
     return sorted(files)
 

@@ -19,6 +19,7 @@ from llm_fsm.cli.schema import SCHEMA_PATH
 from llm_fsm.definition import FSMDefinition
 from llm_fsm.definition._languages import pick, user_texts
 from llm_fsm.loading import load_fsm_definition
+from llm_fsm.scripting._files import is_mcp_config_file
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
@@ -176,7 +177,9 @@ def test_the_hash_of_a_definition_without_languages_is_what_it_was_before_they_e
 
 
 DEFINITION_FILES = sorted(
-    p for p in (ROOT / "definitions").rglob("*") if p.suffix in (".json", ".yaml", ".yml") and ".conv." not in p.name
+    p
+    for p in (ROOT / "definitions").rglob("*")
+    if p.suffix in (".json", ".yaml", ".yml") and ".conv." not in p.name and not is_mcp_config_file(p)
 )
 
 

@@ -21,12 +21,13 @@ from llm_fsm.definition._graph import can_reach, graph_from_document, reachable_
 from llm_fsm.errors import DefinitionError
 from llm_fsm.lint._linter import lint_data, lint_document
 from llm_fsm.loading import read_document
+from llm_fsm.scripting._files import is_mcp_config_file
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = [
     read_document(p).data
     for p in sorted((ROOT / "definitions").rglob("*"))
-    if p.suffix in (".json", ".yaml", ".yml") and ".conv." not in p.name
+    if p.suffix in (".json", ".yaml", ".yml") and ".conv." not in p.name and not is_mcp_config_file(p)
 ]
 
 json_values = st.recursive(

@@ -23,10 +23,13 @@ from llm_fsm.definition._model import SCHEMA_ID, FSMDefinition
 from llm_fsm.definition._schema import DIALECT, build_schema, render_schema
 from llm_fsm.lint._support import validation_problems
 from llm_fsm.loading import read_document
+from llm_fsm.scripting._files import is_mcp_config_file
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFINITION_FILES = sorted(
-    p for p in (ROOT / "definitions").rglob("*") if p.suffix in (".json", ".yaml", ".yml") and ".conv." not in p.name
+    p
+    for p in (ROOT / "definitions").rglob("*")
+    if p.suffix in (".json", ".yaml", ".yml") and ".conv." not in p.name and not is_mcp_config_file(p)
 )
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
 

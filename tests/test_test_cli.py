@@ -11,10 +11,13 @@ import pytest
 from click.testing import CliRunner, Result
 from form_yaml import FORM
 
+from llm_fsm.actions import ActionRegistry
 from llm_fsm.cli.test import test_command as llm_fsm_test
 from llm_fsm.engine._records import LLMRequest
 from llm_fsm.llm.fakes import FunctionLLM
+from llm_fsm.mcp import MCPTools
 from llm_fsm.runtime._retrievers import RetrieverRegistry, load_retrievers
+from llm_fsm.scripting._files import is_mcp_config_file
 from llm_fsm.scripting._recording import recording_name
 from llm_fsm.scripting._suite import run_suite
 
@@ -141,8 +144,14 @@ def test_junit_xml_reports_unreadable_scripts_as_errors(folder: Path, tmp_path: 
     assert suite is not None and (suite.get("tests"), suite.get("errors")) == ("3", "1")
 
 
+#: the MCP server definitions/ticket_status.yaml calls (its scripts run against it, as the README says)
+SHIPPED_MCP = ROOT / "definitions" / "mcp" / "mcp.json"
+
+
 def test_every_shipped_script_passes_with_full_transition_coverage(shipped_retrievers: RetrieverRegistry) -> None:
-    result = invoke(ROOT / "definitions", "--min-coverage", "100", "--retrievers", SHIPPED_RETRIEVERS)
+    result = invoke(
+        ROOT / "definitions", "--min-coverage", "100", "--retrievers", SHIPPED_RETRIEVERS, "--mcp", SHIPPED_MCP
+    )
     assert result.exit_code == 0, result.output
     assert "FAIL" not in result.output
 
@@ -150,11 +159,14 @@ def test_every_shipped_script_passes_with_full_transition_coverage(shipped_retri
 def test_every_shipped_definition_has_conversations_that_take_every_transition(
     shipped_retrievers: RetrieverRegistry,
 ) -> None:
-    report = run_suite([ROOT / "definitions"], retrievers=shipped_retrievers)
+    with MCPTools(SHIPPED_MCP) as tools:
+        report = run_suite(
+            [ROOT / "definitions"], actions=ActionRegistry().attach(tools), retrievers=shipped_retrievers
+        )
     files = {
         p.resolve()
         for p in (ROOT / "definitions").rglob("*")
-        if p.suffix in (".json", ".yaml") and ".conv." not in p.name
+        if p.suffix in (".json", ".yaml") and ".conv." not in p.name and not is_mcp_config_file(p)
     }
     assert len(files) >= 8
     assert {Path(key) for key in report.coverage.definitions} == files
@@ -302,8 +314,14 @@ def test_recording_names_come_from_the_script_and_the_conversation(folder: Path)
 def test_recording_and_replaying_the_shipped_scripts_gives_the_same_routes(
     tmp_path: Path, shipped_retrievers: RetrieverRegistry
 ) -> None:
-    recorded = run_suite([ROOT / "definitions"], record_dir=tmp_path, retrievers=shipped_retrievers)
-    replayed = run_suite([ROOT / "definitions"], replay_dir=tmp_path, retrievers=shipped_retrievers)
+    with MCPTools(SHIPPED_MCP) as tools:
+        actions = ActionRegistry().attach(tools)
+        recorded = run_suite(
+            [ROOT / "definitions"], record_dir=tmp_path, actions=actions, retrievers=shipped_retrievers
+        )
+        replayed = run_suite(
+            [ROOT / "definitions"], replay_dir=tmp_path, actions=actions, retrievers=shipped_retrievers
+        )
     assert recorded.passed and replayed.passed, [f for r in replayed.results for f in r.failures]
     assert [[s.to_json() for s in r.path] for r in replayed.results] == [
         [s.to_json() for s in r.path] for r in recorded.results

@@ -65,6 +65,33 @@ retrievers_option = click.option(
     help="The RetrieverRegistry (or dict of retrievers) the definition's retrieve names: module:name or file.py:name.",
 )
 
+#: ``--mcp``: the MCP servers whose tools ``call: mcp:SERVER/TOOL`` runs (fsm-lint, chat, run, test, serve)
+mcp_option = click.option(
+    "--mcp",
+    "mcp",
+    metavar="CONFIG",
+    default=None,
+    help='The MCP servers whose tools "call: mcp:SERVER/TOOL" runs: a JSON or YAML file {"mcpServers": {...}}.',
+)
+
+
+def action_registry(actions: str | None, mcp: str | None) -> Any:
+    """``--actions`` and ``--mcp`` as one ``ActionRegistry`` (None without either). The MCP servers' sessions end
+    with the command (and at the latest with the process): a stdio server is a child process."""
+    from llm_fsm.actions import ActionRegistry, load_registry
+
+    registry = load_registry(actions) if actions else None
+    if mcp:
+        from llm_fsm.mcp import MCPTools
+
+        tools = MCPTools(mcp)  # a wrong file stops the command here, before any conversation starts
+        registry = (registry or ActionRegistry()).attach(tools)
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None:
+            ctx.call_on_close(tools.close)
+    return registry
+
+
 LINT_SUFFIXES = (".json", ".yaml", ".yml")
 
 #: conversation test scripts live next to definitions but are not definitions

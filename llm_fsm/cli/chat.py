@@ -20,7 +20,14 @@ from typing import Any, TextIO
 
 import click
 
-from llm_fsm.cli._app import EXIT_FINDINGS, GuardedCommand, actions_option, retrievers_option
+from llm_fsm.cli._app import (
+    EXIT_FINDINGS,
+    GuardedCommand,
+    action_registry,
+    actions_option,
+    mcp_option,
+    retrievers_option,
+)
 from llm_fsm.cli._models import MODEL_ENV, ReplyFileModel, _model_option, _PromptEcho, make_llm
 from llm_fsm.cli._show import conversation_lines, describe_actions, describe_turn, explain_text, trace_lines
 from llm_fsm.cli._store_options import Owner, _looking_up, _owner_options, _store_option, _store_url
@@ -38,12 +45,12 @@ def _manager(
     fsm_loader: Any,
     actions: str | None = None,
     retrievers: str | None = None,
+    mcp: str | None = None,
 ) -> Any:
-    from llm_fsm.actions import load_registry
     from llm_fsm.manager import FSMManager
     from llm_fsm.runtime._retrievers import load_retrievers
 
-    registry = load_registry(actions) if actions else None
+    registry = action_registry(actions, mcp)
     found = load_retrievers(retrievers) if retrievers else None
     llm = make_llm(model, temperature=temperature)
     if show_prompt:
@@ -148,6 +155,7 @@ def chat_loop(
     actions: str | None = None,
     language: str | None = None,
     retrievers: str | None = None,
+    mcp: str | None = None,
 ) -> ChatSession:
     """Run a conversation: interactive when ``messages`` is None.
 
@@ -164,7 +172,7 @@ def chat_loop(
             instance = opened.load(resume, **mine)
         loader, note = resume_loader(definition, instance)
     manager = _manager(
-        model, opened, temperature, show_prompt, fsm_loader=loader, actions=actions, retrievers=retrievers
+        model, opened, temperature, show_prompt, fsm_loader=loader, actions=actions, retrievers=retrievers, mcp=mcp
     )
     if resume and instance is not None:
         conversation_id = resume
@@ -239,6 +247,7 @@ def chat_loop(
 @_owner_options
 @actions_option
 @retrievers_option
+@mcp_option
 @click.option(
     "--language",
     metavar="TAG",
@@ -257,6 +266,7 @@ def chat_command(
     room_id: str | None,
     actions: str | None,
     retrievers: str | None,
+    mcp: str | None,
     language: str | None,
     explain: bool,
     show_prompt: bool,
@@ -288,6 +298,7 @@ def chat_command(
         actions=actions,
         language=language,
         retrievers=retrievers,
+        mcp=mcp,
     )
 
 
@@ -305,6 +316,7 @@ def chat_command(
 @_owner_options
 @actions_option
 @retrievers_option
+@mcp_option
 @click.option(
     "--language",
     metavar="TAG",
@@ -325,6 +337,7 @@ def run_command(
     room_id: str | None,
     actions: str | None,
     retrievers: str | None,
+    mcp: str | None,
     language: str | None,
     explain: bool,
     show_prompt: bool,
@@ -354,6 +367,7 @@ def run_command(
         actions=actions,
         language=language,
         retrievers=retrievers,
+        mcp=mcp,
     )
     if session.failed_turns:
         ctx.exit(EXIT_FINDINGS)

@@ -22,7 +22,7 @@ from llm_fsm.cli._app import (
     main,
     recordings_note,
 )
-from llm_fsm.errors import DefinitionError, UsageError
+from llm_fsm.errors import DefinitionError, MCPConfigError, UsageError
 
 # --- lint ----------------------------------------------------------------------------
 
@@ -32,16 +32,16 @@ def iter_definition_files(paths: Iterable[str], *, skipped: list[str] | None = N
     for *.json, *.yaml and *.yml (conversation scripts ``*.conv.yaml`` skipped), sorted.
 
     Recordings written by ``llm-fsm test --record`` are JSON but not definitions:
-    they are left out, and appended to ``skipped`` when it is given.
+    they are left out, and appended to ``skipped`` when it is given. MCP config files are left out too.
     """
-    from llm_fsm.scripting._files import is_recording_file
+    from llm_fsm.scripting._files import is_mcp_config_file, is_recording_file
 
     def wanted(p: Path) -> bool:
         if is_recording_file(p):
             if skipped is not None:
                 skipped.append(str(p))
             return False
-        return True
+        return not is_mcp_config_file(p)  # the servers definitions call (--mcp CONFIG), not a definition
 
     for raw in paths:
         path = Path(raw)
@@ -68,11 +68,13 @@ def lint_paths(
     actions: Mapping[str, Callable[..., Any]] | None = None,
     roots: list[tuple[str, Any]] | None = None,
     retrievers: Collection[str] | None = None,
+    mcp_tools: Mapping[str, Any] | None = None,
 ) -> tuple[list[Any], int, int]:
     """Lint every file, and the sub-flows each one declares; returns (diagnostics, files checked, unreadable files).
 
     ``actions`` (name → function, from ``--actions``) checks the names states call and the inputs they declare;
-    ``retrievers`` (the names registered, from ``--retrievers``) the retrievers states name.
+    ``retrievers`` (the names registered, from ``--retrievers``) the retrievers states name; ``mcp_tools`` (what
+    the servers of ``--mcp CONFIG`` list) the ``mcp:SERVER/TOOL`` calls.
 
     A sub-flow finding belongs to the file that declares the flow, so when a
     parent and its sub-flow are both linted it is found twice: it is printed once.
@@ -109,7 +111,7 @@ def lint_paths(
                 )
             )
             continue
-        result = lint_document(doc, actions=actions, retrievers=retrievers)
+        result = lint_document(doc, actions=actions, retrievers=retrievers, mcp_tools=mcp_tools)
         diagnostics.extend(result.diagnostics)
         if result.definition is None:
             continue
@@ -249,6 +251,15 @@ def _registry(spec: str) -> dict[str, Callable[..., Any]]:
     return {name: function for name in registry if (function := registry.get(name)) is not None}
 
 
+def _mcp_tools(config: str) -> Any:
+    """``--mcp CONFIG``: each configured server's tools, asked all at once; a server that cannot be asked in time
+    is reported (FSM080), never waited on without end."""
+    from llm_fsm.mcp import MCPTools
+
+    with MCPTools(config) as tools:
+        return tools.tool_schemas()
+
+
 @dataclass(frozen=True)
 class ProveOptions:
     """``--prove`` and its options; ``enabled`` False is plain lint."""
@@ -267,6 +278,7 @@ def _lint_command_body(
     proving: ProveOptions = ProveOptions(),
     previous: str | None = None,
     retrievers: str | None = None,
+    mcp: str | None = None,
 ) -> int:
     from llm_fsm.cli._prove import as_json, echo_text, prove_roots
     from llm_fsm.lint._rules import Severity
@@ -291,13 +303,14 @@ def _lint_command_body(
             from llm_fsm.runtime._retrievers import load_retrievers
 
             names = list(load_retrievers(retrievers))
-    except UsageError as exc:
-        _fail(str(exc))
+        schemas = _mcp_tools(mcp) if mcp is not None else None
+    except (UsageError, MCPConfigError) as exc:
+        _fail(str(exc).splitlines()[0])
         return EXIT_UNREADABLE
     skipped: list[str] = []
     roots: list[tuple[str, Any]] | None = [] if proving.enabled or old is not None else None
     diagnostics, checked, unreadable = lint_paths(
-        paths, max_bytes=max_bytes, skipped=skipped, actions=functions, roots=roots, retrievers=names
+        paths, max_bytes=max_bytes, skipped=skipped, actions=functions, roots=roots, retrievers=names, mcp_tools=schemas
     )
     proved = []
     if roots is not None:
@@ -380,6 +393,7 @@ _LINT_HELP = """Check FSM definition files: schema, graph, conditions.
         {prog} --strict --format json booking.yaml
         {prog} --actions myapp.actions:registry definitions/
         {prog} --retrievers myapp.search:retrievers definitions/
+        {prog} --mcp mcp.json definitions/
         {prog} --prove --counterexamples out/ booking.yaml
         {prog} --previous booking.v1.yaml booking.yaml
 """
@@ -431,6 +445,13 @@ def _lint_options(func: Any) -> Any:
         "retrieve from must be registered (FSM077).",
     )(func)
     func = click.option(
+        "--mcp",
+        metavar="CONFIG",
+        default=None,
+        help='The MCP config ({"mcpServers": {...}}): each server is asked for its tools, and mcp:SERVER/TOOL calls '
+        "are checked against them and their input schemas (FSM078-FSM080).",
+    )(func)
+    func = click.option(
         "--previous",
         metavar="OLD",
         type=click.Path(dir_okay=False),
@@ -463,9 +484,10 @@ def lint_command(
     max_configurations: int,
     previous: str | None,
     retrievers: str | None,
+    mcp: str | None,
 ) -> None:
     proving = ProveOptions(prove or counterexamples is not None, counterexamples, max_configurations)
-    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving, previous, retrievers))
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving, previous, retrievers, mcp))
 
 
 @click.command(
@@ -488,9 +510,10 @@ def fsm_lint(
     max_configurations: int,
     previous: str | None,
     retrievers: str | None,
+    mcp: str | None,
 ) -> None:
     proving = ProveOptions(prove or counterexamples is not None, counterexamples, max_configurations)
-    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving, previous, retrievers))
+    ctx.exit(_lint_command_body(paths, output_format, strict, max_bytes, actions, proving, previous, retrievers, mcp))
 
 
 def lint_main(argv: Sequence[str] | None = None) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import click
 
-from llm_fsm.cli._app import GuardedCommand, actions_option, retrievers_option
+from llm_fsm.cli._app import GuardedCommand, action_registry, actions_option, mcp_option, retrievers_option
 from llm_fsm.cli._models import MODEL_ENV
 from llm_fsm.cli._serve_start import base_url, bind, check_model_environment, check_store, summary
 from llm_fsm.cli._store_options import _store_url
@@ -60,6 +60,8 @@ class ServeSettings:
     """``module:name`` of the ActionRegistry the definitions' actions call (imported in every worker)."""
     retrievers: str | None = None
     """``module:name`` of the retrievers the definitions' ``retrieve`` names (imported in every worker)."""
+    mcp: str | None = None
+    """The MCP config file (absolute) whose servers' tools ``mcp:SERVER/TOOL`` calls (each worker connects its own)."""
     aliases: dict[str, str] = field(default_factory=dict)
     """``--alias NAME=FILE``: alias → absolute path of the version it names (read by every worker at its start)."""
     timers: bool = True
@@ -101,7 +103,6 @@ def _absolute_actions(spec: str | None) -> str | None:
 
 def build_app(settings: ServeSettings) -> Any:
     """The ASGI app for ``settings``: a manager on the store and model, and ``create_app`` over it."""
-    from llm_fsm.actions import load_registry
     from llm_fsm.manager import FSMManager
     from llm_fsm.server import KeyRing, create_app
     from llm_fsm.stores import open_store
@@ -109,7 +110,7 @@ def build_app(settings: ServeSettings) -> Any:
     keys = KeyRing.load(settings.keys_file)
     from llm_fsm.runtime._retrievers import load_retrievers
 
-    registry = load_registry(settings.actions) if settings.actions else None
+    registry = action_registry(settings.actions, settings.mcp)
     manager = FSMManager(
         llm_interface=make_llm(settings.model),
         store=open_store(_store_url(settings.store)),
@@ -320,6 +321,7 @@ def _server_modules() -> Any:
 )
 @actions_option
 @retrievers_option
+@mcp_option
 def serve_command(
     definitions: tuple[str, ...],
     store: str | None,
@@ -343,6 +345,7 @@ def serve_command(
     webhook_outbox: str,
     actions: str | None,
     retrievers: str | None,
+    mcp: str | None,
 ) -> None:
     """Serve DEFINITIONS (files or folders) over HTTP: JSON under /v1, OpenAPI at /docs.
 
@@ -392,6 +395,7 @@ def serve_command(
         rate_limit=rate_limit,
         actions=_absolute_actions(actions),
         retrievers=_absolute_actions(retrievers),
+        mcp=os.path.abspath(mcp) if mcp else None,
         aliases=parse_aliases(aliases),
         timers=timers,
         timer_interval=timer_interval,
@@ -409,7 +413,7 @@ def serve_command(
     if unregistered:
         click.echo(
             f"warning: no function is registered for the actions of {unregistered}: starting one of these "
-            "answers 500 server_error; pass --actions module:name or file.py:name",
+            "answers 500 server_error; pass --actions module:name or file.py:name (--mcp CONFIG for mcp:SERVER/TOOL)",
             err=True,
         )
     unregistered = _unregistered(app, app.state.manager.retrievers)

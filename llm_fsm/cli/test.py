@@ -23,7 +23,9 @@ from llm_fsm.cli._app import (
     EXIT_UNREADABLE,
     GuardedCommand,
     _fail,
+    action_registry,
     actions_option,
+    mcp_option,
     recordings_note,
     retrievers_option,
 )
@@ -207,6 +209,7 @@ def _percentage(ctx: click.Context, param: click.Parameter, value: float | None)
 )
 @actions_option
 @retrievers_option
+@mcp_option
 @click.option("--verbose", "-v", is_flag=True, help="Also print each user message and reply.")
 @click.pass_context
 def test_command(
@@ -222,6 +225,7 @@ def test_command(
     match: str | None,
     actions: str | None,
     retrievers: str | None,
+    mcp: str | None,
     verbose: bool,
 ) -> None:
     """Run conversation scripts (*.conv.yaml) against their definitions.
@@ -255,6 +259,7 @@ def test_command(
             verbose,
             actions,
             retrievers,
+            mcp,
         )
     )
 
@@ -272,6 +277,7 @@ def _run(
     verbose: bool,
     actions: str | None = None,
     retrievers: str | None = None,
+    mcp: str | None = None,
 ) -> int:
     if model and replay_dir:
         click.echo("error: --replay answers from recordings; it cannot be combined with --model", err=True)
@@ -291,11 +297,7 @@ def _run(
         for line in format_result(result, verbose=verbose):
             click.echo(line)
 
-    registry = None
-    if actions:
-        from llm_fsm.actions import load_registry
-
-        registry = load_registry(actions)
+    registry = action_registry(actions, mcp)
     found = None
     if retrievers:
         from llm_fsm.runtime._retrievers import load_retrievers

@@ -24,8 +24,21 @@ ON_ERROR_HANDOFF = "handoff"
 MAX_TIMEOUT_S = 300.0
 DEFAULT_TIMEOUT_S = 10.0
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,99}$")
+# a registered function's name, or mcp:SERVER/TOOL (a tool of a configured MCP server: the MCP spec's tool names)
+_NAME = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_.:-]{0,99}|mcp:[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}/[A-Za-z0-9._-]{1,128})$")
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+
+
+MCP_PREFIX = "mcp:"
+
+
+def mcp_tool_of(call: str) -> tuple[str, str] | None:
+    """``mcp:SERVER/TOOL`` → (server, tool): an action that calls a tool of a configured MCP server. None for any
+    other name (a function the application registered)."""
+    if not call.startswith(MCP_PREFIX):
+        return None
+    server, slash, tool = call[len(MCP_PREFIX) :].partition("/")
+    return (server, tool) if server and slash and tool else None
 
 
 def _seconds(value: Any) -> Any:
@@ -57,7 +70,10 @@ class ActionDeclaration(BaseModel):
     )
 
     call: str = Field(
-        description="Name the application registered the function under (manager.actions.register).",
+        description=(
+            "Name the application registered the function under (manager.actions.register), or mcp:SERVER/TOOL: "
+            "tool TOOL of the MCP server the application's MCP config names SERVER (--mcp CONFIG)."
+        ),
         json_schema_extra={"pattern": _NAME.pattern},
     )
     when: ActionWhen = Field(
@@ -101,7 +117,8 @@ class ActionDeclaration(BaseModel):
     def _name(cls, value: str) -> str:
         if not _NAME.match(value):
             raise ValueError(
-                "an action name is a letter or underscore, then letters, digits or _ . : - (at most 100 characters)"
+                "an action name is a letter or underscore, then letters, digits or _ . : - (at most 100 characters), "
+                "or mcp:SERVER/TOOL for a tool of an MCP server"
             )
         return value
 
@@ -130,4 +147,13 @@ class ActionDeclaration(BaseModel):
         return list(self.outputs or {})
 
 
-__all__ = ["ActionDeclaration", "ActionWhen", "DEFAULT_TIMEOUT_S", "MAX_TIMEOUT_S", "ON_ERROR_FAIL", "ON_ERROR_HANDOFF"]
+__all__ = [
+    "ActionDeclaration",
+    "ActionWhen",
+    "DEFAULT_TIMEOUT_S",
+    "MAX_TIMEOUT_S",
+    "MCP_PREFIX",
+    "ON_ERROR_FAIL",
+    "ON_ERROR_HANDOFF",
+    "mcp_tool_of",
+]

@@ -19,7 +19,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_fsm.definition._actions import ON_ERROR_FAIL, ON_ERROR_HANDOFF, ActionDeclaration
+from llm_fsm.definition._actions import DEFAULT_TIMEOUT_S, ON_ERROR_FAIL, ON_ERROR_HANDOFF, ActionDeclaration
 from llm_fsm.definition._model import FSMDefinition, State
 from llm_fsm.engine._context import _MISSING, apply_update, get_path, has_value
 from llm_fsm.engine._data import copy_json
@@ -43,6 +43,9 @@ class ActionCall:
     idempotency_key: str
     """Stable for one declared action in one turn, even when the turn runs again: a backend that takes an
     idempotency key (a payment, a booking) can use it to do the work once across processes too."""
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    """The declared timeout, after which the call counts as failed and is abandoned: a function that waits on a
+    backend (an MCP server, an HTTP API) gives its own request this deadline, so nothing runs on after it."""
 
 
 @dataclass(frozen=True)
@@ -256,6 +259,7 @@ def run_actions(
                 fsm_id=instance.fsm_id,
                 message_id=message_id,
                 idempotency_key=idempotency_key,
+                timeout_s=action.timeout_s,
             )
             result = yield CallAction(call=call, arguments=arguments, timeout_s=action.timeout_s)
             memo.results[memo_key] = result

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from llm_fsm.definition._actions import ON_ERROR_FAIL, ON_ERROR_HANDOFF
+from llm_fsm.definition._actions import ON_ERROR_FAIL, ON_ERROR_HANDOFF, mcp_tool_of
 from llm_fsm.definition._documents import Path
 from llm_fsm.lint._run import LintRun
 from llm_fsm.lint._support import KeyCover, _did_you_mean, _prefixes, _strings
@@ -226,6 +226,8 @@ def registered(run: LintRun) -> None:
         name = action.get("call")
         if not isinstance(name, str):
             continue
+        if run.mcp_tools is not None and mcp_tool_of(name) is not None:
+            continue  # a tool of an MCP server: checked against what the server lists (_checks_mcp)
         function = registry.get(name)
         if function is None:
             run.add(
@@ -250,6 +252,9 @@ def registered(run: LintRun) -> None:
 
 
 def _register_hint(name: str, registry: Mapping[str, Any]) -> str:
+    tool = mcp_tool_of(name)
+    if tool is not None:
+        return f"a tool of an MCP server: give --mcp CONFIG, a file whose mcpServers has {tool[0]!r}"
     return _did_you_mean(name, list(registry)) or f"register it: manager.actions.register({name!r}, function)"
 
 

@@ -19,11 +19,13 @@ from llm_fsm.lint import (
     _checks_keys,
     _checks_languages,
     _checks_logic,
+    _checks_mcp,
     _checks_migrations,
     _checks_retrieval,
     _checks_timers,
     _checks_wording,
 )
+from llm_fsm.lint._checks_mcp import ToolSchemas
 from llm_fsm.lint._rules import Diagnostic, LintResult
 from llm_fsm.lint._run import LintRun
 from llm_fsm.lint._support import (
@@ -64,6 +66,7 @@ CHECKS: tuple[Callable[[LintRun], None], ...] = (
     _checks_retrieval.budget,
     _checks_retrieval.on_error,
     _checks_retrieval.registered,
+    _checks_mcp.tools,
 )
 """Every check, in the order findings depend on (the schema check builds the model later checks read).
 
@@ -100,14 +103,17 @@ def lint_document(
     *,
     actions: Mapping[str, Callable[..., Any]] | None = None,
     retrievers: Collection[str] | None = None,
+    mcp_tools: ToolSchemas | None = None,
 ) -> LintResult:
     """Every diagnostic for one parsed document, sorted by line (at most ``MAX_FINDINGS_PER_RULE`` of one code,
     then one per code that had more, saying how many). Never raises.
 
     ``actions``: the application's functions by the names states call them (``fsm-lint --actions`` passes its
     registry's); with it, names that are not registered and inputs the functions do not take are found too.
-    ``retrievers``: the names the application registered retrievers under; with them, unregistered ones are found."""
-    run = LintRun(doc, registry=actions, retrievers=retrievers)
+    ``retrievers``: the names the application registered retrievers under; with them, unregistered ones are found.
+    ``mcp_tools``: what ``MCPTools.tool_schemas`` found (``fsm-lint --mcp``); with it, ``mcp:SERVER/TOOL`` calls are
+    checked against the servers' tools and input schemas."""
+    run = LintRun(doc, registry=actions, retrievers=retrievers, mcp_tools=mcp_tools)
     with paused_gc():  # the model of a large file is a large tree of objects (see paused_gc)
         _run_checks(run)
     diagnostics = (*sorted(run.out, key=_sort_key), *run.not_shown())
@@ -120,9 +126,11 @@ def lint_data(
     file: str | None = None,
     actions: Mapping[str, Callable[..., Any]] | None = None,
     retrievers: Collection[str] | None = None,
+    mcp_tools: ToolSchemas | None = None,
 ) -> LintResult:
     """Lint a document that exists only as data (no line numbers)."""
-    return lint_document(ParsedDocument(data=data, file=file), actions=actions, retrievers=retrievers)
+    doc = ParsedDocument(data=data, file=file)
+    return lint_document(doc, actions=actions, retrievers=retrievers, mcp_tools=mcp_tools)
 
 
 def lint_definition(
@@ -131,7 +139,8 @@ def lint_definition(
     file: str | None = None,
     actions: Mapping[str, Callable[..., Any]] | None = None,
     retrievers: Collection[str] | None = None,
+    mcp_tools: ToolSchemas | None = None,
 ) -> list[Diagnostic]:
     """Lint an already-loaded definition (its unknown fields included)."""
     data = definition.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    return list(lint_data(data, file=file, actions=actions, retrievers=retrievers).diagnostics)
+    return list(lint_data(data, file=file, actions=actions, retrievers=retrievers, mcp_tools=mcp_tools).diagnostics)

@@ -463,6 +463,27 @@ RULES: dict[str, Rule] = {
             _E,
             "A retrieve names a retriever the application did not register (checked when the names are given).",
         ),
+        Rule(
+            "FSM078",
+            "mcp-tool-unknown",
+            _E,
+            "An action calls mcp:SERVER/TOOL, but the MCP config has no such server or the server lists no such tool "
+            "(checked with --mcp).",
+        ),
+        Rule(
+            "FSM079",
+            "mcp-inputs-mismatch",
+            _E,
+            "An MCP tool call's inputs do not match the tool's input schema: a required input never given, an input "
+            "the schema does not take, or a context key of a type it refuses (checked with --mcp).",
+        ),
+        Rule(
+            "FSM080",
+            "mcp-server-unreachable",
+            _W,
+            "An MCP server the definition's actions call could not be asked for its tools, so their calls were not "
+            "checked (with --mcp).",
+        ),
         Rule("FSM099", "internal-error", _E, "A check failed unexpectedly (a bug in fsm-lint; please report it)."),
     )
 }

@@ -34,8 +34,12 @@ class LintRun:
         *,
         registry: Mapping[str, Callable[..., Any]] | None = None,
         retrievers: Collection[str] | None = None,
+        mcp_tools: Mapping[str, Mapping[str, Mapping[str, Any]] | str] | None = None,
     ) -> None:
         self.doc = doc
+        #: each MCP server's tools' input schemas by name, or why it could not be asked (``fsm-lint --mcp``); None:
+        #: MCP tool calls are not checked
+        self.mcp_tools = mcp_tools
         #: the application's functions by action name (``fsm-lint --actions``); None: registration is not checked
         self.registry = registry
         #: the names the application registered retrievers under; None: registration is not checked

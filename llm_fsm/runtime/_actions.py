@@ -28,8 +28,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
+from llm_fsm.definition._actions import mcp_tool_of
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._actions import ActionCall, ActionResult, CallAction, HandOff, registered_names
 from llm_fsm.errors import ActionNotRegisteredError, UsageError
@@ -182,13 +183,52 @@ def _readable(value: Any) -> Any:
     return value
 
 
+class ActionSource(Protocol):
+    """Functions for a family of names the application does not register one by one: ``llm_fsm.mcp.MCPTools``
+    answers ``mcp:SERVER/TOOL`` for every tool of its configured servers."""
+
+    def resolve(self, name: str) -> ActionFunction | None:
+        """The function for action ``name``, or None when the name is not this source's."""
+
+    def close(self) -> None:
+        """Release what the functions hold (connections, processes)."""
+
+
 class ActionRegistry:
     """Functions by the names definitions call them."""
 
     def __init__(self, actions: dict[str, ActionFunction] | None = None) -> None:
         self._functions: dict[str, _Registered] = {}
+        self._sources: list[ActionSource] = []
+        self._resolved: dict[str, _Registered] = {}
         for name, function in (actions or {}).items():
             self.register(name, function)
+
+    def attach(self, source: ActionSource) -> ActionRegistry:
+        """Take the functions ``source`` resolves for names no function is registered under (``--mcp CONFIG``).
+
+        A resolved function is kept, so its calls share one bound on busy threads as a registered one's do.
+        """
+        self._sources.append(source)
+        return self
+
+    def close(self) -> None:
+        """Close the attached sources (their servers' sessions and processes)."""
+        for source in self._sources:
+            source.close()
+
+    def _lookup(self, name: str) -> _Registered | None:
+        found = self._functions.get(name)
+        if found is not None:
+            return found
+        found = self._resolved.get(name)
+        if found is None:
+            for source in self._sources:
+                function = source.resolve(name)
+                if function is not None:
+                    found = self._resolved.setdefault(name, _Registered(function))
+                    break
+        return found
 
     @overload
     def register(self, name: str) -> Callable[[_F], _F]: ...
@@ -214,9 +254,10 @@ class ActionRegistry:
 
     def unregister(self, name: str) -> None:
         self._functions.pop(name, None)
+        self._resolved.pop(name, None)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._functions
+        return name in self._functions or (isinstance(name, str) and self._lookup(name) is not None)
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._functions))
@@ -230,16 +271,18 @@ class ActionRegistry:
     def get(self, name: str) -> ActionFunction | None:
         """The function registered under ``name`` (``fsm-lint --actions`` compares its parameters with the inputs
         a definition declares)."""
-        found = self._functions.get(name)
+        found = self._lookup(name)
         return found.function if found is not None else None
 
     def update(self, other: ActionRegistry) -> None:
-        """Take every function of ``other`` (``FSMManager(actions=...)`` and ``llm-fsm --actions`` use it)."""
+        """Take every function and source of ``other`` (``FSMManager(actions=...)`` and ``llm-fsm --actions``)."""
         self._functions.update(other._functions)
+        self._sources += [source for source in other._sources if source not in self._sources]
+        self._resolved.update(other._resolved)
 
     def missing(self, definition: FSMDefinition) -> list[str]:
         """The action names ``definition``'s states call that no function is registered for, sorted."""
-        return sorted(registered_names(definition) - self._functions.keys())
+        return sorted(name for name in registered_names(definition) if self._lookup(name) is None)
 
     def require(self, definition: FSMDefinition, *, via: str = "") -> None:
         """Raise ``ActionNotRegisteredError`` naming what ``missing`` finds (``via``: how a sub-flow is reached)."""
@@ -247,12 +290,13 @@ class ActionRegistry:
         if missing:
             raise ActionNotRegisteredError(
                 f"{definition.name!r}{via} calls actions no function is registered for: {', '.join(missing)} "
-                "(manager.actions.register(name, function); llm-fsm commands take --actions module:name)",
+                "(manager.actions.register(name, function); llm-fsm commands take --actions module:name"
+                + ("; mcp:SERVER/TOOL is a tool of a server in the file --mcp CONFIG names)" if _mcp(missing) else ")"),
                 action=missing[0],
             )
 
     def _get(self, effect: CallAction) -> _Registered:
-        found = self._functions.get(effect.call.name)
+        found = self._lookup(effect.call.name)
         if found is None:
             raise ActionNotRegisteredError(
                 f"state {effect.call.state!r} calls action {effect.call.name!r}, but no function is registered "
@@ -304,6 +348,10 @@ class ActionRegistry:
                 registered.leave()
             raise
         return outcome.result(started)
+
+
+def _mcp(names: list[str]) -> bool:
+    return any(mcp_tool_of(name) is not None for name in names)
 
 
 def _run_coroutine(function: Callable[..., Awaitable[Any]], arguments: dict[str, Any]) -> Any:
@@ -385,4 +433,4 @@ def import_attribute(spec: str, option: str) -> tuple[str, str, Any]:
     return target, attribute, getattr(module, attribute, None)
 
 
-__all__ = ["ActionCall", "ActionFunction", "ActionRegistry", "ActionResult", "HandOff", "load_registry"]
+__all__ = ["ActionCall", "ActionFunction", "ActionRegistry", "ActionSource", "ActionResult", "HandOff", "load_registry"]

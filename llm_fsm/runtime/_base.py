@@ -131,6 +131,10 @@ class RuntimeBase:
         )
         self._background: set[asyncio.Future[None]] = set()  # streamed turns outliving their consumer
 
+    def close(self) -> None:
+        """Release what the action functions hold: the sessions of attached MCP servers (their processes exit)."""
+        self.actions.close()
+
     # --- configuration kept under its earlier names -----------------------------------------------------
 
     @property

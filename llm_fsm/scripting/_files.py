@@ -33,4 +33,23 @@ def is_recording_file(path: str | os.PathLike[str]) -> bool:
     return _RECORDING_MARK.search(head) is not None
 
 
-__all__ = ["RECORDING_FORMAT", "is_recording_file"]
+_MCP_CONFIG_MARK = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"mcpServers"\s*:|^mcpServers\s*:', re.MULTILINE)
+
+
+def is_mcp_config_file(path: str | os.PathLike[str]) -> bool:
+    """An MCP config (``--mcp CONFIG``): ``{"mcpServers": ...}`` first, or a top-level ``mcpServers:`` in YAML.
+
+    It is kept beside the definitions whose ``mcp:SERVER/TOOL`` calls it serves (definitions/mcp/mcp.json), so a
+    folder walk (``fsm-lint``, ``llm-fsm serve``) must not take it for a definition.
+    """
+    if not os.fspath(path).lower().endswith((".json", ".yaml", ".yml")):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return _MCP_CONFIG_MARK.search(head) is not None
+
+
+__all__ = ["RECORDING_FORMAT", "is_mcp_config_file", "is_recording_file"]

@@ -22,7 +22,7 @@ from llm_fsm._threads import run_blocking
 from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.errors import DefinitionNotFoundError, UsageError
 from llm_fsm.loading import SUFFIXES, load_fsm_definition, resolve_definition_path
-from llm_fsm.scripting._files import is_recording_file
+from llm_fsm.scripting._files import is_mcp_config_file, is_recording_file
 
 DefinitionSource = str | os.PathLike[str] | FSMDefinition
 _SKIP = (".conv.yaml", ".conv.yml", ".conv.json")
@@ -152,7 +152,12 @@ def _loaded(source: DefinitionSource) -> FSMDefinition:
 
 def _is_definition_file(path: Path) -> bool:
     name = path.name.lower()
-    return name.endswith(SUFFIXES) and not name.endswith(_SKIP) and not is_recording_file(path)
+    return (
+        name.endswith(SUFFIXES)
+        and not name.endswith(_SKIP)
+        and not is_recording_file(path)
+        and not is_mcp_config_file(path)  # the MCP servers definitions call (--mcp CONFIG), not a definition
+    )
 
 
 def _stem(path: Path) -> str:
