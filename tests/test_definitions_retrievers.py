@@ -17,6 +17,7 @@ import pytest
 from llm_fsm.loading import load_fsm_definition
 from llm_fsm.retrieval import FTSRetriever
 from llm_fsm.runtime._retrievers import RetrieverRegistry, load_retrievers
+from llm_fsm.scripting._files import is_mcp_config_file
 from llm_fsm.scripting._scripts import load_script
 
 DEFINITIONS = Path(__file__).resolve().parents[1] / "definitions"
@@ -58,7 +59,7 @@ def help_docs(registry: RetrieverRegistry) -> FTSRetriever:
 def _retrieved_names() -> set[str]:
     names = set()
     for path in DEFINITIONS.rglob("*"):
-        if path.suffix in (".json", ".yaml", ".yml") and ".conv." not in path.name:
+        if path.suffix in (".json", ".yaml", ".yml") and ".conv." not in path.name and not is_mcp_config_file(path):
             definition = load_fsm_definition(path, cache=None)
             names |= {d.retriever for d in (definition.retrieve_for(s) for s in definition.states) if d is not None}
     return names
