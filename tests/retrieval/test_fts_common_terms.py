@@ -9,6 +9,8 @@ repeats the common word: searching every word, the short one wins.
 from __future__ import annotations
 
 import re
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,21 @@ def test_a_cut_off_outside_a_share_is_refused(tmp_path: Path, share: float) -> N
     index = _index(tmp_path, [REFUND], size=3)
     with pytest.raises(ValueError, match="common_terms"):
         FTSRetriever(index, common_terms=share)
+
+
+def test_an_index_without_a_build_token_is_counted_anew_on_every_query(tmp_path: Path) -> None:
+    """An index built before build tokens existed: nothing tells one build from the next, so nothing is kept."""
+    index = _index(tmp_path, [*_common("The"), REFUND])
+    _drop_build_token(index)
+    retriever = FTSRetriever(index)
+    assert retriever.retrieve("the refund", k=1)[0].text.startswith("Refund policy.")
+    for n in range(1, 60):
+        (tmp_path / "docs" / f"c{n:03}.txt").unlink()
+    build_index(tmp_path / "docs", index)
+    _drop_build_token(index)
+    assert retriever.retrieve("the refund", k=1)[0].text == "The The The The The."
+
+
+def _drop_build_token(index: Path) -> None:
+    with closing(sqlite3.connect(index)) as db, db:
+        db.execute("DELETE FROM meta WHERE key = 'build'")
