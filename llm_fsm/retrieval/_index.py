@@ -20,6 +20,7 @@ import errno
 import hashlib
 import os
 import sqlite3
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,11 @@ _PIECE = 1024 * 1024
 
 #: the index file's layout version; another version is rebuilt by nobody silently, it is refused
 FORMAT = "llm-fsm-fts-1"
+
+#: the meta key of a token that a build which changed the index writes anew: what a reader caches about the
+#: index (FTSRetriever's word counts) is of one token. Random, not a counter: an index deleted and built again
+#: from scratch must not repeat a token
+BUILD = "build"
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -94,7 +100,11 @@ def build_sqlite_index(
     try:
         with db:
             db.execute("BEGIN IMMEDIATE")  # two builds of one file take turns instead of interleaving
-            return update_index(folder, target(db), max_bytes)
+            changes = db.total_changes
+            report = update_index(folder, target(db), max_bytes)
+            if db.total_changes != changes or not db.execute("SELECT 1 FROM meta WHERE key = ?", (BUILD,)).fetchone():
+                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (BUILD, uuid.uuid4().hex))
+            return report
     except sqlite3.Error as exc:  # locked by another writer past the timeout, a full disk, a damaged file
         raise RetrievalIndexError(f"{out}: the index could not be written: {exc}") from exc
     finally:
@@ -310,6 +320,7 @@ def _skip(target: IndexTarget, name: str, known: Known | None, reason: str, repo
 
 
 __all__ = [
+    "BUILD",
     "DEFAULT_MAX_BYTES",
     "FORMAT",
     "IndexReport",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import tracemalloc
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,25 @@ def test_an_index_of_another_format_is_refused_not_overwritten(docs: Path, tmp_p
         db.execute("UPDATE meta SET value = 'llm-fsm-fts-0' WHERE key = 'format'")
     with pytest.raises(RetrievalIndexError, match="llm-fsm-fts-0"):
         build_index(docs, tmp_path / "i.db")
+
+
+def _build_token(index: Path) -> str | None:
+    with closing(sqlite3.connect(index)) as db:
+        row = db.execute("SELECT value FROM meta WHERE key = 'build'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def test_a_build_that_changes_the_index_gives_it_a_new_build_token(docs: Path, tmp_path: Path) -> None:
+    build_index(docs, tmp_path / "i.db")
+    first = _build_token(tmp_path / "i.db")
+    (docs / "shipping.txt").unlink()
+    build_index(docs, tmp_path / "i.db")
+    assert first is not None
+    assert _build_token(tmp_path / "i.db") not in (None, first)
+
+
+def test_a_build_that_changes_nothing_keeps_the_build_token(docs: Path, tmp_path: Path) -> None:
+    build_index(docs, tmp_path / "i.db")
+    first = _build_token(tmp_path / "i.db")
+    build_index(docs, tmp_path / "i.db")
+    assert _build_token(tmp_path / "i.db") == first
