@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from llm_fsm.cli._app import GuardedCommand, actions_option, retrievers_option
+from llm_fsm.cli._app import GuardedCommand, actions_option, mcp_option, retrievers_option
 from llm_fsm.cli._models import MODEL_ENV, _model_option
 from llm_fsm.cli._serve_start import base_url, bind, check_model_environment, check_store
 from llm_fsm.cli._store_options import _owner_options, _store_option, _store_url
@@ -51,6 +51,7 @@ def _http_modules() -> Any:
 @_owner_options
 @actions_option
 @retrievers_option
+@mcp_option
 @click.option(
     "--transport",
     type=click.Choice(["stdio", "http"]),
@@ -74,6 +75,7 @@ def mcp_command(
     room_id: str | None,
     actions: str | None,
     retrievers: str | None,
+    mcp: str | None,
     transport: str,
     host: str,
     port: int,
@@ -111,6 +113,7 @@ def mcp_command(
         fsm_loader=None,
         actions=actions,
         retrievers=retrievers,
+        mcp=mcp,
     )
     server = mcp_server.create_mcp_server(manager, list(definitions), user_id=user_id, room_id=room_id)
     model_name = model or os.environ.get(MODEL_ENV) or ""  # _manager refused an unset one
