@@ -9,14 +9,15 @@ not comparable, so the index records the name and refuses another.
 The index is a SQLite file built as the full-text index is (``_index.update_index``: the same walk, report,
 incremental rebuild and snippet ids; only changed files are embedded again), each chunk's vector stored beside its
 text as float32, normalised. The retriever keeps the vectors in one numpy matrix, so a query is one embedding call
-and one matrix product (exact search: fine for the tens of thousands of chunks of a team's docs). Each build bumps
-the index's ``generation``; a query reads it, the matrix (reloaded when it changed) and the texts in one read
+and one matrix product (exact search: fine for the tens of thousands of chunks of a team's docs). Each build gives
+the index a new random ``generation``; a query reads it, the matrix (reloaded when it changed) and the texts in one read
 transaction, so a rebuilt index is seen at once and never half of it.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -92,10 +93,11 @@ class _EmbeddingsTarget(SQLiteTarget):
                 f"{out} holds vectors of model {meta['model']!r}, not {model!r}; delete it to rebuild"
             )
         self.dims = int(meta["dims"]) if "dims" in meta else None
-        generation = int(meta.get("generation", "0")) + 1
+        # random, never a counter: an index deleted and built again from scratch would count from 1 again, and a
+        # running retriever would take the new file's vectors for the ones it loaded
         db.executemany(
             "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-            [("model", model), ("generation", str(generation))],
+            [("model", model), ("generation", secrets.token_hex(16))],
         )
 
     def values(self, chunks: list[IndexedChunk]) -> list[tuple[object, ...]]:

@@ -94,6 +94,18 @@ def test_a_running_retriever_sees_a_rebuilt_index(index: Path, embed: BagOfWords
     assert all(not s.source.startswith("shipping.md") for s in retriever.retrieve("express shipping", k=10))
 
 
+def test_a_running_retriever_sees_an_index_deleted_and_built_again_from_scratch(
+    index: Path, embed: BagOfWords, docs: Path, tmp_path: Path
+) -> None:
+    retriever = EmbeddingsRetriever(index, embed=embed, model="bag-of-words")
+    assert retriever.retrieve("express shipping", k=1)  # its vectors are loaded
+    index.unlink()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "garden.md").write_text("# Garden\n\nWater the roses at dawn.\n", encoding="utf-8")
+    build_embeddings_index(tmp_path / "other", index, embed=embed, model="bag-of-words")  # its first build again
+    assert [s.source for s in retriever.retrieve("water the roses", k=5)] == ["garden.md > Garden"]
+
+
 def test_an_index_of_another_model_is_refused(index: Path, embed: BagOfWords, docs: Path) -> None:
     with pytest.raises(RetrievalIndexError, match="bag-of-words"):
         EmbeddingsRetriever(index, embed=embed, model="other-model")
