@@ -107,6 +107,23 @@ class ThreadSlots:
                 self.leave()
             raise
 
+    async def await_for(self, run: Callable[[_A], _T], argument: _A, timeout: float) -> _T | None:
+        """``wait_for`` from async code: the event loop is never blocked on the pool, and a cancelled turn (a
+        shutdown) frees the slot of a call that never started, as an interrupted thread does."""
+        import asyncio
+
+        future = action_executor().submit(run, argument)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+        except TimeoutError:
+            if future.cancel():
+                self.leave()
+            return None
+        except BaseException:  # the turn itself cancelled: not the call's failure
+            if future.cancel():
+                self.leave()
+            raise
+
 
 class _Registered(ThreadSlots):
     __slots__ = ("function", "is_async", "takes_call")
@@ -336,18 +353,10 @@ class ActionRegistry:
             return outcome.result(started)
         if not registered.enter(self.max_calls_per_action):
             return _busy(effect, registered, started)
-        future = action_executor().submit(registered.run_guarded, arguments)
-        try:
-            outcome = await asyncio.wait_for(asyncio.wrap_future(future), effect.timeout_s)
-        except TimeoutError:
-            if future.cancel():
-                registered.leave()
+        waited = await registered.await_for(registered.run_guarded, arguments, effect.timeout_s)
+        if waited is None:
             return _timed_out(effect, started)
-        except BaseException:  # the turn itself cancelled (a shutdown): not the action's failure
-            if future.cancel():
-                registered.leave()
-            raise
-        return outcome.result(started)
+        return waited.result(started)
 
 
 def _mcp(names: list[str]) -> bool:

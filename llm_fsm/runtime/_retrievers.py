@@ -25,7 +25,7 @@ from llm_fsm.definition._model import FSMDefinition
 from llm_fsm.engine._retrieval import CallRetriever, RetrievalResult
 from llm_fsm.engine._snippets import AsyncRetriever, Retriever, Snippet
 from llm_fsm.errors import UsageError
-from llm_fsm.runtime._actions import ThreadSlots, action_executor, import_attribute
+from llm_fsm.runtime._actions import ThreadSlots, import_attribute
 
 DEFAULT_RETRIEVER_TIMEOUT_S = 5.0
 MAX_CALLS_PER_RETRIEVER = 8
@@ -135,17 +135,8 @@ class RetrieverRegistry:
             return _result(answer, started)
         if not registered.enter(MAX_CALLS_PER_RETRIEVER):
             return _busy(effect, registered, started)
-        future = action_executor().submit(registered.run_guarded, effect)
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), registered.timeout_s)
-        except TimeoutError:
-            if future.cancel():
-                registered.leave()
-            return _timed_out(registered, started)
-        except BaseException:  # the turn itself cancelled (a shutdown): not the retriever's failure
-            if future.cancel():
-                registered.leave()
-            raise
+        result = await registered.await_for(registered.run_guarded, effect, registered.timeout_s)
+        return result if result is not None else _timed_out(registered, started)
 
 
 def load_retrievers(spec: str) -> RetrieverRegistry:
