@@ -23,14 +23,7 @@ def is_recording_file(path: str | os.PathLike[str]) -> bool:
     ``fsm-lint``) must tell them apart from definitions without parsing
     50 MB: the writer puts ``format`` first, and the head is enough.
     """
-    if not os.fspath(path).lower().endswith(".json"):
-        return False
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(4096)
-    except OSError:
-        return False
-    return _RECORDING_MARK.search(head) is not None
+    return _head_matches(path, (".json",), _RECORDING_MARK)
 
 
 _MCP_CONFIG_MARK = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"mcpServers"\s*:|^mcpServers\s*:', re.MULTILINE)
@@ -42,14 +35,19 @@ def is_mcp_config_file(path: str | os.PathLike[str]) -> bool:
     It is kept beside the definitions whose ``mcp:SERVER/TOOL`` calls it serves (definitions/mcp/mcp.json), so a
     folder walk (``fsm-lint``, ``llm-fsm serve``) must not take it for a definition.
     """
-    if not os.fspath(path).lower().endswith((".json", ".yaml", ".yml")):
+    return _head_matches(path, (".json", ".yaml", ".yml"), _MCP_CONFIG_MARK)
+
+
+def _head_matches(path: str | os.PathLike[str], suffixes: tuple[str, ...], mark: re.Pattern[bytes]) -> bool:
+    """Whether a file with one of ``suffixes`` starts (in its first 4 KB) with ``mark``; an unreadable one does not."""
+    if not os.fspath(path).lower().endswith(suffixes):
         return False
     try:
         with open(path, "rb") as handle:
             head = handle.read(4096)
     except OSError:
         return False
-    return _MCP_CONFIG_MARK.search(head) is not None
+    return mark.search(head) is not None
 
 
 __all__ = ["RECORDING_FORMAT", "is_mcp_config_file", "is_recording_file"]
